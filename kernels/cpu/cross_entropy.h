@@ -1,0 +1,35 @@
+// kernels/cpu/cross_entropy.h: fused softmax cross-entropy over a padded vocabulary.
+//
+// N = tokens, VP = padded vocab (columns of the logits; Megatron pads the vocab to a
+// multiple of --make-vocab-size-divisible-by * TP), V = real vocab <= VP. logits,
+// dlogits: [N, VP] fp32; targets int32 [N] in [0, V); loss, lse, dloss: [N] fp32.
+// Columns >= V are padding: they never enter the softmax and get zero gradient.
+// Each row's logsumexp is computed as max + log(sum exp(x - max)) with the sum in fp32
+// (8 interleaved partial sums) — per-row, so independent of the thread count.
+// Single-shard form; the vocab-parallel version (Megatron's
+// megatron/core/tensor_parallel/cross_entropy.py) is built from these pieces in layers/.
+#ifndef MXMACA_KERNELS_CPU_CROSS_ENTROPY_H_
+#define MXMACA_KERNELS_CPU_CROSS_ENTROPY_H_
+
+#include <cstdint>
+
+#include "kernels/exec_context.h"
+
+namespace mxmaca::kernels::cpu {
+
+// CrossEntropyForward: lse[i] = logsumexp(logits[i, :V]); loss[i] = lse[i] -
+// logits[i, targets[i]]. lse is the stash for the backward.
+void CrossEntropyForward(const ExecContext& ctx, const float* logits,
+                         const int32_t* targets, int64_t n, int64_t vp, int64_t v,
+                         float* loss, float* lse);
+
+// CrossEntropyBackward: dlogits[i, c] = dloss[i] * (exp(logits[i, c] - lse[i]) -
+// [c == targets[i]]) for c < V; 0 for V <= c < VP. dlogits may alias logits (in place,
+// as llm.c does, to avoid a second [N, VP] buffer); otherwise they must not overlap.
+void CrossEntropyBackward(const ExecContext& ctx, const float* logits,
+                          const int32_t* targets, const float* lse, const float* dloss,
+                          int64_t n, int64_t vp, int64_t v, float* dlogits);
+
+}  // namespace mxmaca::kernels::cpu
+
+#endif  // MXMACA_KERNELS_CPU_CROSS_ENTROPY_H_

@@ -1,0 +1,29 @@
+// kernels/cpu/embedding.h: token embedding lookup and its gradient on CPU.
+//
+// N = tokens, H = hidden, V = rows of the table (vocab shard). ids: int32 [N];
+// table, dtable: [V, H]; out, dout: [N, H]. fp32.
+// The caller guarantees 0 <= ids[i] < V (Megatron's VocabParallelEmbedding masks
+// out-of-shard ids and zeroes their rows before calling into the lookup).
+#ifndef MXMACA_KERNELS_CPU_EMBEDDING_H_
+#define MXMACA_KERNELS_CPU_EMBEDDING_H_
+
+#include <cstdint>
+
+#include "kernels/exec_context.h"
+
+namespace mxmaca::kernels::cpu {
+
+// EmbeddingForward: out[i, :] = table[ids[i], :] (accumulate == false) or
+// out[i, :] += table[ids[i], :] (accumulate == true, e.g. adding position embeddings).
+void EmbeddingForward(const ExecContext& ctx, const int32_t* ids, int64_t n,
+                      const float* table, int64_t h, float* out, bool accumulate);
+
+// EmbeddingBackward: dtable[ids[i], :] += dout[i, :] for i = 0, 1, ..., n-1 — each
+// table row receives its contributions in increasing i (deterministic, same bits for any
+// thread count: threads split the hidden dimension, never the token order).
+void EmbeddingBackward(const ExecContext& ctx, const int32_t* ids, int64_t n,
+                       const float* dout, int64_t h, float* dtable);
+
+}  // namespace mxmaca::kernels::cpu
+
+#endif  // MXMACA_KERNELS_CPU_EMBEDDING_H_
