@@ -73,6 +73,28 @@ bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
          (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
+std::vector<double> NumericalVjp(
+    const std::function<std::vector<double>(const std::vector<double>&)>& f,
+    std::vector<double> x, const std::vector<double>& dy, double h) {
+  auto dot = [&](const std::vector<double>& y) {
+    REQUIRE(y.size() == dy.size());
+    double s = 0.0;
+    for (size_t i = 0; i < y.size(); ++i) s += dy[i] * y[i];
+    return s;
+  };
+  std::vector<double> g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double x0 = x[i];
+    x[i] = x0 + h;
+    const double plus = dot(f(x));
+    x[i] = x0 - h;
+    const double minus = dot(f(x));
+    x[i] = x0;
+    g[i] = (plus - minus) / (2 * h);
+  }
+  return g;
+}
+
 std::string ReferenceScriptPath() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   const std::string rel = "mxmaca/tests/kernels_reference/torch_ops.py";

@@ -8,6 +8,7 @@
 #define MXMACA_KERNELS_CPU_TEST_UTIL_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
@@ -36,6 +37,13 @@ double MaxAbsDiff(const std::vector<float>& got, const std::vector<double>& want
 
 // BitEqual: same size and identical bits.
 bool BitEqual(const std::vector<float>& a, const std::vector<float>& b);
+
+// NumericalVjp: the vector-Jacobian product dy^T (df/dx) of a fp64 reference function
+// f: R^n -> R^m by central differences, g_i = (dy.f(x + h e_i) - dy.f(x - h e_i)) / 2h.
+// Truncation error O(h^2 f'''), rounding error O(eps_64 |dy.f| / h).
+std::vector<double> NumericalVjp(
+    const std::function<std::vector<double>(const std::vector<double>&)>& f,
+    std::vector<double> x, const std::vector<double>& dy, double h);
 
 // TorchRef: one call of the PyTorch reference script.
 //   TorchRef ref("layer_norm");
