@@ -1,0 +1,279 @@
+// actors/checkpoint/checkpoint_writer.cc: temp dir, shard files, metadata, publication.
+#include "actors/checkpoint/checkpoint_writer.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "actors/checkpoint/checkpoint_format.h"
+#include "actors/checkpoint/file_util.h"
+#include "base/status_macros.h"
+
+namespace mxmaca::actors::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// UniqueSuffix: distinct across processes (pid), threads and calls (counter) and restarts
+// of a process with a recycled pid (time).
+std::string UniqueSuffix() {
+  static std::atomic<uint64_t> counter{0};
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  return absl::StrFormat(
+      "%d-%d-%x", static_cast<int>(::getpid()), counter.fetch_add(1),
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+}
+
+absl::Status FsError(const std::error_code& ec, absl::string_view op,
+                     const std::string& path) {
+  return ErrnoStatus(ec.value(), op, path);
+}
+
+}  // namespace
+
+struct CheckpointWriter::State {
+  std::string save_dir;
+  std::string temp_dir;
+  std::string final_dir;
+  int64_t iteration = 0;
+
+  absl::Mutex mu;
+  std::set<std::string> writers ABSL_GUARDED_BY(mu);
+  TensorIndex index ABSL_GUARDED_BY(mu);
+  std::vector<std::string> failures ABSL_GUARDED_BY(mu);
+  bool committed ABSL_GUARDED_BY(mu) = false;
+};
+
+CheckpointWriter::CheckpointWriter(std::unique_ptr<State> state) : state_(std::move(state)) {}
+CheckpointWriter::CheckpointWriter(CheckpointWriter&&) noexcept = default;
+CheckpointWriter& CheckpointWriter::operator=(CheckpointWriter&&) noexcept = default;
+
+CheckpointWriter::~CheckpointWriter() {
+  if (state_ == nullptr) return;
+  bool committed;
+  {
+    absl::MutexLock lock(&state_->mu);
+    committed = state_->committed;
+  }
+  if (!committed) {
+    std::error_code ec;
+    fs::remove_all(state_->temp_dir, ec);  // best effort; readers ignore temp dirs
+  }
+}
+
+int64_t CheckpointWriter::iteration() const { return state_->iteration; }
+const std::string& CheckpointWriter::temp_dir() const { return state_->temp_dir; }
+const std::string& CheckpointWriter::final_dir() const { return state_->final_dir; }
+
+absl::StatusOr<CheckpointWriter> CheckpointWriter::Begin(const std::string& save_dir,
+                                                         int64_t iteration) {
+  if (save_dir.empty()) {
+    return absl::InvalidArgumentError("checkpoint save directory is empty");
+  }
+  if (iteration < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint iteration must be >= 0, got ", iteration));
+  }
+  std::error_code ec;
+  fs::create_directories(save_dir, ec);
+  if (ec) return FsError(ec, "cannot create checkpoint directory", save_dir);
+  if (!fs::is_directory(save_dir, ec)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint save path ", save_dir, " is not a directory"));
+  }
+  auto state = std::make_unique<State>();
+  state->save_dir = save_dir;
+  state->iteration = iteration;
+  state->final_dir = absl::StrCat(save_dir, "/", IterDirName(iteration));
+  state->temp_dir = absl::StrCat(state->final_dir, kTempMarker, UniqueSuffix());
+  if (!fs::create_directory(state->temp_dir, ec)) {
+    if (!ec) ec = std::make_error_code(std::errc::file_exists);
+    return FsError(ec, "cannot create checkpoint temp directory", state->temp_dir);
+  }
+  return CheckpointWriter(std::move(state));
+}
+
+absl::Status CheckpointWriter::WriteShard(const std::string& writer_name,
+                                          absl::Span<const TensorShardView> tensors) {
+  MXMACA_RETURN_IF_ERROR(ValidateWriterName(writer_name));
+  const std::string file_name = ShardFileName(writer_name);
+
+  // Check the views and assign safetensors keys and data offsets (C order, tiling).
+  std::vector<SafetensorsEntry> entries;
+  std::vector<ShardEntry> shards;
+  std::map<std::string, int> seen;  // name -> shards of it so far in this file
+  uint64_t data_bytes = 0;
+  for (const TensorShardView& v : tensors) {
+    MXMACA_RETURN_IF_ERROR(ValidateTensorName(v.name));
+    MXMACA_RETURN_IF_ERROR(
+        ValidateShardGeometry(v.name, v.full_shape, v.offsets, v.shard_shape));
+    MXMACA_ASSIGN_OR_RETURN(int64_t numel, NumElements(v.full_shape, v.name));
+    MXMACA_ASSIGN_OR_RETURN(numel, NumElements(v.shard_shape, v.name));
+    if (numel > 0 && v.data == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "WriteShard(", writer_name, "): tensor '", v.name, "' shard ",
+          ShapeToString(v.shard_shape), " has null data"));
+    }
+    const int k = seen[v.name]++;
+    SafetensorsEntry e;
+    e.key = k == 0 ? v.name : absl::StrCat(v.name, "#", k);
+    e.shape = v.shard_shape;
+    e.begin = data_bytes;
+    data_bytes += static_cast<uint64_t>(numel) * sizeof(float);
+    e.end = data_bytes;
+    shards.push_back({file_name, e.key, v.offsets, v.shard_shape});
+    entries.push_back(std::move(e));
+  }
+
+  {
+    absl::MutexLock lock(&state_->mu);
+    if (state_->committed) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "WriteShard(", writer_name, ") after Commit of ", state_->final_dir));
+    }
+    for (const TensorShardView& v : tensors) {
+      auto it = state_->index.find(v.name);
+      if (it != state_->index.end() && it->second.full_shape != v.full_shape) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "WriteShard(", writer_name, "): tensor '", v.name, "' has full shape ",
+            ShapeToString(v.full_shape), " but another shard gave ",
+            ShapeToString(it->second.full_shape)));
+      }
+    }
+    if (!state_->writers.insert(writer_name).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint writer name '", writer_name, "' is used twice in one checkpoint"));
+    }
+  }
+
+  // File I/O outside the lock. The __metadata__ makes each file self-describing: for
+  // every key, the logical tensor, its full shape and the shard's offsets.
+  json shard_info = json::object();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    shard_info[entries[i].key] = {{"name", tensors[i].name},
+                                  {"full_shape", tensors[i].full_shape},
+                                  {"offsets", tensors[i].offsets}};
+  }
+  const std::string header = EncodeSafetensorsHeader(
+      entries, {{"format", "pt"},
+                {"mxmaca.format", kFormatName},
+                {"mxmaca.iteration", absl::StrCat(state_->iteration)},
+                {"mxmaca.shards", shard_info.dump()}});
+  const std::string path = absl::StrCat(state_->temp_dir, "/", file_name);
+  absl::Status io = [&]() -> absl::Status {
+    MXMACA_ASSIGN_OR_RETURN(DurableFile file, DurableFile::Create(path));
+    MXMACA_RETURN_IF_ERROR(file.Append(header.data(), header.size()));
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      MXMACA_RETURN_IF_ERROR(file.Append(tensors[i].data, entries[i].end - entries[i].begin));
+    }
+    return file.Close();
+  }();
+
+  absl::MutexLock lock(&state_->mu);
+  if (!io.ok()) {
+    state_->failures.push_back(absl::StrCat("WriteShard(", writer_name, "): ", io.message()));
+    return io;
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    TensorEntry& t = state_->index[tensors[i].name];
+    t.full_shape = tensors[i].full_shape;
+    t.shards.push_back(std::move(shards[i]));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointWriter::Commit(const json& args, const json& state) {
+  if (!args.is_object() || !state.is_object()) {
+    return absl::InvalidArgumentError(
+        "checkpoint Commit: args and state must be JSON objects");
+  }
+  std::string metadata;
+  {
+    absl::MutexLock lock(&state_->mu);
+    if (state_->committed) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("checkpoint ", state_->final_dir, " is already committed"));
+    }
+    if (!state_->failures.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint ", state_->final_dir, " not committed: ", state_->failures.front()));
+    }
+    absl::Status valid = ValidateTensorIndex(state_->index);
+    if (!valid.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint ", state_->final_dir, " not committed: ", valid.message()));
+    }
+    json meta = {{"format", kFormatName},
+                 {"version", kFormatVersion},
+                 {"iteration", state_->iteration},
+                 {"args", args},
+                 {"state", state},
+                 {"tensors", TensorIndexToJson(state_->index)}};
+    try {
+      metadata = meta.dump(1);
+    } catch (const json::exception& e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint Commit: args/state cannot be written: ", e.what()));
+    }
+  }
+
+  // 1. metadata.json last inside the temp dir, then make the dir's entries durable.
+  const std::string& temp_dir = state_->temp_dir;
+  const std::string& final_dir = state_->final_dir;
+  const std::string& save_dir = state_->save_dir;
+  MXMACA_RETURN_IF_ERROR(
+      WriteFileDurably(absl::StrCat(temp_dir, "/", kMetadataFileName), metadata));
+  MXMACA_RETURN_IF_ERROR(FsyncDir(temp_dir));
+
+  // 2. Publish the directory. If iter_{:07d} exists (saving the same iteration again),
+  // swap it atomically with the temp dir, so that the name always holds a complete
+  // checkpoint; the old one then sits under the temp name and is removed.
+  absl::Status renamed = RenameNoReplace(temp_dir, final_dir);
+  bool swapped = false;
+  if (absl::IsAlreadyExists(renamed)) {
+    absl::Status exchanged = ExchangeDirs(temp_dir, final_dir);
+    if (absl::IsUnimplemented(exchanged)) {
+      // No RENAME_EXCHANGE on this file system: move the old one aside first (a crash
+      // between the two renames leaves it under iter_{:07d}.tmp-old-*).
+      const std::string aside = absl::StrCat(final_dir, kTempMarker, "old-", UniqueSuffix());
+      MXMACA_RETURN_IF_ERROR(RenameReplace(final_dir, aside));
+      exchanged = RenameNoReplace(temp_dir, final_dir);
+      if (exchanged.ok()) exchanged = RenameReplace(aside, temp_dir);
+    }
+    MXMACA_RETURN_IF_ERROR(exchanged);
+    swapped = true;
+  } else {
+    MXMACA_RETURN_IF_ERROR(renamed);
+  }
+  {
+    absl::MutexLock lock(&state_->mu);
+    state_->committed = true;
+  }
+  MXMACA_RETURN_IF_ERROR(FsyncDir(save_dir));
+
+  // 3. Point latest_checkpointed_iteration.txt at it (temp file + atomic rename).
+  const std::string latest = absl::StrCat(save_dir, "/", kLatestFileName);
+  const std::string latest_tmp = absl::StrCat(latest, kTempMarker, UniqueSuffix());
+  MXMACA_RETURN_IF_ERROR(WriteFileDurably(latest_tmp, absl::StrCat(state_->iteration)));
+  MXMACA_RETURN_IF_ERROR(RenameReplace(latest_tmp, latest));
+  MXMACA_RETURN_IF_ERROR(FsyncDir(save_dir));
+
+  if (swapped) {
+    std::error_code ec;
+    fs::remove_all(temp_dir, ec);
+    if (ec) return FsError(ec, "cannot remove replaced checkpoint", temp_dir);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mxmaca::actors::checkpoint

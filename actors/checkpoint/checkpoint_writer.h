@@ -1,0 +1,105 @@
+// actors/checkpoint/checkpoint_writer.h: saves a checkpoint of logical tensors
+// atomically (DESIGN.md "Checkpoints store logical tensors"; format in
+// checkpoint_format.h and docs/CHECKPOINTS.md).
+//
+// Usage (one writer per save, shared by the stage actors of a process):
+//   MXMACA_ASSIGN_OR_RETURN(CheckpointWriter w, CheckpointWriter::Begin(save, 1000));
+//   // each stage actor, concurrently:
+//   MXMACA_RETURN_IF_ERROR(w.WriteShard("pp1_tp0", views));
+//   // coordinator, after every WriteShard returned:
+//   MXMACA_RETURN_IF_ERROR(w.Commit(args_json, state_json));
+// Until Commit renames the temp dir, nothing a reader looks at has changed; a crash at any
+// point leaves either the previous or the new checkpoint loadable.
+#ifndef MXMACA_ACTORS_CHECKPOINT_CHECKPOINT_WRITER_H_
+#define MXMACA_ACTORS_CHECKPOINT_CHECKPOINT_WRITER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include <nlohmann/json.hpp>
+
+namespace mxmaca::actors::checkpoint {
+
+// TensorShardView: one shard of a logical tensor, as held by the caller (not owned).
+//   name:        logical name, e.g. "model/decoder.layers.3.mlp.linear_fc1.weight" or
+//                "optimizer/exp_avg/decoder.layers.3.mlp.linear_fc1.weight"
+//                (characters [A-Za-z0-9_.:/-]); layer numbers are global, not per stage.
+//   full_shape:  shape of the whole logical tensor, e.g. [ffn, h]; [] for a scalar.
+//   offsets:     where this shard starts in the full tensor, per dim.
+//   shard_shape: extent of this shard, per dim; offsets + shard_shape <= full_shape.
+//   data:        prod(shard_shape) fp32 values, C order over shard_shape, read during
+//                WriteShard only (may be null when the shard is empty).
+// A tensor held as several boxes by one writer (e.g. SwiGLU's [gate; up] rows of a TP
+// shard) is passed as several views with the same name.
+struct TensorShardView {
+  std::string name;
+  std::vector<int64_t> full_shape;
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> shard_shape;
+  const float* data = nullptr;
+};
+
+// CheckpointWriter: writes one checkpoint (one iteration) into a temp dir and publishes it
+// on Commit. WriteShard is thread-safe; Begin and Commit are called once each by one
+// thread. Move-only. Destroying a writer that did not commit removes its temp dir (a
+// crashed process leaves it behind; readers ignore such dirs).
+class CheckpointWriter {
+ public:
+  // Begin: creates `save_dir` if needed (like mkdir -p) and a fresh temp dir
+  // <save_dir>/iter_{:07d}.tmp-<pid>-<counter>-<time>/ for this save.
+  // Errors: InvalidArgument for an empty save_dir or a negative iteration; the file
+  // system's error (naming the path) if a directory cannot be created.
+  static absl::StatusOr<CheckpointWriter> Begin(const std::string& save_dir,
+                                                int64_t iteration);
+
+  CheckpointWriter(CheckpointWriter&&) noexcept;
+  CheckpointWriter& operator=(CheckpointWriter&&) noexcept;
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+  ~CheckpointWriter();
+
+  // WriteShard: writes shard_<writer_name>.safetensors (fsynced) holding every view of
+  // `tensors` as one safetensors entry, and records the views in the tensor index.
+  // Thread-safe: several actors may write their own shards concurrently; the file I/O runs
+  // outside the writer's lock.
+  // Errors: InvalidArgument for a bad writer name, a writer name already used, a bad
+  // tensor name, a shard outside its full shape, null data for a non-empty shard, or a
+  // full shape differing from one another shard of the same name gave; FailedPrecondition
+  // after Commit; the file system's error naming the file.
+  absl::Status WriteShard(const std::string& writer_name,
+                          absl::Span<const TensorShardView> tensors);
+
+  // Commit: validates the index (every tensor covered by its shards exactly once, no
+  // overlap, one full shape per name — FailedPrecondition naming the tensor and shards
+  // otherwise), writes metadata.json {format, version, iteration, args, state, tensors},
+  // fsyncs it and the temp dir, renames the temp dir to iter_{:07d} (an existing
+  // iter_{:07d} is swapped out atomically and then removed), fsyncs <save_dir>, then
+  // replaces latest_checkpointed_iteration.txt by temp file + rename + fsync.
+  // `args` (the run's arguments) and `state` (consumed samples, scheduler and optimizer
+  // steps, RNG/data position, ...) must be JSON objects; they are stored as given.
+  // Errors: InvalidArgument if args/state are not objects or hold invalid UTF-8;
+  // FailedPrecondition for a bad index, a failed WriteShard, or a second Commit; the file
+  // system's error otherwise (then the previous checkpoint stays the latest).
+  absl::Status Commit(const nlohmann::json& args, const nlohmann::json& state);
+
+  // iteration: the iteration given to Begin.
+  int64_t iteration() const;
+  // temp_dir: the directory shards are written to before Commit.
+  const std::string& temp_dir() const;
+  // final_dir: <save_dir>/iter_{:07d}.
+  const std::string& final_dir() const;
+
+ private:
+  struct State;
+  explicit CheckpointWriter(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace mxmaca::actors::checkpoint
+
+#endif  // MXMACA_ACTORS_CHECKPOINT_CHECKPOINT_WRITER_H_
