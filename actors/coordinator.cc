@@ -1,0 +1,533 @@
+// actors/coordinator.cc: see coordinator.h.
+#include "actors/coordinator.h"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <utility>
+
+#include <caf/actor_system.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "actors/checkpoint/checkpoint_writer.h"
+#include "actors/stage_checkpoint.h"
+#include "scheduler/pipeline_schedule.h"
+
+namespace mxmaca::actors {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+enum class Phase { kIdle, kTrain, kStep, kEval, kSave, kDone };
+
+// Sums over the reports of the stages for the phase in progress.
+struct PhaseReports {
+  int pending = 0;
+  double loss_sum = 0.0;
+  double num_tokens = 0.0;
+  double grad_norm_sq = 0.0;
+  bool grads_finite = true;
+  int64_t peak_activation_bytes = 0;
+  std::vector<double> stage_busy;
+  double wall = 0.0;
+  void Reset(int stages) {
+    *this = PhaseReports();
+    pending = stages;
+    stage_busy.assign(stages, 0.0);
+  }
+};
+
+// Accumulates the log interval (Megatron's total_loss_dict / timers).
+struct LogInterval {
+  int64_t iterations = 0;
+  int64_t counted_losses = 0;
+  double loss_total = 0.0;
+  int64_t skipped = 0;
+  int64_t nan = 0;
+  Clock::time_point start = Clock::now();
+  std::vector<double> stage_busy;
+  double stage_wall = 0.0;
+  int64_t peak_activation_bytes = 0;
+};
+
+struct CoordinatorState {
+  std::shared_ptr<CoordinatorConfig> cfg;
+  caf::typed_response_promise<TrainingSummary> promise;
+  bool started = false;
+  Phase phase = Phase::kIdle;
+  int64_t iteration = 0;
+  PhaseReports reports;
+  LogInterval interval;
+  TrainingSummary summary;
+  Clock::time_point run_start;
+  int64_t consecutive_nan = 0;
+  int64_t total_skipped = 0;
+  // The step in flight.
+  bool step_skip = false;
+  double step_loss = 0.0;
+  double step_grad_norm = 0.0;
+  // Evaluation in progress.
+  int64_t eval_done = 0;
+  double eval_loss_sum = 0.0;
+  double eval_tokens = 0.0;
+  std::string eval_where;
+  bool eval_then_finish = false;
+  bool final_eval_done = false;
+  // Saving in progress.
+  std::shared_ptr<checkpoint::CheckpointWriter> writer;
+  int64_t last_saved_iteration = -1;
+  bool save_then_finish = false;
+  // Throughput (iterations after the first, which includes warm-up).
+  double timed_seconds = 0.0;
+  int64_t timed_iterations = 0;
+  Clock::time_point iteration_start;
+};
+
+using CoordinatorPointer = CoordinatorActor::stateful_pointer<CoordinatorState>;
+
+void Print(CoordinatorState& st, const std::string& text) {
+  if (st.cfg->print) st.cfg->print(text);
+}
+
+void Finish(CoordinatorPointer self, bool ok, const std::string& error) {
+  auto& st = self->state;
+  if (st.phase == Phase::kDone) return;
+  st.phase = Phase::kDone;
+  st.summary.ok = ok;
+  st.summary.error = error;
+  st.summary.last_iteration = st.iteration;
+  st.summary.skipped_iterations = st.total_skipped;
+  if (st.timed_iterations > 0 && st.timed_seconds > 0) {
+    st.summary.mean_tokens_per_second =
+        static_cast<double>(st.timed_iterations * st.cfg->global_batch_size * st.cfg->seq_length) /
+        st.timed_seconds;
+  }
+  st.promise.deliver(st.summary);
+}
+
+void StartIteration(CoordinatorPointer self);
+void StartEval(CoordinatorPointer self, const std::string& where, bool then_finish);
+void StartSave(CoordinatorPointer self, bool then_finish);
+
+// Runs the end of training as Megatron's pretrain() does: a last evaluation on the
+// validation set (always, when there is one), then a last save (unless just saved).
+void FinishTraining(CoordinatorPointer self) {
+  auto& st = self->state;
+  const CoordinatorConfig& c = *st.cfg;
+  if (!st.final_eval_done && c.do_valid) {
+    st.final_eval_done = true;
+    StartEval(self, absl::StrCat("iteration ", st.iteration, " on validation set"), true);
+    return;
+  }
+  if (c.save_dir && st.last_saved_iteration != st.iteration && st.iteration > 0) {
+    StartSave(self, true);
+    return;
+  }
+  Finish(self, true, "");
+}
+
+// After an iteration's step: log, evaluate, save, then the next iteration.
+void AfterStep(CoordinatorPointer self) {
+  auto& st = self->state;
+  const CoordinatorConfig& c = *st.cfg;
+  const bool exit_now =
+      (c.exit_interval && *c.exit_interval > 0 && st.iteration % *c.exit_interval == 0) ||
+      (c.exit_duration_in_mins &&
+       std::chrono::duration<double>(Clock::now() - st.run_start).count() / 60.0 >
+           *c.exit_duration_in_mins);
+  if (c.do_valid && c.eval_interval > 0 && st.iteration % c.eval_interval == 0) {
+    StartEval(self, absl::StrCat("iteration ", st.iteration), false);
+    return;
+  }
+  if (c.save_dir && c.save_interval > 0 && st.iteration % c.save_interval == 0 &&
+      st.last_saved_iteration != st.iteration) {
+    StartSave(self, false);
+    return;
+  }
+  if (exit_now) {
+    Print(st, absl::StrCat(" exiting program at iteration ", st.iteration));
+    st.final_eval_done = true;  // Megatron's exit paths save and stop without evaluating
+    FinishTraining(self);
+    return;
+  }
+  if (st.iteration >= c.train_iters) {
+    FinishTraining(self);
+    return;
+  }
+  StartIteration(self);
+}
+
+void LogIfDue(CoordinatorPointer self) {
+  auto& st = self->state;
+  const CoordinatorConfig& c = *st.cfg;
+  LogInterval& iv = st.interval;
+  if (c.log_interval <= 0 || st.iteration % c.log_interval != 0) return;
+  const double seconds = std::chrono::duration<double>(Clock::now() - iv.start).count();
+  const double per_iter = seconds / std::max<int64_t>(1, iv.iterations);
+  IterationLogRecord r;
+  r.now = absl::Now();
+  r.iteration = st.iteration;
+  r.train_iters = c.train_iters;
+  r.consumed_samples = c.consumed_train_samples;
+  r.elapsed_ms_per_iteration = per_iter * 1e3;
+  const double flops_per_device_per_s =
+      c.flops_per_iteration / per_iter / static_cast<double>(c.num_devices);
+  r.tflops_per_device = flops_per_device_per_s / 1e12;
+  r.learning_rate = c.scheduler.lr();
+  r.global_batch_size = c.global_batch_size;
+  r.lm_loss = iv.counted_losses > 0 ? iv.loss_total / iv.counted_losses
+                                    : std::numeric_limits<double>::quiet_NaN();
+  r.grad_norm = st.step_grad_norm;
+  r.skipped_iterations = iv.skipped;
+  r.nan_iterations = iv.nan;
+  r.tokens_per_second = static_cast<double>(c.global_batch_size * c.seq_length) / per_iter;
+  r.model_gflops_per_second = flops_per_device_per_s / 1e9;
+  r.gemm_peak_gflops = c.gemm_peak_gflops;
+  r.peak_activation_mb = static_cast<double>(iv.peak_activation_bytes) / (1024.0 * 1024.0);
+  if (c.stages.size() > 1 && iv.stage_wall > 0) {
+    for (double busy : iv.stage_busy) {
+      r.stage_bubble_fraction.push_back(std::max(0.0, 1.0 - busy / iv.stage_wall));
+    }
+  }
+  Print(st, FormatIterationLog(r));
+  iv = LogInterval();
+}
+
+void StartIteration(CoordinatorPointer self) {
+  auto& st = self->state;
+  CoordinatorConfig& c = *st.cfg;
+  ++st.iteration;
+  st.phase = Phase::kTrain;
+  st.iteration_start = Clock::now();
+  st.reports.Reset(static_cast<int>(c.stages.size()));
+  RunStageIteration run;
+  run.iteration = st.iteration;
+  run.eval = false;
+  run.num_microbatches = c.num_microbatches;
+  run.first_global_microbatch = (st.iteration - 1) * c.num_microbatches;
+  run.calculate_per_token_loss = c.calculate_per_token_loss;
+  run.schedule = scheduler::SingleStageSchedule(c.num_microbatches);
+  for (const StageActorHandle& stage : c.stages) self->send(stage, run);
+  self->send(c.data, ProduceMicroBatches{st.iteration, false, c.consumed_train_samples,
+                                         c.num_microbatches});
+}
+
+void StartEvalIteration(CoordinatorPointer self) {
+  auto& st = self->state;
+  CoordinatorConfig& c = *st.cfg;
+  st.reports.Reset(static_cast<int>(c.stages.size()));
+  RunStageIteration run;
+  run.iteration = st.iteration;
+  run.eval = true;
+  run.num_microbatches = c.num_microbatches;
+  run.first_global_microbatch = 0;  // no dropout in evaluation
+  run.calculate_per_token_loss = c.calculate_per_token_loss;
+  run.schedule = scheduler::ForwardOnlySchedule(c.num_microbatches);
+  for (const StageActorHandle& stage : c.stages) self->send(stage, run);
+  self->send(c.data, ProduceMicroBatches{st.iteration, true, c.consumed_valid_samples,
+                                         c.num_microbatches});
+}
+
+void StartEval(CoordinatorPointer self, const std::string& where, bool then_finish) {
+  auto& st = self->state;
+  st.phase = Phase::kEval;
+  st.eval_done = 0;
+  st.eval_loss_sum = 0.0;
+  st.eval_tokens = 0.0;
+  st.eval_where = where;
+  st.eval_then_finish = then_finish;
+  StartEvalIteration(self);
+}
+
+void StartSave(CoordinatorPointer self, bool then_finish) {
+  auto& st = self->state;
+  CoordinatorConfig& c = *st.cfg;
+  st.phase = Phase::kSave;
+  st.save_then_finish = then_finish;
+  absl::StatusOr<checkpoint::CheckpointWriter> writer =
+      checkpoint::CheckpointWriter::Begin(*c.save_dir, st.iteration);
+  if (!writer.ok()) {
+    Finish(self, false, absl::StrCat("saving checkpoint at iteration ", st.iteration, ": ",
+                                     writer.status().message()));
+    return;
+  }
+  st.writer = std::make_shared<checkpoint::CheckpointWriter>(std::move(*writer));
+  st.reports.Reset(static_cast<int>(c.stages.size()));
+  auto shared_writer = st.writer;
+  for (const StageActorHandle& stage : c.stages) {
+    SaveCheckpointShard msg;
+    msg.iteration = st.iteration;
+    msg.write_shard = [shared_writer](int32_t stage_index, StageProgram& program,
+                                      layers::AdamWOptimizer& optimizer) {
+      return WriteStageShard(*shared_writer, absl::StrCat("stage", stage_index),
+                             program.parameters(), &optimizer);
+    };
+    self->send(stage, msg);
+  }
+}
+
+void OnTrainReports(CoordinatorPointer self) {
+  auto& st = self->state;
+  CoordinatorConfig& c = *st.cfg;
+  PhaseReports& r = st.reports;
+  // Megatron: reported lm loss = sum of token losses / tokens over the global batch.
+  st.step_loss = r.loss_sum / std::max(1.0, r.num_tokens);
+  const double grad_scale = c.calculate_per_token_loss ? 1.0 / std::max(1.0, r.num_tokens) : 1.0;
+  st.step_grad_norm = std::sqrt(r.grad_norm_sq) * grad_scale;
+  const bool finite = std::isfinite(st.step_loss) && r.grads_finite && std::isfinite(st.step_grad_norm);
+  ApplyOptimizerStep step;
+  step.iteration = st.iteration;
+  step.grad_scale = grad_scale;
+  step.lr = c.scheduler.lr();
+  step.weight_decay = c.scheduler.weight_decay();
+  if (!finite) {
+    step.skip = true;
+    ++st.consecutive_nan;
+    ++st.total_skipped;
+    ++st.interval.skipped;
+    ++st.interval.nan;
+    Print(st, absl::StrCat(" WARNING: iteration ", st.iteration,
+                           " has a non-finite loss or gradient norm (loss ", st.step_loss,
+                           ", grad norm ", st.step_grad_norm, "); skipping the optimizer step"));
+    if (st.consecutive_nan >= c.max_consecutive_nan_iterations) {
+      Finish(self, false,
+             absl::StrCat("iteration ", st.iteration, ": ", st.consecutive_nan,
+                          " iteration(s) in a row with NaN/Inf loss or gradient norm "
+                          "(--max-consecutive-nan-iterations ",
+                          c.max_consecutive_nan_iterations, ")"));
+      return;
+    }
+  } else {
+    st.consecutive_nan = 0;
+    if (c.clip_grad > 0.0) {
+      const double coeff = c.clip_grad / (st.step_grad_norm + 1.0e-6);
+      if (coeff < 1.0) step.clip_coeff = coeff;
+    }
+  }
+  st.step_skip = step.skip;
+  st.phase = Phase::kStep;
+  st.reports.pending = static_cast<int>(c.stages.size());
+  for (const StageActorHandle& stage : c.stages) self->send(stage, step);
+}
+
+void OnStepDone(CoordinatorPointer self) {
+  auto& st = self->state;
+  CoordinatorConfig& c = *st.cfg;
+  if (!st.step_skip) c.scheduler.Step(c.global_batch_size);
+  c.consumed_train_samples += c.global_batch_size;
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - st.iteration_start).count();
+  if (st.iteration > st.summary.first_iteration + 1) {
+    st.timed_seconds += seconds;
+    ++st.timed_iterations;
+  }
+  st.summary.train_losses.push_back(st.step_skip ? std::nan("") : st.step_loss);
+  st.summary.grad_norms.push_back(st.step_grad_norm);
+  LogInterval& iv = st.interval;
+  ++iv.iterations;
+  if (!st.step_skip) {
+    iv.loss_total += st.step_loss;
+    ++iv.counted_losses;
+  }
+  if (iv.stage_busy.size() != st.reports.stage_busy.size()) {
+    iv.stage_busy.assign(st.reports.stage_busy.size(), 0.0);
+  }
+  for (size_t i = 0; i < iv.stage_busy.size(); ++i) iv.stage_busy[i] += st.reports.stage_busy[i];
+  iv.stage_wall += st.reports.wall;
+  iv.peak_activation_bytes = std::max(iv.peak_activation_bytes, st.reports.peak_activation_bytes);
+  st.summary.peak_activation_bytes =
+      std::max(st.summary.peak_activation_bytes, st.reports.peak_activation_bytes);
+  if (c.on_iteration) {
+    IterationLogRecord r;
+    r.now = absl::Now();
+    r.iteration = st.iteration;
+    r.train_iters = c.train_iters;
+    r.consumed_samples = c.consumed_train_samples;
+    r.elapsed_ms_per_iteration = seconds * 1e3;
+    r.learning_rate = c.scheduler.lr();
+    r.global_batch_size = c.global_batch_size;
+    r.lm_loss = st.step_loss;
+    r.grad_norm = st.step_grad_norm;
+    r.skipped_iterations = st.step_skip ? 1 : 0;
+    r.tokens_per_second = static_cast<double>(c.global_batch_size * c.seq_length) / seconds;
+    c.on_iteration(r);
+  }
+  LogIfDue(self);
+  AfterStep(self);
+}
+
+void OnEvalReports(CoordinatorPointer self) {
+  auto& st = self->state;
+  CoordinatorConfig& c = *st.cfg;
+  st.eval_loss_sum += st.reports.loss_sum;
+  st.eval_tokens += st.reports.num_tokens;
+  c.consumed_valid_samples += c.global_batch_size;
+  ++st.eval_done;
+  if (st.eval_done < c.eval_iters) {
+    StartEvalIteration(self);
+    return;
+  }
+  const double loss = st.eval_loss_sum / std::max(1.0, st.eval_tokens);
+  st.summary.valid_losses.emplace_back(st.iteration, loss);
+  Print(st, FormatValidationLog(st.eval_where, loss));
+  if (st.eval_then_finish) {
+    FinishTraining(self);
+    return;
+  }
+  // Continue after the evaluation: a save may be due, then the next iteration.
+  if (c.save_dir && c.save_interval > 0 && st.iteration % c.save_interval == 0) {
+    StartSave(self, false);
+    return;
+  }
+  if (st.iteration >= c.train_iters) {
+    FinishTraining(self);
+    return;
+  }
+  StartIteration(self);
+}
+
+nlohmann::json TrainingStateJson(const CoordinatorState& st) {
+  const CoordinatorConfig& c = *st.cfg;
+  nlohmann::json state;
+  state["iteration"] = st.iteration;
+  state["consumed_train_samples"] = c.consumed_train_samples;
+  state["consumed_valid_samples"] = c.consumed_valid_samples;
+  state["opt_param_scheduler"] = {{"num_steps", c.scheduler.num_steps()},
+                                  {"max_lr", c.scheduler.config().max_lr},
+                                  {"min_lr", c.scheduler.config().min_lr},
+                                  {"lr_warmup_steps", c.scheduler.config().lr_warmup_steps},
+                                  {"lr_decay_steps", c.scheduler.config().lr_decay_steps}};
+  state["optimizer_step"] = st.iteration - st.total_skipped;  // informative; stages own it
+  state["skipped_iterations"] = st.total_skipped;
+  // Randomness is a function of (seed, iteration, micro-batch): there is no RNG state to
+  // store; the data position is consumed_train_samples.
+  state["rng"] = "counter-based (seed, iteration, global micro-batch)";
+  return state;
+}
+
+void OnShardsSaved(CoordinatorPointer self) {
+  auto& st = self->state;
+  CoordinatorConfig& c = *st.cfg;
+  absl::Status s = st.writer->Commit(c.checkpoint_args, TrainingStateJson(st));
+  st.writer.reset();
+  if (!s.ok()) {
+    Finish(self, false, absl::StrCat("saving checkpoint at iteration ", st.iteration, ": ",
+                                     s.message()));
+    return;
+  }
+  st.last_saved_iteration = st.iteration;
+  Print(st, absl::StrFormat("  successfully saved checkpoint from iteration %7d to %s",
+                            st.iteration, *c.save_dir));
+  if (st.save_then_finish) {
+    Finish(self, true, "");
+    return;
+  }
+  if (st.iteration >= c.train_iters) {
+    FinishTraining(self);
+    return;
+  }
+  StartIteration(self);
+}
+
+CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
+                                                    std::shared_ptr<CoordinatorConfig> config) {
+  self->state.cfg = std::move(config);
+  return {
+      [=](const RunTraining&) -> caf::typed_response_promise<TrainingSummary> {
+        auto& st = self->state;
+        st.promise = self->make_response_promise<TrainingSummary>();
+        if (st.started) {
+          TrainingSummary bad;
+          bad.ok = false;
+          bad.error = "RunTraining sent twice";
+          return self->make_response_promise<TrainingSummary>(bad);
+        }
+        st.started = true;
+        st.run_start = Clock::now();
+        st.iteration = st.cfg->start_iteration;
+        st.summary.first_iteration = st.iteration;
+        if (st.iteration >= st.cfg->train_iters) {
+          Finish(self, true, "");
+        } else {
+          StartIteration(self);
+        }
+        return st.promise;
+      },
+      [=](const StageIterationDone& d) {
+        auto& st = self->state;
+        const bool expect_eval = st.phase == Phase::kEval;
+        if ((st.phase != Phase::kTrain && st.phase != Phase::kEval) || d.eval != expect_eval ||
+            d.iteration != st.iteration || st.reports.pending <= 0) {
+          if (st.phase == Phase::kDone) return;
+          Finish(self, false,
+                 absl::StrCat("coordinator: unexpected report from stage ", d.stage,
+                              " for iteration ", d.iteration, d.eval ? " (eval)" : "",
+                              " while at iteration ", st.iteration));
+          return;
+        }
+        PhaseReports& r = st.reports;
+        r.loss_sum += d.loss_sum;
+        r.num_tokens += d.num_tokens;
+        r.grad_norm_sq += d.grad_norm_sq;
+        r.grads_finite = r.grads_finite && d.grads_finite;
+        r.peak_activation_bytes = std::max(r.peak_activation_bytes, d.peak_activation_bytes);
+        if (d.stage >= 0 && d.stage < static_cast<int32_t>(r.stage_busy.size())) {
+          r.stage_busy[d.stage] = d.busy_seconds;
+        }
+        r.wall = std::max(r.wall, d.wall_seconds);
+        if (--r.pending > 0) return;
+        if (expect_eval) {
+          OnEvalReports(self);
+        } else {
+          OnTrainReports(self);
+        }
+      },
+      [=](const StageStepDone& d) {
+        auto& st = self->state;
+        if (st.phase != Phase::kStep || d.iteration != st.iteration) {
+          if (st.phase == Phase::kDone) return;
+          Finish(self, false, absl::StrCat("coordinator: unexpected step report from stage ",
+                                           d.stage, " for iteration ", d.iteration));
+          return;
+        }
+        if (--st.reports.pending > 0) return;
+        OnStepDone(self);
+      },
+      [=](const ShardSaved& s) {
+        auto& st = self->state;
+        if (st.phase != Phase::kSave) return;
+        if (!s.ok) {
+          Finish(self, false, absl::StrCat("saving checkpoint at iteration ", s.iteration,
+                                           " (stage ", s.stage, "): ", s.error));
+          return;
+        }
+        if (--st.reports.pending > 0) return;
+        OnShardsSaved(self);
+      },
+      [=](const StageFailed& f) {
+        Finish(self, false,
+               absl::StrCat(f.actor, " failed at iteration ", f.iteration,
+                            f.microbatch >= 0 ? absl::StrCat(", micro-batch ", f.microbatch) : "",
+                            ", op ", f.op, ": ", f.message));
+      },
+      [=](const DataFailed& f) {
+        Finish(self, false,
+               absl::StrCat("data actor failed at iteration ", f.iteration, ": ", f.message));
+      },
+  };
+}
+
+}  // namespace
+
+CoordinatorActor SpawnCoordinator(caf::actor_system& system,
+                                  std::shared_ptr<CoordinatorConfig> config) {
+  return system.spawn(CoordinatorBehavior, std::move(config));
+}
+
+}  // namespace mxmaca::actors

@@ -1,0 +1,77 @@
+// actors/coordinator.h: the Coordinator, one per process, which drives iterations.
+//
+// Per training iteration (megatron/training/training.py train / train_step):
+//   1. hands every StageActor its op list and asks the DataActor for the global batch's
+//      micro-batches (which go straight to the stages);
+//   2. collects each stage's report (loss, token count, gradient sum of squares);
+//   3. decides the step: global grad norm (each logical parameter counted once), skip on
+//      NaN/Inf (counted; the run stops after --max-consecutive-nan-iterations in a row),
+//      clip coefficient (--clip-grad), learning rate and weight decay from the scheduler,
+//      and tells every stage to apply it;
+//   4. advances the scheduler by the global batch (only for successful steps) and the
+//      consumed-samples counter, logs every --log-interval, evaluates every
+//      --eval-interval on the validation split (forward-only schedule), saves every
+//      --save-interval (atomically; and once at the end), stops at --train-iters or
+//      --exit-interval / --exit-duration-in-mins.
+// Failures reported by any actor end the run at once with a summary naming the actor,
+// iteration, micro-batch and op.
+#ifndef MXMACA_ACTORS_COORDINATOR_H_
+#define MXMACA_ACTORS_COORDINATOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/messages.h"
+#include "actors/training_log.h"
+#include "layers/lr_schedule.h"
+
+namespace mxmaca::actors {
+
+// CoordinatorConfig: the run. Iterations are 1-based as in Megatron's logs.
+struct CoordinatorConfig {
+  int64_t train_iters = 0;
+  int64_t start_iteration = 0;              // iterations already done (from --load)
+  int64_t consumed_train_samples = 0;
+  int64_t consumed_valid_samples = 0;
+  int64_t global_batch_size = 0;
+  int64_t micro_batch_size = 0;
+  int32_t num_microbatches = 0;             // global batch / (micro batch x DP)
+  int64_t seq_length = 0;
+  bool calculate_per_token_loss = false;
+  double clip_grad = 1.0;                   // 0 disables clipping
+  int64_t max_consecutive_nan_iterations = 1;
+  int64_t log_interval = 100;
+  int64_t eval_interval = 1000;             // 0 disables periodic evaluation
+  int64_t eval_iters = 100;                 // 0 disables evaluation
+  bool do_valid = false;                    // a validation split exists and eval_iters > 0
+  std::optional<int64_t> exit_interval;
+  std::optional<double> exit_duration_in_mins;
+  std::optional<std::string> save_dir;
+  int64_t save_interval = 0;                // 0: save only at the end (when save_dir)
+  nlohmann::json checkpoint_args;           // stored in every checkpoint's metadata
+  layers::OptimizerParamScheduler scheduler;
+  std::vector<StageActorHandle> stages;     // pipeline order
+  DataActorHandle data;
+  double flops_per_iteration = 0.0;         // Megatron's num_floating_point_operations
+  double gemm_peak_gflops = 0.0;            // measured at start-up (0 = unknown)
+  int64_t num_devices = 1;                  // for per-device throughput
+  std::function<void(const std::string&)> print;  // log sink (one call per line/block)
+  // Called after every iteration with its record (for embedding callers); may be empty.
+  std::function<void(const IterationLogRecord&)> on_iteration;
+};
+
+// SpawnCoordinator: spawns the actor. Send it RunTraining (once) to start; it answers
+// with TrainingSummary when the run ends. `set_stages` lets the caller create the stage and
+// data actors (which need the coordinator's handle) after spawning: the coordinator waits
+// for RunTraining before using them.
+CoordinatorActor SpawnCoordinator(caf::actor_system& system,
+                                  std::shared_ptr<CoordinatorConfig> config);
+
+}  // namespace mxmaca::actors
+
+#endif  // MXMACA_ACTORS_COORDINATOR_H_

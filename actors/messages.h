@@ -1,0 +1,225 @@
+// actors/messages.h: the typed messages between MXMACA's actors, and the actors'
+// typed interfaces.
+//
+// DESIGN.md, "Messages": small typed structs; every message about a micro-batch names
+// its iteration, micro-batch, model chunk and direction, so the receiver checks that what
+// arrived is what it expected and fails loudly otherwise. Payloads are shared_ptrs to
+// immutable data: within a process CAF hands the same address to the receiver (zero copy).
+// These types never cross a process boundary through CAF (CAF_ALLOW_UNSAFE_MESSAGE_TYPE);
+// tensors between processes go over the transport layer.
+#ifndef MXMACA_ACTORS_MESSAGES_H_
+#define MXMACA_ACTORS_MESSAGES_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "actors/stage_program.h"
+#include "data/gpt_batch.h"
+#include "layers/optimizer.h"
+#include "scheduler/pipeline_schedule.h"
+
+namespace mxmaca::actors {
+
+// Direction of a message along the pipeline.
+enum class Direction : uint8_t { kForward, kBackward };
+
+// ---- Coordinator -> StageActor ----
+
+// RunStageIteration: run `schedule` for `iteration`. Micro-batch k of the iteration has
+// global id first_global_microbatch + k. eval: forward only, no stash, no gradients.
+struct RunStageIteration {
+  int64_t iteration = 0;
+  bool eval = false;
+  int32_t num_microbatches = 0;
+  int64_t first_global_microbatch = 0;
+  bool calculate_per_token_loss = false;
+  scheduler::StageSchedule schedule;
+};
+
+// ApplyOptimizerStep: after every stage reported the iteration: multiply the gradients by
+// grad_scale (1/tokens with --calculate-per-token-loss, else 1), then by clip_coeff, and
+// step AdamW with lr / weight_decay — or, when skip, drop the gradients (a NaN/Inf step).
+struct ApplyOptimizerStep {
+  int64_t iteration = 0;
+  bool skip = false;
+  double grad_scale = 1.0;
+  double clip_coeff = 1.0;
+  double lr = 0.0;
+  double weight_decay = 0.0;
+};
+
+// ---- DataActor -> StageActor ----
+
+// MicroBatchData: the data of one micro-batch (tokens/positions for the first stage,
+// labels/loss mask for the last).
+struct MicroBatchData {
+  int64_t iteration = 0;
+  int32_t microbatch = 0;
+  bool eval = false;
+  std::shared_ptr<const data::GptMicroBatch> batch;
+};
+
+// ---- StageActor -> Coordinator ----
+
+// StageIterationDone: a stage finished its schedule. loss_sum/num_tokens come from the
+// last stage (0 elsewhere); grad_norm_sq is the sum of squares of this stage's
+// gradients that count toward the global norm (unscaled, fp64); busy/idle seconds of
+// its compute strand over the iteration.
+struct StageIterationDone {
+  int32_t stage = 0;
+  int64_t iteration = 0;
+  bool eval = false;
+  double loss_sum = 0.0;
+  double num_tokens = 0.0;
+  double grad_norm_sq = 0.0;
+  bool grads_finite = true;
+  double busy_seconds = 0.0;
+  double wall_seconds = 0.0;
+  int64_t peak_activation_bytes = 0;
+};
+
+// StageStepDone: the optimizer step (or skip) of `iteration` is applied.
+struct StageStepDone {
+  int32_t stage = 0;
+  int64_t iteration = 0;
+};
+
+// StageFailed: an op failed; the job ends with this message.
+struct StageFailed {
+  std::string actor;      // e.g. "stage 0"
+  int64_t iteration = 0;
+  int32_t microbatch = -1;
+  std::string op;         // "F3", "optimizer", ...
+  std::string message;
+};
+
+// ---- caller (train command, API) -> Coordinator ----
+
+// RunTraining: run the configured training to its end; answered with TrainingSummary.
+struct RunTraining {};
+
+// TrainingSummary: how the run ended. ok = false carries the error (naming the actor,
+// iteration, micro-batch and op where one failed).
+struct TrainingSummary {
+  bool ok = true;
+  std::string error;
+  int64_t first_iteration = 0;              // the iteration training resumed from
+  int64_t last_iteration = 0;
+  int64_t skipped_iterations = 0;
+  std::vector<double> train_losses;         // per iteration run (NaN for a NaN iteration)
+  std::vector<double> grad_norms;           // per iteration run
+  std::vector<std::pair<int64_t, double>> valid_losses;  // (iteration, lm loss)
+  double mean_tokens_per_second = 0.0;      // over all iterations after the first
+  int64_t peak_activation_bytes = 0;        // largest stash of any stage
+};
+
+// ---- compute strand -> its own StageActor ----
+
+// OpFinished: op `op_index` of the running schedule finished on the strand.
+struct OpFinished {
+  int64_t iteration = 0;
+  size_t op_index = 0;
+  double seconds = 0.0;
+  bool ok = true;
+  std::string error;
+  ForwardResult forward;  // for F ops
+};
+
+// StepFinished: the strand applied the optimizer step.
+struct StepFinished {
+  int64_t iteration = 0;
+  bool ok = true;
+  std::string error;
+};
+
+// GradNormFinished: the strand computed the gradient statistics after the last op.
+struct GradNormFinished {
+  int64_t iteration = 0;
+  double grad_norm_sq = 0.0;
+  bool finite = true;
+};
+
+// SaveCheckpointShard: run `write_shard` on the stage's strand (between iterations, so
+// parameters and optimizer state are quiescent); it writes this stage's shard of the
+// checkpoint being assembled for `iteration`.
+struct SaveCheckpointShard {
+  int64_t iteration = 0;
+  std::function<absl::Status(int32_t stage, StageProgram&, layers::AdamWOptimizer&)>
+      write_shard;
+};
+
+// ShardSaved: the stage's shard is written (or failed, with the error).
+struct ShardSaved {
+  int32_t stage = 0;
+  int64_t iteration = 0;
+  bool ok = true;
+  std::string error;
+};
+
+// ---- Coordinator -> DataActor ----
+
+// ProduceMicroBatches: send the `num_microbatches` micro-batches of `iteration` to the
+// stages. Train: global samples [first_sample, first_sample + n * micro_batch_size) of
+// the train split in Megatron's order; eval: of the valid split.
+struct ProduceMicroBatches {
+  int64_t iteration = 0;
+  bool eval = false;
+  int64_t first_sample = 0;
+  int32_t num_microbatches = 0;
+};
+
+// DataFailed: the data actor could not read a sample.
+struct DataFailed {
+  int64_t iteration = 0;
+  std::string message;
+};
+
+}  // namespace mxmaca::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::RunStageIteration)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::ApplyOptimizerStep)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::MicroBatchData)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::StageIterationDone)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::StageStepDone)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::StageFailed)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::OpFinished)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::StepFinished)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::GradNormFinished)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::ProduceMicroBatches)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::DataFailed)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::SaveCheckpointShard)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::RunTraining)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::TrainingSummary)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::ShardSaved)
+
+namespace mxmaca::actors {
+
+// CoordinatorActor: receives stage and data reports.
+using CoordinatorActor =
+    caf::typed_actor<caf::replies_to<RunTraining>::with<TrainingSummary>,
+                     caf::reacts_to<StageIterationDone>, caf::reacts_to<StageStepDone>,
+                     caf::reacts_to<StageFailed>, caf::reacts_to<DataFailed>,
+                     caf::reacts_to<ShardSaved>>;
+
+// StageActorHandle: a pipeline stage (see stage_actor.h).
+using StageActorHandle =
+    caf::typed_actor<caf::reacts_to<RunStageIteration>, caf::reacts_to<MicroBatchData>,
+                     caf::reacts_to<ApplyOptimizerStep>, caf::reacts_to<OpFinished>,
+                     caf::reacts_to<StepFinished>, caf::reacts_to<GradNormFinished>,
+                     caf::reacts_to<SaveCheckpointShard>>;
+
+// DataActorHandle: the data loader (see data_actor.h).
+using DataActorHandle = caf::typed_actor<caf::reacts_to<ProduceMicroBatches>>;
+
+}  // namespace mxmaca::actors
+
+#endif  // MXMACA_ACTORS_MESSAGES_H_

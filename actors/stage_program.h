@@ -1,0 +1,74 @@
+// actors/stage_program.h: the compute a StageActor runs, F / B / W separately callable.
+//
+// A StageActor owns one StageProgram (its layers, parameters and stashes) and calls it
+// on its compute strand, one op at a time, in the order of its schedule. The GPT model
+// (GptStageProgram) is one implementation; a synthetic one with declared op times lets
+// pipelines larger than this machine run on real actors and messages.
+#ifndef MXMACA_ACTORS_STAGE_PROGRAM_H_
+#define MXMACA_ACTORS_STAGE_PROGRAM_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "data/gpt_batch.h"
+#include "layers/parameter_store.h"
+
+namespace mxmaca::actors {
+
+// MicroBatchKey: the micro-batch an op works on. `global_microbatch` numbers the
+// micro-batches of the whole run (iteration-major), so dropout masks keyed by it do not
+// depend on the layout. `eval` ops keep no stash.
+struct MicroBatchKey {
+  int64_t iteration = 0;
+  int32_t microbatch = 0;        // within the iteration, 0-based
+  int32_t chunk = 0;             // model chunk (virtual stage)
+  int64_t global_microbatch = 0;
+  bool eval = false;
+};
+
+// Activation: a [b, s, h] fp32 tensor passed between stages (shared, immutable once sent).
+struct Activation {
+  std::vector<int64_t> shape;
+  std::shared_ptr<const std::vector<float>> data;
+};
+
+// ForwardResult: what F produced: the output activation (non-last stages) or, on the
+// last stage, the sum of masked token losses and the number of unmasked tokens.
+struct ForwardResult {
+  Activation output;
+  double loss_sum = 0.0;
+  double num_tokens = 0.0;
+};
+
+// StageProgram: see file comment. Calls come from one strand at a time (never
+// concurrently), in schedule order. Errors are absl::Status (bad shapes, missing stash).
+class StageProgram {
+ public:
+  virtual ~StageProgram() = default;
+
+  // Forward: F for `key`. `batch` is the micro-batch's data (tokens and positions for
+  // the first stage, labels and loss mask for the last); `input` is the previous stage's
+  // output (null on the first stage).
+  virtual absl::Status Forward(const MicroBatchKey& key, const data::GptMicroBatch& batch,
+                               const Activation* input, ForwardResult* result) = 0;
+  // BackwardInput: B for `key`. `d_output` is the next stage's input gradient (null on
+  // the last stage, which starts from its loss with dL/d(loss_sum) = loss_grad_scale).
+  // Writes the gradient w.r.t. this stage's input into d_input (unused on the first stage).
+  virtual absl::Status BackwardInput(const MicroBatchKey& key, const Activation* d_output,
+                                     float loss_grad_scale, Activation* d_input) = 0;
+  // BackwardWeight: W for `key`: accumulates weight gradients, frees the stash.
+  virtual absl::Status BackwardWeight(const MicroBatchKey& key) = 0;
+
+  // parameters: the stage's parameters and gradients.
+  virtual layers::ParameterStore& parameters() = 0;
+  // peak_activation_bytes: the largest total stash held so far (bytes);
+  // ResetPeakActivationBytes starts a new measurement.
+  virtual int64_t peak_activation_bytes() const = 0;
+  virtual void ResetPeakActivationBytes() = 0;
+};
+
+}  // namespace mxmaca::actors
+
+#endif  // MXMACA_ACTORS_STAGE_PROGRAM_H_
