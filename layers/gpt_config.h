@@ -1,0 +1,92 @@
+// layers/gpt_config.h: the configuration of a Megatron-Core GPT (pre-norm decoder).
+//
+// GptConfig is a plain struct that the trainer fills from MegatronArgs; each field names
+// the Megatron-LM flag it comes from (megatron/training/arguments.py, core_v0.15.0) and
+// keeps Megatron's default. Derived sizes (kv_channels when 0, the QKV width, the rotary
+// dimension) are computed by the accessors below, never stored twice.
+#ifndef MXMACA_LAYERS_GPT_CONFIG_H_
+#define MXMACA_LAYERS_GPT_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/exec_context.h"
+
+namespace mxmaca::layers {
+
+// PositionEmbeddingType: --position-embedding-type.
+enum class PositionEmbeddingType { kLearnedAbsolute, kRope, kNone };
+// Normalization: --normalization.
+enum class Normalization { kLayerNorm, kRmsNorm };
+// RecomputeGranularity: --recompute-granularity (absent = kNone).
+enum class RecomputeGranularity { kNone, kFull, kSelective };
+// RecomputeMethod: --recompute-method (only with granularity full).
+enum class RecomputeMethod { kUniform, kBlock };
+
+// Parse*: Megatron's spellings ("learned_absolute" | "rope" | "none"; "LayerNorm" |
+// "RMSNorm"; "full" | "selective"; "uniform" | "block"). Any other value is
+// InvalidArgument naming the value and the choices.
+absl::StatusOr<PositionEmbeddingType> ParsePositionEmbeddingType(const std::string& s);
+absl::StatusOr<Normalization> ParseNormalization(const std::string& s);
+absl::StatusOr<RecomputeGranularity> ParseRecomputeGranularity(const std::string& s);
+absl::StatusOr<RecomputeMethod> ParseRecomputeMethod(const std::string& s);
+
+// GptConfig: one GPT model. Sizes are counts, dropouts probabilities in [0, 1).
+struct GptConfig {
+  int64_t num_layers = 0;               // --num-layers (L)
+  int64_t hidden_size = 0;              // --hidden-size (h)
+  int64_t ffn_hidden_size = 0;          // --ffn-hidden-size (f; Megatron default 4h, set by the trainer)
+  int64_t num_attention_heads = 0;      // --num-attention-heads (np)
+  int64_t num_query_groups = 0;         // --num-query-groups with --group-query-attention (ng); 0 = np (MHA)
+  int64_t kv_channels = 0;              // --kv-channels (hn); 0 = h / np
+  int64_t seq_length = 0;               // --seq-length (s)
+  int64_t max_position_embeddings = 0;  // --max-position-embeddings (rows of the learned position table)
+  int64_t vocab_size = 0;               // real vocabulary size V (tokenizer)
+  int64_t padded_vocab_size = 0;        // V_pad (--make-vocab-size-divisible-by x TP; MEGATRON_FORMATS.md)
+  PositionEmbeddingType position_embedding_type = PositionEmbeddingType::kLearnedAbsolute;  // --position-embedding-type
+  float rotary_base = 10000.0f;         // --rotary-base
+  float rotary_percent = 1.0f;          // --rotary-percent
+  Normalization normalization = Normalization::kLayerNorm;  // --normalization
+  float norm_epsilon = 1e-5f;           // --norm-epsilon
+  bool swiglu = false;                  // --swiglu (linear_fc1 produces [gate; up], 2f wide)
+  bool untie_embeddings_and_output_weights = false;  // --untie-embeddings-and-output-weights
+  bool add_bias_linear = true;          // false with --disable-bias-linear
+  float hidden_dropout = 0.1f;          // --hidden-dropout (embedding, after linear_proj, after linear_fc2)
+  float attention_dropout = 0.1f;       // --attention-dropout (on the softmax probabilities)
+  float init_method_std = 0.02f;        // --init-method-std
+  uint64_t seed = 1234;                 // --seed (weights and dropout masks)
+  RecomputeGranularity recompute_granularity = RecomputeGranularity::kNone;  // --recompute-granularity
+  RecomputeMethod recompute_method = RecomputeMethod::kUniform;             // --recompute-method
+  int64_t recompute_num_layers = 1;     // --recompute-num-layers
+  kernels::Precision precision = kernels::Precision::kFp32;  // kBf16 with --bf16 (GEMM inputs)
+  int num_threads = 1;                  // CPU threads per kernel call (not a Megatron flag)
+  // --apply-residual-connection-post-layernorm: only false is supported (Validate says so).
+  bool apply_residual_connection_post_layernorm = false;
+
+  // Derived sizes.
+  int64_t query_groups() const { return num_query_groups > 0 ? num_query_groups : num_attention_heads; }
+  int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
+  // Width of linear_qkv's output: (np + 2 ng) hn.
+  int64_t qkv_size() const { return (num_attention_heads + 2 * query_groups()) * head_dim(); }
+  // Width of linear_proj's input: np hn.
+  int64_t attention_projection_size() const { return num_attention_heads * head_dim(); }
+  // Width of linear_fc1's output: 2f with SwiGLU, else f.
+  int64_t fc1_size() const { return swiglu ? 2 * ffn_hidden_size : ffn_hidden_size; }
+  // Rotated dims per head (Megatron's RotaryEmbedding: kv_channels * rotary_percent).
+  int64_t rotary_dim() const {
+    return static_cast<int64_t>(static_cast<double>(head_dim()) * rotary_percent);
+  }
+  bool tied_embeddings() const { return !untie_embeddings_and_output_weights; }
+
+  // Validate: InvalidArgument naming the first offending field and value (non-positive
+  // sizes, np % ng != 0, V > V_pad, odd or out-of-range rotary dim, dropout outside
+  // [0, 1), unsupported post-layernorm residual, recompute_num_layers < 1 with full
+  // recompute).
+  absl::Status Validate() const;
+};
+
+}  // namespace mxmaca::layers
+
+#endif  // MXMACA_LAYERS_GPT_CONFIG_H_

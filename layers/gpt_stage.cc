@@ -1,0 +1,522 @@
+// layers/gpt_stage.cc
+#include "layers/gpt_stage.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/gemm.h"
+
+namespace mxmaca::layers {
+
+namespace cpu = ::mxmaca::kernels::cpu;
+
+namespace {
+
+// DirectSink: each tensor's micro-batch gradient in its own zeroed buffer, added to the
+// arena at End (grad += g, elementwise).
+class DirectSink : public WeightGradSink {
+ public:
+  DirectSink(ParameterStore* store, const kernels::ExecContext& ctx) : store_(store), ctx_(ctx) {}
+  float* Begin(int id) override {
+    auto [it, inserted] = open_.try_emplace(id);
+    if (inserted) it->second.assign(store_->info(id).numel, 0.0f);
+    return it->second.data();
+  }
+  void End(int id) override {
+    auto it = open_.find(id);
+    float* g = store_->grad(id);
+    cpu::Add(ctx_, g, it->second.data(), g, store_->info(id).numel);
+    open_.erase(it);
+  }
+
+ private:
+  ParameterStore* store_;
+  kernels::ExecContext ctx_;
+  absl::flat_hash_map<int, std::vector<float>> open_;
+};
+
+// PendingSink: the micro-batch gradient into an arena-shaped zeroed buffer, added to the
+// arena later (GptStage::RetireInOrder) with the same elementwise grad += g.
+class PendingSink : public WeightGradSink {
+ public:
+  PendingSink(const ParameterStore* store, float* pending) : store_(store), pending_(pending) {}
+  float* Begin(int id) override { return pending_ + store_->info(id).arena_offset; }
+  void End(int) override {}
+
+ private:
+  const ParameterStore* store_;
+  float* pending_;
+};
+
+template <typename T>
+void CopyInto(StashBuffer<T>* dst, MemoryTracker* tracker, absl::Span<const T> src) {
+  dst->Allocate(tracker, static_cast<int64_t>(src.size()));
+  if (!src.empty()) std::memcpy(dst->data(), src.data(), src.size() * sizeof(T));
+}
+
+absl::Status CheckSize(const char* what, size_t got, int64_t want) {
+  if (static_cast<int64_t>(got) == want) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, ": got ", got, " elements, expected ", want));
+}
+
+absl::Status CheckIds(const char* what, absl::Span<const int32_t> ids, int64_t limit) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= limit) {
+      return absl::InvalidArgumentError(absl::StrCat(what, "[", i, "] = ", ids[i],
+                                                     ", expected in [0, ", limit, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+GptStage::GptStage(const GptConfig& config, const StageLayout& layout)
+    : config_(config), layout_(layout) {
+  ctx_.num_threads = config.num_threads;
+  ctx_.precision = config.precision;
+}
+
+absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& config,
+                                                           const StageLayout& layout) {
+  MXMACA_RETURN_IF_ERROR(config.Validate());
+  std::unique_ptr<GptStage> stage(new GptStage(config, layout));
+  MXMACA_ASSIGN_OR_RETURN(stage->ids_, RegisterGptParameters(config, layout, &stage->store_));
+  stage->store_.Finalize();
+  for (const LayerParameterIds& ids : stage->ids_.layers) {
+    stage->layers_.emplace_back(&stage->store_, ids);
+  }
+  const int n = static_cast<int>(layout.num_layers());
+  const int r = static_cast<int>(std::min<int64_t>(config.recompute_num_layers, n));
+  if (config.recompute_granularity == RecomputeGranularity::kFull &&
+      config.recompute_method == RecomputeMethod::kUniform) {
+    // Megatron: chunks of recompute_num_layers layers, each checkpointed as a whole.
+    for (int l = 0; l < n; l += std::max(r, 1)) {
+      stage->chunks_.push_back({l, std::min(l + std::max(r, 1), n), true});
+    }
+  } else {
+    // Block: the first recompute_num_layers layers of the stage checkpointed one by one.
+    const bool full = config.recompute_granularity == RecomputeGranularity::kFull;
+    for (int l = 0; l < n; ++l) stage->chunks_.push_back({l, l + 1, full && l < r});
+  }
+  return stage;
+}
+
+absl::StatusOr<int64_t> GptStage::StashBytes(int64_t micro_batch_id) const {
+  auto it = stashes_.find(micro_batch_id);
+  if (it == stashes_.end()) {
+    return absl::NotFoundError(absl::StrCat("no stash for micro-batch ", micro_batch_id));
+  }
+  return it->second->bytes();
+}
+
+absl::Status GptStage::ValidateInput(const MicroBatchInput& in, Mode mode) const {
+  const int64_t b = in.micro_batch_size, s = in.seq_length, t = b * s;
+  if (b <= 0 || s <= 0 || s > config_.seq_length) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "micro-batch ", in.micro_batch_id, ": micro_batch_size ", b, " x seq_length ", s,
+        ", expected both > 0 and seq_length <= ", config_.seq_length));
+  }
+  const bool learned =
+      config_.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute;
+  if (layout_.has_embedding) {
+    MXMACA_RETURN_IF_ERROR(CheckSize("tokens", in.tokens.size(), t));
+    MXMACA_RETURN_IF_ERROR(CheckIds("tokens", in.tokens, config_.vocab_size));
+    if (learned && !in.position_ids.empty()) {
+      MXMACA_RETURN_IF_ERROR(CheckSize("position_ids", in.position_ids.size(), t));
+      MXMACA_RETURN_IF_ERROR(
+          CheckIds("position_ids", in.position_ids, config_.max_position_embeddings));
+    }
+  } else {
+    MXMACA_RETURN_IF_ERROR(CheckSize("hidden", in.hidden.size(), t * config_.hidden_size));
+  }
+  if (!in.doc_start.empty()) {
+    MXMACA_RETURN_IF_ERROR(CheckSize("doc_start", in.doc_start.size(), t));
+    for (int64_t i = 0; i < t; ++i) {
+      if (in.doc_start[i] < 0 || in.doc_start[i] > i % s) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("doc_start[", i, "] = ", in.doc_start[i], ", expected in [0, ",
+                         i % s, "] (its position in the row)"));
+      }
+    }
+  }
+  if (layout_.has_loss_head && mode != Mode::kInference) {
+    MXMACA_RETURN_IF_ERROR(CheckSize("labels", in.labels.size(), t));
+    MXMACA_RETURN_IF_ERROR(CheckIds("labels", in.labels, config_.vocab_size));
+    if (!in.loss_mask.empty()) {
+      MXMACA_RETURN_IF_ERROR(CheckSize("loss_mask", in.loss_mask.size(), t));
+    }
+  }
+  return absl::OkStatus();
+}
+
+LayerCall GptStage::MakeCall(const MicroBatchStash& st, int local_layer, bool training) {
+  LayerCall call;
+  call.config = &config_;
+  call.ctx = ctx_;
+  call.global_layer = layout_.first_layer + local_layer;
+  call.b = st.b;
+  call.s = st.s;
+  call.doc_start = st.doc_start.empty() ? nullptr : st.doc_start.data();
+  const int64_t t = st.b * st.s;
+  rope_positions_.resize(t);
+  for (int64_t i = 0; i < t; ++i) rope_positions_[i] = static_cast<int32_t>(i % st.s);
+  call.rope_positions = rope_positions_.data();
+  call.training = training;
+  call.iteration = st.iteration;
+  call.micro_batch_id = st.micro_batch_id;
+  call.tracker = training ? &tracker_ : nullptr;
+  return call;
+}
+
+absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBatchStash* st,
+                                  StageOutput* output) {
+  MXMACA_RETURN_IF_ERROR(ValidateInput(in, mode));
+  const bool training = mode == Mode::kTrain;
+  MemoryTracker* tracker = training ? &tracker_ : nullptr;
+  const int64_t b = in.micro_batch_size, s = in.seq_length, t = b * s,
+                h = config_.hidden_size, vp = config_.padded_vocab_size;
+  const int n = static_cast<int>(layers_.size());
+  st->micro_batch_id = in.micro_batch_id;
+  st->iteration = in.iteration;
+  st->b = b;
+  st->s = s;
+  st->layers.resize(n);
+  CopyInto(&st->doc_start, tracker, in.doc_start);
+  *output = StageOutput();
+
+  // hidden_in(i): the input buffer of local layer i; i == n: the stage's output.
+  auto hidden_in = [&](int i) -> float* {
+    if (i < n) {
+      st->layers[i].input.Allocate(tracker, t * h);
+      return st->layers[i].input.data();
+    }
+    if (layout_.has_loss_head) {
+      st->final_input.Allocate(tracker, t * h);
+      return st->final_input.data();
+    }
+    output->hidden.assign(t * h, 0.0f);
+    return output->hidden.data();
+  };
+
+  float* x0 = hidden_in(0);
+  if (layout_.has_embedding) {
+    cpu::EmbeddingForward(ctx_, in.tokens.data(), t, store_.param(ids_.word_embeddings), h, x0,
+                          false);
+    if (ids_.position_embeddings >= 0) {
+      std::vector<int32_t> pos(in.position_ids.begin(), in.position_ids.end());
+      if (pos.empty()) {
+        pos.resize(t);
+        for (int64_t i = 0; i < t; ++i) pos[i] = static_cast<int32_t>(i % s);
+      }
+      cpu::EmbeddingForward(ctx_, pos.data(), t, store_.param(ids_.position_embeddings), h,
+                            x0, true);
+      if (training) CopyInto(&st->position_ids, tracker, absl::Span<const int32_t>(pos));
+    }
+    if (training) CopyInto(&st->tokens, tracker, in.tokens);
+    if (training && config_.hidden_dropout > 0.0f) {
+      cpu::DropoutForward(ctx_, x0, x0, t * h, config_.hidden_dropout,
+                          DropoutKey(config_.seed, -1, DropoutSite::kEmbedding, in.iteration,
+                                     in.micro_batch_id),
+                          0);
+    }
+  } else {
+    std::memcpy(x0, in.hidden.data(), t * h * sizeof(float));
+  }
+
+  const bool selective = config_.recompute_granularity == RecomputeGranularity::kSelective;
+  for (const Chunk& chunk : chunks_) {
+    for (int i = chunk.begin; i < chunk.end; ++i) {
+      const LayerCall call = MakeCall(*st, i, training);
+      float* out = hidden_in(i + 1);
+      ForwardKeep keep = ForwardKeep::kAll;
+      if (!training || chunk.recompute) {
+        keep = ForwardKeep::kInputOnly;
+      } else if (selective) {
+        keep = ForwardKeep::kNoProbs;
+      }
+      layers_[i].Forward(call, &st->layers[i], out, keep, &scratch_);
+      if (!training || (chunk.recompute && i != chunk.begin)) st->layers[i].input.Free();
+    }
+  }
+
+  if (!layout_.has_loss_head) return absl::OkStatus();
+  const bool ln = config_.normalization == Normalization::kLayerNorm;
+  st->lnf_out.Allocate(tracker, t * h);
+  if (ln) st->lnf_mean.Allocate(tracker, t);
+  st->lnf_rstd.Allocate(tracker, t);
+  NormForward(config_, ctx_, st->final_input.data(), store_.param(ids_.final_norm_weight),
+              ids_.final_norm_bias >= 0 ? store_.param(ids_.final_norm_bias) : nullptr, t, h,
+              st->lnf_out.data(), ln ? st->lnf_mean.data() : nullptr, st->lnf_rstd.data());
+  const float* w_out = store_.param(ids_.output_weight);
+  if (mode == Mode::kInference) {
+    std::vector<float> last(b * h);
+    for (int64_t bi = 0; bi < b; ++bi) {
+      std::memcpy(&last[bi * h], st->lnf_out.data() + (bi * s + s - 1) * h, h * sizeof(float));
+    }
+    output->logits.assign(b * vp, 0.0f);
+    cpu::Gemm(ctx_, false, true, b, vp, h, 1.0f, last.data(), h, w_out, h, 0.0f,
+              output->logits.data(), vp);
+    return absl::OkStatus();
+  }
+  st->logits.Allocate(tracker, t * vp);
+  cpu::Gemm(ctx_, false, true, t, vp, h, 1.0f, st->lnf_out.data(), h, w_out, h, 0.0f,
+            st->logits.data(), vp);
+  st->lse.Allocate(tracker, t);
+  output->token_losses.assign(t, 0.0f);
+  cpu::CrossEntropyForward(ctx_, st->logits.data(), in.labels.data(), t, vp,
+                           config_.vocab_size, output->token_losses.data(), st->lse.data());
+  if (in.loss_mask.empty()) {
+    st->loss_mask.Allocate(tracker, t);
+    std::fill(st->loss_mask.data(), st->loss_mask.data() + t, 1.0f);
+  } else {
+    CopyInto(&st->loss_mask, tracker, in.loss_mask);
+  }
+  double loss_sum = 0.0, count = 0.0;
+  for (int64_t i = 0; i < t; ++i) {
+    loss_sum += static_cast<double>(output->token_losses[i]) * st->loss_mask.data()[i];
+    count += st->loss_mask.data()[i];
+  }
+  output->loss_sum = loss_sum;
+  output->num_tokens = count;
+  if (training) {
+    CopyInto(&st->labels, tracker, in.labels);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GptStage::Forward(const MicroBatchInput& input, StageOutput* output) {
+  if (stashes_.count(input.micro_batch_id) != 0) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "micro-batch ", input.micro_batch_id, " already has a stash on this stage"));
+  }
+  auto st = std::make_unique<MicroBatchStash>();
+  absl::Status status = RunForward(input, Mode::kTrain, st.get(), output);
+  if (!status.ok()) return status;
+  stashes_[input.micro_batch_id] = std::move(st);
+  forward_order_.push_back(input.micro_batch_id);
+  return absl::OkStatus();
+}
+
+absl::Status GptStage::EvalForward(const MicroBatchInput& input, StageOutput* output) {
+  MicroBatchStash st;
+  return RunForward(input, Mode::kEval, &st, output);
+}
+
+absl::Status GptStage::InferenceForward(const MicroBatchInput& input, StageOutput* output) {
+  MicroBatchStash st;
+  return RunForward(input, Mode::kInference, &st, output);
+}
+
+void GptStage::RecomputeChunk(const Chunk& chunk, MicroBatchStash* st) {
+  const int64_t t = st->b * st->s, h = config_.hidden_size;
+  const bool selective = config_.recompute_granularity == RecomputeGranularity::kSelective;
+  std::vector<float> discard;
+  for (int i = chunk.begin; i < chunk.end; ++i) {
+    const LayerCall call = MakeCall(*st, i, true);
+    float* out;
+    if (i + 1 < chunk.end) {
+      st->layers[i + 1].input.Allocate(&tracker_, t * h);
+      out = st->layers[i + 1].input.data();
+    } else {
+      discard.resize(t * h);  // the chunk's output was passed on in F already
+      out = discard.data();
+    }
+    layers_[i].Forward(call, &st->layers[i], out,
+                       selective ? ForwardKeep::kNoProbs : ForwardKeep::kAll, &scratch_);
+  }
+}
+
+void GptStage::HeadBackwardInput(MicroBatchStash* st, float loss_grad_scale,
+                                 float* d_final_input) {
+  const int64_t t = st->b * st->s, h = config_.hidden_size, vp = config_.padded_vocab_size;
+  const bool ln = config_.normalization == Normalization::kLayerNorm;
+  dloss_.resize(t);
+  for (int64_t i = 0; i < t; ++i) dloss_[i] = loss_grad_scale * st->loss_mask.data()[i];
+  cpu::CrossEntropyBackward(ctx_, st->logits.data(), st->labels.data(), st->lse.data(),
+                            dloss_.data(), t, vp, config_.vocab_size, st->logits.data());
+  st->lse.Free();
+  st->d_lnf_out.Allocate(&tracker_, t * h);
+  cpu::Gemm(ctx_, false, false, t, h, vp, 1.0f, st->logits.data(), vp,
+            store_.param(ids_.output_weight), h, 0.0f, st->d_lnf_out.data(), h);
+  NormBackwardInput(config_, ctx_, st->d_lnf_out.data(), st->final_input.data(),
+                    store_.param(ids_.final_norm_weight), ln ? st->lnf_mean.data() : nullptr,
+                    st->lnf_rstd.data(), t, h, d_final_input);
+}
+
+void GptStage::HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* sink) {
+  const int64_t t = st->b * st->s, h = config_.hidden_size, vp = config_.padded_vocab_size;
+  const bool ln = config_.normalization == Normalization::kLayerNorm;
+  float* dw = sink->Begin(ids_.output_weight);
+  cpu::Gemm(ctx_, true, false, vp, h, t, 1.0f, st->logits.data(), vp, st->lnf_out.data(), h,
+            0.0f, dw, h);
+  // Tied with this stage's embedding: the embedding's W adds its part before End.
+  const bool tied_here = ids_.output_weight == ids_.word_embeddings && layout_.has_embedding;
+  if (!tied_here) sink->End(ids_.output_weight);
+  float* dg = sink->Begin(ids_.final_norm_weight);
+  float* db = ln ? sink->Begin(ids_.final_norm_bias) : nullptr;
+  NormBackwardWeight(config_, ctx_, st->d_lnf_out.data(), st->final_input.data(),
+                     ln ? st->lnf_mean.data() : nullptr, st->lnf_rstd.data(), t, h, dg, db);
+  sink->End(ids_.final_norm_weight);
+  if (ln) sink->End(ids_.final_norm_bias);
+  for (StashBuffer<float>* buf : {&st->logits, &st->lnf_out, &st->lnf_mean, &st->lnf_rstd,
+                                  &st->d_lnf_out, &st->final_input, &st->loss_mask}) {
+    buf->Free();
+  }
+  st->labels.Free();
+}
+
+void GptStage::EmbeddingBackwardWeight(MicroBatchStash* st, WeightGradSink* sink) {
+  const int64_t t = st->b * st->s, h = config_.hidden_size;
+  float* dw = sink->Begin(ids_.word_embeddings);
+  cpu::EmbeddingBackward(ctx_, st->tokens.data(), t, st->d_embedding.data(), h, dw);
+  sink->End(ids_.word_embeddings);
+  if (ids_.position_embeddings >= 0) {
+    float* dp = sink->Begin(ids_.position_embeddings);
+    cpu::EmbeddingBackward(ctx_, st->position_ids.data(), t, st->d_embedding.data(), h, dp);
+    sink->End(ids_.position_embeddings);
+  }
+  st->d_embedding.Free();
+  st->tokens.Free();
+  st->position_ids.Free();
+}
+
+std::unique_ptr<WeightGradSink> GptStage::MakeSink(MicroBatchStash* st, bool direct) {
+  if (direct) return std::make_unique<DirectSink>(&store_, ctx_);
+  st->pending_grads.Allocate(&tracker_, static_cast<int64_t>(store_.grads_arena().size()));
+  return std::make_unique<PendingSink>(&store_, st->pending_grads.data());
+}
+
+void GptStage::RetireInOrder() {
+  while (!forward_order_.empty()) {
+    auto it = stashes_.find(forward_order_.front());
+    if (it == stashes_.end() ||
+        it->second->phase != MicroBatchStash::Phase::kWeightGradPending) {
+      break;
+    }
+    absl::Span<float> arena = store_.grads_arena();
+    cpu::Add(ctx_, arena.data(), it->second->pending_grads.data(), arena.data(),
+             static_cast<int64_t>(arena.size()));
+    stashes_.erase(it);
+    forward_order_.pop_front();
+  }
+}
+
+absl::Status GptStage::RunBackward(int64_t micro_batch_id, absl::Span<const float> d_output,
+                                   float loss_grad_scale, std::vector<float>* d_input,
+                                   bool fused) {
+  auto it = stashes_.find(micro_batch_id);
+  if (it == stashes_.end()) {
+    return absl::NotFoundError(absl::StrCat("no stash for micro-batch ", micro_batch_id,
+                                            " (Forward not run, or W already done)"));
+  }
+  MicroBatchStash* st = it->second.get();
+  if (st->phase != MicroBatchStash::Phase::kForwardDone) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("BackwardInput of micro-batch ", micro_batch_id, " already ran"));
+  }
+  const int64_t t = st->b * st->s, h = config_.hidden_size;
+  if (!layout_.has_loss_head) {
+    MXMACA_RETURN_IF_ERROR(CheckSize("d_output", d_output.size(), t * h));
+  }
+  const bool direct = !forward_order_.empty() && forward_order_.front() == micro_batch_id;
+  std::unique_ptr<WeightGradSink> sink;
+  if (fused) sink = MakeSink(st, direct);
+
+  grad_a_.resize(t * h);
+  grad_b_.resize(t * h);
+  float* d_cur = grad_a_.data();
+  float* d_next = grad_b_.data();
+  if (layout_.has_loss_head) {
+    HeadBackwardInput(st, loss_grad_scale, d_cur);
+    if (fused) HeadBackwardWeight(st, sink.get());
+  } else {
+    std::memcpy(d_cur, d_output.data(), t * h * sizeof(float));
+  }
+  for (auto chunk = chunks_.rbegin(); chunk != chunks_.rend(); ++chunk) {
+    if (chunk->recompute) RecomputeChunk(*chunk, st);
+    for (int i = chunk->end - 1; i >= chunk->begin; --i) {
+      const LayerCall call = MakeCall(*st, i, true);
+      layers_[i].BackwardInput(call, &st->layers[i], d_cur, d_next, &scratch_);
+      std::swap(d_cur, d_next);
+      if (fused) layers_[i].BackwardWeight(call, &st->layers[i], sink.get());
+    }
+  }
+  if (layout_.has_embedding) {
+    st->d_embedding.Allocate(&tracker_, t * h);
+    if (config_.hidden_dropout > 0.0f) {
+      cpu::DropoutBackward(ctx_, d_cur, st->d_embedding.data(), t * h, config_.hidden_dropout,
+                           DropoutKey(config_.seed, -1, DropoutSite::kEmbedding, st->iteration,
+                                      st->micro_batch_id),
+                           0);
+    } else {
+      std::memcpy(st->d_embedding.data(), d_cur, t * h * sizeof(float));
+    }
+    if (fused) EmbeddingBackwardWeight(st, sink.get());
+    if (d_input != nullptr) d_input->clear();
+  } else if (d_input != nullptr) {
+    d_input->assign(d_cur, d_cur + t * h);
+  }
+  st->phase = MicroBatchStash::Phase::kBackwardInputDone;
+  if (fused) {
+    st->doc_start.Free();
+    if (direct) {
+      stashes_.erase(it);
+      forward_order_.pop_front();
+      RetireInOrder();
+    } else {
+      st->phase = MicroBatchStash::Phase::kWeightGradPending;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GptStage::BackwardInput(int64_t micro_batch_id, absl::Span<const float> d_output,
+                                     float loss_grad_scale, std::vector<float>* d_input) {
+  return RunBackward(micro_batch_id, d_output, loss_grad_scale, d_input, /*fused=*/false);
+}
+
+absl::Status GptStage::Backward(int64_t micro_batch_id, absl::Span<const float> d_output,
+                                float loss_grad_scale, std::vector<float>* d_input) {
+  return RunBackward(micro_batch_id, d_output, loss_grad_scale, d_input, /*fused=*/true);
+}
+
+absl::Status GptStage::BackwardWeight(int64_t micro_batch_id) {
+  auto it = stashes_.find(micro_batch_id);
+  if (it == stashes_.end()) {
+    return absl::NotFoundError(absl::StrCat("no stash for micro-batch ", micro_batch_id));
+  }
+  MicroBatchStash* st = it->second.get();
+  if (st->phase != MicroBatchStash::Phase::kBackwardInputDone) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "BackwardWeight of micro-batch ", micro_batch_id,
+        st->phase == MicroBatchStash::Phase::kForwardDone ? " before its BackwardInput"
+                                                          : " ran twice"));
+  }
+  const bool direct = !forward_order_.empty() && forward_order_.front() == micro_batch_id;
+  std::unique_ptr<WeightGradSink> sink = MakeSink(st, direct);
+  if (layout_.has_loss_head) HeadBackwardWeight(st, sink.get());
+  for (int i = static_cast<int>(layers_.size()) - 1; i >= 0; --i) {
+    layers_[i].BackwardWeight(MakeCall(*st, i, true), &st->layers[i], sink.get());
+  }
+  if (layout_.has_embedding) EmbeddingBackwardWeight(st, sink.get());
+  st->doc_start.Free();
+  if (direct) {
+    stashes_.erase(it);
+    forward_order_.pop_front();
+    RetireInOrder();
+  } else {
+    st->phase = MicroBatchStash::Phase::kWeightGradPending;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mxmaca::layers

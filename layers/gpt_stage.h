@@ -1,0 +1,172 @@
+// layers/gpt_stage.h: the part of a Megatron-Core GPT one pipeline stage owns, with
+// per-micro-batch forward (F), backward-input (B) and backward-weight (W).
+//
+// Source: megatron/core/models/gpt/gpt_model.py (GPTModel: LanguageModelEmbedding ->
+// TransformerBlock -> final_layernorm -> output_layer -> cross-entropy),
+// megatron/core/transformer/transformer_block.py (_checkpointed_forward for
+// --recompute-granularity full with --recompute-method uniform|block) and DESIGN.md
+// ("Layers expose F, B and W"; "Order is defined where numerics depend on it").
+// A single device is one stage with layers [0, L), has_embedding and has_loss_head.
+//
+// b = micro-batch size, s = sequence length, T = b s, h = hidden, VP = padded vocab,
+// V = real vocab. Token-major layouts: row t = bi * s + si.
+//
+// Lifecycle of micro-batch m on a stage: Forward(m) -> BackwardInput(m) ->
+// BackwardWeight(m) (or Backward(m) = B and W fused layer by layer). Several micro-batches
+// may be in flight (pipelining); each owns a MicroBatchStash until its W. Weight
+// gradients are added to the gradient arena in the order the micro-batches' Forward calls
+// happened (micro-batch order), whatever order their W calls run in: a W that runs early
+// keeps its gradient in the stash (pending_grads) until every earlier micro-batch has
+// been added. So interleavings such as F1 F2 B1 B2 W2 W1 give bit-identical gradients to
+// F1 B1 W1 F2 B2 W2.
+//
+// Not thread-safe: one caller (the stage actor) at a time.
+#ifndef MXMACA_LAYERS_GPT_STAGE_H_
+#define MXMACA_LAYERS_GPT_STAGE_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "kernels/exec_context.h"
+#include "layers/gpt_config.h"
+#include "layers/gpt_parameters.h"
+#include "layers/micro_batch_stash.h"
+#include "layers/parameter_store.h"
+#include "layers/transformer_layer.h"
+
+namespace mxmaca::layers {
+
+// MicroBatchInput: one micro-batch as Megatron's get_batch gives it. Spans are read during
+// the call only (what is needed later is copied into the stash).
+struct MicroBatchInput {
+  int64_t micro_batch_id = 0;    // GLOBAL micro-batch id (dropout keys, W order bookkeeping)
+  int64_t iteration = 0;         // training iteration (dropout keys)
+  int64_t micro_batch_size = 0;  // b
+  int64_t seq_length = 0;        // s (<= config.seq_length; inference may use fewer)
+  absl::Span<const int32_t> tokens;        // [b, s] in [0, V): first stage
+  absl::Span<const int32_t> position_ids;  // [b, s] in [0, max_pos): first stage with learned
+                                           // positions; empty = 0..s-1 in every row
+  absl::Span<const int32_t> doc_start;     // [b, s] (--reset-attention-mask): query t attends
+                                           // keys j with doc_start[t] <= j <= t; empty = causal
+  absl::Span<const float> hidden;          // [b, s, h]: stages without the embedding
+  absl::Span<const int32_t> labels;        // [b, s] in [0, V): last stage (not for inference)
+  absl::Span<const float> loss_mask;       // [b, s]: last stage; empty = all ones
+};
+
+// StageOutput: what Forward / EvalForward / InferenceForward return.
+struct StageOutput {
+  std::vector<float> hidden;        // [b, s, h]: stages without the loss head
+  std::vector<float> token_losses;  // [b, s] per-token cross-entropy (nats), unmasked: last stage
+  double loss_sum = 0.0;            // sum of token_losses * loss_mask (fp64): last stage
+  double num_tokens = 0.0;          // sum of loss_mask: last stage
+  std::vector<float> logits;        // InferenceForward, last stage: [b, VP] at position s - 1
+};
+
+// GptStage: parameters (ParameterStore under Megatron names) and F/B/W of one stage.
+class GptStage {
+ public:
+  // Create: validates the config and layout (InvalidArgument naming the field), registers
+  // and allocates the parameters (zero; call InitializeParameters or load a checkpoint).
+  static absl::StatusOr<std::unique_ptr<GptStage>> Create(const GptConfig& config,
+                                                          const StageLayout& layout);
+
+  const GptConfig& config() const { return config_; }
+  const StageLayout& layout() const { return layout_; }
+  ParameterStore& parameters() { return store_; }
+  const ParameterStore& parameters() const { return store_; }
+  const GptParameterIds& parameter_ids() const { return ids_; }
+  // InitializeParameters: every tensor from (config.seed, name, index) (parameter_store.h).
+  void InitializeParameters() { store_.Initialize(config_.seed); }
+
+  // Forward: training forward of one micro-batch; keeps its stash (recomputation per
+  // config). Output: hidden [b, s, h], or on the last stage token_losses, loss_sum and
+  // num_tokens. Errors: InvalidArgument for wrong span sizes or out-of-range ids /
+  // positions / labels / doc_start (naming the index and value); AlreadyExists when a
+  // stash for micro_batch_id is held.
+  absl::Status Forward(const MicroBatchInput& input, StageOutput* output);
+
+  // BackwardInput: B of micro-batch `micro_batch_id`. Last stage: `loss_grad_scale` =
+  // dL / d(sum of masked token losses of this micro-batch) (Megatron default:
+  // 1 / (num_tokens * num_microbatches); --calculate-per-token-loss: 1 / global tokens);
+  // `d_output` is ignored. Other stages: d_output = dL/d(hidden output) [b, s, h].
+  // d_input: resized to [b, s, h] and filled (stages without the embedding); left empty on
+  // the first stage. Errors: NotFound (no stash), FailedPrecondition (B already done),
+  // InvalidArgument (d_output size).
+  absl::Status BackwardInput(int64_t micro_batch_id, absl::Span<const float> d_output,
+                             float loss_grad_scale, std::vector<float>* d_input);
+
+  // BackwardWeight: W of the micro-batch: weight gradients added to the gradient arena in
+  // micro-batch order (see the file comment); frees the stash once added. Errors:
+  // NotFound, FailedPrecondition (B not done yet, or W already done).
+  absl::Status BackwardWeight(int64_t micro_batch_id);
+
+  // Backward: B and W fused layer by layer (Megatron's usual backward; each layer's stash
+  // is freed as soon as its W ran). Same results, bit for bit, as BackwardInput followed
+  // by BackwardWeight.
+  absl::Status Backward(int64_t micro_batch_id, absl::Span<const float> d_output,
+                        float loss_grad_scale, std::vector<float>* d_input);
+
+  // EvalForward: forward without dropout and without a stash (Megatron's evaluate):
+  // hidden or losses as Forward. Same errors as Forward except AlreadyExists.
+  absl::Status EvalForward(const MicroBatchInput& input, StageOutput* output);
+
+  // InferenceForward: as EvalForward, but the last stage returns logits [b, VP] of the
+  // last position (s - 1) of every row instead of losses (labels not needed).
+  absl::Status InferenceForward(const MicroBatchInput& input, StageOutput* output);
+
+  // Stash accounting (bytes of MicroBatchStash buffers; temporaries of a call excluded).
+  int64_t live_activation_bytes() const { return tracker_.live(); }
+  int64_t peak_activation_bytes() const { return tracker_.peak(); }
+  void ResetPeakActivationBytes() { tracker_.ResetPeak(); }
+  int num_stashes() const { return static_cast<int>(stashes_.size()); }
+  // StashBytes: bytes held by micro-batch m's stash; NotFound if none.
+  absl::StatusOr<int64_t> StashBytes(int64_t micro_batch_id) const;
+
+ private:
+  // A run of local layers checkpointed (recomputed in B) or not.
+  struct Chunk {
+    int begin, end;
+    bool recompute;
+  };
+  enum class Mode { kTrain, kEval, kInference };
+
+  GptStage(const GptConfig& config, const StageLayout& layout);
+  absl::Status ValidateInput(const MicroBatchInput& input, Mode mode) const;
+  absl::Status RunForward(const MicroBatchInput& input, Mode mode, MicroBatchStash* st,
+                          StageOutput* output);
+  absl::Status RunBackward(int64_t micro_batch_id, absl::Span<const float> d_output,
+                           float loss_grad_scale, std::vector<float>* d_input, bool fused);
+  LayerCall MakeCall(const MicroBatchStash& st, int local_layer, bool training);
+  void RecomputeChunk(const Chunk& chunk, MicroBatchStash* st);
+  void HeadBackwardInput(MicroBatchStash* st, float loss_grad_scale, float* d_final_input);
+  void HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* sink);
+  void EmbeddingBackwardWeight(MicroBatchStash* st, WeightGradSink* sink);
+  // Adds the stash's pending gradient (if any) to the arena and retires flushed stashes
+  // in micro-batch order.
+  void RetireInOrder();
+  std::unique_ptr<WeightGradSink> MakeSink(MicroBatchStash* st, bool direct);
+
+  GptConfig config_;
+  StageLayout layout_;
+  kernels::ExecContext ctx_;
+  ParameterStore store_;
+  GptParameterIds ids_;
+  std::vector<TransformerLayer> layers_;
+  std::vector<Chunk> chunks_;
+  MemoryTracker tracker_;
+  std::map<int64_t, std::unique_ptr<MicroBatchStash>> stashes_;
+  std::deque<int64_t> forward_order_;  // micro-batches whose W is not yet in the arena
+  std::vector<int32_t> rope_positions_;
+  LayerScratch scratch_;
+  std::vector<float> grad_a_, grad_b_, dloss_;
+};
+
+}  // namespace mxmaca::layers
+
+#endif  // MXMACA_LAYERS_GPT_STAGE_H_

@@ -1,0 +1,152 @@
+// layers/micro_batch_stash.h: what a stage's forward saves for its backward, per
+// micro-batch, with exact byte accounting.
+//
+// DESIGN.md, "Layers expose F, B and W": each micro-batch in flight on a stage owns one
+// MicroBatchStash. F fills it; B (backward-input) consumes the forward tensors it no longer
+// needs and adds the output gradients of every linear/norm that W (backward-weight) needs;
+// W computes the weight gradients and the stash is dropped. Every buffer is allocated
+// through a MemoryTracker, so the stage knows its live and peak activation bytes.
+// T = b * s tokens, h = hidden, np/ng = query heads/groups, hn = head dim, f = ffn,
+// f1 = width of linear_fc1 (f, or 2f with SwiGLU), VP = padded vocab.
+#ifndef MXMACA_LAYERS_MICRO_BATCH_STASH_H_
+#define MXMACA_LAYERS_MICRO_BATCH_STASH_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace mxmaca::layers {
+
+// MemoryTracker: live and peak bytes of the stash buffers that report to it.
+class MemoryTracker {
+ public:
+  void Allocate(int64_t bytes) {
+    live_ += bytes;
+    peak_ = std::max(peak_, live_);
+  }
+  void Release(int64_t bytes) { live_ -= bytes; }
+  int64_t live() const { return live_; }
+  int64_t peak() const { return peak_; }
+  void ResetPeak() { peak_ = live_; }
+
+ private:
+  int64_t live_ = 0;
+  int64_t peak_ = 0;
+};
+
+// StashBuffer: a zero-initialised array of T whose bytes are reported to a tracker.
+// Move-only; frees (and reports) on destruction.
+template <typename T>
+class StashBuffer {
+ public:
+  StashBuffer() = default;
+  StashBuffer(const StashBuffer&) = delete;
+  StashBuffer& operator=(const StashBuffer&) = delete;
+  StashBuffer(StashBuffer&& o) noexcept { *this = std::move(o); }
+  StashBuffer& operator=(StashBuffer&& o) noexcept {
+    if (this != &o) {
+      Free();
+      data_ = std::move(o.data_);
+      tracker_ = o.tracker_;
+      o.data_ = std::vector<T>();
+      o.tracker_ = nullptr;
+    }
+    return *this;
+  }
+  ~StashBuffer() { Free(); }
+
+  // Allocate: n zeroed elements (frees what was there first).
+  void Allocate(MemoryTracker* tracker, int64_t n) {
+    Free();
+    tracker_ = tracker;
+    data_.assign(static_cast<size_t>(n), T());
+    if (tracker_ != nullptr) tracker_->Allocate(bytes());
+  }
+  void Free() {
+    if (tracker_ != nullptr) tracker_->Release(bytes());
+    std::vector<T>().swap(data_);
+    tracker_ = nullptr;
+  }
+  T* data() { return data_.data(); }
+  const T* data() const { return data_.data(); }
+  int64_t size() const { return static_cast<int64_t>(data_.size()); }
+  bool empty() const { return data_.empty(); }
+  int64_t bytes() const { return static_cast<int64_t>(data_.size() * sizeof(T)); }
+
+ private:
+  std::vector<T> data_;
+  MemoryTracker* tracker_ = nullptr;
+};
+
+// LayerStash: one transformer layer's saved tensors (fp32 unless noted).
+struct LayerStash {
+  // Saved by F (freed by B where W does not need them).
+  StashBuffer<float> input;              // [T, h] layer input x (also the residual)
+  StashBuffer<float> ln1_out;            // [T, h] input_layernorm(x)
+  StashBuffer<float> ln1_mean, ln1_rstd; // [T] (mean only for LayerNorm)
+  StashBuffer<float> q;                  // [b, np, s, hn] after RoPE
+  StashBuffer<float> k, v;               // [b, ng, s, hn] (k after RoPE)
+  StashBuffer<float> probs;              // [b, np, s, s] softmax before dropout; absent under selective recompute
+  StashBuffer<float> context;            // [T, np hn] attention output, input of linear_proj
+  StashBuffer<float> residual2;          // [T, h] x + dropout(linear_proj(...))
+  StashBuffer<float> ln2_out;            // [T, h] pre_mlp_layernorm(residual2)
+  StashBuffer<float> ln2_mean, ln2_rstd; // [T]
+  StashBuffer<float> fc1_out;            // [T, f1] linear_fc1 output incl. bias (activation input)
+  StashBuffer<float> act_out;            // [T, f] GELU / SwiGLU output, input of linear_fc2
+  // Saved by B for W: gradients w.r.t. each weight-bearing op's output.
+  StashBuffer<float> d_qkv;              // [T, (np + 2 ng) hn]
+  StashBuffer<float> d_ln1_out;          // [T, h]
+  StashBuffer<float> d_proj;             // [T, h] (before dropout)
+  StashBuffer<float> d_ln2_out;          // [T, h]
+  StashBuffer<float> d_fc1;              // [T, f1]
+  StashBuffer<float> d_fc2;              // [T, h] (before dropout)
+
+  int64_t bytes() const;
+  // FreeAll: every buffer.
+  void FreeAll();
+  // FreeAllButInput: every buffer except `input` (full recompute keeps only the input).
+  void FreeAllButInput();
+};
+
+// MicroBatchStash: everything one micro-batch keeps on a stage between F, B and W.
+struct MicroBatchStash {
+  enum class Phase { kForwardDone, kBackwardInputDone, kWeightGradPending };
+
+  int64_t micro_batch_id = 0;  // global micro-batch id (dropout keys, ordering)
+  int64_t iteration = 0;       // dropout keys
+  int64_t b = 0, s = 0;        // micro-batch size and sequence length
+  Phase phase = Phase::kForwardDone;
+
+  // Inputs kept for B/W (int32 [T]).
+  StashBuffer<int32_t> tokens;        // first stage: word-embedding rows (W)
+  StashBuffer<int32_t> position_ids;  // first stage with learned positions (W)
+  StashBuffer<int32_t> doc_start;     // --reset-attention-mask: [T]; empty = plain causal
+  StashBuffer<int32_t> labels;        // last stage [T]
+  StashBuffer<float> loss_mask;       // last stage [T]
+
+  // Embedding (first stage): gradient of the embedding sum before dropout, saved by B.
+  StashBuffer<float> d_embedding;     // [T, h]
+
+  // Transformer layers, local order.
+  std::vector<LayerStash> layers;
+
+  // Loss head (last stage).
+  StashBuffer<float> final_input;     // [T, h] output of the last layer
+  StashBuffer<float> lnf_out;         // [T, h] final_layernorm output
+  StashBuffer<float> lnf_mean, lnf_rstd;  // [T]
+  StashBuffer<float> logits;          // [T, VP]; B turns it into dlogits in place (saved for W)
+  StashBuffer<float> lse;             // [T] logsumexp per token
+  StashBuffer<float> d_lnf_out;       // [T, h] saved by B for W
+
+  // The micro-batch's weight gradient when W ran before an earlier micro-batch's W
+  // (arena-shaped; added to the grad arena in micro-batch order).
+  StashBuffer<float> pending_grads;
+
+  // bytes: all buffers currently held.
+  int64_t bytes() const;
+};
+
+}  // namespace mxmaca::layers
+
+#endif  // MXMACA_LAYERS_MICRO_BATCH_STASH_H_

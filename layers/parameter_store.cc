@@ -1,0 +1,134 @@
+// layers/parameter_store.cc
+#include "layers/parameter_store.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "kernels/philox.h"
+
+namespace mxmaca::layers {
+namespace {
+
+constexpr int64_t kAlignFloats = 16;  // 64 bytes
+
+uint64_t Fnv1a64(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+uint64_t ParameterStream(const std::string& name) {
+  return kernels::MakeRngStream(Fnv1a64(name), 0x1A17, 0, 0);
+}
+
+float InitialValue(uint64_t seed, const ParameterSpec& spec, int64_t index) {
+  switch (spec.init) {
+    case ParameterInit::kZeros:
+      return 0.0f;
+    case ParameterInit::kOnes:
+      return 1.0f;
+    case ParameterInit::kNormal:
+      break;
+  }
+  const kernels::RngKey key{seed, ParameterStream(spec.name)};
+  const double u1 = kernels::UniformAt(key, 2 * static_cast<uint64_t>(index));
+  const double u2 = kernels::UniformAt(key, 2 * static_cast<uint64_t>(index) + 1);
+  constexpr double kTwoPi = 6.283185307179586476925286766559;
+  const double z = std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(kTwoPi * u2);
+  return static_cast<float>(static_cast<double>(spec.init_std) * z);
+}
+
+absl::StatusOr<int> ParameterStore::Register(const ParameterSpec& spec) {
+  if (finalized_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("ParameterStore::Register('", spec.name, "') after Finalize"));
+  }
+  if (index_.contains(spec.name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter '", spec.name, "' registered twice"));
+  }
+  int64_t numel = 1;
+  for (int64_t d : spec.shape) {
+    if (d <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter '", spec.name, "': shape [", absl::StrJoin(spec.shape, ", "),
+          "] has a dimension <= 0"));
+    }
+    numel *= d;
+  }
+  if (spec.shape.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter '", spec.name, "': empty shape"));
+  }
+  ParameterInfo info;
+  info.spec = spec;
+  info.shard_offset.assign(spec.shape.size(), 0);
+  info.shard_shape = spec.shape;
+  info.numel = numel;
+  int64_t end = 0;
+  if (!infos_.empty()) end = infos_.back().arena_offset + infos_.back().numel;
+  info.arena_offset = (end + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+  const int id = static_cast<int>(infos_.size());
+  infos_.push_back(std::move(info));
+  index_[spec.name] = id;
+  return id;
+}
+
+void ParameterStore::Finalize() {
+  int64_t end = 0;
+  if (!infos_.empty()) end = infos_.back().arena_offset + infos_.back().numel;
+  params_.assign(end, 0.0f);
+  grads_.assign(end, 0.0f);
+  finalized_ = true;
+}
+
+void ParameterStore::Initialize(uint64_t seed) {
+  for (int i = 0; i < size(); ++i) {
+    const ParameterInfo& info = infos_[i];
+    float* p = param(i);
+    // The shard is the whole tensor for now: shard element e is full element e.
+    for (int64_t e = 0; e < info.numel; ++e) p[e] = InitialValue(seed, info.spec, e);
+  }
+}
+
+void ParameterStore::ZeroGrads() {
+  if (!grads_.empty()) std::memset(grads_.data(), 0, grads_.size() * sizeof(float));
+}
+
+absl::StatusOr<int> ParameterStore::Index(const std::string& name) const {
+  auto it = index_.find(name);
+  if (it == index_.end()) {
+    return absl::NotFoundError(absl::StrCat("no parameter named '", name, "'"));
+  }
+  return it->second;
+}
+
+int64_t ParameterStore::num_elements() const {
+  int64_t n = 0;
+  for (const ParameterInfo& info : infos_) n += info.numel;
+  return n;
+}
+
+std::vector<OptimizerTensor> ParameterStore::OptimizerTensors() {
+  std::vector<OptimizerTensor> out;
+  for (int i = 0; i < size(); ++i) {
+    out.push_back({infos_[i].spec.name, param(i), grad(i), infos_[i].numel,
+                   infos_[i].spec.weight_decay});
+  }
+  return out;
+}
+
+std::vector<GradSpan> ParameterStore::GradSpans() {
+  std::vector<GradSpan> out;
+  for (int i = 0; i < size(); ++i) out.push_back({grad(i), infos_[i].numel});
+  return out;
+}
+
+}  // namespace mxmaca::layers

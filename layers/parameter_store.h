@@ -1,0 +1,118 @@
+// layers/parameter_store.h: a stage's parameters and gradients as two flat fp32 arenas,
+// each tensor registered under its Megatron logical name.
+//
+// DESIGN.md: "Checkpoints store logical tensors" and "Randomness is a function, not a
+// stream". Every tensor carries its logical name (MEGATRON_FORMATS.md, GPT parameter
+// names), its full logical shape and the offsets of the shard held here (the whole
+// tensor until tensor parallelism shards it), so checkpoints and the optimizer can address
+// it by name. Initial values are a pure function of (seed, name, element index of the
+// FULL tensor): any later sharding or pipeline layout reproduces them exactly.
+#ifndef MXMACA_LAYERS_PARAMETER_STORE_H_
+#define MXMACA_LAYERS_PARAMETER_STORE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "layers/grad_clip.h"
+#include "layers/optimizer.h"
+
+namespace mxmaca::layers {
+
+// ParameterInit: how a tensor's initial values are drawn.
+//   kNormal: normal(0, init_std) (Megatron's init_method_normal / scaled_init_method_normal)
+//   kZeros:  0 (biases, norm biases)
+//   kOnes:   1 (norm weights)
+enum class ParameterInit { kNormal, kZeros, kOnes };
+
+// ParameterSpec: what a caller registers.
+struct ParameterSpec {
+  std::string name;              // logical name, e.g. "decoder.layers.3.mlp.linear_fc1.weight"
+  std::vector<int64_t> shape;    // full logical shape, every dim > 0
+  ParameterInit init = ParameterInit::kNormal;
+  float init_std = 0.0f;         // for kNormal
+  // Megatron (megatron/core/optimizer/__init__.py, _get_param_groups): no weight decay for
+  // biases and 1-D tensors (norm weights and biases).
+  bool weight_decay = true;
+  // Shared with another tensor of the model (word embeddings used as output layer with
+  // tied embeddings); under pipeline parallelism the two copies' gradients are summed.
+  bool tied = false;
+};
+
+// ParameterInfo: a registered tensor. The shard held here is [shard_offset, shard_offset +
+// shard_shape) of the full tensor (all of it for now: shard_offset 0, shard_shape = shape).
+struct ParameterInfo {
+  ParameterSpec spec;
+  std::vector<int64_t> shard_offset;
+  std::vector<int64_t> shard_shape;
+  int64_t numel = 0;          // elements in the shard
+  int64_t arena_offset = 0;   // first element in the arenas (a multiple of 16: 64-byte aligned)
+};
+
+// ParameterStream: the RngKey stream of a tensor's initial values: MakeRngStream(
+// FNV-1a-64(name), 0x1A17, 0, 0) (kernels/philox.h); the tag keeps it apart from dropout
+// streams.
+uint64_t ParameterStream(const std::string& name);
+
+// InitialValue: element `index` (row-major in the FULL tensor) of a tensor initialised
+// with `spec` under `seed`. kNormal: Box-Muller in fp64 on u1 = UniformAt(key, 2 index),
+// u2 = UniformAt(key, 2 index + 1): init_std * sqrt(-2 ln(1 - u1)) * cos(2 pi u2),
+// rounded to fp32.
+float InitialValue(uint64_t seed, const ParameterSpec& spec, int64_t index);
+
+// ParameterStore: register tensors, Finalize() once (allocates both arenas, zeroed),
+// then Initialize(seed). Pointers returned after Finalize stay valid for the store's
+// lifetime. Not thread-safe for registration; concurrent reads/writes of distinct tensors
+// are fine.
+class ParameterStore {
+ public:
+  ParameterStore() = default;
+  ParameterStore(const ParameterStore&) = delete;
+  ParameterStore& operator=(const ParameterStore&) = delete;
+
+  // Register: adds a tensor; returns its index. InvalidArgument on a duplicate name or a
+  // shape with a dimension <= 0; FailedPrecondition after Finalize.
+  absl::StatusOr<int> Register(const ParameterSpec& spec);
+  // Finalize: allocates the parameter and gradient arenas (zero-filled).
+  void Finalize();
+  bool finalized() const { return finalized_; }
+  // Initialize: sets every parameter to InitialValue(seed, spec, full index).
+  void Initialize(uint64_t seed);
+  // ZeroGrads: the gradient arena to 0.
+  void ZeroGrads();
+
+  int size() const { return static_cast<int>(infos_.size()); }
+  const ParameterInfo& info(int i) const { return infos_[i]; }
+  // Index: NotFound naming `name` when it was never registered.
+  absl::StatusOr<int> Index(const std::string& name) const;
+  // param / grad: the shard of tensor i (numel fp32 values); only after Finalize.
+  float* param(int i) { return params_.data() + infos_[i].arena_offset; }
+  const float* param(int i) const { return params_.data() + infos_[i].arena_offset; }
+  float* grad(int i) { return grads_.data() + infos_[i].arena_offset; }
+  const float* grad(int i) const { return grads_.data() + infos_[i].arena_offset; }
+  // The whole arenas (including alignment padding, which stays 0).
+  absl::Span<float> params_arena() { return absl::MakeSpan(params_); }
+  absl::Span<float> grads_arena() { return absl::MakeSpan(grads_); }
+  int64_t num_elements() const;  // sum of numel (no padding)
+
+  // OptimizerTensors: one entry per tensor, in registration order, for AdamWOptimizer
+  // (apply_weight_decay = spec.weight_decay).
+  std::vector<OptimizerTensor> OptimizerTensors();
+  // GradSpans: one entry per tensor, in registration order, for the grad norm / clipping.
+  std::vector<GradSpan> GradSpans();
+
+ private:
+  std::vector<ParameterInfo> infos_;
+  absl::flat_hash_map<std::string, int> index_;
+  std::vector<float> params_;
+  std::vector<float> grads_;
+  bool finalized_ = false;
+};
+
+}  // namespace mxmaca::layers
+
+#endif  // MXMACA_LAYERS_PARAMETER_STORE_H_

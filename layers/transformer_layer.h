@@ -1,0 +1,133 @@
+// layers/transformer_layer.h: one Megatron-Core GPT transformer layer (pre-norm) with
+// separate forward (F), backward-input (B) and backward-weight (W).
+//
+// Source: megatron/core/transformer/transformer_layer.py (TransformerLayer.forward),
+// attention.py (SelfAttention), mlp.py (MLP), with the local spec. T = b * s tokens
+// (row t = bi * s + si), h = hidden, np/ng = query heads/groups, hn = head dim,
+// f = ffn hidden, f1 = f (GELU) or 2f (SwiGLU, [gate | up]).
+//   ln1  = Norm1(x)                                   [T, h]
+//   qkv  = ln1 Wqkv^T + bqkv                          [T, (np + 2 ng) hn], per token [ng, np/ng + 2, hn]
+//   q, k = RoPE(q), RoPE(k)                           (rope only; positions 0..s-1 in each row)
+//   ctx  = softmax(q k^T / sqrt(hn), causal [doc]) v  (attention dropout on the probabilities)
+//   x2   = x + dropout(ctx Wproj^T + bproj)            [T, h]
+//   ln2  = Norm2(x2)
+//   y    = x2 + dropout(act(ln2 W1^T + b1) W2^T + b2)  act = exact GELU or SwiGLU
+// B computes dx from dy and saves, per weight-bearing op, the gradient of its output
+// (d_qkv, d_proj, d_fc1, d_fc2 for the linears; d_ln1_out, d_ln2_out for the norms); W
+// turns those into weight gradients (dW = dY^T X, dbias = column sums, norm weights).
+// Dropout masks are a function of (seed, global layer, site, iteration, micro-batch,
+// element index) — see DropoutKey — so recomputation and any layout reproduce them.
+#ifndef MXMACA_LAYERS_TRANSFORMER_LAYER_H_
+#define MXMACA_LAYERS_TRANSFORMER_LAYER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/exec_context.h"
+#include "layers/gpt_config.h"
+#include "layers/gpt_parameters.h"
+#include "layers/micro_batch_stash.h"
+#include "layers/parameter_store.h"
+
+namespace mxmaca::layers {
+
+// DropoutSite: where a dropout mask is drawn.
+enum class DropoutSite : uint64_t {
+  kEmbedding = 0,        // embedding output (Megatron's embedding_dropout = hidden_dropout)
+  kAttentionProbs = 1,   // attention probabilities (attention_dropout)
+  kAttentionOutput = 2,  // after linear_proj, before the residual add (hidden_dropout)
+  kMlpOutput = 3,        // after linear_fc2, before the residual add (hidden_dropout)
+};
+
+// DropoutKey: RngKey{seed, MakeRngStream(layer + 1, site, iteration, micro_batch_id)} with
+// `layer` the GLOBAL layer number (-1 for the embedding); the element index is the
+// row-major index in the micro-batch's [b, s, h] (or [b, np, s, s]) tensor.
+kernels::RngKey DropoutKey(uint64_t seed, int64_t layer, DropoutSite site, int64_t iteration,
+                           int64_t micro_batch_id);
+
+// LayerCall: the per-call facts a layer needs.
+struct LayerCall {
+  const GptConfig* config = nullptr;
+  kernels::ExecContext ctx;
+  int64_t global_layer = 0;
+  int64_t b = 0, s = 0;
+  const int32_t* doc_start = nullptr;       // [b, s] or nullptr (plain causal)
+  const int32_t* rope_positions = nullptr;  // [b, s] (rope only)
+  bool training = true;                     // false: no dropout
+  int64_t iteration = 0;
+  int64_t micro_batch_id = 0;
+  MemoryTracker* tracker = nullptr;         // stash accounting (nullptr: not counted)
+};
+
+// ForwardKeep: what F leaves in the stash.
+//   kAll: everything B and W need.
+//   kNoProbs: all but the attention probabilities (selective recompute: B recomputes them).
+//   kInputOnly: only the layer input (full recompute, eval, inference).
+enum class ForwardKeep { kAll, kNoProbs, kInputOnly };
+
+// WeightGradSink: where W writes one micro-batch's weight gradients. Begin(id) returns a
+// buffer of the tensor's numel fp32 values, zeroed on the first Begin of the micro-batch
+// (later Begins of the same tensor return the same buffer); End(id) folds it into the
+// gradient arena (or leaves it pending). Each tensor's gradient for a micro-batch is
+// therefore computed on its own and then added to the arena: accumulation order across
+// micro-batches is whatever order the End calls (or pending flushes) happen in.
+class WeightGradSink {
+ public:
+  virtual ~WeightGradSink() = default;
+  virtual float* Begin(int param_id) = 0;
+  virtual void End(int param_id) = 0;
+};
+
+// LayerScratch: temporaries of one layer call (not stashed, reused across calls).
+struct LayerScratch {
+  std::vector<float> a, b, c, d, e;
+  static float* Get(std::vector<float>& v, int64_t n) {
+    if (static_cast<int64_t>(v.size()) < n) v.resize(n);
+    return v.data();
+  }
+};
+
+// NormForward / NormBackwardInput / NormBackwardWeight: LayerNorm or RMSNorm per
+// config.normalization over rows of width h. mean is unused (may be nullptr) for RMSNorm;
+// beta/dbeta nullptr when the norm has no bias. NormBackwardWeight accumulates.
+void NormForward(const GptConfig& config, const kernels::ExecContext& ctx, const float* x,
+                 const float* gamma, const float* beta, int64_t n, int64_t h, float* y,
+                 float* mean, float* rstd);
+void NormBackwardInput(const GptConfig& config, const kernels::ExecContext& ctx,
+                       const float* dy, const float* x, const float* gamma, const float* mean,
+                       const float* rstd, int64_t n, int64_t h, float* dx);
+void NormBackwardWeight(const GptConfig& config, const kernels::ExecContext& ctx,
+                        const float* dy, const float* x, const float* mean, const float* rstd,
+                        int64_t n, int64_t h, float* dgamma, float* dbeta);
+
+// TransformerLayer: stateless F/B/W of one layer over the parameters `ids` in `store`.
+class TransformerLayer {
+ public:
+  TransformerLayer(const ParameterStore* store, const LayerParameterIds& ids)
+      : store_(store), ids_(ids) {}
+
+  // Forward: st->input holds x [T, h]; writes y [T, h] to `out` (not aliasing x) and
+  // leaves in `st` what `keep` says.
+  void Forward(const LayerCall& call, LayerStash* st, float* out, ForwardKeep keep,
+               LayerScratch* scratch) const;
+
+  // BackwardInput: from dy [T, h] writes dx [T, h] (may not alias dy). Requires the stash
+  // of Forward(kAll) or Forward(kNoProbs) (then the probabilities are recomputed from
+  // the stashed q, k, v with the same kernel, so results are bit-identical). Frees the
+  // forward tensors W does not need and saves the d_* tensors.
+  void BackwardInput(const LayerCall& call, LayerStash* st, const float* dy, float* dx,
+                     LayerScratch* scratch) const;
+
+  // BackwardWeight: weight gradients of this micro-batch into `sink` (Begin/End per
+  // tensor); frees the whole stash, input included.
+  void BackwardWeight(const LayerCall& call, LayerStash* st, WeightGradSink* sink) const;
+
+ private:
+  const float* P(int id) const { return id >= 0 ? store_->param(id) : nullptr; }
+  const ParameterStore* store_;
+  LayerParameterIds ids_;
+};
+
+}  // namespace mxmaca::layers
+
+#endif  // MXMACA_LAYERS_TRANSFORMER_LAYER_H_
