@@ -43,6 +43,8 @@ struct MegatronArgs {
   int64_t rotary_base = 10000;                      // --rotary-base
   double rotary_percent = 1.0;                      // --rotary-percent
   bool rotary_interleaved = false;                  // --rotary-interleaved
+  bool use_rotary_position_embeddings = false;      // deprecated: sets rope
+  bool add_position_embedding = true;               // --no-position-embedding sets false
   std::optional<int64_t> rotary_seq_len_interpolation_factor;
   std::string normalization = "LayerNorm";          // LayerNorm|RMSNorm
   double norm_epsilon = 1e-5;                       // --norm-epsilon
@@ -76,14 +78,16 @@ struct MegatronArgs {
   std::optional<int64_t> train_iters;               // --train-iters
   std::optional<int64_t> train_samples;             // --train-samples
   std::optional<int64_t> exit_interval;             // --exit-interval
-  std::optional<double> exit_duration_in_mins;      // --exit-duration-in-mins
+  std::optional<int64_t> exit_duration_in_mins;     // --exit-duration-in-mins (int, as Megatron)
   std::string optimizer = "adam";                   // adam (sgd: unsupported)
+  bool recompute_activations = false;               // --recompute-activations: selective
   std::optional<std::string> recompute_granularity; // full|selective
   std::optional<std::string> recompute_method;      // uniform|block
   std::optional<int64_t> recompute_num_layers;      // --recompute-num-layers
   bool calculate_per_token_loss = false;            // --calculate-per-token-loss
   bool check_for_nan_in_loss_and_grad = true;       // --no-check-for-nan-in-loss-and-grad
   bool skip_train = false;                          // --skip-train
+  std::optional<std::string> dataloader_type;       // single (cyclic|external rejected)
 
   // ---- Initialization (_add_initialization_args) ----
   int64_t seed = 1234;                              // --seed
@@ -112,6 +116,7 @@ struct MegatronArgs {
   bool no_load_rng = false;                         // --no-load-rng
   bool finetune = false;                            // --finetune
   std::string ckpt_format = "torch_dist";           // --ckpt-format (torch|torch_dist|...)
+  bool exit_on_missing_checkpoint = false;          // --exit-on-missing-checkpoint
 
   // ---- Mixed precision (_add_mixed_precision_args) ----
   bool fp16 = false;                                // --fp16 (rejected at validation)
@@ -132,6 +137,9 @@ struct MegatronArgs {
   bool use_distributed_optimizer = false;           // --use-distributed-optimizer
   bool overlap_grad_reduce = false;                 // --overlap-grad-reduce
   bool overlap_param_gather = false;                // --overlap-param-gather
+  int64_t distributed_timeout_minutes = 10;         // collective timeout
+  bool account_for_embedding_in_pipeline_split = false;
+  bool account_for_loss_in_pipeline_split = false;
 
   // ---- Validation (_add_validation_args) ----
   int64_t eval_iters = 100;                         // --eval-iters
@@ -156,6 +164,7 @@ struct MegatronArgs {
   bool eod_mask_loss = false;                       // --eod-mask-loss
   bool create_attention_mask_in_dataloader = true;  // --no-create-attention-mask-in-dataloader
   int64_t num_workers = 2;                          // --num-workers
+  double mid_level_dataset_surplus = 0.005;         // --mid-level-dataset-surplus (blends)
 
   // ---- Logging (_add_logging_args) ----
   int64_t log_interval = 100;                       // --log-interval
@@ -169,6 +178,14 @@ struct MegatronArgs {
   std::optional<int64_t> moe_ffn_hidden_size;       // --moe-ffn-hidden-size; derived = ffn
   std::vector<double> moe_aux_loss_coeff = {0.0};   // --moe-aux-loss-coeff
   std::vector<std::string> moe_router_load_balancing_type = {"aux_loss"};
+  std::string moe_layer_freq = "1";                 // int N, or a Python list pattern
+  std::string moe_router_score_function = "softmax";  // softmax|sigmoid
+  bool moe_router_pre_softmax = false;              // --moe-router-pre-softmax
+  std::optional<double> moe_router_topk_scaling_factor;
+  std::optional<double> moe_z_loss_coeff;           // --moe-z-loss-coeff
+  std::optional<double> moe_expert_capacity_factor; // None = dropless
+  bool moe_pad_expert_input_to_capacity = false;    // --moe-pad-expert-input-to-capacity
+  std::string moe_token_drop_policy = "probs";      // probs|position
 
   // ---- MXMACA's own flags (not Megatron's; marked as ours in docs/FLAGS.md) ----
   // --max-consecutive-nan-iterations K: stop training with an error after K
@@ -184,7 +201,9 @@ struct MegatronArgs {
   // ---- Derived by ValidateAndDeriveArgs (not flags) ----
   int64_t world_size = 1;                           // from the launcher
   int64_t data_parallel_size = 1;                   // world / (tp * pp * cp)
-  std::optional<int64_t> padded_vocab_size;         // when vocab_size is known
+  // --padded-vocab-size, else derived from vocab_size when that is known.
+  std::optional<int64_t> padded_vocab_size;
+  std::optional<int64_t> virtual_pipeline_model_parallel_size;  // None = not interleaved
 
   // One line per accepted no-effect flag, "notice: --X is accepted and has no effect
   // in MXMACA (<reason>)", in command-line order; print them at start.
@@ -214,6 +233,10 @@ absl::Status ValidateAndDeriveArgs(MegatronArgs* args, int world_size);
 // multiple of divisible_by * tp (MEGATRON_FORMATS.md). 50,257 -> 50,304 at (128, 1).
 // Requires vocab_size >= 0, divisible_by >= 1, tp >= 1.
 int64_t PaddedVocabSize(int64_t vocab_size, int64_t divisible_by, int64_t tp);
+
+// MegatronArgsBoundDests: the dests ParseMegatronArgs can store into MegatronArgs (one
+// per kImplemented flag); for the test that keeps the table and the struct in step.
+std::vector<std::string> MegatronArgsBoundDests();
 
 }  // namespace mxmaca::api
 

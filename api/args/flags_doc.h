@@ -1,0 +1,18 @@
+// api/args/flags_doc.h: renders docs/FLAGS.md from the flag table (flag_table.h).
+#ifndef MXMACA_API_ARGS_FLAGS_DOC_H_
+#define MXMACA_API_ARGS_FLAGS_DOC_H_
+
+#include <string>
+
+namespace mxmaca::api {
+
+// RenderFlagsMarkdown: the full text of docs/FLAGS.md: a summary of counts per
+// classification, then one Markdown table per Megatron argument group (and one for
+// MXMACA's own flags) with every flag's option strings, action, nargs, type,
+// Megatron's default, choices, MXMACA's classification and the reason/note.
+// Deterministic: the same table gives the same bytes.
+std::string RenderFlagsMarkdown();
+
+}  // namespace mxmaca::api
+
+#endif  // MXMACA_API_ARGS_FLAGS_DOC_H_
