@@ -1,15 +1,41 @@
-// kernels/cpu/cross_entropy.cc: placeholder bodies (implementation in progress).
+// kernels/cpu/cross_entropy.cc: see cross_entropy.h.
 #include "kernels/cpu/cross_entropy.h"
+
+#include <cmath>
+
+#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/vec_math.h"
 
 namespace mxmaca::kernels::cpu {
 
 void CrossEntropyForward(const ExecContext& ctx, const float* logits,
                          const int32_t* targets, int64_t n, int64_t vp, int64_t v,
-                         float* loss, float* lse) {}
+                         float* loss, float* lse) {
+  ParallelForRows(ctx, n, v, [&](int64_t i) {
+    const float* x = logits + i * vp;
+    const float m = MaxOf(x, v);
+    const float s = ExpShiftSum(x, m, v, nullptr);
+    const float l = m + std::log(s);
+    lse[i] = l;
+    loss[i] = l - x[targets[i]];
+  });
+}
 
 void CrossEntropyBackward(const ExecContext& ctx, const float* logits,
                           const int32_t* targets, const float* lse, const float* dloss,
-                          int64_t n, int64_t vp, int64_t v, float* dlogits) {}
-
+                          int64_t n, int64_t vp, int64_t v, float* dlogits) {
+  ParallelForRows(ctx, n, vp, [&](int64_t i) {
+    const float* x = logits + i * vp;
+    float* d = dlogits + i * vp;
+    const int64_t t = targets[i];
+    const float g = dloss[i];
+    // softmax_c = exp(x_c - lse) written straight into d (in place when d == x).
+    ExpShiftSum(x, lse[i], v, d);
+    const float p_target = d[t];
+    for (int64_t c = 0; c < v; ++c) d[c] *= g;
+    d[t] = g * (p_target - 1.0f);
+    for (int64_t c = v; c < vp; ++c) d[c] = 0.0f;
+  });
+}
 
 }  // namespace mxmaca::kernels::cpu

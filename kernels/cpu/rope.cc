@@ -1,13 +1,70 @@
-// kernels/cpu/rope.cc: placeholder bodies (implementation in progress).
+// kernels/cpu/rope.cc: see rope.h.
 #include "kernels/cpu/rope.h"
 
+#include <cmath>
+
+#include "kernels/cpu/parallel.h"
+
 namespace mxmaca::kernels::cpu {
+namespace {
+
+// Fills cs[(b*S + s) * half * 2 + {0..half-1}] = cos, [+half..] = sin of the angles
+// fp32(position) * inv_freq[j] (fp32 product, as Megatron's torch.outer in fp32).
+void FillTable(const ExecContext& ctx, const int32_t* positions, int64_t bs,
+               int64_t rotary_dim, float base, float* cs) {
+  const int64_t half = rotary_dim / 2;
+  float* inv_freq = ThreadScratch(half, 1);
+  for (int64_t j = 0; j < half; ++j) {
+    // Megatron: 1.0 / (base ** (torch.arange(0, dim, 2, dtype=float32) / dim)), fp32.
+    const float e = static_cast<float>(2 * j) / static_cast<float>(rotary_dim);
+    inv_freq[j] = 1.0f / std::pow(base, e);
+  }
+  ParallelForRows(ctx, bs, half * 8, [&](int64_t t) {
+    const float pos = static_cast<float>(positions[t]);
+    float* row = cs + t * 2 * half;
+    for (int64_t j = 0; j < half; ++j) {
+      const double angle = static_cast<double>(pos * inv_freq[j]);
+      row[j] = static_cast<float>(std::cos(angle));
+      row[half + j] = static_cast<float>(std::sin(angle));
+    }
+  });
+}
+
+// Rotates every [D] row of x [B, NH, S, D] by +angle (sign = 1) or -angle (sign = -1).
+void Rotate(const ExecContext& ctx, float* x, const int32_t* positions, int64_t b,
+            int64_t s, int64_t heads, int64_t d, int64_t rotary_dim, float base,
+            float sign) {
+  if (rotary_dim <= 0 || b * s * heads == 0) return;
+  const int64_t half = rotary_dim / 2;
+  float* cs = ThreadScratch(b * s * 2 * half, 0);
+  FillTable(ctx, positions, b * s, rotary_dim, base, cs);
+  ParallelForRows(ctx, b * heads, s * rotary_dim, [&](int64_t bh) {
+    const int64_t bi = bh / heads;
+    for (int64_t si = 0; si < s; ++si) {
+      float* row = x + (bh * s + si) * d;
+      const float* cosv = cs + (bi * s + si) * 2 * half;
+      const float* sinv = cosv + half;
+      for (int64_t j = 0; j < half; ++j) {
+        const float x1 = row[j], x2 = row[j + half];
+        const float sn = sign * sinv[j];
+        // [x1 | x2] * cos + [-x2 | x1] * sin
+        row[j] = x1 * cosv[j] - x2 * sn;
+        row[j + half] = x2 * cosv[j] + x1 * sn;
+      }
+    }
+  });
+}
+
+}  // namespace
 
 void RopeForward(const ExecContext& ctx, float* x, const int32_t* positions, int64_t b,
-                 int64_t s, int64_t heads, int64_t d, int64_t rotary_dim, float base) {}
+                 int64_t s, int64_t heads, int64_t d, int64_t rotary_dim, float base) {
+  Rotate(ctx, x, positions, b, s, heads, d, rotary_dim, base, 1.0f);
+}
 
 void RopeBackward(const ExecContext& ctx, float* dx, const int32_t* positions, int64_t b,
-                  int64_t s, int64_t heads, int64_t d, int64_t rotary_dim, float base) {}
-
+                  int64_t s, int64_t heads, int64_t d, int64_t rotary_dim, float base) {
+  Rotate(ctx, dx, positions, b, s, heads, d, rotary_dim, base, -1.0f);
+}
 
 }  // namespace mxmaca::kernels::cpu

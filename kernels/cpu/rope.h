@@ -11,9 +11,11 @@
 //   with rotate_half([x1 | x2]) = [-x2 | x1]; dims >= rotary_dim pass through.
 // B = batch, S = sequence, NH = heads, D = head dim; x [B, NH, S, D]; positions int32
 // [B, S] (position of token s of sequence b; 0..S-1 normally, restarting per document
-// under --reset-position-ids). rotary_dim even, <= D. Angles are computed in fp64 from
-// the integer position and rounded to fp32 cos/sin, so the table matches torch's
-// fp32 freqs to within an ulp of the angle.
+// under --reset-position-ids). rotary_dim even, <= D.
+// Angles follow Megatron's fp32 arithmetic: inv_freq = 1 / base^(fp32(2j) / rotary_dim)
+// in fp32, angle = fp32(position) * inv_freq rounded to fp32 (torch.outer in fp32); cos
+// and sin of that fp32 angle are then evaluated in fp64 and rounded (<= 0.5 ulp), so the
+// table matches Megatron's fp32 cos/sin cache to about an ulp.
 #ifndef MXMACA_KERNELS_CPU_ROPE_H_
 #define MXMACA_KERNELS_CPU_ROPE_H_
 

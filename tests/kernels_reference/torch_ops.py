@@ -153,14 +153,15 @@ def op_attention(io):
 def op_rope(io):
     """Megatron RotaryEmbedding + apply_rotary_pos_emb (non-interleaved):
     inv_freq = 1 / base^(arange(0, dim, 2) / dim); emb = cat(freqs, freqs);
-    t = x[..., :dim] * cos + rotate_half(x[..., :dim]) * sin; rest passes through."""
+    t = x[..., :dim] * cos + rotate_half(x[..., :dim]) * sin; rest passes through.
+    inv_freq and the angles (torch.outer) are fp32 as in Megatron; the rest is fp64."""
     b, s, nh, d, rd = (io.i(k) for k in ("b", "s", "nh", "d", "rotary_dim"))
     base = io.f("base")
     x = io.tensor("x", [b, nh, s, d], grad=True)
     dy = io.tensor("dy", [b, nh, s, d])
-    pos = io.ints("positions", [b, s]).to(torch.float64)
-    inv_freq = 1.0 / (base ** (torch.arange(0, rd, 2, dtype=torch.float64) / rd))
-    freqs = pos.reshape(b, 1, s, 1) * inv_freq.reshape(1, 1, 1, rd // 2)
+    pos = io.ints("positions", [b, s]).to(torch.float32)
+    inv_freq = 1.0 / (base ** (torch.arange(0, rd, 2, dtype=torch.float32) / rd))
+    freqs = (pos.reshape(b, 1, s, 1) * inv_freq.reshape(1, 1, 1, rd // 2)).to(torch.float64)
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = torch.cos(emb), torch.sin(emb)
     xr, xp = x[..., :rd], x[..., rd:]

@@ -1,0 +1,131 @@
+// kernels/cpu/vec_math.h: a vectorised fp32 exp for the softmax-like kernels
+// (package-private).
+//
+// glibc's expf is scalar (gcc vectorises it only under -ffast-math); softmax over a
+// 50k vocabulary and attention probabilities need ~10^8 exps per step, so we use the
+// Cephes expf algorithm (S. L. Moshier, Cephes Math Library, expf.c): x = n ln2 + r with
+// n = round(x log2 e) and a two-constant Cody-Waite reduction, exp(r) by a degree-7
+// minimax polynomial, times 2^n. Max error ~2 ulp for x in [-87.3, 88]; exp(x) = 0 below
+// -87.3 (where the true value is < 2^-126, a denormal) and +inf above 88 (a little early:
+// true overflow is at 88.72; our callers only pass x <= 0).
+// ExpScalar and the 8-lane AVX2 Exp8 perform the same operations in the same order
+// without FMA, so a value's bits do not depend on whether it fell in a vector or a
+// tail lane.
+#ifndef MXMACA_KERNELS_CPU_VEC_MATH_H_
+#define MXMACA_KERNELS_CPU_VEC_MATH_H_
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace mxmaca::kernels::cpu {
+
+namespace vec_math_internal {
+inline constexpr float kExpHi = 88.0f;  // keeps n <= 127 (2^n finite)
+inline constexpr float kExpLo = -87.3365448f;
+inline constexpr float kLog2e = 1.44269504088896341f;
+inline constexpr float kC1 = 0.693359375f;
+inline constexpr float kC2 = -2.12194440e-4f;
+inline constexpr float kP0 = 1.9875691500e-4f;
+inline constexpr float kP1 = 1.3981999507e-3f;
+inline constexpr float kP2 = 8.3334519073e-3f;
+inline constexpr float kP3 = 4.1665795894e-2f;
+inline constexpr float kP4 = 1.6666665459e-1f;
+inline constexpr float kP5 = 5.0000001201e-1f;
+}  // namespace vec_math_internal
+
+// ExpScalar: exp(x) in fp32 as described above. NaN in, NaN out.
+inline float ExpScalar(float x) {
+  using namespace vec_math_internal;
+  if (std::isnan(x)) return x;
+  if (x > kExpHi) return INFINITY;
+  if (x < kExpLo) return 0.0f;
+  const float n = std::nearbyint(x * kLog2e);  // round to nearest even (default mode)
+  float r = x - n * kC1;
+  r = r - n * kC2;
+  const float r2 = r * r;
+  float p = kP0;
+  p = p * r + kP1;
+  p = p * r + kP2;
+  p = p * r + kP3;
+  p = p * r + kP4;
+  p = p * r + kP5;
+  p = p * r2 + r;
+  p = p + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, 4);
+  return p * scale;
+}
+
+// Exp8: ExpScalar on 8 lanes (AVX2).
+inline __m256 Exp8(__m256 x) {
+  using namespace vec_math_internal;
+  const __m256 hi = _mm256_set1_ps(kExpHi);
+  const __m256 lo = _mm256_set1_ps(kExpLo);
+  const __m256 over = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
+  const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+  const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(kLog2e)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_sub_ps(xc, _mm256_mul_ps(n, _mm256_set1_ps(kC1)));
+  r = _mm256_sub_ps(r, _mm256_mul_ps(n, _mm256_set1_ps(kC2)));
+  const __m256 r2 = _mm256_mul_ps(r, r);
+  __m256 p = _mm256_set1_ps(kP0);
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kP1));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kP2));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kP3));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kP4));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kP5));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r2), r);
+  p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
+  const __m256i bits = _mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+  y = _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), over);
+  y = _mm256_blendv_ps(y, _mm256_setzero_ps(), under);
+  y = _mm256_blendv_ps(y, x, nan);
+  return y;
+}
+
+// ExpShiftSum: y[i] = ExpScalar(x[i] - shift) for i < n (y may alias x); returns
+// sum_i y[i] accumulated in 8 fp32 lanes combined pairwise (LaneSum's order).
+inline float ExpShiftSum(const float* x, float shift, int64_t n, float* y) {
+  const __m256 s = _mm256_set1_ps(shift);
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = Exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
+    if (y != nullptr) _mm256_storeu_ps(y + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  alignas(32) float lane[8];
+  _mm256_store_ps(lane, acc);
+  for (int l = 0; i < n; ++i, ++l) {
+    const float e = ExpScalar(x[i] - shift);
+    if (y != nullptr) y[i] = e;
+    lane[l] += e;
+  }
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+         ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+// MaxOf: max_i x[i] (n >= 1). NaNs are not propagated reliably; inputs are finite.
+inline float MaxOf(const float* x, int64_t n) {
+  __m256 m = _mm256_set1_ps(-INFINITY);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + i));
+  alignas(32) float lane[8];
+  _mm256_store_ps(lane, m);
+  float r = lane[0];
+  for (int l = 1; l < 8; ++l) r = r > lane[l] ? r : lane[l];
+  for (; i < n; ++i) r = r > x[i] ? r : x[i];
+  return r;
+}
+
+}  // namespace mxmaca::kernels::cpu
+
+#endif  // MXMACA_KERNELS_CPU_VEC_MATH_H_
