@@ -43,54 +43,77 @@ def read_index(idx_path):
     return CODE_DTYPES[code], lengths, doc_indices
 
 
+class IndexedDatasetBuilder:
+    """IndexedDatasetBuilder of indexed_dataset.py: tokens stream to PREFIX.bin,
+    lengths and document indices stay in lists until finalize() writes PREFIX.idx."""
+
+    def __init__(self, prefix, dtype_name):
+        self.prefix = prefix
+        self.dtype_name = dtype_name
+        self.dtype = getattr(numpy, dtype_name)
+        self.data_file = open(prefix + ".bin", "wb")
+        self.sequence_lengths = []
+        self.document_indices = [0]
+
+    def add_item(self, tokens):
+        arr = numpy.array(tokens, dtype=self.dtype)
+        self.data_file.write(arr.tobytes(order="C"))
+        self.sequence_lengths.append(arr.size)
+
+    def add_document(self, tokens, lengths):
+        arr = numpy.array(tokens, dtype=self.dtype)
+        self.data_file.write(arr.tobytes(order="C"))
+        self.sequence_lengths.extend(lengths)
+        self.document_indices.append(len(self.sequence_lengths))
+
+    def end_document(self):
+        self.document_indices.append(len(self.sequence_lengths))
+
+    def add_index(self, other_prefix):
+        other_dtype, lengths, doc_indices = read_index(other_prefix + ".idx")
+        assert other_dtype == self.dtype_name
+        offset = len(self.sequence_lengths)
+        self.sequence_lengths.extend(lengths)
+        self.document_indices.extend((offset + doc_indices)[1:])
+        with open(other_prefix + ".bin", "rb") as other:
+            self.data_file.write(other.read())
+
+    def finalize(self):
+        self.data_file.close()
+        itemsize = numpy.int64(numpy.dtype(self.dtype).itemsize)
+        pointers = []
+        curr = numpy.int64(0)
+        for length in self.sequence_lengths:
+            pointers.append(curr.item())
+            curr += length * itemsize
+        with open(self.prefix + ".idx", "wb") as idx:
+            idx.write(INDEX_HEADER)
+            idx.write(struct.pack("<Q", 1))
+            idx.write(struct.pack("<B", DTYPE_CODES[self.dtype_name]))
+            idx.write(struct.pack("<Q", len(self.sequence_lengths)))
+            idx.write(struct.pack("<Q", len(self.document_indices)))
+            idx.write(numpy.array(self.sequence_lengths, dtype=numpy.int32).tobytes(order="C"))
+            idx.write(numpy.array(pointers, dtype=numpy.int64).tobytes(order="C"))
+            idx.write(numpy.array(self.document_indices, dtype=numpy.int64).tobytes(order="C"))
+
+
 def main():
     with open(sys.argv[1]) as f:
         spec = json.load(f)
-    prefix = spec["prefix"]
-    dtype = getattr(numpy, spec["dtype"])
-    data_file = open(prefix + ".bin", "wb")
-    sequence_lengths = []
-    document_indices = [0]
+    builder = IndexedDatasetBuilder(spec["prefix"], spec["dtype"])
     for op in spec["ops"]:
         kind = op[0]
         if kind == "item":
-            arr = numpy.array(op[1], dtype=dtype)
-            data_file.write(arr.tobytes(order="C"))
-            sequence_lengths.append(arr.size)
+            builder.add_item(op[1])
         elif kind == "end":
-            document_indices.append(len(sequence_lengths))
+            builder.end_document()
         elif kind == "doc":
-            arr = numpy.array(op[1], dtype=dtype)
-            data_file.write(arr.tobytes(order="C"))
-            sequence_lengths.extend(op[2])
-            document_indices.append(len(sequence_lengths))
+            builder.add_document(op[1], op[2])
         elif kind == "index":
-            other_dtype, lengths, doc_indices = read_index(op[1] + ".idx")
-            assert other_dtype == spec["dtype"]
-            offset = len(sequence_lengths)
-            sequence_lengths.extend(lengths)
-            document_indices.extend((offset + doc_indices)[1:])
-            with open(op[1] + ".bin", "rb") as other:
-                data_file.write(other.read())
+            builder.add_index(op[1])
         else:
             raise ValueError("unknown op %r" % (kind,))
-    data_file.close()
-
-    itemsize = numpy.int64(numpy.dtype(dtype).itemsize)
-    pointers = []
-    curr = numpy.int64(0)
-    for length in sequence_lengths:
-        pointers.append(curr.item())
-        curr += length * itemsize
-    with open(prefix + ".idx", "wb") as idx:
-        idx.write(INDEX_HEADER)
-        idx.write(struct.pack("<Q", 1))
-        idx.write(struct.pack("<B", DTYPE_CODES[spec["dtype"]]))
-        idx.write(struct.pack("<Q", len(sequence_lengths)))
-        idx.write(struct.pack("<Q", len(document_indices)))
-        idx.write(numpy.array(sequence_lengths, dtype=numpy.int32).tobytes(order="C"))
-        idx.write(numpy.array(pointers, dtype=numpy.int64).tobytes(order="C"))
-        idx.write(numpy.array(document_indices, dtype=numpy.int64).tobytes(order="C"))
+    builder.finalize()
 
 
 if __name__ == "__main__":
