@@ -79,9 +79,13 @@ std::string Quote(absl::string_view s) {
   return absl::StrCat("'", s, "'");
 }
 
+std::atomic<uint64_t> next_instance_id{1};
+
+}  // namespace
+
 // Per-thread word -> ids cache. It belongs to one tokenizer at a time (owner);
 // using another tokenizer on the same thread empties it.
-struct WordCache {
+struct Gpt2BpeTokenizer::WordCache {
   uint64_t owner = 0;
   // word bytes -> (offset, count) in ids.
   absl::flat_hash_map<std::string, std::pair<uint32_t, uint32_t>> index;
@@ -93,16 +97,12 @@ struct WordCache {
     index.clear();
     ids.clear();
   }
+
+  static WordCache& ForThisThread() {
+    thread_local WordCache cache;
+    return cache;
+  }
 };
-
-WordCache& ThreadWordCache() {
-  thread_local WordCache cache;
-  return cache;
-}
-
-std::atomic<uint64_t> next_instance_id{1};
-
-}  // namespace
 
 Gpt2BpeTokenizer::~Gpt2BpeTokenizer() = default;
 
@@ -229,13 +229,12 @@ absl::StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::Load(
   return tok;
 }
 
-void Gpt2BpeTokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* ids) const {
+void Gpt2BpeTokenizer::EncodeWord(std::string_view word, WordCache& cache,
+                                  std::vector<int32_t>* ids) const {
   if (word.size() == 1) {
     ids->push_back(byte_token_[static_cast<unsigned char>(word[0])]);
     return;
   }
-  WordCache& cache = ThreadWordCache();
-  if (cache.owner != instance_id_) cache.Reset(instance_id_);
   const bool cacheable = word.size() <= kMaxCachedWordBytes;
   if (cacheable) {
     auto it = cache.index.find(absl::string_view(word.data(), word.size()));
@@ -260,8 +259,10 @@ void Gpt2BpeTokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* i
 }
 
 void Gpt2BpeTokenizer::EncodeAppend(std::string_view text, std::vector<int32_t>* ids) const {
+  WordCache& cache = WordCache::ForThisThread();
+  if (cache.owner != instance_id_) cache.Reset(instance_id_);
   internal::Gpt2WordSplitter splitter(text);
-  for (std::string_view word; splitter.Next(&word);) EncodeWord(word, ids);
+  for (std::string_view word; splitter.Next(&word);) EncodeWord(word, cache, ids);
 }
 
 std::vector<int32_t> Gpt2BpeTokenizer::Encode(std::string_view text) const {

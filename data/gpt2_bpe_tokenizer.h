@@ -77,8 +77,11 @@ class Gpt2BpeTokenizer {
  private:
   Gpt2BpeTokenizer() = default;
 
-  // EncodeWord: appends the ids of one pre-tokenized word, via the thread's cache.
-  void EncodeWord(std::string_view word, std::vector<int32_t>* ids) const;
+  // WordCache: the calling thread's word -> ids cache (defined in the .cc).
+  struct WordCache;
+
+  // EncodeWord: appends the ids of one pre-tokenized word, via `cache`.
+  void EncodeWord(std::string_view word, WordCache& cache, std::vector<int32_t>* ids) const;
 
   // byte_token_[b]: id of the single-byte token for byte b.
   int32_t byte_token_[256] = {};
