@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
 #include "actors/checkpoint/checkpoint_format.h"
 #include "actors/checkpoint/file_util.h"
@@ -37,6 +38,29 @@ std::string UniqueSuffix() {
 absl::Status FsError(const std::error_code& ec, absl::string_view op,
                      const std::string& path) {
   return ErrnoStatus(ec.value(), op, path);
+}
+
+// RenderMetadata: metadata.json's text: the JSON object {format, version, iteration, args,
+// state, tensors}, laid out for people: args and state indented, one line per tensor.
+// Throws nlohmann::json::type_error for strings that are not UTF-8.
+std::string RenderMetadata(int64_t iteration, const json& args, const json& state,
+                           const json& tensors) {
+  auto indented = [](const json& j) {
+    return absl::StrReplaceAll(j.dump(1), {{"\n", "\n "}});
+  };
+  std::string out = absl::StrCat("{\n \"format\": ", json(kFormatName).dump(),
+                                 ",\n \"version\": ", kFormatVersion,
+                                 ",\n \"iteration\": ", iteration,
+                                 ",\n \"args\": ", indented(args),
+                                 ",\n \"state\": ", indented(state),
+                                 ",\n \"tensors\": {");
+  const char* sep = "\n  ";
+  for (auto it = tensors.begin(); it != tensors.end(); ++it) {
+    absl::StrAppend(&out, sep, json(it.key()).dump(), ": ", it.value().dump());
+    sep = ",\n  ";
+  }
+  absl::StrAppend(&out, "\n }\n}\n");
+  return out;
 }
 
 }  // namespace
@@ -213,14 +237,9 @@ absl::Status CheckpointWriter::Commit(const json& args, const json& state) {
       return absl::FailedPreconditionError(absl::StrCat(
           "checkpoint ", state_->final_dir, " not committed: ", valid.message()));
     }
-    json meta = {{"format", kFormatName},
-                 {"version", kFormatVersion},
-                 {"iteration", state_->iteration},
-                 {"args", args},
-                 {"state", state},
-                 {"tensors", TensorIndexToJson(state_->index)}};
     try {
-      metadata = meta.dump(1);
+      metadata = RenderMetadata(state_->iteration, args, state,
+                                TensorIndexToJson(state_->index));
     } catch (const json::exception& e) {
       return absl::InvalidArgumentError(
           absl::StrCat("checkpoint Commit: args/state cannot be written: ", e.what()));
