@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "api/args/did_you_mean.h"
 #include "base/status_macros.h"
@@ -39,18 +41,53 @@ void Assign(std::optional<std::string>* field, const FlagValue& v) { *field = v.
 void Assign(std::vector<std::string>* field, const FlagValue& v) { *field = v.texts; }
 void Assign(std::vector<double>* field, const FlagValue& v) { *field = v.floats; }
 
-using Setter = void (*)(MegatronArgs*, const FlagValue&);
+// Repr: a field's value as Python's repr() prints the argparse value.
+std::string PyFloat(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  std::string text;
+  for (int precision = 1; precision <= 17; ++precision) {  // shortest round trip
+    text = absl::StrFormat("%.*g", precision, v);
+    if (std::strtod(text.c_str(), nullptr) == v) break;
+  }
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  return text;
+}
+std::string PyStr(const std::string& v) { return absl::StrCat("'", v, "'"); }
+std::string Repr(const bool& v) { return v ? "True" : "False"; }
+std::string Repr(const int64_t& v) { return absl::StrCat(v); }
+std::string Repr(const double& v) { return PyFloat(v); }
+std::string Repr(const std::string& v) { return PyStr(v); }
+template <typename T>
+std::string Repr(const std::optional<T>& v) {
+  return v.has_value() ? Repr(*v) : "None";
+}
+template <typename T>
+std::string Repr(const std::vector<T>& v) {
+  return absl::StrCat(
+      "[", absl::StrJoin(v, ", ", [](std::string* o, const T& x) { o->append(Repr(x)); }), "]");
+}
+
+struct Binding {
+  void (*set)(MegatronArgs*, const FlagValue&);
+  std::string (*repr)(const MegatronArgs&);
+};
 
 template <auto Member>
 void Set(MegatronArgs* args, const FlagValue& v) {
   Assign(&(args->*Member), v);
 }
+template <auto Member>
+std::string Get(const MegatronArgs& args) {
+  return Repr(args.*Member);
+}
 
-#define MXMACA_BIND(field) {#field, &Set<&MegatronArgs::field>}
+#define MXMACA_BIND(field) \
+  { #field, Binding{&Set<&MegatronArgs::field>, &Get<&MegatronArgs::field>} }
 
 // Every kImplemented dest of the flag table -> its MegatronArgs field.
-const absl::flat_hash_map<std::string, Setter>& Bindings() {
-  static const auto* bindings = new absl::flat_hash_map<std::string, Setter>{
+const absl::flat_hash_map<std::string, Binding>& Bindings() {
+  static const auto* bindings = new absl::flat_hash_map<std::string, Binding>{
       MXMACA_BIND(num_layers), MXMACA_BIND(hidden_size), MXMACA_BIND(ffn_hidden_size),
       MXMACA_BIND(num_attention_heads), MXMACA_BIND(kv_channels),
       MXMACA_BIND(group_query_attention), MXMACA_BIND(num_query_groups),
@@ -223,7 +260,29 @@ absl::Status UnknownFlag(const std::string& option) {
 
 std::vector<std::string> MegatronArgsBoundDests() {
   std::vector<std::string> out;
-  for (const auto& [dest, setter] : Bindings()) out.push_back(dest);
+  for (const auto& [dest, binding] : Bindings()) out.push_back(dest);
+  return out;
+}
+
+std::optional<std::string> MegatronArgRepr(const MegatronArgs& args, std::string_view dest) {
+  auto it = Bindings().find(std::string(dest));
+  if (it == Bindings().end()) return std::nullopt;
+  return it->second.repr(args);
+}
+
+std::string FormatMegatronArgs(const MegatronArgs& args) {
+  std::vector<std::string> lines;
+  for (const auto& [dest, binding] : Bindings()) {
+    const size_t dots = dest.size() < 48 ? 48 - dest.size() : 0;
+    lines.push_back(absl::StrCat("  ", dest, " ", std::string(dots, '.'), " ",
+                                 binding.repr(args)));
+  }
+  std::sort(lines.begin(), lines.end(), [](const std::string& a, const std::string& b) {
+    return absl::AsciiStrToLower(a) < absl::AsciiStrToLower(b);
+  });
+  std::string out = "------------------------ arguments ------------------------\n";
+  for (const std::string& line : lines) absl::StrAppend(&out, line, "\n");
+  absl::StrAppend(&out, "-------------------- end of arguments ---------------------\n");
   return out;
 }
 
@@ -294,7 +353,7 @@ absl::StatusOr<MegatronArgs> ParseMegatronArgs(const std::vector<std::string>& a
                                               " implemented but MegatronArgs has no field '",
                                               flag->Dest(), "'"));
     }
-    binding->second(&args, value);
+    binding->second.set(&args, value);
   }
   return args;
 }

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -233,6 +234,16 @@ absl::Status ValidateAndDeriveArgs(MegatronArgs* args, int world_size);
 // multiple of divisible_by * tp (MEGATRON_FORMATS.md). 50,257 -> 50,304 at (128, 1).
 // Requires vocab_size >= 0, divisible_by >= 1, tp >= 1.
 int64_t PaddedVocabSize(int64_t vocab_size, int64_t divisible_by, int64_t tp);
+
+// FormatMegatronArgs: Megatron's `_print_args("arguments", args)` block for the fields
+// MXMACA honours: a dashed title line, then "  <dest> <dots to column 48> <value>" per
+// field sorted case-insensitively (values as Python prints them: None, True, 1e-05,
+// 'rope', [...]), then a dashed end line. Print it at start on rank 0.
+std::string FormatMegatronArgs(const MegatronArgs& args);
+
+// MegatronArgRepr: the Python repr of the field named by Megatron dest `dest` ("None",
+// "True", "0.1", "'LayerNorm'", "['a', 'b']"), or nullopt when MXMACA has no such field.
+std::optional<std::string> MegatronArgRepr(const MegatronArgs& args, std::string_view dest);
 
 // MegatronArgsBoundDests: the dests ParseMegatronArgs can store into MegatronArgs (one
 // per kImplemented flag); for the test that keeps the table and the struct in step.

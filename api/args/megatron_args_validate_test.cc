@@ -1,0 +1,262 @@
+// Tests for ValidateAndDeriveArgs and PaddedVocabSize (api/args/megatron_args.h):
+// Megatron's validate_args derivations and each check's message.
+#include <random>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "api/args/megatron_args.h"
+
+namespace mxmaca::api {
+namespace {
+
+using Argv = std::vector<std::string>;
+
+// A small valid GPT run, as a Megatron user would write it.
+Argv BaseArgv() {
+  return {"--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4",
+          "--seq-length", "32", "--max-position-embeddings", "32", "--micro-batch-size", "2",
+          "--train-iters", "10", "--lr", "1e-3", "--vocab-file", "v.json", "--merge-file",
+          "m.bpe", "--mock-data"};
+}
+
+absl::StatusOr<MegatronArgs> Validate(Argv extra, int world_size = 1) {
+  Argv argv = BaseArgv();
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  absl::StatusOr<MegatronArgs> args = ParseMegatronArgs(argv);
+  REQUIRE(args.ok());
+  absl::Status status = ValidateAndDeriveArgs(&*args, world_size);
+  if (!status.ok()) return status;
+  return args;
+}
+
+MegatronArgs ValidOk(Argv extra, int world_size = 1) {
+  absl::StatusOr<MegatronArgs> args = Validate(std::move(extra), world_size);
+  INFO(args.status().ToString());
+  REQUIRE(args.ok());
+  return *std::move(args);
+}
+
+std::string ValidError(Argv extra, int world_size = 1) {
+  absl::StatusOr<MegatronArgs> args = Validate(std::move(extra), world_size);
+  REQUIRE_FALSE(args.ok());
+  CHECK(args.status().code() == absl::StatusCode::kInvalidArgument);
+  return std::string(args.status().message());
+}
+
+TEST_CASE("PaddedVocabSize matches MEGATRON_FORMATS.md's GPT-2 examples") {
+  CHECK(PaddedVocabSize(50257, 128, 1) == 50304);
+  CHECK(PaddedVocabSize(50257, 128, 2) == 50432);
+  CHECK(PaddedVocabSize(50257, 128, 4) == 50688);
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int64_t vocab = 1 + rng() % 200000, div = 1 + rng() % 256, tp = 1 + rng() % 8;
+    const int64_t padded = PaddedVocabSize(vocab, div, tp);
+    CHECK(padded % (div * tp) == 0);
+    CHECK(padded >= vocab);
+    CHECK(padded - vocab < div * tp);
+  }
+}
+
+TEST_CASE("derivations follow validate_args") {
+  const MegatronArgs a = ValidOk({});
+  CHECK(a.data_parallel_size == 1);
+  CHECK(*a.global_batch_size == 2);  // micro x dp
+  CHECK(*a.ffn_hidden_size == 4 * 64);
+  CHECK(*a.kv_channels == 64 / 4);
+  CHECK(a.num_query_groups == 4);  // = heads without --group-query-attention
+  CHECK(*a.lr_decay_iters == 10);  // = train iters
+  CHECK(*a.start_weight_decay == 0.01);
+  CHECK(*a.end_weight_decay == 0.01);
+  CHECK(*a.tokenizer_type == "GPT2BPETokenizer");  // pretrain_gpt's args_defaults
+  CHECK(*a.expert_tensor_parallel_size == 1);
+  CHECK(*a.dataloader_type == "single");
+  CHECK(a.add_qkv_bias);  // follows add_bias_linear
+  CHECK(*a.num_threads >= 1);
+  CHECK(!a.virtual_pipeline_model_parallel_size.has_value());
+}
+
+TEST_CASE("SwiGLU ffn default: int((4h*2/3)/64)*64") {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 20; ++trial) {
+    const int64_t heads = 1 + rng() % 16, hidden = heads * (8 + rng() % 64);
+    const MegatronArgs a = ValidOk({"--swiglu", "--hidden-size", absl::StrCat(hidden),
+                                    "--num-attention-heads", absl::StrCat(heads)});
+    // Python: int((4 * h * 2 / 3) / 64) * 64, float division then truncation.
+    const double python_value = (4.0 * hidden * 2.0 / 3.0) / 64.0;
+    CHECK(*a.ffn_hidden_size == static_cast<int64_t>(python_value) * 64);
+  }
+  CHECK(*ValidOk({"--swiglu", "--hidden-size", "4096", "--num-attention-heads", "32"})
+             .ffn_hidden_size == 10880);
+  CHECK(*ValidOk({"--swiglu", "--ffn-hidden-size", "100"}).ffn_hidden_size == 100);
+}
+
+TEST_CASE("parallel sizes derive dp and check divisibility") {
+  const MegatronArgs a = ValidOk({"--tensor-model-parallel-size", "2",
+                                  "--pipeline-model-parallel-size", "2", "--global-batch-size",
+                                  "8", "--sequence-parallel"},
+                                 8);
+  CHECK(a.data_parallel_size == 2);
+  CHECK(a.sequence_parallel);
+  CHECK(*a.expert_tensor_parallel_size == 2);
+  CHECK_FALSE(ValidOk({"--sequence-parallel"}).sequence_parallel);  // tp = 1 turns it off
+  CHECK(ValidError({"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2"}, 6) ==
+        "world size (6) is not divisible by tensor (2) x pipeline (2) x context (1) parallel "
+        "size = 4");
+  CHECK(ValidError({"--global-batch-size", "6"}, 4) ==
+        "--global-batch-size (6) is not divisible by --micro-batch-size (2) x data-parallel "
+        "size (4) = 8");
+  CHECK(ValidError({"--pipeline-model-parallel-size", "3"}, 3) ==
+        "number of layers (4) is not divisible by --pipeline-model-parallel-size (3)");
+  CHECK(absl::StrContains(ValidError({"--tensor-model-parallel-size", "3"}, 3),
+                          "must be divisible by --tensor-model-parallel-size (3)"));
+  CHECK(absl::StrContains(ValidError({"--context-parallel-size", "3"}, 3),
+                          "--seq-length (32) must be a multiple of 2 x --context-parallel-size (3)"));
+  CHECK(ValidError({"--tensor-model-parallel-size", "0"}) ==
+        "--tensor-model-parallel-size must be >= 1, got 0");
+}
+
+TEST_CASE("virtual and uneven pipeline stages") {
+  Argv pp4 = {"--num-layers", "8", "--pipeline-model-parallel-size", "4"};
+  Argv v = pp4;
+  v.insert(v.end(), {"--num-layers-per-virtual-pipeline-stage", "1"});
+  CHECK(*ValidOk(v, 4).virtual_pipeline_model_parallel_size == 2);
+  v = pp4;
+  v.insert(v.end(), {"--num-virtual-stages-per-pipeline-rank", "2"});
+  CHECK(*ValidOk(v, 4).virtual_pipeline_model_parallel_size == 2);
+  v = pp4;
+  v.insert(v.end(), {"--pipeline-model-parallel-layout", "Et|(tt|)*2,tL"});
+  CHECK(!ValidOk(v, 4).virtual_pipeline_model_parallel_size.has_value());  // 4 stages / pp 4
+  v = pp4;
+  v.insert(v.end(), {"--pipeline-model-parallel-layout", "Et|(t|)*6,tL"});
+  CHECK(*ValidOk(v, 4).virtual_pipeline_model_parallel_size == 2);  // 8 stages
+  v = pp4;
+  v.insert(v.end(), {"--pipeline-model-parallel-layout", "E|t|tL"});
+  CHECK(ValidError(v, 4) ==
+        "--pipeline-model-parallel-layout has 3 stages, not divisible by "
+        "--pipeline-model-parallel-size 4");
+  v = pp4;
+  v.insert(v.end(), {"--num-layers-per-virtual-pipeline-stage", "1",
+                     "--num-virtual-stages-per-pipeline-rank", "2"});
+  CHECK(absl::StartsWith(ValidError(v, 4), "no more than one of"));
+  v = pp4;
+  v.insert(v.end(), {"--num-layers-per-virtual-pipeline-stage", "3"});
+  CHECK(ValidError(v, 4) ==
+        "layers per pipeline stage (2) is not divisible by "
+        "--num-layers-per-virtual-pipeline-stage (3)");
+  // Uneven: 10 layers, first 1 and last 3 leave 6 for 2 middle stages.
+  const Argv uneven = {"--num-layers", "10", "--pipeline-model-parallel-size", "4",
+                       "--decoder-first-pipeline-num-layers", "1",
+                       "--decoder-last-pipeline-num-layers", "3"};
+  CHECK(ValidOk(uneven, 4).pipeline_model_parallel_size == 4);
+  Argv bad = uneven;
+  bad[1] = "11";
+  CHECK(absl::StrContains(ValidError(bad, 4), "leave 7 layers, which do not split evenly"));
+  CHECK(ValidOk({"--num-layers", "9", "--pipeline-model-parallel-size", "2",
+                 "--account-for-embedding-in-pipeline-split"},
+                2)
+            .pipeline_model_parallel_size == 2);
+}
+
+TEST_CASE("model shape checks") {
+  CHECK(ValidError({"--hidden-size", "66"}) ==
+        "--hidden-size (66) is not divisible by --num-attention-heads (4); give --kv-channels "
+        "to use another head size");
+  CHECK(*ValidOk({"--hidden-size", "66", "--kv-channels", "16"}).kv_channels == 16);
+  CHECK(ValidError({"--seq-length", "64"}) ==
+        "--max-position-embeddings (32) must be >= --seq-length (64)");
+  const MegatronArgs gqa = ValidOk({"--group-query-attention", "--num-query-groups", "2"});
+  CHECK(gqa.num_query_groups == 2);
+  CHECK(ValidError({"--group-query-attention", "--num-query-groups", "3"}) ==
+        "--num-attention-heads (4) is not divisible by --num-query-groups (3)");
+  CHECK(ValidError({"--max-position-embeddings", "0"}) ==
+        "--max-position-embeddings must be >= 1, got 0");
+  Argv no_layers = {};
+  absl::StatusOr<MegatronArgs> parsed = ParseMegatronArgs({"--hidden-size", "8"});
+  REQUIRE(parsed.ok());
+  CHECK(ValidateAndDeriveArgs(&*parsed, 1).message() ==
+        "--micro-batch-size is required and must be >= 1");
+  CHECK(ValidOk({"--use-rotary-position-embeddings"}).position_embedding_type == "rope");
+  CHECK(ValidError({"--no-position-embedding"}) ==
+        "--no-position-embedding is deprecated, use --position-embedding-type");
+  CHECK(absl::StrContains(ValidError({"--position-embedding-type", "mrope"}),
+                          "mrope is not supported by MXMACA yet"));
+  CHECK(ValidOk({"--apply-query-key-layer-scaling"}).attention_softmax_in_fp32);
+  CHECK_FALSE(ValidOk({"--disable-bias-linear"}).add_qkv_bias);
+}
+
+TEST_CASE("iteration/sample exclusivity and learning-rate checks") {
+  CHECK(ValidError({"--train-samples", "100"}) ==
+        "--train-iters (10) and --train-samples (100) are exclusive");
+  CHECK(ValidError({"--lr-warmup-fraction", "0.1", "--lr-warmup-iters", "2"}) ==
+        "--lr-warmup-fraction (0.1) and --lr-warmup-iters (2) are exclusive");
+  CHECK(absl::StartsWith(ValidError({"--lr-decay-samples", "5"}), "--lr-decay-samples needs"));
+  CHECK(absl::StartsWith(ValidError({"--lr-warmup-samples", "5"}), "--lr-warmup-samples (5)"));
+  CHECK(ValidError({"--min-lr", "0.01"}) == "--min-lr (0.01) must be <= --lr (0.001)");
+  CHECK(ValidError({"--lr-decay-style", "WSD"}) ==
+        "--lr-decay-style WSD is not supported by MXMACA yet (constant, linear, cosine)");
+  CHECK(ValidError({"--optimizer", "sgd"}) ==
+        "--optimizer sgd is not supported by MXMACA yet (adam)");
+  CHECK(*ValidOk({"--lr-decay-iters", "7"}).lr_decay_iters == 7);
+  CHECK(ValidError({"--start-weight-decay", "0.1"}) ==
+        "--start-weight-decay/--end-weight-decay need --weight-decay-incr-style linear or "
+        "cosine (got constant)");
+  CHECK(ValidError({"--weight-decay-incr-style", "linear"}) ==
+        "--weight-decay-incr-style linear needs --start-weight-decay and --end-weight-decay");
+  CHECK(ValidError({"--save", "/tmp/x"}) == "--save needs --save-interval > 0");
+  CHECK(ValidOk({"--save", "/tmp/x", "--save-interval", "5"}).save_interval == 5);
+  // Sample-based training.
+  absl::StatusOr<MegatronArgs> samples = ParseMegatronArgs(
+      {"--num-layers", "2", "--hidden-size", "8", "--num-attention-heads", "2", "--seq-length",
+       "8", "--max-position-embeddings", "8", "--micro-batch-size", "1", "--train-samples",
+       "64", "--lr", "0.1", "--lr-warmup-fraction", "0.1", "--mock-data", "--vocab-file", "v",
+       "--merge-file", "m"});
+  REQUIRE(samples.ok());
+  REQUIRE(ValidateAndDeriveArgs(&*samples, 1).ok());
+  CHECK(*samples->lr_decay_samples == 64);
+  CHECK(!samples->lr_decay_iters.has_value());
+}
+
+TEST_CASE("recompute, data, tokenizer and MXMACA flag checks") {
+  CHECK(*ValidOk({"--recompute-activations"}).recompute_granularity == "selective");
+  CHECK(ValidError({"--recompute-granularity", "full"}) ==
+        "--recompute-granularity full needs --recompute-method (uniform|block) and "
+        "--recompute-num-layers");
+  CHECK(ValidError({"--recompute-method", "block"}) ==
+        "--recompute-method block needs --recompute-granularity full");
+  CHECK(ValidOk({"--recompute-granularity", "full", "--recompute-method", "uniform",
+                 "--recompute-num-layers", "1"})
+            .recompute_num_layers == 1);
+  CHECK(ValidError({"--data-path", "x"}) ==
+        "give one data source: --mock-data, --data-path, or "
+        "--train-data-path/--valid-data-path/--test-data-path");
+  CHECK(ValidError({"--dataloader-type", "cyclic"}) ==
+        "--dataloader-type cyclic is not supported by MXMACA yet (single)");
+  CHECK(absl::StrContains(ValidError({"--split", "90,x"}), "'x' is not a non-negative number"));
+  const MegatronArgs null_tok = ValidOk({"--tokenizer-type", "NullTokenizer", "--vocab-size",
+                                         "1000", "--tensor-model-parallel-size", "2",
+                                         "--global-batch-size", "2"},
+                                        2);
+  CHECK(*null_tok.padded_vocab_size == PaddedVocabSize(1001, 128, 2));
+  CHECK(ValidError({"--tokenizer-type", "NullTokenizer"}) ==
+        "--tokenizer-type NullTokenizer needs --vocab-size >= 1");
+  CHECK(absl::StrContains(ValidError({"--tokenizer-type", "TikTokenizer"}),
+                          "TikTokenizer is not supported by MXMACA yet"));
+  CHECK(ValidError({"--max-consecutive-nan-iterations", "0"}) ==
+        "--max-consecutive-nan-iterations must be >= 1, got 0");
+  CHECK(*ValidOk({"--num-threads", "3"}).num_threads == 3);
+  CHECK(ValidError({"--overlap-param-gather"}) ==
+        "--overlap-param-gather needs --use-distributed-optimizer and --overlap-grad-reduce");
+  CHECK(absl::StrContains(ValidError({"--expert-model-parallel-size", "2"}, 2),
+                          "--num-experts (None) must be a multiple of --expert-model-parallel-size (2)"));
+  const MegatronArgs moe = ValidOk({"--num-experts", "4", "--expert-model-parallel-size", "2"}, 2);
+  CHECK(*moe.moe_ffn_hidden_size == *moe.ffn_hidden_size);
+  CHECK(absl::StrContains(ValidError({"--num-experts", "4", "--moe-router-topk", "5"}),
+                          "--moe-router-topk (5) must be in [1, --num-experts (4)]"));
+}
+
+}  // namespace
+}  // namespace mxmaca::api
