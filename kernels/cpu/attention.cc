@@ -1,29 +1,222 @@
-// kernels/cpu/attention.cc: placeholder bodies (implementation in progress).
+// kernels/cpu/attention.cc: see attention.h.
+//
+// Forward: one work item per (b, h) pair, each single-threaded: scores = scale q k^T by a
+// GEMM straight into the probs stash, masked softmax in place, optional dropout into a
+// per-thread scratch, o = P' v by a second GEMM.
+// Backward: one work item per (b, g) key/value group so that dk and dv of a group are
+// summed over its heads in head order without cross-thread reduction.
+// The full [S, S] score GEMM is computed (the upper triangle is then overwritten by the
+// mask); see tests/bench/kernel_bench.cc for its cost.
 #include "kernels/cpu/attention.h"
 
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/vec_math.h"
+#include "kernels/philox.h"
+
 namespace mxmaca::kernels::cpu {
+namespace {
 
-void SplitQkv(const ExecContext& ctx, const AttentionShape& shape, const float* qkv,
-              float* q, float* k, float* v) {}
+// Allowed key range [lo, i] of query i in sequence b.
+inline int64_t KeyLo(const int32_t* doc_start, int64_t b, int64_t s, int64_t i) {
+  if (doc_start == nullptr) return 0;
+  const int64_t lo = doc_start[b * s + i];
+  return std::min<int64_t>(std::max<int64_t>(lo, 0), i);
+}
 
-void MergeQkvGrad(const ExecContext& ctx, const AttentionShape& shape, const float* dq,
-                  const float* dk, const float* dv, float* dqkv) {}
+// Runs f(item) for item in [0, count) over ctx.num_threads threads, static schedule,
+// with OpenMP's nested thread count 1 in each worker (the GEMMs inside stay
+// single-threaded).
+template <typename F>
+void ForEachItem(const ExecContext& ctx, int64_t count, F&& f) {
+  const int nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(ctx.num_threads, count)));
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (int64_t i = 0; i < count; ++i) f(i);
+}
 
-void HeadsToTokens(const ExecContext& ctx, const AttentionShape& shape, const float* o,
-                   float* out) {}
+// dst[j] = keep(j) ? src[j] * scale : 0 for j in [j0, j1), keep(j) = UniformAt(key,
+// row_base + j) >= p, scale = 1 / (1 - p) (torch's inverted dropout).
+inline void ApplyDropoutRow(const float* src, float* dst, int64_t j0, int64_t j1, float p,
+                            float scale, RngKey key, uint64_t row_base) {
+  for (int64_t j = j0; j < j1; ++j) {
+    dst[j] = UniformAt(key, row_base + j) >= p ? src[j] * scale : 0.0f;
+  }
+}
 
-void TokensToHeads(const ExecContext& ctx, const AttentionShape& shape, const float* in,
-                   float* o) {}
+}  // namespace
 
-void AttentionForward(const ExecContext& ctx, const AttentionShape& shape, const float* q,
+void SplitQkv(const ExecContext& ctx, const AttentionShape& sh, const float* qkv, float* q,
+              float* k, float* v) {
+  const int64_t hpg = sh.heads / sh.groups, d = sh.head_dim;
+  const int64_t width = sh.groups * (hpg + 2) * d;
+  ParallelForRows(ctx, sh.b * sh.s, width, [&](int64_t t) {
+    const int64_t b = t / sh.s, s = t % sh.s;
+    const float* src = qkv + t * width;
+    for (int64_t g = 0; g < sh.groups; ++g) {
+      const float* grp = src + g * (hpg + 2) * d;
+      for (int64_t j = 0; j < hpg; ++j) {
+        std::memcpy(q + ((b * sh.heads + g * hpg + j) * sh.s + s) * d, grp + j * d,
+                    d * sizeof(float));
+      }
+      std::memcpy(k + ((b * sh.groups + g) * sh.s + s) * d, grp + hpg * d, d * sizeof(float));
+      std::memcpy(v + ((b * sh.groups + g) * sh.s + s) * d, grp + (hpg + 1) * d,
+                  d * sizeof(float));
+    }
+  });
+}
+
+void MergeQkvGrad(const ExecContext& ctx, const AttentionShape& sh, const float* dq,
+                  const float* dk, const float* dv, float* dqkv) {
+  const int64_t hpg = sh.heads / sh.groups, d = sh.head_dim;
+  const int64_t width = sh.groups * (hpg + 2) * d;
+  ParallelForRows(ctx, sh.b * sh.s, width, [&](int64_t t) {
+    const int64_t b = t / sh.s, s = t % sh.s;
+    float* dst = dqkv + t * width;
+    for (int64_t g = 0; g < sh.groups; ++g) {
+      float* grp = dst + g * (hpg + 2) * d;
+      for (int64_t j = 0; j < hpg; ++j) {
+        std::memcpy(grp + j * d, dq + ((b * sh.heads + g * hpg + j) * sh.s + s) * d,
+                    d * sizeof(float));
+      }
+      std::memcpy(grp + hpg * d, dk + ((b * sh.groups + g) * sh.s + s) * d, d * sizeof(float));
+      std::memcpy(grp + (hpg + 1) * d, dv + ((b * sh.groups + g) * sh.s + s) * d,
+                  d * sizeof(float));
+    }
+  });
+}
+
+void HeadsToTokens(const ExecContext& ctx, const AttentionShape& sh, const float* o,
+                   float* out) {
+  const int64_t d = sh.head_dim;
+  ParallelForRows(ctx, sh.b * sh.s, sh.heads * d, [&](int64_t t) {
+    const int64_t b = t / sh.s, s = t % sh.s;
+    for (int64_t h = 0; h < sh.heads; ++h) {
+      std::memcpy(out + t * sh.heads * d + h * d, o + ((b * sh.heads + h) * sh.s + s) * d,
+                  d * sizeof(float));
+    }
+  });
+}
+
+void TokensToHeads(const ExecContext& ctx, const AttentionShape& sh, const float* in,
+                   float* o) {
+  const int64_t d = sh.head_dim;
+  ParallelForRows(ctx, sh.b * sh.s, sh.heads * d, [&](int64_t t) {
+    const int64_t b = t / sh.s, s = t % sh.s;
+    for (int64_t h = 0; h < sh.heads; ++h) {
+      std::memcpy(o + ((b * sh.heads + h) * sh.s + s) * d, in + t * sh.heads * d + h * d,
+                  d * sizeof(float));
+    }
+  });
+}
+
+void AttentionForward(const ExecContext& ctx, const AttentionShape& sh, const float* q,
                       const float* k, const float* v, const int32_t* doc_start,
                       float softmax_scale, float dropout_p, RngKey key, float* probs,
-                      float* o) {}
+                      float* o) {
+  const int64_t S = sh.s, D = sh.head_dim, hpg = sh.heads / sh.groups;
+  ExecContext one = ctx;
+  one.num_threads = 1;
+  const float drop_scale = dropout_p > 0.0f ? 1.0f / (1.0f - dropout_p) : 1.0f;
+  ForEachItem(ctx, sh.b * sh.heads, [&](int64_t bh) {
+    omp_set_num_threads(1);
+    const int64_t b = bh / sh.heads, h = bh % sh.heads, g = h / hpg;
+    const float* qh = q + bh * S * D;
+    const float* kg = k + (b * sh.groups + g) * S * D;
+    const float* vg = v + (b * sh.groups + g) * S * D;
+    float* P = probs + bh * S * S;
+    // scores = scale * q k^T  [S, S]
+    Gemm(one, false, true, S, S, D, softmax_scale, qh, D, kg, D, 0.0f, P, S);
+    for (int64_t i = 0; i < S; ++i) {
+      float* row = P + i * S;
+      const int64_t lo = KeyLo(doc_start, b, S, i), len = i - lo + 1;
+      const float m = MaxOf(row + lo, len);
+      const float sum = ExpShiftSum(row + lo, m, len, row + lo);
+      for (int64_t j = lo; j <= i; ++j) row[j] = row[j] / sum;
+      std::fill(row, row + lo, 0.0f);
+      std::fill(row + i + 1, row + S, 0.0f);
+    }
+    const float* Pd = P;
+    if (dropout_p > 0.0f) {
+      float* scratch = ThreadScratch(S * S, 2);
+      for (int64_t i = 0; i < S; ++i) {
+        const int64_t lo = KeyLo(doc_start, b, S, i);
+        float* dst = scratch + i * S;
+        std::fill(dst, dst + lo, 0.0f);
+        ApplyDropoutRow(P + i * S, dst, lo, i + 1, dropout_p, drop_scale, key,
+                        static_cast<uint64_t>((bh * S + i) * S));
+        std::fill(dst + i + 1, dst + S, 0.0f);
+      }
+      Pd = scratch;
+    }
+    // o = P' v  [S, D]
+    Gemm(one, false, false, S, D, S, 1.0f, Pd, S, vg, D, 0.0f, o + bh * S * D, D);
+  });
+}
 
-void AttentionBackward(const ExecContext& ctx, const AttentionShape& shape, const float* q,
+void AttentionBackward(const ExecContext& ctx, const AttentionShape& sh, const float* q,
                        const float* k, const float* v, const float* probs,
                        const int32_t* doc_start, float softmax_scale, float dropout_p,
-                       RngKey key, const float* dout, float* dq, float* dk, float* dv) {}
-
+                       RngKey key, const float* dout, float* dq, float* dk, float* dv) {
+  const int64_t S = sh.s, D = sh.head_dim, hpg = sh.heads / sh.groups;
+  ExecContext one = ctx;
+  one.num_threads = 1;
+  const float drop_scale = dropout_p > 0.0f ? 1.0f / (1.0f - dropout_p) : 1.0f;
+  ForEachItem(ctx, sh.b * sh.groups, [&](int64_t bg) {
+    omp_set_num_threads(1);
+    const int64_t b = bg / sh.groups, g = bg % sh.groups;
+    const float* kg = k + bg * S * D;
+    const float* vg = v + bg * S * D;
+    float* dkg = dk + bg * S * D;
+    float* dvg = dv + bg * S * D;
+    float* dP = ThreadScratch(S * S, 2);
+    float* Pd = ThreadScratch(dropout_p > 0.0f ? S * S : 1, 3);
+    for (int64_t j = 0; j < hpg; ++j) {
+      const int64_t h = g * hpg + j, bh = b * sh.heads + h;
+      const float* P = probs + bh * S * S;
+      const float* qh = q + bh * S * D;
+      const float* doh = dout + bh * S * D;
+      const float beta = j == 0 ? 0.0f : 1.0f;  // first head overwrites, later add
+      const float* Pdrop = P;
+      if (dropout_p > 0.0f) {
+        for (int64_t i = 0; i < S; ++i) {
+          const int64_t lo = KeyLo(doc_start, b, S, i);
+          float* dst = Pd + i * S;
+          std::fill(dst, dst + lo, 0.0f);
+          ApplyDropoutRow(P + i * S, dst, lo, i + 1, dropout_p, drop_scale, key,
+                          static_cast<uint64_t>((bh * S + i) * S));
+          std::fill(dst + i + 1, dst + S, 0.0f);
+        }
+        Pdrop = Pd;
+      }
+      // dv += P'^T dout  [S, D]
+      Gemm(one, true, false, S, D, S, 1.0f, Pdrop, S, doh, D, beta, dvg, D);
+      // dP' = dout v^T  [S, S]
+      Gemm(one, false, true, S, S, D, 1.0f, doh, D, vg, D, 0.0f, dP, S);
+      for (int64_t i = 0; i < S; ++i) {
+        float* drow = dP + i * S;
+        const float* prow = P + i * S;
+        const int64_t lo = KeyLo(doc_start, b, S, i);
+        if (dropout_p > 0.0f) {
+          ApplyDropoutRow(drow, drow, lo, i + 1, dropout_p, drop_scale, key,
+                          static_cast<uint64_t>((bh * S + i) * S));
+        }
+        // dS = P * (dP - sum_j dP_j P_j) on the allowed keys, 0 elsewhere.
+        const float dot = LaneSum(i - lo + 1, [&](int64_t t) { return drow[lo + t] * prow[lo + t]; });
+        for (int64_t c = lo; c <= i; ++c) drow[c] = prow[c] * (drow[c] - dot);
+        std::fill(drow, drow + lo, 0.0f);
+        std::fill(drow + i + 1, drow + S, 0.0f);
+      }
+      // dq = scale dS k  [S, D]
+      Gemm(one, false, false, S, D, S, softmax_scale, dP, S, kg, D, 0.0f, dq + bh * S * D, D);
+      // dk += scale dS^T q  [S, D]
+      Gemm(one, true, false, S, D, S, softmax_scale, dP, S, qh, D, beta, dkg, D);
+    }
+  });
+}
 
 }  // namespace mxmaca::kernels::cpu
