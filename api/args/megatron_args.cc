@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "api/args/did_you_mean.h"
 #include "base/status_macros.h"
 #include "api/args/flag_table.h"
@@ -186,18 +187,40 @@ bool IsOptionToken(const std::string& token) {
   return !negative_number;
 }
 
-// ParseInt: Python int() for plain decimal literals: optional sign, then digits.
+// PythonNumberText: `text` as Python's int()/float() read it: surrounding whitespace
+// ignored, and single underscores between digits ("1_000") dropped. nullopt when an
+// underscore is misplaced.
+std::optional<std::string> PythonNumberText(const std::string& text) {
+  const std::string stripped(absl::StripAsciiWhitespace(text));
+  std::string out;
+  for (size_t i = 0; i < stripped.size(); ++i) {
+    if (stripped[i] != '_') {
+      out += stripped[i];
+      continue;
+    }
+    const bool between_digits = i > 0 && i + 1 < stripped.size() &&
+                                absl::ascii_isdigit(stripped[i - 1]) &&
+                                absl::ascii_isdigit(stripped[i + 1]);
+    if (!between_digits) return std::nullopt;
+  }
+  return out;
+}
+
+// ParseInt: Python int() of a decimal literal: optional sign, then digits.
 absl::StatusOr<int64_t> ParseInt(const std::string& option, const std::string& text) {
-  size_t pos = (!text.empty() && (text[0] == '-' || text[0] == '+')) ? 1 : 0;
-  bool ok = pos < text.size();
-  for (size_t i = pos; i < text.size(); ++i) ok = ok && absl::ascii_isdigit(text[i]);
-  if (ok) {
-    errno = 0;
-    char* end = nullptr;
-    const long long value = std::strtoll(text.c_str(), &end, 10);
-    if (errno == 0) return static_cast<int64_t>(value);
-    return absl::InvalidArgumentError(
-        absl::StrCat(option, " expects an int, got '", text, "' (out of the int64 range)"));
+  const std::optional<std::string> number = PythonNumberText(text);
+  if (number.has_value()) {
+    const std::string& t = *number;
+    const size_t pos = (!t.empty() && (t[0] == '-' || t[0] == '+')) ? 1 : 0;
+    bool ok = pos < t.size();
+    for (size_t i = pos; i < t.size(); ++i) ok = ok && absl::ascii_isdigit(t[i]);
+    if (ok) {
+      errno = 0;
+      const long long value = std::strtoll(t.c_str(), nullptr, 10);
+      if (errno == 0) return static_cast<int64_t>(value);
+      return absl::InvalidArgumentError(
+          absl::StrCat(option, " expects an int, got '", text, "' (out of the int64 range)"));
+    }
   }
   return absl::InvalidArgumentError(absl::StrCat(option, " expects an int, got '", text, "'"));
 }
@@ -205,13 +228,13 @@ absl::StatusOr<int64_t> ParseInt(const std::string& option, const std::string& t
 // ParseFloat: Python float(): decimal or exponent notation, inf, nan; the whole
 // text must parse (hexadecimal floats, which Python rejects, are rejected too).
 absl::StatusOr<double> ParseFloat(const std::string& option, const std::string& text) {
-  const bool plausible = !text.empty() && !absl::ascii_isspace(text[0]) &&
-                         text.find_first_of("xX") == std::string::npos;
-  if (plausible) {
+  const std::optional<std::string> number = PythonNumberText(text);
+  if (number.has_value() && !number->empty() &&
+      number->find_first_of("xX()") == std::string::npos) {
     char* end = nullptr;
     errno = 0;
-    const double value = std::strtod(text.c_str(), &end);
-    if (end == text.c_str() + text.size() && errno != ERANGE) return value;
+    const double value = std::strtod(number->c_str(), &end);
+    if (end == number->c_str() + number->size() && errno != ERANGE) return value;
   }
   return absl::InvalidArgumentError(
       absl::StrCat(option, " expects a float, got '", text, "'"));

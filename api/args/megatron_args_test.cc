@@ -110,6 +110,11 @@ TEST_CASE("malformed values name the flag and the value") {
   CHECK(ParseError({"--hidden-size"}) == "--hidden-size expects a value");
   CHECK(ParseError({"--hidden-size", "--num-layers", "2"}) == "--hidden-size expects a value");
   CHECK(ParseOk({"--lr", "3e-4"}).lr == 3e-4);
+  // Python's int()/float() ignore surrounding blanks and take underscores between digits.
+  CHECK(ParseOk({"--seed", " 1_000 "}).seed == 1000);
+  CHECK(*ParseOk({"--lr", "1_0.5"}).lr == 10.5);
+  CHECK(ParseError({"--seed", "1__0"}) == "--seed expects an int, got '1__0'");
+  CHECK(ParseError({"--seed", "_1"}) == "--seed expects an int, got '_1'");
 }
 
 TEST_CASE("choices are enforced with the list in the message") {
