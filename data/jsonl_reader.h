@@ -29,8 +29,8 @@
 
 namespace mxmaca::data {
 
-// JsonlLineReader: streams the lines of a file with a 1 MiB buffer (no whole-file
-// read). Not thread-safe.
+// JsonlLineReader: streams the lines of a file through a buffer of at most 1 MiB (no
+// whole-file read; the buffer grows only for a longer line). Not thread-safe.
 class JsonlLineReader {
  public:
   // Open: opens `path`. Errors: NotFound / the OS error, naming the path.
