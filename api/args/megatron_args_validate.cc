@@ -334,15 +334,21 @@ absl::Status ValidateModel(MegatronArgs* a) {
     return Invalid("--recompute-method ", *a->recompute_method,
                    " is not supported with --recompute-granularity selective");
   }
-  if (a->recompute_granularity == "full" &&
-      (!a->recompute_method.has_value() || !a->recompute_num_layers.has_value())) {
-    return Invalid("--recompute-granularity full needs --recompute-method (uniform|block) "
-                   "and --recompute-num-layers");
+  if (a->recompute_granularity == "full") {
+    if (!a->recompute_method.has_value()) {
+      return Invalid("--recompute-granularity full needs --recompute-method uniform or block");
+    }
+    if (!a->recompute_num_layers.has_value() || *a->recompute_num_layers < 1) {
+      return Invalid("--recompute-granularity full needs --recompute-num-layers between 1 and "
+                     "the layers per pipeline rank (",
+                     *a->num_layers / a->pipeline_model_parallel_size, ")");
+    }
+  } else if (a->recompute_granularity == "selective" && a->recompute_num_layers.has_value()) {
+    return Invalid("--recompute-num-layers must not be given with --recompute-granularity "
+                   "selective");
   }
-  if (a->recompute_granularity != "full" && a->recompute_method.has_value()) {
-    return Invalid("--recompute-method ", *a->recompute_method,
-                   " needs --recompute-granularity full");
-  }
+  // Without --recompute-granularity, --recompute-method/--recompute-num-layers are
+  // ignored, as TransformerConfig ignores them.
   // MoE.
   if (a->num_experts == 0) a->num_experts.reset();
   if (a->num_experts.has_value() && !a->moe_ffn_hidden_size.has_value()) {

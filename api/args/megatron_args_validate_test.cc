@@ -223,10 +223,16 @@ TEST_CASE("iteration/sample exclusivity and learning-rate checks") {
 TEST_CASE("recompute, data, tokenizer and MXMACA flag checks") {
   CHECK(*ValidOk({"--recompute-activations"}).recompute_granularity == "selective");
   CHECK(ValidError({"--recompute-granularity", "full"}) ==
-        "--recompute-granularity full needs --recompute-method (uniform|block) and "
-        "--recompute-num-layers");
-  CHECK(ValidError({"--recompute-method", "block"}) ==
-        "--recompute-method block needs --recompute-granularity full");
+        "--recompute-granularity full needs --recompute-method uniform or block");
+  CHECK(ValidError({"--recompute-granularity", "full", "--recompute-method", "block"}) ==
+        "--recompute-granularity full needs --recompute-num-layers between 1 and the layers "
+        "per pipeline rank (4)");
+  CHECK(ValidError({"--recompute-granularity", "selective", "--recompute-method", "block"}) ==
+        "--recompute-method block is not supported with --recompute-granularity selective");
+  CHECK(ValidError({"--recompute-activations", "--recompute-num-layers", "1"}) ==
+        "--recompute-num-layers must not be given with --recompute-granularity selective");
+  // Ignored without a granularity, as in Megatron.
+  CHECK(ValidOk({"--recompute-method", "block"}).recompute_method == "block");
   CHECK(ValidOk({"--recompute-granularity", "full", "--recompute-method", "uniform",
                  "--recompute-num-layers", "1"})
             .recompute_num_layers == 1);
