@@ -2,6 +2,10 @@
 // layouts, concurrent writers, re-saving an iteration.
 #include <catch2/catch.hpp>
 
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <list>
 #include <map>
@@ -249,6 +253,71 @@ TEST_CASE("saving an iteration again replaces it; older iterations stay loadable
     ++entries;
   }
   CHECK(entries == 3);
+}
+
+
+// Multi-process save: the coordinator Begins, other processes Attach to its temp dir and
+// write their own shard files; the coordinator's Commit indexes them all.
+TEST_CASE("processes attached to one save write shards the coordinator commits",
+          "[checkpoint]") {
+  const std::string dir = MakeTempDir();
+  const std::vector<int64_t> full = {12, 10};
+  const std::vector<float> w = RandomBits(120, 31);
+  const std::vector<float> m = RandomBits(120, 32);
+  auto coordinator = CheckpointWriter::Begin(dir, 9);
+  REQUIRE(coordinator.ok());
+  const std::string temp = coordinator->temp_dir();
+  // Process p (0..2) holds rows [4p, 4p + 4) of both tensors; p = 0 is the coordinator.
+  auto write_rows = [&](CheckpointWriter& writer, int p) {
+    const std::vector<int64_t> off = {4 * p, 0}, shape = {4, 10};
+    std::vector<TensorShardView> views = {{"model/w", full, off, shape, w.data() + 40 * p},
+                                          {"optimizer/exp_avg/w", full, off, shape,
+                                           m.data() + 40 * p}};
+    return writer.WriteShard("pp0_tp" + std::to_string(p), views);
+  };
+  auto spawn = [&](int p, const std::string& writer_name_override) {
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      auto attached = CheckpointWriter::Attach(dir, 9, temp);
+      if (!attached.ok()) _exit(2);
+      absl::Status st = writer_name_override.empty()
+                            ? write_rows(*attached, p)
+                            : attached->WriteShard(writer_name_override, {});
+      if (!st.ok()) _exit(absl::IsAlreadyExists(st) ? 4 : 3);
+      if (attached->Commit(nlohmann::json::object(), nlohmann::json::object()).ok()) _exit(5);
+      _exit(0);  // no destructors: as a separate process would end
+    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFEXITED(status));
+    return WEXITSTATUS(status);
+  };
+  REQUIRE(write_rows(*coordinator, 0).ok());
+  CHECK(spawn(1, "") == 0);
+  SECTION("all processes wrote") {
+    CHECK(spawn(2, "") == 0);
+    CHECK(spawn(3, "pp0_tp1") == 4);  // writer name already taken by process 1
+    absl::Status st = coordinator->Commit({{"world_size", 3}}, nlohmann::json::object());
+    INFO(st.ToString());
+    REQUIRE(st.ok());
+    auto reader = CheckpointReader::Open(dir);
+    REQUIRE(reader.ok());
+    CHECK(BitEqual(ReadRegion(*reader, "model/w", {0, 0}, full), w));
+    CHECK(BitEqual(ReadRegion(*reader, "optimizer/exp_avg/w", {2, 3}, {9, 7}),
+                   ExtractRegion(m, full, {2, 3}, {9, 7})));
+  }
+  SECTION("a process that never wrote makes Commit fail") {
+    absl::Status st = coordinator->Commit(nlohmann::json::object(), nlohmann::json::object());
+    CHECK(absl::IsFailedPrecondition(st));
+    CHECK_THAT(std::string(st.message()), Catch::Matchers::Contains("cover 80 of 120"));
+    CHECK(spawn(2, "") == 0);  // late, but before a retried Commit
+    CHECK(coordinator->Commit(nlohmann::json::object(), nlohmann::json::object()).ok());
+    CHECK(CheckpointReader::Open(dir).ok());
+  }
+  CHECK(absl::IsInvalidArgument(CheckpointWriter::Attach(dir, 8, temp).status()));
+  CHECK(absl::IsNotFound(
+      CheckpointWriter::Attach(dir, 9, dir + "/iter_0000009.tmp-nope").status()));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
@@ -38,6 +39,60 @@ std::string UniqueSuffix() {
 absl::Status FsError(const std::error_code& ec, absl::string_view op,
                      const std::string& path) {
   return ErrnoStatus(ec.value(), op, path);
+}
+
+// IndexForeignShard: adds the shards of <dir>/<file> (written by an attached writer in
+// another process) to `index`, from the file's safetensors header and its
+// "mxmaca.shards" metadata ({key: {name, full_shape, offsets}}).
+absl::Status IndexForeignShard(const std::string& dir, const std::string& file,
+                               TensorIndex* index) {
+  const std::string path = absl::StrCat(dir, "/", file);
+  MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> mapped, MappedFile::Open(path));
+  MXMACA_ASSIGN_OR_RETURN(
+      SafetensorsHeader header,
+      ParseSafetensorsHeader(absl::string_view(mapped->data(), mapped->size()),
+                             mapped->size(), path));
+  auto meta = header.metadata.find("mxmaca.shards");
+  json info;
+  if (meta != header.metadata.end()) {
+    try {
+      info = json::parse(meta->second);
+    } catch (const json::exception& e) {
+      return absl::DataLossError(absl::StrCat(
+          path, ": __metadata__ mxmaca.shards is not valid JSON: ", e.what()));
+    }
+  }
+  for (const auto& [key, entry] : header.entries) {
+    auto it = info.is_object() ? info.find(key) : info.end();
+    if (!info.is_object() || it == info.end() || !it->is_object() ||
+        !(*it)["name"].is_string()) {
+      return absl::DataLossError(absl::StrCat(
+          path, ": __metadata__ mxmaca.shards has no entry {name, full_shape, offsets} for '",
+          key, "'"));
+    }
+    const std::string name = (*it)["name"].get<std::string>();
+    TensorIndex one;
+    MXMACA_ASSIGN_OR_RETURN(
+        one, TensorIndexFromJson(
+                 json::object({{name,
+                                {{"dtype", kDtypeF32},
+                                 {"shape", (*it)["full_shape"]},
+                                 {"shards", json::array({{{"file", file},
+                                                          {"key", key},
+                                                          {"offsets", (*it)["offsets"]},
+                                                          {"shape", entry.shape}}})}}}}),
+                 path));
+    TensorEntry& t = (*index)[name];
+    TensorEntry& add = one.begin()->second;
+    if (!t.shards.empty() && t.full_shape != add.full_shape) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, ": tensor '", name, "' has full shape ", ShapeToString(add.full_shape),
+          " but another shard gave ", ShapeToString(t.full_shape)));
+    }
+    t.full_shape = add.full_shape;
+    t.shards.push_back(std::move(add.shards.front()));
+  }
+  return absl::OkStatus();
 }
 
 // RenderMetadata: metadata.json's text: the JSON object {format, version, iteration, args,
@@ -70,6 +125,7 @@ struct CheckpointWriter::State {
   std::string temp_dir;
   std::string final_dir;
   int64_t iteration = 0;
+  bool owner = true;  // made by Begin (commits, cleans up) rather than Attach
 
   absl::Mutex mu;
   std::set<std::string> writers ABSL_GUARDED_BY(mu);
@@ -83,7 +139,7 @@ CheckpointWriter::CheckpointWriter(CheckpointWriter&&) noexcept = default;
 CheckpointWriter& CheckpointWriter::operator=(CheckpointWriter&&) noexcept = default;
 
 CheckpointWriter::~CheckpointWriter() {
-  if (state_ == nullptr) return;
+  if (state_ == nullptr || !state_->owner) return;
   bool committed;
   {
     absl::MutexLock lock(&state_->mu);
@@ -124,6 +180,30 @@ absl::StatusOr<CheckpointWriter> CheckpointWriter::Begin(const std::string& save
     if (!ec) ec = std::make_error_code(std::errc::file_exists);
     return FsError(ec, "cannot create checkpoint temp directory", state->temp_dir);
   }
+  return CheckpointWriter(std::move(state));
+}
+
+absl::StatusOr<CheckpointWriter> CheckpointWriter::Attach(const std::string& save_dir,
+                                                          int64_t iteration,
+                                                          const std::string& temp_dir) {
+  const fs::path temp(temp_dir);
+  const std::string prefix = absl::StrCat(IterDirName(iteration), kTempMarker);
+  if (iteration < 0 || !absl::StartsWith(temp.filename().string(), prefix)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint Attach: ", temp_dir, " is not a temp dir of iteration ", iteration,
+        " (expected <save_dir>/", prefix, "*)"));
+  }
+  std::error_code ec;
+  if (!fs::is_directory(temp, ec)) {
+    return absl::NotFoundError(absl::StrCat(
+        "checkpoint Attach: temp dir ", temp_dir, " does not exist (was the save begun?)"));
+  }
+  auto state = std::make_unique<State>();
+  state->save_dir = save_dir;
+  state->iteration = iteration;
+  state->final_dir = absl::StrCat(save_dir, "/", IterDirName(iteration));
+  state->temp_dir = temp_dir;
+  state->owner = false;
   return CheckpointWriter(std::move(state));
 }
 
@@ -194,14 +274,21 @@ absl::Status CheckpointWriter::WriteShard(const std::string& writer_name,
                 {"mxmaca.iteration", absl::StrCat(state_->iteration)},
                 {"mxmaca.shards", shard_info.dump()}});
   const std::string path = absl::StrCat(state_->temp_dir, "/", file_name);
+  const std::string partial = absl::StrCat(path, ".partial");
   absl::Status io = [&]() -> absl::Status {
-    MXMACA_ASSIGN_OR_RETURN(DurableFile file, DurableFile::Create(path));
+    MXMACA_ASSIGN_OR_RETURN(DurableFile file, DurableFile::Create(partial));
     MXMACA_RETURN_IF_ERROR(file.Append(header.data(), header.size()));
     for (size_t i = 0; i < tensors.size(); ++i) {
       MXMACA_RETURN_IF_ERROR(file.Append(tensors[i].data, entries[i].end - entries[i].begin));
     }
-    return file.Close();
+    MXMACA_RETURN_IF_ERROR(file.Close());
+    // No-replace: a writer name used by another process (Attach) fails here.
+    return RenameNoReplace(partial, path);
   }();
+  if (!io.ok()) {
+    std::error_code ec;
+    fs::remove(partial, ec);
+  }
 
   absl::MutexLock lock(&state_->mu);
   if (!io.ok()) {
@@ -221,6 +308,11 @@ absl::Status CheckpointWriter::Commit(const json& args, const json& state) {
     return absl::InvalidArgumentError(
         "checkpoint Commit: args and state must be JSON objects");
   }
+  if (!state_->owner) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint Commit on an attached writer: only the process that called Begin "
+        "commits ", state_->final_dir));
+  }
   std::string metadata;
   {
     absl::MutexLock lock(&state_->mu);
@@ -232,14 +324,27 @@ absl::Status CheckpointWriter::Commit(const json& args, const json& state) {
       return absl::FailedPreconditionError(absl::StrCat(
           "checkpoint ", state_->final_dir, " not committed: ", state_->failures.front()));
     }
-    absl::Status valid = ValidateTensorIndex(state_->index);
+    // Shard files written by attached writers (other processes) are indexed from their
+    // headers; this process's own files are in state_->index already. A copy, so that a
+    // failed Commit can be retried.
+    TensorIndex index = state_->index;
+    std::error_code ec;
+    for (fs::directory_iterator it(state_->temp_dir, ec), end; !ec && it != end;
+         it.increment(ec)) {
+      const std::string file = it->path().filename().string();
+      if (!absl::StartsWith(file, "shard_") || !absl::EndsWith(file, ".safetensors")) continue;
+      const std::string writer = file.substr(6, file.size() - 6 - 12);
+      if (state_->writers.count(writer)) continue;
+      MXMACA_RETURN_IF_ERROR(IndexForeignShard(state_->temp_dir, file, &index));
+    }
+    if (ec) return FsError(ec, "cannot list checkpoint temp dir", state_->temp_dir);
+    absl::Status valid = ValidateTensorIndex(index);
     if (!valid.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "checkpoint ", state_->final_dir, " not committed: ", valid.message()));
     }
     try {
-      metadata = RenderMetadata(state_->iteration, args, state,
-                                TensorIndexToJson(state_->index));
+      metadata = RenderMetadata(state_->iteration, args, state, TensorIndexToJson(index));
     } catch (const json::exception& e) {
       return absl::InvalidArgumentError(
           absl::StrCat("checkpoint Commit: args/state cannot be written: ", e.what()));
@@ -250,8 +355,10 @@ absl::Status CheckpointWriter::Commit(const json& args, const json& state) {
   const std::string& temp_dir = state_->temp_dir;
   const std::string& final_dir = state_->final_dir;
   const std::string& save_dir = state_->save_dir;
-  MXMACA_RETURN_IF_ERROR(
-      WriteFileDurably(absl::StrCat(temp_dir, "/", kMetadataFileName), metadata));
+  const std::string meta_path = absl::StrCat(temp_dir, "/", kMetadataFileName);
+  std::error_code ec;
+  fs::remove(meta_path, ec);  // left by an earlier, failed Commit of this writer
+  MXMACA_RETURN_IF_ERROR(WriteFileDurably(meta_path, metadata));
   MXMACA_RETURN_IF_ERROR(FsyncDir(temp_dir));
 
   // 2. Publish the directory. If iter_{:07d} exists (saving the same iteration again),
@@ -288,7 +395,6 @@ absl::Status CheckpointWriter::Commit(const json& args, const json& state) {
   MXMACA_RETURN_IF_ERROR(FsyncDir(save_dir));
 
   if (swapped) {
-    std::error_code ec;
     fs::remove_all(temp_dir, ec);
     if (ec) return FsError(ec, "cannot remove replaced checkpoint", temp_dir);
   }

@@ -46,8 +46,9 @@ struct TensorShardView {
 
 // CheckpointWriter: writes one checkpoint (one iteration) into a temp dir and publishes it
 // on Commit. WriteShard is thread-safe; Begin and Commit are called once each by one
-// thread. Move-only. Destroying a writer that did not commit removes its temp dir (a
-// crashed process leaves it behind; readers ignore such dirs).
+// thread (of one process; other processes Attach). Move-only. Destroying a writer made by
+// Begin that did not commit removes its temp dir (a crashed process leaves it behind;
+// readers ignore such dirs).
 class CheckpointWriter {
  public:
   // Begin: creates `save_dir` if needed (like mkdir -p) and a fresh temp dir
@@ -57,14 +58,26 @@ class CheckpointWriter {
   static absl::StatusOr<CheckpointWriter> Begin(const std::string& save_dir,
                                                 int64_t iteration);
 
+  // Attach: joins a save that another process began, for multi-process jobs: the
+  // coordinator calls Begin and sends temp_dir() to the other processes (a control
+  // message), each calls Attach and WriteShard for its own writers and reports back; once
+  // all have reported, the coordinator's Commit indexes every shard file in the temp dir.
+  // An attached writer cannot Commit and never removes the temp dir.
+  // Errors: NotFound if `temp_dir` does not exist; InvalidArgument if its name is not
+  // <save_dir>/iter_{:07d}.tmp-* for `iteration`.
+  static absl::StatusOr<CheckpointWriter> Attach(const std::string& save_dir,
+                                                 int64_t iteration,
+                                                 const std::string& temp_dir);
+
   CheckpointWriter(CheckpointWriter&&) noexcept;
   CheckpointWriter& operator=(CheckpointWriter&&) noexcept;
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
   ~CheckpointWriter();
 
-  // WriteShard: writes shard_<writer_name>.safetensors (fsynced) holding every view of
-  // `tensors` as one safetensors entry, and records the views in the tensor index.
+  // WriteShard: writes shard_<writer_name>.safetensors (as a .partial file, fsynced, then
+  // renamed, so a shard file under its final name is always complete) holding every view
+  // of `tensors` as one safetensors entry, and records the views in the tensor index.
   // Thread-safe: several actors may write their own shards concurrently; the file I/O runs
   // outside the writer's lock.
   // Errors: InvalidArgument for a bad writer name, a writer name already used, a bad
@@ -82,8 +95,12 @@ class CheckpointWriter {
   // replaces latest_checkpointed_iteration.txt by temp file + rename + fsync.
   // `args` (the run's arguments) and `state` (consumed samples, scheduler and optimizer
   // steps, RNG/data position, ...) must be JSON objects; they are stored as given.
+  // Shard files written by attached writers in other processes are indexed from their
+  // safetensors __metadata__ (see docs/CHECKPOINTS.md); a missing one shows up as
+  // incomplete coverage.
   // Errors: InvalidArgument if args/state are not objects or hold invalid UTF-8;
-  // FailedPrecondition for a bad index, a failed WriteShard, or a second Commit; the file
+  // FailedPrecondition for a bad index, a failed WriteShard, a second Commit, or Commit on
+  // an attached writer; DataLoss for an unreadable shard file of another process; the file
   // system's error otherwise (then the previous checkpoint stays the latest).
   absl::Status Commit(const nlohmann::json& args, const nlohmann::json& state);
 
