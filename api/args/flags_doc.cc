@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -51,6 +52,8 @@ std::string RenderFlagsMarkdown() {
       "(<reason>)`.\n"
       "- **unsupported**: an error, `--X is a Megatron flag MXMACA does not support yet`.\n"
       "- any other flag: an error, `unknown flag --X (did you mean --Y?)`.\n\n"
+      "`-h`/`--help` (argparse's own) stops parsing and sets `MegatronArgs::help`; "
+      "`RenderTrainUsage()` (api/args/flags_doc.h) is the usage text.\n\n"
       "Defaults are Megatron's, as Python prints them. Rows marked *(MXMACA)* are MXMACA's "
       "own flags; their default column is MXMACA's.\n\n");
   absl::StrAppend(&out, "Megatron flags: ", megatron_counts[FlagClass::kImplemented],
@@ -87,6 +90,36 @@ std::string RenderFlagsMarkdown() {
     absl::StrAppend(&out, "| ", names, " | ", action, " | ", FlagTypeName(flag.type), " | ",
                     Code(flag.megatron_default), " | ", Cell(absl::StrJoin(flag.ChoiceList(), ", ")),
                     " | ", FlagClassName(flag.cls), " | ", Cell(flag.reason), " |\n");
+  }
+  return out;
+}
+
+std::string RenderTrainUsage() {
+  std::string out =
+      "usage: mxmaca train [--flag value | --flag=value | --switch]...\n\n"
+      "Takes Megatron-LM pretrain_gpt.py's flags. Below: the flags MXMACA honours, with\n"
+      "Megatron's defaults. Other Megatron flags are accepted with a notice (no effect) or\n"
+      "rejected as unsupported; docs/FLAGS.md lists every flag.\n";
+  const char* group = nullptr;
+  for (const FlagSpec& flag : AllFlags()) {
+    if (flag.cls != FlagClass::kImplemented) continue;
+    if (group == nullptr || std::string(group) != flag.group) {
+      group = flag.group;
+      absl::StrAppend(&out, "\n", flag.origin == FlagOrigin::kMxmaca ? "MXMACA's own" : group,
+                      ":\n");
+    }
+    std::string usage = flag.name;
+    if (flag.action == FlagAction::kStore) {
+      const std::vector<std::string> choices = flag.ChoiceList();
+      std::string value = flag.type == FlagType::kCustom ? "STR"
+                                                         : absl::AsciiStrToUpper(FlagTypeName(flag.type));
+      if (!choices.empty()) value = absl::StrCat("{", absl::StrJoin(choices, ","), "}");
+      absl::StrAppend(&usage, " ", value);
+      if (flag.nargs != FlagNargs::kOne) absl::StrAppend(&usage, " ...");
+    }
+    absl::StrAppend(&out, "  ", usage, "  (default ", flag.megatron_default, ")");
+    if (flag.reason[0] != '\0') absl::StrAppend(&out, " ", flag.reason);
+    absl::StrAppend(&out, "\n");
   }
   return out;
 }

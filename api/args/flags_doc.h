@@ -13,6 +13,11 @@ namespace mxmaca::api {
 // Deterministic: the same table gives the same bytes.
 std::string RenderFlagsMarkdown();
 
+// RenderTrainUsage: `mxmaca train --help` text: the syntax, then every flag MXMACA
+// honours (Megatron's kImplemented flags and MXMACA's own) by group with its value
+// type and default, and a pointer to docs/FLAGS.md for the rest.
+std::string RenderTrainUsage();
+
 }  // namespace mxmaca::api
 
 #endif  // MXMACA_API_ARGS_FLAGS_DOC_H_

@@ -32,5 +32,18 @@ TEST_CASE("docs/FLAGS.md is up to date with the flag table") {
   CHECK(expected.find("`--max-consecutive-nan-iterations` *(MXMACA)*") != std::string::npos);
 }
 
+TEST_CASE("RenderTrainUsage lists the honoured flags only") {
+  const std::string usage = RenderTrainUsage();
+  CHECK(usage.rfind("usage: mxmaca train", 0) == 0);
+  CHECK(usage.find("  --num-layers INT  (default None)\n") != std::string::npos);
+  CHECK(usage.find("  --normalization {LAYERNORM,RMSNORM}") == std::string::npos);
+  CHECK(usage.find("  --normalization {LayerNorm,RMSNorm}  (default 'LayerNorm')") !=
+        std::string::npos);
+  CHECK(usage.find("  --swiglu  (default False)") != std::string::npos);
+  CHECK(usage.find("--use-flash-attn") == std::string::npos);  // a notice flag
+  CHECK(usage.find("--fp16") == std::string::npos);            // unsupported
+  CHECK(usage.find("MXMACA's own:\n  --max-consecutive-nan-iterations INT") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace mxmaca::api

@@ -318,6 +318,10 @@ absl::StatusOr<MegatronArgs> ParseMegatronArgs(const std::vector<std::string>& a
       return absl::InvalidArgumentError(
           "'--' ends the flags, but `mxmaca train` takes no positional arguments");
     }
+    if (token == "-h" || token == "--help") {
+      args.help = true;
+      return args;
+    }
     if (!IsOptionToken(token)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "unexpected argument '", token, "' at position ", i,

@@ -206,6 +206,10 @@ struct MegatronArgs {
   std::optional<int64_t> padded_vocab_size;
   std::optional<int64_t> virtual_pipeline_model_parallel_size;  // None = not interleaved
 
+  // -h/--help (argparse's own): parsing stopped there; print RenderTrainUsage()
+  // (flags_doc.h) and exit, as Megatron's argparse does.
+  bool help = false;
+
   // One line per accepted no-effect flag, "notice: --X is accepted and has no effect
   // in MXMACA (<reason>)", in command-line order; print them at start.
   std::vector<std::string> notices;
@@ -217,7 +221,8 @@ struct MegatronArgs {
 // Errors (InvalidArgument): unknown flag (with the nearest known flag suggested),
 // a Megatron flag MXMACA does not support yet, a missing or malformed value
 // ("12x" for an int), a value outside the flag's choices (listed). Flags classified
-// kNotice are accepted and add a line to `notices`. Does not validate across flags.
+// kNotice are accepted and add a line to `notices`. -h/--help stops parsing and sets
+// `help` (later flags are not read). Does not validate across flags.
 absl::StatusOr<MegatronArgs> ParseMegatronArgs(const std::vector<std::string>& argv);
 
 // ValidateAndDeriveArgs: Megatron's `validate_args` for the flags MXMACA honours,

@@ -140,6 +140,16 @@ TEST_CASE("unknown flags suggest the nearest name") {
   CHECK(absl::StrContains(ParseError({"--"}), "positional"));
 }
 
+TEST_CASE("-h/--help stops parsing like argparse's help action") {
+  CHECK_FALSE(ParseOk({"--seed", "3"}).help);
+  const MegatronArgs args = ParseOk({"--seed", "3", "--help", "--no-such-flag"});
+  CHECK(args.help);
+  CHECK(args.seed == 3);
+  CHECK(ParseOk({"-h"}).help);
+  // Errors before the help flag still count (argparse reads left to right).
+  CHECK(absl::StartsWith(ParseError({"--no-such-flag", "--help"}), "unknown flag --no-such-flag"));
+}
+
 TEST_CASE("unsupported Megatron flags are a clear error") {
   CHECK(ParseError({"--fp16"}) ==
         "--fp16 is a Megatron flag MXMACA does not support yet (MXMACA trains in fp32 or "
