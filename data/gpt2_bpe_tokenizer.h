@@ -10,8 +10,14 @@
 // Encoding equals GPT-2's for every valid UTF-8 string: the same pre-tokenizer
 // regex (hand-written, Unicode tables of Python's `regex` module, see
 // internal/pretokenizer.h), the same byte -> character map and the same merge
-// order. As in Megatron, "<|endoftext|>" inside text is ordinary text (it encodes
-// to several tokens); documents are terminated by appending eod() explicitly.
+// order. The reference is Python `regex` 2022.10.31 (Unicode 15.0), as used by
+// encoder.py and Megatron. JavaScript ports (gpt-3-encoder's Encoder.js on node 20,
+// Unicode 17.0) differ on 9,663 code points: letters/numbers assigned after 15.0,
+// and JavaScript's \s (has U+FEFF, lacks U+0085); on text without those code
+// points all three agree (//data:gpt2_bpe_tokenizer_parity_test).
+//
+// As in Megatron, "<|endoftext|>" inside text is ordinary text (it encodes to
+// several tokens); documents are terminated by appending eod() explicitly.
 //
 // Bytes that are not well-formed UTF-8 (which GPT-2, working on Python str, never
 // sees) are encoded as single "punctuation-like" characters (class

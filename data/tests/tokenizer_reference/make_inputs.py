@@ -6,7 +6,7 @@ JSON string per line).
       Groups `bible -f "Gen1:1-Rev22:21"` output (lines "Ge1:1 In the beginning...")
       per chapter, the verse lines of a chapter joined by '\\n' (1,189 strings).
   make_inputs.py random SEED COUNT OUT.jsonl
-      COUNT random Unicode strings: runs drawn from pools of accents, combining
+      COUNT random Unicode strings, then 40 long single words: runs drawn from pools of accents, combining
       marks, Greek, Cyrillic, Hebrew, Arabic, Devanagari, Thai, CJK, kana, Hangul,
       emoji (with ZWJ / variation selectors), digits of several scripts, numeric
       letters, Unicode spaces, tabs, CR/LF/CRLF, contractions, punctuation,
@@ -104,6 +104,13 @@ def random_strings(seed, count, out_path):
             n = rng.randint(1, 12) if rng.random() < 0.9 else rng.randint(30, 200)
             s = "".join(random_piece(rng) for _ in range(n))
             out.write(json.dumps(s) + "\n")
+        # Long single words (many merges per word; the C++ side uses a heap there).
+        for _ in range(40):
+            alphabet = rng.choice(["abcdefghijklmnopqrstuvwxyz", "etaoin", "0123456789",
+                                   "!?.,-", "\u00e9\u00e8a", "\u4e00\u4e8c\u4e09"])
+            prefix = rng.choice(["", " "])
+            out.write(json.dumps(prefix + "".join(rng.choice(alphabet) for _ in range(
+                rng.randint(100, 1500)))) + "\n")
 
 
 def main():
