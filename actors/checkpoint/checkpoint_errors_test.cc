@@ -278,6 +278,9 @@ TEST_CASE("Commit rejects overlapping, incomplete and inconsistent shardings",
         w->WriteShard("tp0", {{"model/w#1", kShape, {0, 0}, kShape, v.data()}})));
     CHECK(absl::IsInvalidArgument(
         w->WriteShard("tp0", {{"model/w", kShape, {0, 0}, kShape, nullptr}})));
+    CHECK(absl::IsInvalidArgument(w->WriteShard(
+        "tp0", {{"model/w", {4, 6}, {0, 0}, {4, 6}, v.data()},
+                {"model/w", kShape, {4, 0}, {4, 6}, v.data()}})));
     REQUIRE(w->WriteShard("tp0", {{"model/w", kShape, {0, 0}, kShape, v.data()}}).ok());
     CHECK(absl::IsInvalidArgument(
         w->WriteShard("tp0", {{"model/v", kShape, {0, 0}, kShape, v.data()}})));

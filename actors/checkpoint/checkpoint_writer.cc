@@ -165,8 +165,13 @@ absl::StatusOr<CheckpointWriter> CheckpointWriter::Begin(const std::string& save
         absl::StrCat("checkpoint iteration must be >= 0, got ", iteration));
   }
   std::error_code ec;
-  fs::create_directories(save_dir, ec);
+  const bool created = fs::create_directories(save_dir, ec);
   if (ec) return FsError(ec, "cannot create checkpoint directory", save_dir);
+  if (created) {
+    // Make the new save dir's own entry durable (Commit fsyncs its contents).
+    fs::path parent = fs::absolute(save_dir, ec).parent_path();
+    if (!ec) MXMACA_RETURN_IF_ERROR(FsyncDir(parent.string()));
+  }
   if (!fs::is_directory(save_dir, ec)) {
     return absl::FailedPreconditionError(
         absl::StrCat("checkpoint save path ", save_dir, " is not a directory"));
@@ -216,11 +221,18 @@ absl::Status CheckpointWriter::WriteShard(const std::string& writer_name,
   std::vector<SafetensorsEntry> entries;
   std::vector<ShardEntry> shards;
   std::map<std::string, int> seen;  // name -> shards of it so far in this file
+  std::map<std::string, const std::vector<int64_t>*> full_shapes;
   uint64_t data_bytes = 0;
   for (const TensorShardView& v : tensors) {
     MXMACA_RETURN_IF_ERROR(ValidateTensorName(v.name));
     MXMACA_RETURN_IF_ERROR(
         ValidateShardGeometry(v.name, v.full_shape, v.offsets, v.shard_shape));
+    auto [first, inserted] = full_shapes.emplace(v.name, &v.full_shape);
+    if (!inserted && *first->second != v.full_shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "WriteShard(", writer_name, "): tensor '", v.name, "' is given with full shapes ",
+          ShapeToString(*first->second), " and ", ShapeToString(v.full_shape)));
+    }
     MXMACA_ASSIGN_OR_RETURN(int64_t numel, NumElements(v.full_shape, v.name));
     MXMACA_ASSIGN_OR_RETURN(numel, NumElements(v.shard_shape, v.name));
     if (numel > 0 && v.data == nullptr) {
