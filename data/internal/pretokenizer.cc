@@ -6,25 +6,6 @@
 namespace mxmaca::data::internal {
 namespace {
 
-// kAsciiClass: the class of each ASCII byte (same values as the generated table;
-// a unit test checks that they agree).
-constexpr std::array<CharClass, 128> MakeAsciiClasses() {
-  std::array<CharClass, 128> t{};
-  for (int c = 0; c < 128; ++c) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
-      t[c] = CharClass::kLetter;
-    } else if (c >= '0' && c <= '9') {
-      t[c] = CharClass::kNumber;
-    } else if (c == ' ' || (c >= '\t' && c <= '\r')) {
-      t[c] = CharClass::kWhitespace;
-    } else {
-      t[c] = CharClass::kOther;
-    }
-  }
-  return t;
-}
-constexpr std::array<CharClass, 128> kAsciiClass = MakeAsciiClasses();
-
 struct ClassedChar {
   CharClass char_class;
   int length;
@@ -32,7 +13,7 @@ struct ClassedChar {
 
 // CharAt: class and byte length of the character at p (< end).
 inline ClassedChar CharAt(const unsigned char* p, const unsigned char* end) {
-  if (*p < 0x80) return {kAsciiClass[*p], 1};
+  if (*p < 0x80) return {kAsciiClasses[*p], 1};
   const Utf8Char c = DecodeUtf8Char(p, end);
   if (!c.valid) return {CharClass::kOther, 1};
   return {ClassOfCodePoint(c.code_point), c.length};
@@ -43,7 +24,7 @@ inline const unsigned char* SkipRun(const unsigned char* p, const unsigned char*
                                     CharClass cls) {
   while (p < end) {
     if (*p < 0x80) {
-      if (kAsciiClass[*p] != cls) break;
+      if (kAsciiClasses[*p] != cls) break;
       ++p;
       continue;
     }

@@ -9,6 +9,7 @@
 #ifndef MXMACA_DATA_INTERNAL_UNICODE_CLASSES_H_
 #define MXMACA_DATA_INTERNAL_UNICODE_CLASSES_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -26,6 +27,24 @@ enum class CharClass : uint8_t {
 // ClassOfCodePoint: the class of code point `cp` (0 <= cp <= 0x10FFFF; anything
 // else, including surrogates, is kOther).
 CharClass ClassOfCodePoint(uint32_t cp);
+
+// kAsciiClasses[c]: ClassOfCodePoint(c) for c < 128, as a constant for the
+// pre-tokenizer's fast path (a unit test checks the two agree).
+inline constexpr std::array<CharClass, 128> kAsciiClasses = [] {
+  std::array<CharClass, 128> t{};
+  for (int c = 0; c < 128; ++c) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+      t[c] = CharClass::kLetter;
+    } else if (c >= '0' && c <= '9') {
+      t[c] = CharClass::kNumber;
+    } else if (c == ' ' || (c >= '\t' && c <= '\r')) {
+      t[c] = CharClass::kWhitespace;
+    } else {
+      t[c] = CharClass::kOther;
+    }
+  }
+  return t;
+}();
 
 // Utf8Char: one character found by DecodeUtf8Char.
 struct Utf8Char {

@@ -119,6 +119,13 @@ TEST_CASE("IsValidUtf8 agrees with a scalar-value walk on random bytes") {
   }
 }
 
+TEST_CASE("kAsciiClasses agrees with the generated table") {
+  for (uint32_t c = 0; c < 128; ++c) {
+    INFO("byte " << c);
+    CHECK(kAsciiClasses[c] == ClassOfCodePoint(c));
+  }
+}
+
 // Expected classes are Unicode facts as Python `regex` (Unicode 15.0) reports them.
 TEST_CASE("ClassOfCodePoint spot checks") {
   CHECK(ClassOfCodePoint('a') == CharClass::kLetter);
