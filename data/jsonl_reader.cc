@@ -135,6 +135,9 @@ absl::Status ParseJsonlLine(std::string_view line, const std::vector<std::string
   } catch (const nlohmann::json::parse_error& e) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, "invalid JSON at byte ", e.byte, " of the line: ", e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    // out_of_range 406: a number beyond double range (Python would read it as inf).
+    return absl::InvalidArgumentError(absl::StrCat(where, "invalid JSON: ", e.what()));
   }
   if (!value.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -12,8 +12,10 @@
 // Value rules (Encoder.encode): a string is one sentence; an array of strings is a
 // document already split into sentences (Megatron's --split-sentences output), each
 // sentence becoming one sequence; any other type, or a missing key, is an error.
-// One deliberate difference: a lone '\r' (not before '\n') does not end a line here
-// (Python's universal newlines would split there); JSON treats it as whitespace.
+// Differences from Python, on inputs no real corpus should hold: a lone '\r' (not
+// before '\n') does not end a line here (Python's universal newlines would split
+// there; JSON treats it as whitespace); NaN, Infinity and numbers beyond the double
+// range (which json.loads reads as nan / inf) are invalid JSON here.
 #ifndef MXMACA_DATA_JSONL_READER_H_
 #define MXMACA_DATA_JSONL_READER_H_
 

@@ -86,6 +86,7 @@ TEST_CASE("errors name the file and the line") {
   expect("{\"text\": null}\n", "1", "key \"text\" is null");
   expect("{\"text\": [\"a\", 1]}\n", "1", "element 1 of key \"text\" is number");
   expect("[\"text\"]\n", "1", "expected a JSON object, got array");
+  expect("{\"text\": \"x\", \"n\": 1e400}\n", "1", "number overflow");  // fuzz finding
   expect("\xEF\xBB\xBF{\"text\": \"x\"}\n", "1", "byte-order mark");
 
   const std::string empty = TempFile("");
