@@ -273,6 +273,15 @@ TEST_CASE("Load reports missing files with their names") {
   REQUIRE(!tok.ok());
   CHECK(tok.status().code() == absl::StatusCode::kNotFound);
   CHECK_THAT(std::string(tok.status().message()), Catch::Contains("no_such_merges.bpe"));
+  // A directory opens but cannot be read.
+  tok = Gpt2BpeTokenizer::Load(vocab, TempPath(""));
+  REQUIRE(!tok.ok());
+  CHECK_THAT(std::string(tok.status().message()),
+             Catch::Contains("cannot read merge file") && Catch::Contains("directory"));
+  // An empty merge file has no header.
+  tok = Gpt2BpeTokenizer::Load(vocab, WriteFile("empty.bpe", ""));
+  REQUIRE(!tok.ok());
+  CHECK_THAT(std::string(tok.status().message()), Catch::Contains("line 1: expected a '#version"));
 }
 
 TEST_CASE("Load rejects corrupt vocab files") {
