@@ -6,10 +6,11 @@
 // `validate_args` derivations and checks).
 //
 // Source: Megatron-LM `megatron/training/arguments.py` (the flags, their dests and
-// defaults) and `pretrain_gpt.py`. Defaults are pinned to Megatron-Core core_v0.15.0;
-// they were read from the NVIDIA/Megatron-LM file at commit
-// 000c4ac24f61159c138b0975def722c65245983c (see docs/FLAGS.md for the full table and
-// flag_table.h for how every Megatron flag is classified).
+// defaults) and `pretrain_gpt.py`, pinned to Megatron-Core core_v0.15.0 as stored for
+// us: the NVIDIA/Megatron-LM file at commit 000c4ac24f61159c138b0975def722c65245983c
+// (it mentions Megatron-Core v0.14 as past and has the core_v0.15-era flags such as
+// --cuda-graph-impl; the exact tag of that commit could not be checked offline). See
+// docs/FLAGS.md for the full table and flag_table.h for how every flag is classified.
 //
 // A field whose Megatron default is `None` is a std::optional that is empty by
 // default. After ValidateAndDeriveArgs the fields Megatron derives (ffn_hidden_size,
@@ -230,9 +231,13 @@ absl::StatusOr<MegatronArgs> ParseMegatronArgs(const std::vector<std::string>& a
 // num_query_groups, global_batch_size, lr_decay_iters, weight decay ends, split,
 // num_threads, padded_vocab_size, ... and checks the combinations (world size
 // divisible by tp*pp*cp, global batch divisible by micro batch x dp, hidden divisible
-// by heads, seq_length <= max_position_embeddings with learned positions, exclusive
-// iteration/sample flags, min_lr <= lr, ...). Errors (InvalidArgument) name the flags
-// and values involved.
+// by heads, seq_length <= max_position_embeddings (Megatron asserts it for every
+// position embedding type), layers divisible by pp unless uneven stages are given,
+// exclusive iteration/sample flags, min_lr <= lr, ...), plus MXMACA's own limits
+// (lr decay style constant|linear|cosine, optimizer adam, GPT2BPETokenizer or
+// NullTokenizer, dataloader single, no fp16). pretrain_gpt's default
+// tokenizer_type (GPT2BPETokenizer) is applied here. Errors (InvalidArgument) name
+// the flags and values involved.
 absl::Status ValidateAndDeriveArgs(MegatronArgs* args, int world_size);
 
 // PaddedVocabSize: Megatron's `_vocab_size_with_padding`: `vocab_size` rounded up to a
