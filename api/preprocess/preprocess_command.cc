@@ -24,6 +24,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Input bytes after which a batch is closed even if it has fewer than docs_per_batch
+// documents: bounds the memory in flight to about 4 x workers x 1 MiB of text (plus
+// its tokens) whatever the document sizes.
+constexpr int64_t kBatchBytes = 1 << 20;
+
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -262,7 +267,8 @@ absl::Status Preprocess(const PreprocessOptions& options, std::FILE* log,
     while (status.ok() && !end_of_input) {
       auto batch = std::make_unique<Batch>();
       batch->first_line = reader->line_number() + 1;
-      while (batch->lines.size() < docs_per_batch) {
+      int64_t batch_bytes = 0;  // a batch also ends after kBatchBytes of input
+      while (batch->lines.size() < docs_per_batch && batch_bytes < kBatchBytes) {
         std::string line;
         const int64_t before = reader->bytes_consumed();
         absl::StatusOr<bool> more = reader->Next(&line);
@@ -276,6 +282,7 @@ absl::Status Preprocess(const PreprocessOptions& options, std::FILE* log,
         }
         batch->lines.push_back(std::move(line));
         batch->line_bytes.push_back(reader->bytes_consumed() - before);
+        batch_bytes += batch->line_bytes.back();
       }
       if (!status.ok() || batch->lines.empty()) break;
       pool.queue().Push(batch.get());

@@ -249,9 +249,9 @@ absl::StatusOr<PreprocessOptions> ParsePreprocessArgs(const std::vector<std::str
         "preprocess: GPT2BPETokenizer needs --vocab-file (encoder.json) and --merge-file "
         "(vocab.bpe)");
   }
-  if (options.workers < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("preprocess: --workers must be >= 1, got ", options.workers));
+  if (options.workers < 1 || options.workers > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "preprocess: --workers must be in [1, 1024] (threads), got ", options.workers));
   }
   if (options.partitions != 1) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -34,7 +34,7 @@ struct PreprocessOptions {
   std::string vocab_file;                         // --vocab-file (encoder.json)
   std::string merge_file;                         // --merge-file (vocab.bpe)
   bool append_eod = false;                        // --append-eod
-  int64_t workers = 0;                            // --workers (threads here), >= 1
+  int64_t workers = 0;                            // --workers (threads here), 1..1024
   int64_t partitions = 1;                         // --partitions (1 only)
   int64_t log_interval = 1000;                    // --log-interval (documents), >= 1
   bool help = false;                              // -h / --help was given

@@ -74,7 +74,7 @@ TEST_CASE("errors name the flag and suggest the closest one") {
   CHECK(Contains(ErrorOf(With({"stray"})), "unrecognized argument \"stray\""));
   CHECK(Contains(ErrorOf(With({"--split-sentences"})), "--split-sentences"));
   CHECK(Contains(ErrorOf(With({"--partitions", "2"})), "--partitions 2 is not supported"));
-  CHECK(Contains(ErrorOf(With({"--workers", "0"})), "--workers must be >= 1"));
+  CHECK(Contains(ErrorOf(With({"--workers", "0"})), "--workers must be in [1, 1024]"));
   CHECK(Contains(ErrorOf(With({"--workers", "two"})), "invalid int value \"two\""));
   CHECK(Contains(ErrorOf(With({"--log-interval"})), "--log-interval expects one argument"));
   CHECK(Contains(ErrorOf(With({"--json-keys"})), "expects at least one argument"));

@@ -4,7 +4,8 @@
 # Bazel) and runs each for SECONDS (default 150) on one core. Crash inputs land in
 # $FUZZ_OUT/artifacts/ (FUZZ_OUT defaults to /tmp/mxmaca-fuzz-idx; replay one with
 # `bazel run //data/fuzz:indexed_dataset_fuzz -- FILE` or `//data/fuzz:jsonl_fuzz`).
-# Run from anywhere; the tokenizer's target has its own script, run_fuzzers.sh.
+# FUZZ_TARGETS="jsonl" runs one target only. Run from anywhere; the tokenizer's target
+# has its own script, run_fuzzers.sh.
 set -euo pipefail
 SECONDS_TO_RUN="${1:-150}"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -53,7 +54,7 @@ clang++ "${FLAGS[@]}" data/fuzz/jsonl_fuzz.cc data/jsonl_reader.cc \
   "${ABSL_LIBS[@]}" -o "$OUT/jsonl_fuzz"
 
 status=0
-for target in indexed_dataset jsonl; do
+for target in ${FUZZ_TARGETS:-indexed_dataset jsonl}; do
   corpus="$OUT/corpus_idx"
   [ "$target" = jsonl ] && corpus="$OUT/corpus_jsonl"
   echo "=== ${target}_fuzz for ${SECONDS_TO_RUN}s ==="
