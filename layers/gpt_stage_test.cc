@@ -331,6 +331,55 @@ TEST_CASE("Eval and inference paths agree with the training forward without drop
   }
 }
 
+// Loss of one training micro-batch (dropout on, masks fixed by the key) at the stage's
+// current parameters; the stash is released again.
+double TrainLoss(GptStage& st, const Batch& bt) {
+  StageOutput out;
+  REQUIRE(st.Forward(Input(bt, 0), &out).ok());
+  REQUIRE(st.Backward(0, {}, 0.0f, nullptr).ok());
+  return out.loss_sum / out.num_tokens;
+}
+
+TEST_CASE("Gradients with dropout match a central finite difference along a random direction") {
+  for (GptConfig c : {TinyConfig(), RopeConfig()}) {
+    c.hidden_dropout = 0.2f;
+    c.attention_dropout = 0.2f;
+    const Batch bt = MakeBatch(c, 81);
+    auto st = MakeStage(c);
+    StageOutput out;
+    REQUIRE(st->Forward(Input(bt, 0), &out).ok());
+    REQUIRE(st->Backward(0, {}, static_cast<float>(1.0 / out.num_tokens), nullptr).ok());
+    const std::vector<float> g = Grads(*st);
+    absl::Span<float> p = st->parameters().params_arena();
+    const std::vector<float> p0(p.begin(), p.end());
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal;
+    std::vector<float> v(p.size());
+    double gv = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+      // Aligned with the gradient's signs so that g.v = sum |g_i||n_i| is far above the
+      // fp32 noise of the loss difference.
+      v[i] = std::abs(normal(rng)) * (g[i] > 0 ? 1.0f : (g[i] < 0 ? -1.0f : 0.0f));
+      gv += double(g[i]) * v[i];
+    }
+    // eps = 1e-4 moves every weight by ~1e-4 along the gradient signs (measured: the
+    // O(eps^2) truncation is ~6% at eps = 1e-3, so ~0.06% here); fp32 rounding of the
+    // loss (~5e-7 absolute) contributes ~2.5e-3 / |g.v| with |g.v| ~ 100. A mask differing
+    // between F and B, or a missing 1/(1-p), changes g.v by O(p) = 20%. Tolerance 5e-3.
+    const float eps = 1e-4f;
+    for (size_t i = 0; i < v.size(); ++i) p[i] = p0[i] + eps * v[i];
+    const double lp = TrainLoss(*st, bt);
+    for (size_t i = 0; i < v.size(); ++i) p[i] = p0[i] - eps * v[i];
+    const double lm = TrainLoss(*st, bt);
+    const double fd = (lp - lm) / (2.0 * eps);
+    INFO("swiglu " << c.swiglu << ": g.v " << gv << " finite difference " << fd);
+    std::printf("dropout 0.2, %s: g.v %.6f, central difference %.6f, rel. diff %.2e\n",
+                c.swiglu ? "rope/rmsnorm/swiglu" : "gpt-2 layout", gv, fd,
+                std::abs(fd - gv) / std::abs(gv));
+    CHECK(std::abs(fd - gv) < 5e-3 * std::abs(gv));
+  }
+}
+
 TEST_CASE("Dropout is on in training, reproducible, and keyed by micro-batch id") {
   const GptConfig c = TinyConfig();
   const Batch bt = MakeBatch(c, 51);
