@@ -237,7 +237,8 @@ absl::StatusOr<MegatronArgs> ParseMegatronArgs(const std::vector<std::string>& a
 // (lr decay style constant|linear|cosine, optimizer adam, GPT2BPETokenizer or
 // NullTokenizer, dataloader single, no fp16). pretrain_gpt's default
 // tokenizer_type (GPT2BPETokenizer) is applied here. Errors (InvalidArgument) name
-// the flags and values involved.
+// the flags and values involved. Call it once, on what ParseMegatronArgs returned (as
+// Megatron's validate_args, it is not idempotent: derived values count as given).
 absl::Status ValidateAndDeriveArgs(MegatronArgs* args, int world_size);
 
 // PaddedVocabSize: Megatron's `_vocab_size_with_padding`: `vocab_size` rounded up to a

@@ -264,5 +264,53 @@ TEST_CASE("recompute, data, tokenizer and MXMACA flag checks") {
                           "--moe-router-topk (5) must be in [1, --num-experts (4)]"));
 }
 
+TEST_CASE("Megatron's examples/gpt3/train_gpt3_175b_distributed.sh command line") {
+  // The flags of that script (NVIDIA/Megatron-LM, stored commit 157006d6), paths filled in.
+  const Argv script = {
+      "--num-layers", "96", "--hidden-size", "12288", "--num-attention-heads", "96",
+      "--seq-length", "2048", "--max-position-embeddings", "2048", "--attention-backend",
+      "auto", "--micro-batch-size", "1", "--global-batch-size", "1536",
+      "--rampup-batch-size", "16", "16", "5859375", "--train-iters", "500000",
+      "--weight-decay", "0.1", "--adam-beta1", "0.9", "--adam-beta2", "0.95",
+      "--init-method-std", "0.006", "--clip-grad", "1.0", "--fp16", "--lr", "6.0e-5",
+      "--lr-decay-style", "cosine", "--min-lr", "6.0e-6", "--lr-warmup-fraction", ".001",
+      "--lr-decay-iters", "430000", "--tensor-model-parallel-size", "8",
+      "--pipeline-model-parallel-size", "16", "--data-path", "/data/gpt_text_document",
+      "--vocab-file", "/data/gpt2-vocab.json", "--merge-file", "/data/gpt2-merges.txt",
+      "--split", "949,50,1", "--log-interval", "100", "--save-interval", "10000",
+      "--eval-interval", "1000", "--save", "/ckpt", "--load", "/ckpt", "--eval-iters", "10",
+      "--tensorboard-dir", "/tb"};
+  // Batch ramp-up and fp16 are the two things MXMACA rejects in it.
+  absl::StatusOr<MegatronArgs> parsed = ParseMegatronArgs(script);
+  REQUIRE_FALSE(parsed.ok());
+  CHECK(absl::StartsWith(parsed.status().message(), "--rampup-batch-size is a Megatron flag"));
+  Argv supported;
+  for (size_t i = 0; i < script.size(); ++i) {
+    if (script[i] == "--fp16") continue;
+    if (script[i] == "--rampup-batch-size") {
+      i += 3;
+      continue;
+    }
+    supported.push_back(script[i]);
+  }
+  parsed = ParseMegatronArgs(supported);
+  REQUIRE(parsed.ok());
+  CHECK(parsed->notices == std::vector<std::string>{
+                               "notice: --attention-backend is accepted and has no effect in "
+                               "MXMACA (kernel and fusion choices are MXMACA's own)"});
+  REQUIRE(ValidateAndDeriveArgs(&*parsed, 8 * 16).ok());
+  CHECK(parsed->data_parallel_size == 1);
+  CHECK(*parsed->ffn_hidden_size == 4 * 12288);
+  CHECK(*parsed->kv_channels == 128);
+  CHECK(*parsed->lr_decay_iters == 430000);
+  CHECK(*parsed->lr_warmup_fraction == 0.001);
+  CHECK(*parsed->split == "949,50,1");
+  // The same script on 256 ranks gets dp = 2; 1536 is still divisible by 1 x 2.
+  parsed = ParseMegatronArgs(supported);
+  REQUIRE(parsed.ok());
+  REQUIRE(ValidateAndDeriveArgs(&*parsed, 256).ok());
+  CHECK(parsed->data_parallel_size == 2);
+}
+
 }  // namespace
 }  // namespace mxmaca::api
