@@ -102,6 +102,15 @@ absl::Status ValidateParallelism(MegatronArgs* a, int world_size) {
   if (!a->expert_tensor_parallel_size.has_value()) {
     a->expert_tensor_parallel_size = a->tensor_model_parallel_size;
   }
+  // parallel_state.initialize_model_parallel: the expert grid (etp, ep, edp, pp) tiles
+  // the same ranks, so etp x ep x pp must divide the world size.
+  const int64_t etp = *a->expert_tensor_parallel_size;
+  const int64_t expert_grid = etp * a->expert_model_parallel_size * a->pipeline_model_parallel_size;
+  if (etp < 1 || world_size % expert_grid != 0) {
+    return Invalid("world size (", world_size, ") is not divisible by expert tensor (", etp,
+                   ") x expert (", a->expert_model_parallel_size, ") x pipeline (",
+                   a->pipeline_model_parallel_size, ") parallel size = ", expert_grid);
+  }
   return absl::OkStatus();
 }
 
@@ -317,6 +326,19 @@ absl::Status ValidateModel(MegatronArgs* a) {
     return Invalid("--max-position-embeddings (", *a->max_position_embeddings,
                    ") must be >= --seq-length (", *a->seq_length, ")");
   }
+  // Sequence parallelism scatters the sequence over the tensor-parallel ranks
+  // (mappings.py asserts the divisibility at run time; checked here up front).
+  if (a->sequence_parallel && tp > 1 && *a->seq_length % tp != 0) {
+    return Invalid("--seq-length (", *a->seq_length, ") must be divisible by "
+                   "--tensor-model-parallel-size (", tp, ") with --sequence-parallel");
+  }
+  for (const auto& [name, p] : {std::pair<const char*, double>{"--hidden-dropout", a->hidden_dropout},
+                                {"--attention-dropout", a->attention_dropout}}) {
+    if (!(p >= 0 && p <= 1)) return Invalid(name, " must be in [0, 1], got ", p);
+  }
+  if (!(a->rotary_percent > 0 && a->rotary_percent <= 1)) {
+    return Invalid("--rotary-percent must be in (0, 1], got ", a->rotary_percent);
+  }
   if (a->use_rotary_position_embeddings) a->position_embedding_type = "rope";
   if (!a->add_position_embedding && a->position_embedding_type != "rope") {
     return Invalid("--no-position-embedding is deprecated, use --position-embedding-type");
@@ -433,6 +455,8 @@ absl::Status ValidateAndDeriveArgs(MegatronArgs* a, int world_size) {
   if (a->save.has_value() && a->save_interval.value_or(0) <= 0) {
     return Invalid("--save needs --save-interval > 0");
   }
+  // training.py computes `iteration % log_interval`.
+  if (a->log_interval < 1) return Invalid("--log-interval must be >= 1, got ", a->log_interval);
   if (a->fp16) return Invalid("--fp16 is not supported by MXMACA yet (use --bf16 or fp32)");
   // MXMACA's own flags.
   if (a->max_consecutive_nan_iterations < 1) {

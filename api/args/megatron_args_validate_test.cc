@@ -115,6 +115,16 @@ TEST_CASE("parallel sizes derive dp and check divisibility") {
                           "must be divisible by --tensor-model-parallel-size (3)"));
   CHECK(absl::StrContains(ValidError({"--context-parallel-size", "3"}, 3),
                           "--seq-length (32) must be a multiple of 2 x --context-parallel-size (3)"));
+  CHECK(ValidError({"--expert-tensor-parallel-size", "2", "--num-experts", "4",
+                    "--expert-model-parallel-size", "2"},
+                   2) ==
+        "world size (2) is not divisible by expert tensor (2) x expert (2) x pipeline (1) "
+        "parallel size = 4");
+  CHECK(ValidError({"--tensor-model-parallel-size", "2", "--global-batch-size", "2",
+                    "--sequence-parallel", "--seq-length", "31"},
+                   2) ==
+        "--seq-length (31) must be divisible by --tensor-model-parallel-size (2) with "
+        "--sequence-parallel");
   CHECK(ValidError({"--tensor-model-parallel-size", "0"}) ==
         "--tensor-model-parallel-size must be >= 1, got 0");
 }
@@ -185,6 +195,11 @@ TEST_CASE("model shape checks") {
   CHECK(absl::StrContains(ValidError({"--position-embedding-type", "mrope"}),
                           "mrope is not supported by MXMACA yet"));
   CHECK(ValidOk({"--apply-query-key-layer-scaling"}).attention_softmax_in_fp32);
+  CHECK(ValidError({"--hidden-dropout", "1.5"}) == "--hidden-dropout must be in [0, 1], got 1.5");
+  CHECK(ValidError({"--attention-dropout", "-0.1"}) ==
+        "--attention-dropout must be in [0, 1], got -0.1");
+  CHECK(ValidError({"--rotary-percent", "0"}) == "--rotary-percent must be in (0, 1], got 0");
+  CHECK(ValidError({"--log-interval", "0"}) == "--log-interval must be >= 1, got 0");
   CHECK_FALSE(ValidOk({"--disable-bias-linear"}).add_qkv_bias);
 }
 
