@@ -16,6 +16,7 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/philox_avx2.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/philox.h"
 
@@ -35,16 +36,18 @@ inline int64_t KeyLo(const int32_t* doc_start, int64_t b, int64_t s, int64_t i) 
 template <typename F>
 void ForEachItem(const ExecContext& ctx, int64_t count, F&& f) {
   const int nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(ctx.num_threads, count)));
-#pragma omp parallel for num_threads(nt) schedule(static)
-  for (int64_t i = 0; i < count; ++i) f(i);
-}
-
-// dst[j] = keep(j) ? src[j] * scale : 0 for j in [j0, j1), keep(j) = UniformAt(key,
-// row_base + j) >= p, scale = 1 / (1 - p) (torch's inverted dropout).
-inline void ApplyDropoutRow(const float* src, float* dst, int64_t j0, int64_t j1, float p,
-                            float scale, RngKey key, uint64_t row_base) {
-  for (int64_t j = j0; j < j1; ++j) {
-    dst[j] = UniformAt(key, row_base + j) >= p ? src[j] * scale : 0.0f;
+  if (nt == 1) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    for (int64_t i = 0; i < count; ++i) f(i);
+    omp_set_num_threads(saved);
+    return;
+  }
+#pragma omp parallel num_threads(nt)
+  {
+    omp_set_num_threads(1);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < count; ++i) f(i);
   }
 }
 
@@ -123,7 +126,6 @@ void AttentionForward(const ExecContext& ctx, const AttentionShape& sh, const fl
   one.num_threads = 1;
   const float drop_scale = dropout_p > 0.0f ? 1.0f / (1.0f - dropout_p) : 1.0f;
   ForEachItem(ctx, sh.b * sh.heads, [&](int64_t bh) {
-    omp_set_num_threads(1);
     const int64_t b = bh / sh.heads, h = bh % sh.heads, g = h / hpg;
     const float* qh = q + bh * S * D;
     const float* kg = k + (b * sh.groups + g) * S * D;
@@ -147,7 +149,7 @@ void AttentionForward(const ExecContext& ctx, const AttentionShape& sh, const fl
         const int64_t lo = KeyLo(doc_start, b, S, i);
         float* dst = scratch + i * S;
         std::fill(dst, dst + lo, 0.0f);
-        ApplyDropoutRow(P + i * S, dst, lo, i + 1, dropout_p, drop_scale, key,
+        DropoutRow(P + i * S, dst, lo, i + 1, dropout_p, drop_scale, key,
                         static_cast<uint64_t>((bh * S + i) * S));
         std::fill(dst + i + 1, dst + S, 0.0f);
       }
@@ -167,7 +169,6 @@ void AttentionBackward(const ExecContext& ctx, const AttentionShape& sh, const f
   one.num_threads = 1;
   const float drop_scale = dropout_p > 0.0f ? 1.0f / (1.0f - dropout_p) : 1.0f;
   ForEachItem(ctx, sh.b * sh.groups, [&](int64_t bg) {
-    omp_set_num_threads(1);
     const int64_t b = bg / sh.groups, g = bg % sh.groups;
     const float* kg = k + bg * S * D;
     const float* vg = v + bg * S * D;
@@ -181,29 +182,20 @@ void AttentionBackward(const ExecContext& ctx, const AttentionShape& sh, const f
       const float* qh = q + bh * S * D;
       const float* doh = dout + bh * S * D;
       const float beta = j == 0 ? 0.0f : 1.0f;  // first head overwrites, later add
-      const float* Pdrop = P;
-      if (dropout_p > 0.0f) {
-        for (int64_t i = 0; i < S; ++i) {
-          const int64_t lo = KeyLo(doc_start, b, S, i);
-          float* dst = Pd + i * S;
-          std::fill(dst, dst + lo, 0.0f);
-          ApplyDropoutRow(P + i * S, dst, lo, i + 1, dropout_p, drop_scale, key,
-                          static_cast<uint64_t>((bh * S + i) * S));
-          std::fill(dst + i + 1, dst + S, 0.0f);
-        }
-        Pdrop = Pd;
-      }
-      // dv += P'^T dout  [S, D]
-      Gemm(one, true, false, S, D, S, 1.0f, Pdrop, S, doh, D, beta, dvg, D);
-      // dP' = dout v^T  [S, S]
+      // dP' = dout v^T  [S, S] (gradient w.r.t. the dropped probabilities)
       Gemm(one, false, true, S, S, D, 1.0f, doh, D, vg, D, 0.0f, dP, S);
       for (int64_t i = 0; i < S; ++i) {
         float* drow = dP + i * S;
         const float* prow = P + i * S;
         const int64_t lo = KeyLo(doc_start, b, S, i);
         if (dropout_p > 0.0f) {
-          ApplyDropoutRow(drow, drow, lo, i + 1, dropout_p, drop_scale, key,
-                          static_cast<uint64_t>((bh * S + i) * S));
+          // The forward's mask, regenerated: P' = P * keep / (1 - p) for the dv GEMM,
+          // dP = dP' * keep / (1 - p).
+          const uint64_t row_base = static_cast<uint64_t>((bh * S + i) * S);
+          float* pd = Pd + i * S;
+          std::fill(pd, pd + lo, 0.0f);
+          DropoutRow2(prow, pd, drow, drow, lo, i + 1, dropout_p, drop_scale, key, row_base);
+          std::fill(pd + i + 1, pd + S, 0.0f);
         }
         // dS = P * (dP - sum_j dP_j P_j) on the allowed keys, 0 elsewhere.
         const float dot = LaneSum(i - lo + 1, [&](int64_t t) { return drow[lo + t] * prow[lo + t]; });
@@ -211,6 +203,8 @@ void AttentionBackward(const ExecContext& ctx, const AttentionShape& sh, const f
         std::fill(drow, drow + lo, 0.0f);
         std::fill(drow + i + 1, drow + S, 0.0f);
       }
+      // dv += P'^T dout  [S, D]
+      Gemm(one, true, false, S, D, S, 1.0f, dropout_p > 0.0f ? Pd : P, S, doh, D, beta, dvg, D);
       // dq = scale dS k  [S, D]
       Gemm(one, false, false, S, D, S, softmax_scale, dP, S, kg, D, 0.0f, dq + bh * S * D, D);
       // dk += scale dS^T q  [S, D]

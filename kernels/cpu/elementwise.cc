@@ -6,7 +6,11 @@
 #include <cstring>
 #include <vector>
 
+#include <immintrin.h>
+
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/philox_avx2.h"
+#include "kernels/cpu/vec_math.h"
 #include "kernels/philox.h"
 
 namespace mxmaca::kernels::cpu {
@@ -14,8 +18,6 @@ namespace {
 
 constexpr int64_t kBiasGradBlockRows = 64;
 constexpr int64_t kSumSquaresBlock = 4096;
-
-inline float Sigmoid(float g) { return 1.0f / (1.0f + std::exp(-g)); }
 
 }  // namespace
 
@@ -90,27 +92,54 @@ double SumSquares(const ExecContext& ctx, const float* x, int64_t n) {
   return s;
 }
 
+// GELU and SwiGLU evaluate 8 lanes with AVX2 (vec_math.h) and the tail with the
+// scalar twin of the same operations, so every element's bits are independent of where
+// it falls.
+
+namespace {
+
+inline float GeluScalar(float x) { return x * NormalCdfScalar(x); }
+
+inline __m256 Gelu8(__m256 x) { return _mm256_mul_ps(x, NormalCdf8(x)); }
+
+// gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi).
+constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
+
+inline float GeluGradScalar(float x) {
+  return NormalCdfScalar(x) + x * (kInvSqrt2Pi * ExpScalar(-0.5f * (x * x)));
+}
+
+inline __m256 GeluGrad8(__m256 x) {
+  const __m256 e = Exp8(_mm256_mul_ps(_mm256_set1_ps(-0.5f), _mm256_mul_ps(x, x)));
+  return _mm256_add_ps(NormalCdf8(x), _mm256_mul_ps(x, _mm256_mul_ps(_mm256_set1_ps(kInvSqrt2Pi), e)));
+}
+
+inline float SigmoidScalar(float g) { return 1.0f / (1.0f + ExpScalar(-g)); }
+
+inline __m256 Sigmoid8(__m256 g) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  return _mm256_div_ps(one, _mm256_add_ps(one, Exp8(_mm256_sub_ps(_mm256_setzero_ps(), g))));
+}
+
+}  // namespace
+
 void GeluForward(const ExecContext& ctx, const float* x, float* y, int64_t n) {
-  constexpr float kInvSqrt2 = 0.70710678118654752440f;
   ParallelForRange(ctx, n, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const float v = x[i];
-      y[i] = 0.5f * v * (1.0f + std::erf(v * kInvSqrt2));
-    }
+    int64_t i = begin;
+    for (; i + 8 <= end; i += 8) _mm256_storeu_ps(y + i, Gelu8(_mm256_loadu_ps(x + i)));
+    for (; i < end; ++i) y[i] = GeluScalar(x[i]);
   });
 }
 
 void GeluBackward(const ExecContext& ctx, const float* x, const float* dy, float* dx,
                   int64_t n) {
-  constexpr float kInvSqrt2 = 0.70710678118654752440f;
-  constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
   ParallelForRange(ctx, n, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const float v = x[i];
-      const float cdf = 0.5f * (1.0f + std::erf(v * kInvSqrt2));
-      const float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
-      dx[i] = dy[i] * (cdf + v * pdf);
+    int64_t i = begin;
+    for (; i + 8 <= end; i += 8) {
+      _mm256_storeu_ps(dx + i, _mm256_mul_ps(_mm256_loadu_ps(dy + i),
+                                             GeluGrad8(_mm256_loadu_ps(x + i))));
     }
+    for (; i < end; ++i) dx[i] = dy[i] * GeluGradScalar(x[i]);
   });
 }
 
@@ -120,10 +149,13 @@ void SwigluForward(const ExecContext& ctx, const float* x, float* y, int64_t row
     const float* gate = x + r * 2 * f;
     const float* up = gate + f;
     float* yr = y + r * f;
-    for (int64_t c = 0; c < f; ++c) {
-      const float g = gate[c];
-      yr[c] = g * Sigmoid(g) * up[c];
+    int64_t c = 0;
+    for (; c + 8 <= f; c += 8) {
+      const __m256 g = _mm256_loadu_ps(gate + c);
+      _mm256_storeu_ps(yr + c, _mm256_mul_ps(_mm256_mul_ps(g, Sigmoid8(g)),
+                                             _mm256_loadu_ps(up + c)));
     }
+    for (; c < f; ++c) yr[c] = gate[c] * SigmoidScalar(gate[c]) * up[c];
   });
 }
 
@@ -135,12 +167,22 @@ void SwigluBackward(const ExecContext& ctx, const float* x, const float* dy, flo
     const float* dyr = dy + r * f;
     float* dgate = dx + r * 2 * f;
     float* dup = dgate + f;
-    for (int64_t c = 0; c < f; ++c) {
+    int64_t c = 0;
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (; c + 8 <= f; c += 8) {
+      const __m256 g = _mm256_loadu_ps(gate + c);
+      const __m256 s = Sigmoid8(g);
+      const __m256 d = _mm256_loadu_ps(dyr + c);
+      // dgate = dy * up * (s * (1 + g * (1 - s))); dup = dy * (g * s)
+      const __m256 ds = _mm256_mul_ps(s, _mm256_add_ps(one, _mm256_mul_ps(g, _mm256_sub_ps(one, s))));
+      _mm256_storeu_ps(dgate + c, _mm256_mul_ps(_mm256_mul_ps(d, _mm256_loadu_ps(up + c)), ds));
+      _mm256_storeu_ps(dup + c, _mm256_mul_ps(d, _mm256_mul_ps(g, s)));
+    }
+    for (; c < f; ++c) {
       const float g = gate[c];
-      const float s = Sigmoid(g);
-      const float silu = g * s;
+      const float s = SigmoidScalar(g);
       dgate[c] = dyr[c] * up[c] * (s * (1.0f + g * (1.0f - s)));
-      dup[c] = dyr[c] * silu;
+      dup[c] = dyr[c] * (g * s);
     }
   });
 }
@@ -157,10 +199,7 @@ void DropoutForward(const ExecContext& ctx, const float* x, float* y, int64_t n,
   }
   const float scale = 1.0f / (1.0f - p);
   ParallelForRange(ctx, n, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const bool keep = UniformAt(key, static_cast<uint64_t>(index_offset + i)) >= p;
-      y[i] = keep ? x[i] * scale : 0.0f;
-    }
+    DropoutRow(x, y, begin, end, p, scale, key, static_cast<uint64_t>(index_offset));
   });
 }
 

@@ -188,10 +188,18 @@ uint16_t* Scratch(std::vector<uint16_t>& buf, int64_t size) {
 }
 
 // Runs `tile(index)` for index in [0, count) on up to num_threads threads, each with
-// OpenMP's nested thread count forced to 1 so oneDNN never threads inside a tile.
+// OpenMP's thread count forced to 1 so oneDNN never threads inside a tile. With one
+// thread no parallel region is opened (the caller's setting is restored afterwards).
 template <typename F>
 void RunTiles(int num_threads, int64_t count, F tile) {
   const int nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(num_threads, count)));
+  if (nt == 1) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    for (int64_t i = 0; i < count; ++i) tile(i);
+    omp_set_num_threads(saved);
+    return;
+  }
 #pragma omp parallel num_threads(nt)
   {
     omp_set_num_threads(1);
@@ -258,16 +266,10 @@ void GemmStridedBatched(const ExecContext& ctx, bool trans_a, bool trans_b, int6
   }
   ExecContext one = ctx;
   one.num_threads = 1;
-  const int nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(ctx.num_threads, batch)));
-#pragma omp parallel num_threads(nt)
-  {
-    omp_set_num_threads(1);
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < batch; ++i) {
-      Gemm(one, trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b,
-           ldb, beta, c + i * stride_c, ldc);
-    }
-  }
+  RunTiles(ctx.num_threads, batch, [&](int64_t i) {
+    Gemm(one, trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb,
+         beta, c + i * stride_c, ldc);
+  });
 }
 
 }  // namespace mxmaca::kernels::cpu
