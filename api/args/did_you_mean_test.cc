@@ -1,11 +1,10 @@
 // Tests for api/args/did_you_mean.h.
 #include "api/args/did_you_mean.h"
 
+#include <catch2/catch.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 namespace mxmaca::api {
 namespace {
@@ -47,8 +46,8 @@ TEST_CASE("EditDistance is a metric on random words") {
 }
 
 TEST_CASE("DidYouMean picks the nearest candidate and refuses wild guesses") {
-  const std::vector<std::string> names = {"--num-layers", "--hidden-size", "--seq-length",
-                                          "--lr", "--min-lr"};
+  const std::vector<std::string> names = {"--num-layers", "--hidden-size", "--seq-length", "--lr",
+                                          "--min-lr"};
   CHECK(DidYouMean("--num-layer", names) == "--num-layers");
   CHECK(DidYouMean("--hidden_size", names) == "--hidden-size");
   CHECK(DidYouMean("--seq-len", names) == "--seq-length");

@@ -24,32 +24,30 @@ inline constexpr FlagNargs kStar = FlagNargs::kZeroOrMore;
 
 // T: action='store_true' (default False unless `def` says otherwise).
 constexpr FlagSpec T(const char* name, FlagClass cls, const char* reason = "",
-                     const char* dest = "", const char* def = "False",
-                     const char* aliases = "") {
+                     const char* dest = "", const char* def = "False", const char* aliases = "") {
   return FlagSpec{name, aliases, dest, FlagAction::kStoreTrue, kOne, FlagType::kNone, def, "",
-                  cls, reason, "", FlagOrigin::kMegatron};
+                  cls,  reason,  "",   FlagOrigin::kMegatron};
 }
 
 // F: action='store_false' with `dest` (default True).
-constexpr FlagSpec F(const char* name, const char* dest, FlagClass cls,
-                     const char* reason = "") {
-  return FlagSpec{name, "", dest, FlagAction::kStoreFalse, kOne, FlagType::kNone, "True", "",
-                  cls, reason, "", FlagOrigin::kMegatron};
+constexpr FlagSpec F(const char* name, const char* dest, FlagClass cls, const char* reason = "") {
+  return FlagSpec{name, "",     dest, FlagAction::kStoreFalse, kOne, FlagType::kNone, "True", "",
+                  cls,  reason, "",   FlagOrigin::kMegatron};
 }
 
 // B: action=argparse.BooleanOptionalAction (--x / --no-x).
 constexpr FlagSpec B(const char* name, FlagClass cls, const char* reason = "",
                      const char* def = "False") {
-  return FlagSpec{name, "", "", FlagAction::kBooleanOptional, kOne, FlagType::kNone, def, "",
-                  cls, reason, "", FlagOrigin::kMegatron};
+  return FlagSpec{name, "",     "", FlagAction::kBooleanOptional, kOne, FlagType::kNone, def, "",
+                  cls,  reason, "", FlagOrigin::kMegatron};
 }
 
 // V: a flag that takes a value (or a list with nargs '+'/'*').
 constexpr FlagSpec V(const char* name, FlagType type, const char* def, FlagClass cls,
                      const char* reason = "", const char* choices = "", const char* dest = "",
                      FlagNargs nargs = kOne, const char* aliases = "") {
-  return FlagSpec{name, aliases, dest, FlagAction::kStore, nargs, type, def, choices,
-                  cls, reason, "", FlagOrigin::kMegatron};
+  return FlagSpec{name, aliases, dest, FlagAction::kStore,   nargs, type, def, choices,
+                  cls,  reason,  "",   FlagOrigin::kMegatron};
 }
 
 // Ours: one of MXMACA's own flags (not Megatron's).
@@ -82,8 +80,7 @@ inline constexpr const char* kRNotGpt =
 inline constexpr const char* kRTensorboard =
     "TensorBoard extras are not written; --tensorboard-dir gets the standard scalars";
 inline constexpr const char* kRWandb = "Weights & Biases logging is not available";
-inline constexpr const char* kRTiming =
-    "timings come from MXMACA's log line and --trace-file";
+inline constexpr const char* kRTiming = "timings come from MXMACA's log line and --trace-file";
 inline constexpr const char* kRProfile = "use --trace-file for MXMACA's timeline";
 inline constexpr const char* kRMemory = "MXMACA manages memory with its own pools";
 inline constexpr const char* kRCkptIo = "I/O tuning of Megatron's checkpoint writer";
@@ -92,15 +89,12 @@ inline constexpr const char* kRFp8 = "tunes FP8/FP4 training, which MXMACA does 
 inline constexpr const char* kRRl = "tunes RL (GRPO) training, which MXMACA does not support";
 inline constexpr const char* kRFsdp = "tunes FSDP, which MXMACA does not support";
 inline constexpr const char* kRMuon = "tunes the Muon optimizer, which MXMACA does not support";
-inline constexpr const char* kRMla =
-    "tunes multi-latent attention, which MXMACA does not support";
+inline constexpr const char* kRMla = "tunes multi-latent attention, which MXMACA does not support";
 inline constexpr const char* kRMamba = "tunes Mamba/hybrid models, not GPT";
 inline constexpr const char* kRMtp = "tunes multi-token prediction, which MXMACA does not support";
-inline constexpr const char* kRInproc =
-    "tunes in-process restart, which MXMACA does not support";
+inline constexpr const char* kRInproc = "tunes in-process restart, which MXMACA does not support";
 inline constexpr const char* kRCudaGraph = "MXMACA captures CUDA graphs per stage itself";
-inline constexpr const char* kRTpOverlap =
-    "MXMACA schedules tensor-parallel communication itself";
+inline constexpr const char* kRTpOverlap = "MXMACA schedules tensor-parallel communication itself";
 inline constexpr const char* kRSchedule =
     "MXMACA's scheduler orders and overlaps pipeline work itself";
 inline constexpr const char* kRDdp = "MXMACA buckets and reduces gradients (in fp32) itself";

@@ -23,8 +23,8 @@ const OptionIndex& Index() {
     const std::vector<FlagSpec>& flags = AllFlags();
     for (size_t i = 0; i < flags.size(); ++i) {
       for (const std::string& option : flags[i].OptionStrings()) {
-        const bool negated = flags[i].action == FlagAction::kBooleanOptional &&
-                             option != flags[i].name;
+        const bool negated =
+            flags[i].action == FlagAction::kBooleanOptional && option != flags[i].name;
         // First row wins on a (table bug) duplicate; flag_table_test rejects those.
         idx->by_option.emplace(option, std::make_pair(i, negated));
       }

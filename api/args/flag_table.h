@@ -56,18 +56,18 @@ enum class FlagOrigin { kMegatron, kMxmaca };
 
 // FlagSpec: one flag (one `add_argument` call).
 struct FlagSpec {
-  const char* name;              // primary option string, e.g. "--num-layers"
-  const char* aliases;           // further option strings, space-separated ("" = none)
-  const char* dest;              // argparse dest ("" = derived from name: strip "--",
-                                 // '-' -> '_'); use Dest() to read it
+  const char* name;     // primary option string, e.g. "--num-layers"
+  const char* aliases;  // further option strings, space-separated ("" = none)
+  const char* dest;     // argparse dest ("" = derived from name: strip "--",
+                        // '-' -> '_'); use Dest() to read it
   FlagAction action;
   FlagNargs nargs;
   FlagType type;
   const char* megatron_default;  // Python repr of Megatron's default ("None", "1", ...)
   const char* choices;           // allowed values, space-separated ("" = any)
   FlagClass cls;
-  const char* reason;            // kNotice: why it has no effect; kUnsupported: note
-  const char* group;             // Megatron's argument group title (set by AllFlags)
+  const char* reason;  // kNotice: why it has no effect; kUnsupported: note
+  const char* group;   // Megatron's argument group title (set by AllFlags)
   FlagOrigin origin;
 
   // Dest: `dest`, or the name with "--" stripped and '-' replaced by '_'.

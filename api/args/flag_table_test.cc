@@ -2,12 +2,11 @@
 // and matches Megatron's arguments.py on a sample of flags.
 #include "api/args/flag_table.h"
 
+#include <catch2/catch.hpp>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "absl/strings/numbers.h"
 #include "api/args/megatron_args.h"
@@ -72,13 +71,18 @@ TEST_CASE("MegatronArgs defaults equal the table's Megatron defaults") {
   // Where MXMACA's type differs from argparse's value by design, the equivalent repr.
   const std::map<std::string, std::string> equivalent = {
       // store_true with default=None: None and False both mean "not given".
-      {"no_save_optim", "False"}, {"no_save_rng", "False"}, {"no_load_optim", "False"},
+      {"no_save_optim", "False"},
+      {"no_save_rng", "False"},
+      {"no_load_optim", "False"},
       {"no_load_rng", "False"},
       // nargs='*' lists: an empty vector stands for None.
-      {"data_path", "[]"}, {"train_data_path", "[]"}, {"valid_data_path", "[]"},
+      {"data_path", "[]"},
+      {"train_data_path", "[]"},
+      {"valid_data_path", "[]"},
       {"test_data_path", "[]"},
       // nargs='+' with a scalar default: kept as a one-element list.
-      {"moe_aux_loss_coeff", "[0.0]"}, {"moe_router_load_balancing_type", "['aux_loss']"},
+      {"moe_aux_loss_coeff", "[0.0]"},
+      {"moe_router_load_balancing_type", "['aux_loss']"},
       // type=moe_freq_type: kept as the text the user gave.
       {"moe_layer_freq", "'1'"},
   };
@@ -132,8 +136,8 @@ TEST_CASE("a sample of rows matches arguments.py at commit 000c4ac2") {
        FlagType::kFloat, "0.005"},
       {"--moe-router-topk", "moe_router_topk", FlagAction::kStore, FlagType::kInt, "2"},
       {"--fp8-format", "fp8", FlagAction::kStore, FlagType::kString, "None"},
-      {"--inference-max-requests", "inference_max_batch_size", FlagAction::kStore,
-       FlagType::kInt, "8"},
+      {"--inference-max-requests", "inference_max_batch_size", FlagAction::kStore, FlagType::kInt,
+       "8"},
       {"--rl-partial-rollouts", "rl_partial_rollouts", FlagAction::kBooleanOptional,
        FlagType::kNone, "False"},
       {"--initial-loss-scale", "initial_loss_scale", FlagAction::kStore, FlagType::kFloat,

@@ -58,8 +58,8 @@ std::string RenderFlagsMarkdown() {
       "own flags; their default column is MXMACA's.\n\n");
   absl::StrAppend(&out, "Megatron flags: ", megatron_counts[FlagClass::kImplemented],
                   " implemented, ", megatron_counts[FlagClass::kNotice], " notice, ",
-                  megatron_counts[FlagClass::kUnsupported], " unsupported; MXMACA's own: ",
-                  ours, ".\n");
+                  megatron_counts[FlagClass::kUnsupported], " unsupported; MXMACA's own: ", ours,
+                  ".\n");
   const char* group = nullptr;
   for (const FlagSpec& flag : flags) {
     if (group == nullptr || std::string(group) != flag.group) {
@@ -70,9 +70,8 @@ std::string RenderFlagsMarkdown() {
                       "| --- | --- | --- | --- | --- | --- | --- |\n");
     }
     std::vector<std::string> options = flag.OptionStrings();
-    std::string names = absl::StrJoin(options, ", ", [](std::string* o, const std::string& s) {
-      absl::StrAppend(o, Code(s));
-    });
+    std::string names = absl::StrJoin(
+        options, ", ", [](std::string* o, const std::string& s) { absl::StrAppend(o, Code(s)); });
     if (flag.origin == FlagOrigin::kMxmaca) absl::StrAppend(&names, " *(MXMACA)*");
     const std::string default_dest = std::string(flag.name).substr(2);
     std::string dest = flag.Dest();
@@ -86,10 +85,12 @@ std::string RenderFlagsMarkdown() {
     }
     if (renamed) absl::StrAppend(&names, " (dest ", Code(dest), ")");
     std::string action = FlagActionName(flag.action);
-    if (flag.nargs != FlagNargs::kOne) absl::StrAppend(&action, " nargs=", FlagNargsName(flag.nargs));
+    if (flag.nargs != FlagNargs::kOne)
+      absl::StrAppend(&action, " nargs=", FlagNargsName(flag.nargs));
     absl::StrAppend(&out, "| ", names, " | ", action, " | ", FlagTypeName(flag.type), " | ",
-                    Code(flag.megatron_default), " | ", Cell(absl::StrJoin(flag.ChoiceList(), ", ")),
-                    " | ", FlagClassName(flag.cls), " | ", Cell(flag.reason), " |\n");
+                    Code(flag.megatron_default), " | ",
+                    Cell(absl::StrJoin(flag.ChoiceList(), ", ")), " | ", FlagClassName(flag.cls),
+                    " | ", Cell(flag.reason), " |\n");
   }
   return out;
 }
@@ -111,8 +112,8 @@ std::string RenderTrainUsage() {
     std::string usage = flag.name;
     if (flag.action == FlagAction::kStore) {
       const std::vector<std::string> choices = flag.ChoiceList();
-      std::string value = flag.type == FlagType::kCustom ? "STR"
-                                                         : absl::AsciiStrToUpper(FlagTypeName(flag.type));
+      std::string value =
+          flag.type == FlagType::kCustom ? "STR" : absl::AsciiStrToUpper(FlagTypeName(flag.type));
       if (!choices.empty()) value = absl::StrCat("{", absl::StrJoin(choices, ","), "}");
       absl::StrAppend(&usage, " ", value);
       if (flag.nargs != FlagNargs::kOne) absl::StrAppend(&usage, " ...");

@@ -1,11 +1,10 @@
 // Fails when the committed docs/FLAGS.md is not what the flag table generates.
+#include "api/args/flags_doc.h"
+
+#include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
 #include <string>
-
-#include <catch2/catch.hpp>
-
-#include "api/args/flags_doc.h"
 
 namespace mxmaca::api {
 namespace {

@@ -17,18 +17,18 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "api/args/did_you_mean.h"
-#include "base/status_macros.h"
 #include "api/args/flag_table.h"
+#include "base/status_macros.h"
 
 namespace mxmaca::api {
 namespace {
 
 // FlagValue: one occurrence of a flag on the command line, after type checks.
 struct FlagValue {
-  bool boolean = false;              // store_true / store_false / BooleanOptional
-  std::vector<std::string> texts;    // kStore: the value(s) as typed
-  std::vector<int64_t> ints;         // kInt: the parsed values
-  std::vector<double> floats;        // kFloat: the parsed values
+  bool boolean = false;            // store_true / store_false / BooleanOptional
+  std::vector<std::string> texts;  // kStore: the value(s) as typed
+  std::vector<int64_t> ints;       // kInt: the parsed values
+  std::vector<double> floats;      // kFloat: the parsed values
 };
 
 // Assign: copies a FlagValue into a MegatronArgs field of each supported type.
@@ -83,84 +83,157 @@ std::string Get(const MegatronArgs& args) {
   return Repr(args.*Member);
 }
 
-#define MXMACA_BIND(field) \
-  { #field, Binding{&Set<&MegatronArgs::field>, &Get<&MegatronArgs::field>} }
+#define MXMACA_BIND(field)                                                     \
+  {                                                                            \
+#field, Binding { &Set<&MegatronArgs::field>, &Get<&MegatronArgs::field> } \
+  }
 
 // Every kImplemented dest of the flag table -> its MegatronArgs field.
 const absl::flat_hash_map<std::string, Binding>& Bindings() {
   static const auto* bindings = new absl::flat_hash_map<std::string, Binding>{
-      MXMACA_BIND(num_layers), MXMACA_BIND(hidden_size), MXMACA_BIND(ffn_hidden_size),
-      MXMACA_BIND(num_attention_heads), MXMACA_BIND(kv_channels),
-      MXMACA_BIND(group_query_attention), MXMACA_BIND(num_query_groups),
-      MXMACA_BIND(max_position_embeddings), MXMACA_BIND(position_embedding_type),
-      MXMACA_BIND(rotary_base), MXMACA_BIND(rotary_percent), MXMACA_BIND(rotary_interleaved),
+      MXMACA_BIND(num_layers),
+      MXMACA_BIND(hidden_size),
+      MXMACA_BIND(ffn_hidden_size),
+      MXMACA_BIND(num_attention_heads),
+      MXMACA_BIND(kv_channels),
+      MXMACA_BIND(group_query_attention),
+      MXMACA_BIND(num_query_groups),
+      MXMACA_BIND(max_position_embeddings),
+      MXMACA_BIND(position_embedding_type),
+      MXMACA_BIND(rotary_base),
+      MXMACA_BIND(rotary_percent),
+      MXMACA_BIND(rotary_interleaved),
       MXMACA_BIND(rotary_seq_len_interpolation_factor),
-      MXMACA_BIND(use_rotary_position_embeddings), MXMACA_BIND(add_position_embedding),
-      MXMACA_BIND(normalization), MXMACA_BIND(norm_epsilon), MXMACA_BIND(apply_layernorm_1p),
-      MXMACA_BIND(apply_residual_connection_post_layernorm), MXMACA_BIND(swiglu),
-      MXMACA_BIND(untie_embeddings_and_output_weights), MXMACA_BIND(add_bias_linear),
-      MXMACA_BIND(add_qkv_bias), MXMACA_BIND(make_vocab_size_divisible_by),
-      MXMACA_BIND(apply_query_key_layer_scaling), MXMACA_BIND(attention_softmax_in_fp32),
+      MXMACA_BIND(use_rotary_position_embeddings),
+      MXMACA_BIND(add_position_embedding),
+      MXMACA_BIND(normalization),
+      MXMACA_BIND(norm_epsilon),
+      MXMACA_BIND(apply_layernorm_1p),
+      MXMACA_BIND(apply_residual_connection_post_layernorm),
+      MXMACA_BIND(swiglu),
+      MXMACA_BIND(untie_embeddings_and_output_weights),
+      MXMACA_BIND(add_bias_linear),
+      MXMACA_BIND(add_qkv_bias),
+      MXMACA_BIND(make_vocab_size_divisible_by),
+      MXMACA_BIND(apply_query_key_layer_scaling),
+      MXMACA_BIND(attention_softmax_in_fp32),
       MXMACA_BIND(qk_layernorm),
       // Regularization.
-      MXMACA_BIND(hidden_dropout), MXMACA_BIND(attention_dropout), MXMACA_BIND(weight_decay),
-      MXMACA_BIND(start_weight_decay), MXMACA_BIND(end_weight_decay),
-      MXMACA_BIND(weight_decay_incr_style), MXMACA_BIND(clip_grad), MXMACA_BIND(adam_beta1),
-      MXMACA_BIND(adam_beta2), MXMACA_BIND(adam_eps), MXMACA_BIND(sgd_momentum),
+      MXMACA_BIND(hidden_dropout),
+      MXMACA_BIND(attention_dropout),
+      MXMACA_BIND(weight_decay),
+      MXMACA_BIND(start_weight_decay),
+      MXMACA_BIND(end_weight_decay),
+      MXMACA_BIND(weight_decay_incr_style),
+      MXMACA_BIND(clip_grad),
+      MXMACA_BIND(adam_beta1),
+      MXMACA_BIND(adam_beta2),
+      MXMACA_BIND(adam_eps),
+      MXMACA_BIND(sgd_momentum),
       // Training.
-      MXMACA_BIND(micro_batch_size), MXMACA_BIND(global_batch_size), MXMACA_BIND(train_iters),
-      MXMACA_BIND(train_samples), MXMACA_BIND(exit_interval),
-      MXMACA_BIND(exit_duration_in_mins), MXMACA_BIND(optimizer),
-      MXMACA_BIND(recompute_activations), MXMACA_BIND(recompute_granularity),
-      MXMACA_BIND(recompute_method), MXMACA_BIND(recompute_num_layers),
-      MXMACA_BIND(calculate_per_token_loss), MXMACA_BIND(check_for_nan_in_loss_and_grad),
-      MXMACA_BIND(skip_train), MXMACA_BIND(dataloader_type), MXMACA_BIND(log_interval),
+      MXMACA_BIND(micro_batch_size),
+      MXMACA_BIND(global_batch_size),
+      MXMACA_BIND(train_iters),
+      MXMACA_BIND(train_samples),
+      MXMACA_BIND(exit_interval),
+      MXMACA_BIND(exit_duration_in_mins),
+      MXMACA_BIND(optimizer),
+      MXMACA_BIND(recompute_activations),
+      MXMACA_BIND(recompute_granularity),
+      MXMACA_BIND(recompute_method),
+      MXMACA_BIND(recompute_num_layers),
+      MXMACA_BIND(calculate_per_token_loss),
+      MXMACA_BIND(check_for_nan_in_loss_and_grad),
+      MXMACA_BIND(skip_train),
+      MXMACA_BIND(dataloader_type),
+      MXMACA_BIND(log_interval),
       MXMACA_BIND(tensorboard_dir),
       // Initialization and learning rate.
-      MXMACA_BIND(seed), MXMACA_BIND(init_method_std), MXMACA_BIND(lr),
-      MXMACA_BIND(lr_decay_style), MXMACA_BIND(lr_decay_iters), MXMACA_BIND(lr_decay_samples),
-      MXMACA_BIND(lr_warmup_fraction), MXMACA_BIND(lr_warmup_iters),
-      MXMACA_BIND(lr_warmup_samples), MXMACA_BIND(lr_warmup_init), MXMACA_BIND(min_lr),
+      MXMACA_BIND(seed),
+      MXMACA_BIND(init_method_std),
+      MXMACA_BIND(lr),
+      MXMACA_BIND(lr_decay_style),
+      MXMACA_BIND(lr_decay_iters),
+      MXMACA_BIND(lr_decay_samples),
+      MXMACA_BIND(lr_warmup_fraction),
+      MXMACA_BIND(lr_warmup_iters),
+      MXMACA_BIND(lr_warmup_samples),
+      MXMACA_BIND(lr_warmup_init),
+      MXMACA_BIND(min_lr),
       MXMACA_BIND(override_opt_param_scheduler),
       MXMACA_BIND(use_checkpoint_opt_param_scheduler),
       // Checkpointing and precision.
-      MXMACA_BIND(save), MXMACA_BIND(save_interval), MXMACA_BIND(no_save_optim),
-      MXMACA_BIND(no_save_rng), MXMACA_BIND(load), MXMACA_BIND(no_load_optim),
-      MXMACA_BIND(no_load_rng), MXMACA_BIND(finetune), MXMACA_BIND(ckpt_format),
-      MXMACA_BIND(exit_on_missing_checkpoint), MXMACA_BIND(bf16),
+      MXMACA_BIND(save),
+      MXMACA_BIND(save_interval),
+      MXMACA_BIND(no_save_optim),
+      MXMACA_BIND(no_save_rng),
+      MXMACA_BIND(load),
+      MXMACA_BIND(no_load_optim),
+      MXMACA_BIND(no_load_rng),
+      MXMACA_BIND(finetune),
+      MXMACA_BIND(ckpt_format),
+      MXMACA_BIND(exit_on_missing_checkpoint),
+      MXMACA_BIND(bf16),
       // Distributed.
-      MXMACA_BIND(tensor_model_parallel_size), MXMACA_BIND(pipeline_model_parallel_size),
+      MXMACA_BIND(tensor_model_parallel_size),
+      MXMACA_BIND(pipeline_model_parallel_size),
       MXMACA_BIND(num_layers_per_virtual_pipeline_stage),
       MXMACA_BIND(num_virtual_stages_per_pipeline_rank),
       MXMACA_BIND(decoder_first_pipeline_num_layers),
       MXMACA_BIND(decoder_last_pipeline_num_layers),
-      MXMACA_BIND(pipeline_model_parallel_layout), MXMACA_BIND(context_parallel_size),
-      MXMACA_BIND(expert_model_parallel_size), MXMACA_BIND(expert_tensor_parallel_size),
-      MXMACA_BIND(sequence_parallel), MXMACA_BIND(use_distributed_optimizer),
-      MXMACA_BIND(overlap_grad_reduce), MXMACA_BIND(overlap_param_gather),
+      MXMACA_BIND(pipeline_model_parallel_layout),
+      MXMACA_BIND(context_parallel_size),
+      MXMACA_BIND(expert_model_parallel_size),
+      MXMACA_BIND(expert_tensor_parallel_size),
+      MXMACA_BIND(sequence_parallel),
+      MXMACA_BIND(use_distributed_optimizer),
+      MXMACA_BIND(overlap_grad_reduce),
+      MXMACA_BIND(overlap_param_gather),
       MXMACA_BIND(distributed_timeout_minutes),
       MXMACA_BIND(account_for_embedding_in_pipeline_split),
       MXMACA_BIND(account_for_loss_in_pipeline_split),
       // Validation, data, tokenizer, logging.
-      MXMACA_BIND(eval_iters), MXMACA_BIND(eval_interval), MXMACA_BIND(data_path),
-      MXMACA_BIND(split), MXMACA_BIND(train_data_path), MXMACA_BIND(valid_data_path),
-      MXMACA_BIND(test_data_path), MXMACA_BIND(mock_data), MXMACA_BIND(data_cache_path),
-      MXMACA_BIND(seq_length), MXMACA_BIND(vocab_file), MXMACA_BIND(merge_file),
-      MXMACA_BIND(tokenizer_type), MXMACA_BIND(tokenizer_model), MXMACA_BIND(vocab_size),
-      MXMACA_BIND(padded_vocab_size), MXMACA_BIND(reset_position_ids),
-      MXMACA_BIND(reset_attention_mask), MXMACA_BIND(eod_mask_loss),
-      MXMACA_BIND(create_attention_mask_in_dataloader), MXMACA_BIND(num_workers),
-      MXMACA_BIND(mid_level_dataset_surplus), MXMACA_BIND(log_params_norm),
+      MXMACA_BIND(eval_iters),
+      MXMACA_BIND(eval_interval),
+      MXMACA_BIND(data_path),
+      MXMACA_BIND(split),
+      MXMACA_BIND(train_data_path),
+      MXMACA_BIND(valid_data_path),
+      MXMACA_BIND(test_data_path),
+      MXMACA_BIND(mock_data),
+      MXMACA_BIND(data_cache_path),
+      MXMACA_BIND(seq_length),
+      MXMACA_BIND(vocab_file),
+      MXMACA_BIND(merge_file),
+      MXMACA_BIND(tokenizer_type),
+      MXMACA_BIND(tokenizer_model),
+      MXMACA_BIND(vocab_size),
+      MXMACA_BIND(padded_vocab_size),
+      MXMACA_BIND(reset_position_ids),
+      MXMACA_BIND(reset_attention_mask),
+      MXMACA_BIND(eod_mask_loss),
+      MXMACA_BIND(create_attention_mask_in_dataloader),
+      MXMACA_BIND(num_workers),
+      MXMACA_BIND(mid_level_dataset_surplus),
+      MXMACA_BIND(log_params_norm),
       MXMACA_BIND(log_num_zeros_in_grad),
       // MoE.
-      MXMACA_BIND(num_experts), MXMACA_BIND(moe_router_topk), MXMACA_BIND(moe_ffn_hidden_size),
-      MXMACA_BIND(moe_aux_loss_coeff), MXMACA_BIND(moe_router_load_balancing_type),
-      MXMACA_BIND(moe_layer_freq), MXMACA_BIND(moe_router_score_function),
-      MXMACA_BIND(moe_router_pre_softmax), MXMACA_BIND(moe_router_topk_scaling_factor),
-      MXMACA_BIND(moe_z_loss_coeff), MXMACA_BIND(moe_expert_capacity_factor),
-      MXMACA_BIND(moe_pad_expert_input_to_capacity), MXMACA_BIND(moe_token_drop_policy),
+      MXMACA_BIND(num_experts),
+      MXMACA_BIND(moe_router_topk),
+      MXMACA_BIND(moe_ffn_hidden_size),
+      MXMACA_BIND(moe_aux_loss_coeff),
+      MXMACA_BIND(moe_router_load_balancing_type),
+      MXMACA_BIND(moe_layer_freq),
+      MXMACA_BIND(moe_router_score_function),
+      MXMACA_BIND(moe_router_pre_softmax),
+      MXMACA_BIND(moe_router_topk_scaling_factor),
+      MXMACA_BIND(moe_z_loss_coeff),
+      MXMACA_BIND(moe_expert_capacity_factor),
+      MXMACA_BIND(moe_pad_expert_input_to_capacity),
+      MXMACA_BIND(moe_token_drop_policy),
       // MXMACA's own.
-      MXMACA_BIND(max_consecutive_nan_iterations), MXMACA_BIND(trace_file),
+      MXMACA_BIND(max_consecutive_nan_iterations),
+      MXMACA_BIND(trace_file),
       MXMACA_BIND(num_threads),
   };
   return *bindings;
@@ -181,9 +254,9 @@ bool IsOptionToken(const std::string& token) {
   auto all_digits = [](const std::string& s) {
     return std::all_of(s.begin(), s.end(), [](char c) { return absl::ascii_isdigit(c); });
   };
-  const bool negative_number =
-      dot == std::string::npos ? all_digits(whole)
-                               : (all_digits(whole) && !frac.empty() && all_digits(frac));
+  const bool negative_number = dot == std::string::npos
+                                   ? all_digits(whole)
+                                   : (all_digits(whole) && !frac.empty() && all_digits(frac));
   return !negative_number;
 }
 
@@ -236,13 +309,12 @@ absl::StatusOr<double> ParseFloat(const std::string& option, const std::string& 
     const double value = std::strtod(number->c_str(), &end);
     if (end == number->c_str() + number->size() && errno != ERANGE) return value;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat(option, " expects a float, got '", text, "'"));
+  return absl::InvalidArgumentError(absl::StrCat(option, " expects a float, got '", text, "'"));
 }
 
 // AddValue: type-checks one value of `flag` (typed as `option`) into `out`.
-absl::Status AddValue(const FlagSpec& flag, const std::string& option,
-                      const std::string& text, FlagValue* out) {
+absl::Status AddValue(const FlagSpec& flag, const std::string& option, const std::string& text,
+                      FlagValue* out) {
   std::string canonical = text;  // the form compared with `choices`
   switch (flag.type) {
     case FlagType::kInt: {
@@ -262,11 +334,9 @@ absl::Status AddValue(const FlagSpec& flag, const std::string& option,
       break;
   }
   const std::vector<std::string> choices = flag.ChoiceList();
-  if (!choices.empty() &&
-      std::find(choices.begin(), choices.end(), canonical) == choices.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(option, ": invalid choice '", text,
-                                                   "' (choose from ",
-                                                   absl::StrJoin(choices, ", "), ")"));
+  if (!choices.empty() && std::find(choices.begin(), choices.end(), canonical) == choices.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        option, ": invalid choice '", text, "' (choose from ", absl::StrJoin(choices, ", "), ")"));
   }
   out->texts.push_back(text);
   return absl::OkStatus();
@@ -297,8 +367,7 @@ std::string FormatMegatronArgs(const MegatronArgs& args) {
   std::vector<std::string> lines;
   for (const auto& [dest, binding] : Bindings()) {
     const size_t dots = dest.size() < 48 ? 48 - dest.size() : 0;
-    lines.push_back(absl::StrCat("  ", dest, " ", std::string(dots, '.'), " ",
-                                 binding.repr(args)));
+    lines.push_back(absl::StrCat("  ", dest, " ", std::string(dots, '.'), " ", binding.repr(args)));
   }
   std::sort(lines.begin(), lines.end(), [](const std::string& a, const std::string& b) {
     return absl::AsciiStrToLower(a) < absl::AsciiStrToLower(b);
@@ -323,9 +392,9 @@ absl::StatusOr<MegatronArgs> ParseMegatronArgs(const std::vector<std::string>& a
       return args;
     }
     if (!IsOptionToken(token)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unexpected argument '", token, "' at position ", i,
-          ": no flag takes a value here (flags start with --)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unexpected argument '", token, "' at position ", i,
+                       ": no flag takes a value here (flags start with --)"));
     }
     // `--flag=value`: argparse splits at the first '='.
     std::string option = token;
@@ -346,8 +415,8 @@ absl::StatusOr<MegatronArgs> ParseMegatronArgs(const std::vector<std::string>& a
     FlagValue value;
     if (flag->action != FlagAction::kStore) {
       if (inline_value.has_value()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            option, " takes no value, got '", *inline_value, "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(option, " takes no value, got '", *inline_value, "'"));
       }
       value.boolean = flag->action == FlagAction::kStoreTrue ||
                       (flag->action == FlagAction::kBooleanOptional && !negated);
@@ -360,17 +429,16 @@ absl::StatusOr<MegatronArgs> ParseMegatronArgs(const std::vector<std::string>& a
         if (!many) break;
       }
       if (value.texts.empty() && flag->nargs != FlagNargs::kZeroOrMore) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            option, flag->nargs == FlagNargs::kOne ? " expects a value"
-                                                   : " expects one or more values"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(option, flag->nargs == FlagNargs::kOne ? " expects a value"
+                                                                : " expects one or more values"));
       }
     }
 
     if (flag->cls == FlagClass::kNotice) {
       if (noticed.insert(flag->Dest()).second) {
-        args.notices.push_back(absl::StrCat("notice: ", option,
-                                            " is accepted and has no effect in MXMACA (",
-                                            flag->reason, ")"));
+        args.notices.push_back(absl::StrCat(
+            "notice: ", option, " is accepted and has no effect in MXMACA (", flag->reason, ")"));
       }
       continue;
     }

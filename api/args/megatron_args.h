@@ -33,161 +33,161 @@ namespace mxmaca::api {
 // flag_table.h), named as Megatron's argparse `dest`, default as Megatron's.
 struct MegatronArgs {
   // ---- Network size (_add_network_size_args) ----
-  std::optional<int64_t> num_layers;                // --num-layers
-  std::optional<int64_t> hidden_size;               // --hidden-size
-  std::optional<int64_t> ffn_hidden_size;           // --ffn-hidden-size; derived: 4h, or SwiGLU rule
-  std::optional<int64_t> num_attention_heads;       // --num-attention-heads
-  std::optional<int64_t> kv_channels;               // --kv-channels; derived: hidden / heads
-  bool group_query_attention = false;               // --group-query-attention
-  int64_t num_query_groups = 1;                     // --num-query-groups; = heads without GQA
-  std::optional<int64_t> max_position_embeddings;   // --max-position-embeddings
+  std::optional<int64_t> num_layers;               // --num-layers
+  std::optional<int64_t> hidden_size;              // --hidden-size
+  std::optional<int64_t> ffn_hidden_size;          // --ffn-hidden-size; derived: 4h, or SwiGLU rule
+  std::optional<int64_t> num_attention_heads;      // --num-attention-heads
+  std::optional<int64_t> kv_channels;              // --kv-channels; derived: hidden / heads
+  bool group_query_attention = false;              // --group-query-attention
+  int64_t num_query_groups = 1;                    // --num-query-groups; = heads without GQA
+  std::optional<int64_t> max_position_embeddings;  // --max-position-embeddings
   std::string position_embedding_type = "learned_absolute";  // learned_absolute|rope|none
-  int64_t rotary_base = 10000;                      // --rotary-base
-  double rotary_percent = 1.0;                      // --rotary-percent
-  bool rotary_interleaved = false;                  // --rotary-interleaved
-  bool use_rotary_position_embeddings = false;      // deprecated: sets rope
-  bool add_position_embedding = true;               // --no-position-embedding sets false
+  int64_t rotary_base = 10000;                               // --rotary-base
+  double rotary_percent = 1.0;                               // --rotary-percent
+  bool rotary_interleaved = false;                           // --rotary-interleaved
+  bool use_rotary_position_embeddings = false;               // deprecated: sets rope
+  bool add_position_embedding = true;                        // --no-position-embedding sets false
   std::optional<int64_t> rotary_seq_len_interpolation_factor;
-  std::string normalization = "LayerNorm";          // LayerNorm|RMSNorm
-  double norm_epsilon = 1e-5;                       // --norm-epsilon
-  bool apply_layernorm_1p = false;                  // --apply-layernorm-1p
+  std::string normalization = "LayerNorm";  // LayerNorm|RMSNorm
+  double norm_epsilon = 1e-5;               // --norm-epsilon
+  bool apply_layernorm_1p = false;          // --apply-layernorm-1p
   bool apply_residual_connection_post_layernorm = false;
-  bool swiglu = false;                              // --swiglu
-  bool untie_embeddings_and_output_weights = false; // --untie-embeddings-and-output-weights
-  bool add_bias_linear = true;                      // --disable-bias-linear sets false
-  bool add_qkv_bias = false;                        // --add-qkv-bias
-  int64_t make_vocab_size_divisible_by = 128;       // --make-vocab-size-divisible-by
-  bool apply_query_key_layer_scaling = false;       // --apply-query-key-layer-scaling
-  bool attention_softmax_in_fp32 = false;           // --attention-softmax-in-fp32
-  bool qk_layernorm = false;                        // --qk-layernorm
+  bool swiglu = false;                               // --swiglu
+  bool untie_embeddings_and_output_weights = false;  // --untie-embeddings-and-output-weights
+  bool add_bias_linear = true;                       // --disable-bias-linear sets false
+  bool add_qkv_bias = false;                         // --add-qkv-bias
+  int64_t make_vocab_size_divisible_by = 128;        // --make-vocab-size-divisible-by
+  bool apply_query_key_layer_scaling = false;        // --apply-query-key-layer-scaling
+  bool attention_softmax_in_fp32 = false;            // --attention-softmax-in-fp32
+  bool qk_layernorm = false;                         // --qk-layernorm
 
   // ---- Regularization (_add_regularization_args) ----
-  double hidden_dropout = 0.1;                      // --hidden-dropout
-  double attention_dropout = 0.1;                   // --attention-dropout
-  double weight_decay = 0.01;                       // --weight-decay
-  std::optional<double> start_weight_decay;         // --start-weight-decay; derived = weight_decay
-  std::optional<double> end_weight_decay;           // --end-weight-decay; derived = weight_decay
-  std::string weight_decay_incr_style = "constant"; // constant|linear|cosine
-  double clip_grad = 1.0;                           // --clip-grad (global L2 norm)
-  double adam_beta1 = 0.9;                          // --adam-beta1
-  double adam_beta2 = 0.999;                        // --adam-beta2
-  double adam_eps = 1e-8;                           // --adam-eps
-  double sgd_momentum = 0.9;                        // --sgd-momentum
+  double hidden_dropout = 0.1;                       // --hidden-dropout
+  double attention_dropout = 0.1;                    // --attention-dropout
+  double weight_decay = 0.01;                        // --weight-decay
+  std::optional<double> start_weight_decay;          // --start-weight-decay; derived = weight_decay
+  std::optional<double> end_weight_decay;            // --end-weight-decay; derived = weight_decay
+  std::string weight_decay_incr_style = "constant";  // constant|linear|cosine
+  double clip_grad = 1.0;                            // --clip-grad (global L2 norm)
+  double adam_beta1 = 0.9;                           // --adam-beta1
+  double adam_beta2 = 0.999;                         // --adam-beta2
+  double adam_eps = 1e-8;                            // --adam-eps
+  double sgd_momentum = 0.9;                         // --sgd-momentum
 
   // ---- Training (_add_training_args) ----
-  std::optional<int64_t> micro_batch_size;          // --micro-batch-size
-  std::optional<int64_t> global_batch_size;         // --global-batch-size; default mbs * dp
-  std::optional<int64_t> train_iters;               // --train-iters
-  std::optional<int64_t> train_samples;             // --train-samples
-  std::optional<int64_t> exit_interval;             // --exit-interval
-  std::optional<int64_t> exit_duration_in_mins;     // --exit-duration-in-mins (int, as Megatron)
-  std::string optimizer = "adam";                   // adam (sgd: unsupported)
-  bool recompute_activations = false;               // --recompute-activations: selective
-  std::optional<std::string> recompute_granularity; // full|selective
-  std::optional<std::string> recompute_method;      // uniform|block
-  std::optional<int64_t> recompute_num_layers;      // --recompute-num-layers
-  bool calculate_per_token_loss = false;            // --calculate-per-token-loss
-  bool check_for_nan_in_loss_and_grad = true;       // --no-check-for-nan-in-loss-and-grad
-  bool skip_train = false;                          // --skip-train
-  std::optional<std::string> dataloader_type;       // single (cyclic|external rejected)
+  std::optional<int64_t> micro_batch_size;           // --micro-batch-size
+  std::optional<int64_t> global_batch_size;          // --global-batch-size; default mbs * dp
+  std::optional<int64_t> train_iters;                // --train-iters
+  std::optional<int64_t> train_samples;              // --train-samples
+  std::optional<int64_t> exit_interval;              // --exit-interval
+  std::optional<int64_t> exit_duration_in_mins;      // --exit-duration-in-mins (int, as Megatron)
+  std::string optimizer = "adam";                    // adam (sgd: unsupported)
+  bool recompute_activations = false;                // --recompute-activations: selective
+  std::optional<std::string> recompute_granularity;  // full|selective
+  std::optional<std::string> recompute_method;       // uniform|block
+  std::optional<int64_t> recompute_num_layers;       // --recompute-num-layers
+  bool calculate_per_token_loss = false;             // --calculate-per-token-loss
+  bool check_for_nan_in_loss_and_grad = true;        // --no-check-for-nan-in-loss-and-grad
+  bool skip_train = false;                           // --skip-train
+  std::optional<std::string> dataloader_type;        // single (cyclic|external rejected)
 
   // ---- Initialization (_add_initialization_args) ----
-  int64_t seed = 1234;                              // --seed
-  double init_method_std = 0.02;                    // --init-method-std
+  int64_t seed = 1234;            // --seed
+  double init_method_std = 0.02;  // --init-method-std
 
   // ---- Learning rate (_add_learning_rate_args) ----
-  std::optional<double> lr;                         // --lr
-  std::string lr_decay_style = "linear";            // constant|linear|cosine (WSD, isr: unsupported)
-  std::optional<int64_t> lr_decay_iters;            // --lr-decay-iters; derived = train_iters
-  std::optional<int64_t> lr_decay_samples;          // --lr-decay-samples
-  std::optional<double> lr_warmup_fraction;         // --lr-warmup-fraction
-  int64_t lr_warmup_iters = 0;                      // --lr-warmup-iters
-  int64_t lr_warmup_samples = 0;                    // --lr-warmup-samples
-  double lr_warmup_init = 0.0;                      // --lr-warmup-init
-  double min_lr = 0.0;                              // --min-lr
-  bool override_opt_param_scheduler = false;        // --override-opt_param-scheduler
+  std::optional<double> lr;                   // --lr
+  std::string lr_decay_style = "linear";      // constant|linear|cosine (WSD, isr: unsupported)
+  std::optional<int64_t> lr_decay_iters;      // --lr-decay-iters; derived = train_iters
+  std::optional<int64_t> lr_decay_samples;    // --lr-decay-samples
+  std::optional<double> lr_warmup_fraction;   // --lr-warmup-fraction
+  int64_t lr_warmup_iters = 0;                // --lr-warmup-iters
+  int64_t lr_warmup_samples = 0;              // --lr-warmup-samples
+  double lr_warmup_init = 0.0;                // --lr-warmup-init
+  double min_lr = 0.0;                        // --min-lr
+  bool override_opt_param_scheduler = false;  // --override-opt_param-scheduler
   bool use_checkpoint_opt_param_scheduler = false;  // --use-checkpoint-opt_param-scheduler
 
   // ---- Checkpointing (_add_checkpointing_args) ----
-  std::optional<std::string> save;                  // --save (directory)
-  std::optional<int64_t> save_interval;             // --save-interval (iterations)
-  bool no_save_optim = false;                       // --no-save-optim
-  bool no_save_rng = false;                         // --no-save-rng
-  std::optional<std::string> load;                  // --load (directory)
-  bool no_load_optim = false;                       // --no-load-optim
-  bool no_load_rng = false;                         // --no-load-rng
-  bool finetune = false;                            // --finetune
-  std::string ckpt_format = "torch_dist";           // --ckpt-format (torch|torch_dist|...)
-  bool exit_on_missing_checkpoint = false;          // --exit-on-missing-checkpoint
+  std::optional<std::string> save;          // --save (directory)
+  std::optional<int64_t> save_interval;     // --save-interval (iterations)
+  bool no_save_optim = false;               // --no-save-optim
+  bool no_save_rng = false;                 // --no-save-rng
+  std::optional<std::string> load;          // --load (directory)
+  bool no_load_optim = false;               // --no-load-optim
+  bool no_load_rng = false;                 // --no-load-rng
+  bool finetune = false;                    // --finetune
+  std::string ckpt_format = "torch_dist";   // --ckpt-format (torch|torch_dist|...)
+  bool exit_on_missing_checkpoint = false;  // --exit-on-missing-checkpoint
 
   // ---- Mixed precision (_add_mixed_precision_args) ----
-  bool fp16 = false;                                // --fp16 (rejected at validation)
-  bool bf16 = false;                                // --bf16
+  bool fp16 = false;  // --fp16 (rejected at validation)
+  bool bf16 = false;  // --bf16
 
   // ---- Distributed (_add_distributed_args) ----
-  int64_t tensor_model_parallel_size = 1;           // --tensor-model-parallel-size
-  int64_t pipeline_model_parallel_size = 1;         // --pipeline-model-parallel-size
+  int64_t tensor_model_parallel_size = 1;    // --tensor-model-parallel-size
+  int64_t pipeline_model_parallel_size = 1;  // --pipeline-model-parallel-size
   std::optional<int64_t> num_layers_per_virtual_pipeline_stage;
   std::optional<int64_t> num_virtual_stages_per_pipeline_rank;
   std::optional<int64_t> decoder_first_pipeline_num_layers;
   std::optional<int64_t> decoder_last_pipeline_num_layers;
   std::optional<std::string> pipeline_model_parallel_layout;
-  int64_t context_parallel_size = 1;                // --context-parallel-size
-  int64_t expert_model_parallel_size = 1;           // --expert-model-parallel-size
+  int64_t context_parallel_size = 1;                   // --context-parallel-size
+  int64_t expert_model_parallel_size = 1;              // --expert-model-parallel-size
   std::optional<int64_t> expert_tensor_parallel_size;  // derived = tensor_model_parallel_size
-  bool sequence_parallel = false;                   // --sequence-parallel
-  bool use_distributed_optimizer = false;           // --use-distributed-optimizer
-  bool overlap_grad_reduce = false;                 // --overlap-grad-reduce
-  bool overlap_param_gather = false;                // --overlap-param-gather
-  int64_t distributed_timeout_minutes = 10;         // collective timeout
+  bool sequence_parallel = false;                      // --sequence-parallel
+  bool use_distributed_optimizer = false;              // --use-distributed-optimizer
+  bool overlap_grad_reduce = false;                    // --overlap-grad-reduce
+  bool overlap_param_gather = false;                   // --overlap-param-gather
+  int64_t distributed_timeout_minutes = 10;            // collective timeout
   bool account_for_embedding_in_pipeline_split = false;
   bool account_for_loss_in_pipeline_split = false;
 
   // ---- Validation (_add_validation_args) ----
-  int64_t eval_iters = 100;                         // --eval-iters
-  int64_t eval_interval = 1000;                     // --eval-interval
+  int64_t eval_iters = 100;      // --eval-iters
+  int64_t eval_interval = 1000;  // --eval-interval
 
   // ---- Data and tokenizer (_add_data_args, _add_tokenizer_args) ----
-  std::vector<std::string> data_path;               // --data-path (weights and prefixes); empty = None
-  std::optional<std::string> split;                 // --split; derived "969, 30, 1" with data_path
-  std::vector<std::string> train_data_path;         // --train-data-path
-  std::vector<std::string> valid_data_path;         // --valid-data-path
-  std::vector<std::string> test_data_path;          // --test-data-path
-  bool mock_data = false;                           // --mock-data
-  std::optional<std::string> data_cache_path;       // --data-cache-path
-  std::optional<int64_t> seq_length;                // --seq-length
-  std::optional<std::string> vocab_file;            // --vocab-file (GPT-2 encoder.json)
-  std::optional<std::string> merge_file;            // --merge-file (GPT-2 vocab.bpe)
-  std::optional<std::string> tokenizer_type;        // --tokenizer-type
-  std::optional<std::string> tokenizer_model;       // --tokenizer-model
-  std::optional<int64_t> vocab_size;                // --vocab-size (NullTokenizer)
-  bool reset_position_ids = false;                  // --reset-position-ids
-  bool reset_attention_mask = false;                // --reset-attention-mask
-  bool eod_mask_loss = false;                       // --eod-mask-loss
+  std::vector<std::string> data_path;          // --data-path (weights and prefixes); empty = None
+  std::optional<std::string> split;            // --split; derived "969, 30, 1" with data_path
+  std::vector<std::string> train_data_path;    // --train-data-path
+  std::vector<std::string> valid_data_path;    // --valid-data-path
+  std::vector<std::string> test_data_path;     // --test-data-path
+  bool mock_data = false;                      // --mock-data
+  std::optional<std::string> data_cache_path;  // --data-cache-path
+  std::optional<int64_t> seq_length;           // --seq-length
+  std::optional<std::string> vocab_file;       // --vocab-file (GPT-2 encoder.json)
+  std::optional<std::string> merge_file;       // --merge-file (GPT-2 vocab.bpe)
+  std::optional<std::string> tokenizer_type;   // --tokenizer-type
+  std::optional<std::string> tokenizer_model;  // --tokenizer-model
+  std::optional<int64_t> vocab_size;           // --vocab-size (NullTokenizer)
+  bool reset_position_ids = false;             // --reset-position-ids
+  bool reset_attention_mask = false;           // --reset-attention-mask
+  bool eod_mask_loss = false;                  // --eod-mask-loss
   bool create_attention_mask_in_dataloader = true;  // --no-create-attention-mask-in-dataloader
   int64_t num_workers = 2;                          // --num-workers
   double mid_level_dataset_surplus = 0.005;         // --mid-level-dataset-surplus (blends)
 
   // ---- Logging (_add_logging_args) ----
-  int64_t log_interval = 100;                       // --log-interval
-  bool log_params_norm = false;                     // --log-params-norm
-  bool log_num_zeros_in_grad = false;               // --log-num-zeros-in-grad
-  std::optional<std::string> tensorboard_dir;       // --tensorboard-dir
+  int64_t log_interval = 100;                  // --log-interval
+  bool log_params_norm = false;                // --log-params-norm
+  bool log_num_zeros_in_grad = false;          // --log-num-zeros-in-grad
+  std::optional<std::string> tensorboard_dir;  // --tensorboard-dir
 
   // ---- MoE (_add_moe_args) ----
-  std::optional<int64_t> num_experts;               // --num-experts
-  int64_t moe_router_topk = 2;                      // --moe-router-topk
-  std::optional<int64_t> moe_ffn_hidden_size;       // --moe-ffn-hidden-size; derived = ffn
-  std::vector<double> moe_aux_loss_coeff = {0.0};   // --moe-aux-loss-coeff
+  std::optional<int64_t> num_experts;              // --num-experts
+  int64_t moe_router_topk = 2;                     // --moe-router-topk
+  std::optional<int64_t> moe_ffn_hidden_size;      // --moe-ffn-hidden-size; derived = ffn
+  std::vector<double> moe_aux_loss_coeff = {0.0};  // --moe-aux-loss-coeff
   std::vector<std::string> moe_router_load_balancing_type = {"aux_loss"};
-  std::string moe_layer_freq = "1";                 // int N, or a Python list pattern
+  std::string moe_layer_freq = "1";                   // int N, or a Python list pattern
   std::string moe_router_score_function = "softmax";  // softmax|sigmoid
-  bool moe_router_pre_softmax = false;              // --moe-router-pre-softmax
+  bool moe_router_pre_softmax = false;                // --moe-router-pre-softmax
   std::optional<double> moe_router_topk_scaling_factor;
-  std::optional<double> moe_z_loss_coeff;           // --moe-z-loss-coeff
-  std::optional<double> moe_expert_capacity_factor; // None = dropless
-  bool moe_pad_expert_input_to_capacity = false;    // --moe-pad-expert-input-to-capacity
-  std::string moe_token_drop_policy = "probs";      // probs|position
+  std::optional<double> moe_z_loss_coeff;            // --moe-z-loss-coeff
+  std::optional<double> moe_expert_capacity_factor;  // None = dropless
+  bool moe_pad_expert_input_to_capacity = false;     // --moe-pad-expert-input-to-capacity
+  std::string moe_token_drop_policy = "probs";       // probs|position
 
   // ---- MXMACA's own flags (not Megatron's; marked as ours in docs/FLAGS.md) ----
   // --max-consecutive-nan-iterations K: stop training with an error after K
@@ -201,8 +201,8 @@ struct MegatronArgs {
   std::optional<int64_t> num_threads;
 
   // ---- Derived by ValidateAndDeriveArgs (not flags) ----
-  int64_t world_size = 1;                           // from the launcher
-  int64_t data_parallel_size = 1;                   // world / (tp * pp * cp)
+  int64_t world_size = 1;          // from the launcher
+  int64_t data_parallel_size = 1;  // world / (tp * pp * cp)
   // --padded-vocab-size, else derived from vocab_size when that is known.
   std::optional<int64_t> padded_vocab_size;
   std::optional<int64_t> virtual_pipeline_model_parallel_size;  // None = not interleaved

@@ -1,15 +1,15 @@
 // Tests for ParseMegatronArgs (api/args/megatron_args.h): argparse semantics, errors
 // and notices.
+#include "api/args/megatron_args.h"
+
+#include <catch2/catch.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "api/args/flag_table.h"
-#include "api/args/megatron_args.h"
 
 namespace mxmaca::api {
 namespace {
@@ -67,9 +67,9 @@ TEST_CASE("a repeated flag's last value wins") {
 }
 
 TEST_CASE("store_false and --no- forms") {
-  const MegatronArgs args = ParseOk({"--disable-bias-linear", "--no-check-for-nan-in-loss-and-grad",
-                                     "--no-create-attention-mask-in-dataloader",
-                                     "--no-position-embedding", "--swiglu"});
+  const MegatronArgs args =
+      ParseOk({"--disable-bias-linear", "--no-check-for-nan-in-loss-and-grad",
+               "--no-create-attention-mask-in-dataloader", "--no-position-embedding", "--swiglu"});
   CHECK_FALSE(args.add_bias_linear);
   CHECK_FALSE(args.check_for_nan_in_loss_and_grad);
   CHECK_FALSE(args.create_attention_mask_in_dataloader);
@@ -82,9 +82,9 @@ TEST_CASE("store_false and --no- forms") {
 }
 
 TEST_CASE("nargs lists stop at the next flag; negative numbers are values") {
-  const MegatronArgs args = ParseOk({"--data-path", "0.3", "/d/a_text_document", "0.7",
-                                     "/d/b_text_document", "--split", "98,2,0", "--seed", "-5",
-                                     "--moe-aux-loss-coeff", "0.01", "-0.5", "--lr", "-.5"});
+  const MegatronArgs args =
+      ParseOk({"--data-path", "0.3", "/d/a_text_document", "0.7", "/d/b_text_document", "--split",
+               "98,2,0", "--seed", "-5", "--moe-aux-loss-coeff", "0.01", "-0.5", "--lr", "-.5"});
   CHECK(args.data_path == Argv{"0.3", "/d/a_text_document", "0.7", "/d/b_text_document"});
   CHECK(*args.split == "98,2,0");
   CHECK(args.seed == -5);
@@ -129,8 +129,10 @@ TEST_CASE("choices are enforced with the list in the message") {
 }
 
 TEST_CASE("unknown flags suggest the nearest name") {
-  CHECK(ParseError({"--num-layer", "2"}) == "unknown flag --num-layer (did you mean --num-layers?)");
-  CHECK(ParseError({"--hidden_size=8"}) == "unknown flag --hidden_size (did you mean --hidden-size?)");
+  CHECK(ParseError({"--num-layer", "2"}) ==
+        "unknown flag --num-layer (did you mean --num-layers?)");
+  CHECK(ParseError({"--hidden_size=8"}) ==
+        "unknown flag --hidden_size (did you mean --hidden-size?)");
   CHECK(ParseError({"--tensor-model-paralel-size", "2"}) ==
         "unknown flag --tensor-model-paralel-size (did you mean --tensor-model-parallel-size?)");
   CHECK(ParseError({"--xyzzy-plugh-frobnicate"}) == "unknown flag --xyzzy-plugh-frobnicate");
@@ -154,10 +156,10 @@ TEST_CASE("unsupported Megatron flags are a clear error") {
   CHECK(ParseError({"--fp16"}) ==
         "--fp16 is a Megatron flag MXMACA does not support yet (MXMACA trains in fp32 or "
         "with --bf16)");
-  CHECK(ParseError({"--use-legacy-models"}).rfind(
-            "--use-legacy-models is a Megatron flag MXMACA does not support yet", 0) == 0);
-  CHECK(ParseError({"--rampup-batch-size", "16", "8", "300"}).rfind(
-            "--rampup-batch-size is a Megatron flag", 0) == 0);
+  CHECK(ParseError({"--use-legacy-models"})
+            .rfind("--use-legacy-models is a Megatron flag MXMACA does not support yet", 0) == 0);
+  CHECK(ParseError({"--rampup-batch-size", "16", "8", "300"})
+            .rfind("--rampup-batch-size is a Megatron flag", 0) == 0);
 }
 
 TEST_CASE("notice flags are accepted once each, in order") {

@@ -31,12 +31,13 @@ absl::StatusOr<std::string> ExpandLayout(std::string layout) {
     const size_t star = layout.find('*');
     if (star == std::string::npos) return layout;
     size_t count_end = star + 1;
-    while (count_end < layout.size() && std::isdigit(static_cast<unsigned char>(layout[count_end]))) {
+    while (count_end < layout.size() &&
+           std::isdigit(static_cast<unsigned char>(layout[count_end]))) {
       ++count_end;
     }
     int count = 0;
-    if (count_end == star + 1 || !absl::SimpleAtoi(layout.substr(star + 1, count_end - star - 1), &count) ||
-        star == 0) {
+    if (count_end == star + 1 ||
+        !absl::SimpleAtoi(layout.substr(star + 1, count_end - star - 1), &count) || star == 0) {
       return Invalid("--pipeline-model-parallel-layout '", layout,
                      "': '*' must follow a layer or a (group) and precede a count");
     }
@@ -83,20 +84,20 @@ absl::Status CheckSplit(const std::string& split) {
 absl::Status ValidateParallelism(MegatronArgs* a, int world_size) {
   if (world_size < 1) return Invalid("world size must be >= 1, got ", world_size);
   for (const auto& [name, value] :
-       {std::pair<const char*, int64_t>{"--tensor-model-parallel-size", a->tensor_model_parallel_size},
+       {std::pair<const char*, int64_t>{"--tensor-model-parallel-size",
+                                        a->tensor_model_parallel_size},
         {"--pipeline-model-parallel-size", a->pipeline_model_parallel_size},
         {"--context-parallel-size", a->context_parallel_size},
         {"--expert-model-parallel-size", a->expert_model_parallel_size}}) {
     if (value < 1) return Invalid(name, " must be >= 1, got ", value);
   }
   a->world_size = world_size;
-  const int64_t model_size = a->tensor_model_parallel_size * a->pipeline_model_parallel_size *
-                             a->context_parallel_size;
+  const int64_t model_size =
+      a->tensor_model_parallel_size * a->pipeline_model_parallel_size * a->context_parallel_size;
   if (world_size % model_size != 0) {
     return Invalid("world size (", world_size, ") is not divisible by tensor (",
-                   a->tensor_model_parallel_size, ") x pipeline (",
-                   a->pipeline_model_parallel_size, ") x context (", a->context_parallel_size,
-                   ") parallel size = ", model_size);
+                   a->tensor_model_parallel_size, ") x pipeline (", a->pipeline_model_parallel_size,
+                   ") x context (", a->context_parallel_size, ") parallel size = ", model_size);
   }
   a->data_parallel_size = world_size / model_size;
   if (!a->expert_tensor_parallel_size.has_value()) {
@@ -122,9 +123,10 @@ absl::Status ValidatePipeline(MegatronArgs* a) {
                         int(a->num_virtual_stages_per_pipeline_rank.has_value()) +
                         int(a->pipeline_model_parallel_layout.has_value());
   if (set_count > 1) {
-    return Invalid("no more than one of --num-layers-per-virtual-pipeline-stage, "
-                   "--num-virtual-stages-per-pipeline-rank and "
-                   "--pipeline-model-parallel-layout can be given");
+    return Invalid(
+        "no more than one of --num-layers-per-virtual-pipeline-stage, "
+        "--num-virtual-stages-per-pipeline-rank and "
+        "--pipeline-model-parallel-layout can be given");
   }
   int64_t num_layers = *a->num_layers;
   if (a->account_for_embedding_in_pipeline_split) ++num_layers;
@@ -144,8 +146,9 @@ absl::Status ValidatePipeline(MegatronArgs* a) {
   } else if (a->num_layers_per_virtual_pipeline_stage.has_value()) {
     const int64_t per_virtual = *a->num_layers_per_virtual_pipeline_stage;
     if (uneven) {
-      return Invalid("use --num-virtual-stages-per-pipeline-rank, not "
-                     "--num-layers-per-virtual-pipeline-stage, with uneven pipeline stages");
+      return Invalid(
+          "use --num-virtual-stages-per-pipeline-rank, not "
+          "--num-layers-per-virtual-pipeline-stage, with uneven pipeline stages");
     }
     if (num_layers % pp != 0) {
       return Invalid("number of layers (", num_layers,
@@ -153,8 +156,8 @@ absl::Status ValidatePipeline(MegatronArgs* a) {
     }
     if (per_virtual < 1 || (num_layers / pp) % per_virtual != 0) {
       return Invalid("layers per pipeline stage (", num_layers / pp,
-                     ") is not divisible by --num-layers-per-virtual-pipeline-stage (",
-                     per_virtual, ")");
+                     ") is not divisible by --num-layers-per-virtual-pipeline-stage (", per_virtual,
+                     ")");
     }
     a->virtual_pipeline_model_parallel_size = num_layers / pp / per_virtual;
   } else if (a->num_virtual_stages_per_pipeline_rank.has_value()) {
@@ -178,7 +181,7 @@ absl::Status ValidatePipeline(MegatronArgs* a) {
     int64_t rest_stages = pp;
     for (const auto& [name, value] :
          {std::pair<const char*, std::optional<int64_t>>{"--decoder-first-pipeline-num-layers",
-                                                        a->decoder_first_pipeline_num_layers},
+                                                         a->decoder_first_pipeline_num_layers},
           {"--decoder-last-pipeline-num-layers", a->decoder_last_pipeline_num_layers}}) {
       if (!value.has_value()) continue;
       if (*value < 0) return Invalid(name, " must be >= 0, got ", *value);
@@ -188,14 +191,17 @@ absl::Status ValidatePipeline(MegatronArgs* a) {
     if (pp <= 1 || rest_layers < 0 || (rest_stages == 0 && rest_layers != 0) ||
         (rest_stages > 0 &&
          rest_layers % (rest_stages * a->virtual_pipeline_model_parallel_size.value_or(1)) != 0)) {
-      return Invalid("uneven pipeline: ", *a->num_layers, " layers minus the first/last stage's "
-                     "leave ", rest_layers, " layers, which do not split evenly over the other ",
-                     rest_stages, " of ", pp, " pipeline stages");
+      return Invalid("uneven pipeline: ", *a->num_layers,
+                     " layers minus the first/last stage's "
+                     "leave ",
+                     rest_layers, " layers, which do not split evenly over the other ", rest_stages,
+                     " of ", pp, " pipeline stages");
     }
   }
   if (a->overlap_param_gather && (!a->use_distributed_optimizer || !a->overlap_grad_reduce)) {
-    return Invalid("--overlap-param-gather needs --use-distributed-optimizer and "
-                   "--overlap-grad-reduce");
+    return Invalid(
+        "--overlap-param-gather needs --use-distributed-optimizer and "
+        "--overlap-grad-reduce");
   }
   return absl::OkStatus();
 }
@@ -207,16 +213,17 @@ absl::Status ValidateIterationsAndLr(MegatronArgs* a) {
                      *a->train_samples, ") are exclusive");
     }
     if (a->lr_decay_samples.has_value()) {
-      return Invalid("--lr-decay-samples needs sample-based training (--train-samples), "
-                     "not --train-iters");
+      return Invalid(
+          "--lr-decay-samples needs sample-based training (--train-samples), "
+          "not --train-iters");
     }
     if (a->lr_warmup_samples != 0) {
       return Invalid("--lr-warmup-samples (", a->lr_warmup_samples,
                      ") needs sample-based training (--train-samples), not --train-iters");
     }
     if (a->lr_warmup_fraction.has_value() && a->lr_warmup_iters != 0) {
-      return Invalid("--lr-warmup-fraction (", *a->lr_warmup_fraction,
-                     ") and --lr-warmup-iters (", a->lr_warmup_iters, ") are exclusive");
+      return Invalid("--lr-warmup-fraction (", *a->lr_warmup_fraction, ") and --lr-warmup-iters (",
+                     a->lr_warmup_iters, ") are exclusive");
     }
   }
   if (a->train_samples.value_or(0) != 0) {
@@ -225,8 +232,9 @@ absl::Status ValidateIterationsAndLr(MegatronArgs* a) {
                      *a->train_iters, ") are exclusive");
     }
     if (a->lr_decay_iters.has_value()) {
-      return Invalid("--lr-decay-iters needs iteration-based training (--train-iters), "
-                     "not --train-samples");
+      return Invalid(
+          "--lr-decay-iters needs iteration-based training (--train-iters), "
+          "not --train-samples");
     }
     if (a->lr_warmup_iters != 0) {
       return Invalid("--lr-warmup-iters (", a->lr_warmup_iters,
@@ -265,8 +273,9 @@ absl::Status ValidateIterationsAndLr(MegatronArgs* a) {
   }
   if (a->weight_decay_incr_style == "constant") {
     if (a->start_weight_decay.has_value() || a->end_weight_decay.has_value()) {
-      return Invalid("--start-weight-decay/--end-weight-decay need "
-                     "--weight-decay-incr-style linear or cosine (got constant)");
+      return Invalid(
+          "--start-weight-decay/--end-weight-decay need "
+          "--weight-decay-incr-style linear or cosine (got constant)");
     }
     a->start_weight_decay = a->weight_decay;
     a->end_weight_decay = a->weight_decay;
@@ -292,8 +301,8 @@ absl::Status ValidateModel(MegatronArgs* a) {
   const int64_t heads = *a->num_attention_heads;
   if (!a->ffn_hidden_size.has_value()) {
     // SwiGLU keeps the parameter count near 4h with two fc1 halves, rounded down to 64.
-    a->ffn_hidden_size = a->swiglu ? static_cast<int64_t>((4.0 * hidden * 2 / 3) / 64) * 64
-                                   : 4 * hidden;
+    a->ffn_hidden_size =
+        a->swiglu ? static_cast<int64_t>((4.0 * hidden * 2 / 3) / 64) * 64 : 4 * hidden;
   }
   if (!a->kv_channels.has_value()) {
     if (hidden % heads != 0) {
@@ -308,9 +317,8 @@ absl::Status ValidateModel(MegatronArgs* a) {
                    a->num_query_groups, ")");
   }
   if (heads % tp != 0 || a->num_query_groups % tp != 0) {
-    return Invalid("--num-attention-heads (", heads, ") and query groups (",
-                   a->num_query_groups, ") must be divisible by --tensor-model-parallel-size (",
-                   tp, ")");
+    return Invalid("--num-attention-heads (", heads, ") and query groups (", a->num_query_groups,
+                   ") must be divisible by --tensor-model-parallel-size (", tp, ")");
   }
   if (*a->ffn_hidden_size % tp != 0) {
     return Invalid("ffn hidden size (", *a->ffn_hidden_size,
@@ -329,11 +337,14 @@ absl::Status ValidateModel(MegatronArgs* a) {
   // Sequence parallelism scatters the sequence over the tensor-parallel ranks
   // (mappings.py asserts the divisibility at run time; checked here up front).
   if (a->sequence_parallel && tp > 1 && *a->seq_length % tp != 0) {
-    return Invalid("--seq-length (", *a->seq_length, ") must be divisible by "
-                   "--tensor-model-parallel-size (", tp, ") with --sequence-parallel");
+    return Invalid("--seq-length (", *a->seq_length,
+                   ") must be divisible by "
+                   "--tensor-model-parallel-size (",
+                   tp, ") with --sequence-parallel");
   }
-  for (const auto& [name, p] : {std::pair<const char*, double>{"--hidden-dropout", a->hidden_dropout},
-                                {"--attention-dropout", a->attention_dropout}}) {
+  for (const auto& [name, p] :
+       {std::pair<const char*, double>{"--hidden-dropout", a->hidden_dropout},
+        {"--attention-dropout", a->attention_dropout}}) {
     if (!(p >= 0 && p <= 1)) return Invalid(name, " must be in [0, 1], got ", p);
   }
   if (!(a->rotary_percent > 0 && a->rotary_percent <= 1)) {
@@ -361,13 +372,15 @@ absl::Status ValidateModel(MegatronArgs* a) {
       return Invalid("--recompute-granularity full needs --recompute-method uniform or block");
     }
     if (!a->recompute_num_layers.has_value() || *a->recompute_num_layers < 1) {
-      return Invalid("--recompute-granularity full needs --recompute-num-layers between 1 and "
-                     "the layers per pipeline rank (",
-                     *a->num_layers / a->pipeline_model_parallel_size, ")");
+      return Invalid(
+          "--recompute-granularity full needs --recompute-num-layers between 1 and "
+          "the layers per pipeline rank (",
+          *a->num_layers / a->pipeline_model_parallel_size, ")");
     }
   } else if (a->recompute_granularity == "selective" && a->recompute_num_layers.has_value()) {
-    return Invalid("--recompute-num-layers must not be given with --recompute-granularity "
-                   "selective");
+    return Invalid(
+        "--recompute-num-layers must not be given with --recompute-granularity "
+        "selective");
   }
   // Without --recompute-granularity, --recompute-method/--recompute-num-layers are
   // ignored, as TransformerConfig ignores them.
@@ -396,11 +409,12 @@ absl::Status ValidateDataAndTokenizer(MegatronArgs* a) {
   if (!a->tokenizer_type.has_value()) a->tokenizer_type = "GPT2BPETokenizer";
   if (!a->data_path.empty() && !a->split.has_value()) a->split = "969, 30, 1";
   if (a->split.has_value()) MXMACA_RETURN_IF_ERROR(CheckSplit(*a->split));
-  const bool per_split = !a->train_data_path.empty() || !a->valid_data_path.empty() ||
-                         !a->test_data_path.empty();
+  const bool per_split =
+      !a->train_data_path.empty() || !a->valid_data_path.empty() || !a->test_data_path.empty();
   if (int(a->mock_data) + int(!a->data_path.empty()) + int(per_split) > 1) {
-    return Invalid("give one data source: --mock-data, --data-path, or "
-                   "--train-data-path/--valid-data-path/--test-data-path");
+    return Invalid(
+        "give one data source: --mock-data, --data-path, or "
+        "--train-data-path/--valid-data-path/--test-data-path");
   }
   if (a->dataloader_type.value_or("single") != "single") {
     return Invalid("--dataloader-type ", *a->dataloader_type,

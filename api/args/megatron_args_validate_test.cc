@@ -1,10 +1,9 @@
 // Tests for ValidateAndDeriveArgs and PaddedVocabSize (api/args/megatron_args.h):
 // Megatron's validate_args derivations and each check's message.
+#include <catch2/catch.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -17,10 +16,27 @@ using Argv = std::vector<std::string>;
 
 // A small valid GPT run, as a Megatron user would write it.
 Argv BaseArgv() {
-  return {"--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4",
-          "--seq-length", "32", "--max-position-embeddings", "32", "--micro-batch-size", "2",
-          "--train-iters", "10", "--lr", "1e-3", "--vocab-file", "v.json", "--merge-file",
-          "m.bpe", "--mock-data"};
+  return {"--num-layers",
+          "4",
+          "--hidden-size",
+          "64",
+          "--num-attention-heads",
+          "4",
+          "--seq-length",
+          "32",
+          "--max-position-embeddings",
+          "32",
+          "--micro-batch-size",
+          "2",
+          "--train-iters",
+          "10",
+          "--lr",
+          "1e-3",
+          "--vocab-file",
+          "v.json",
+          "--merge-file",
+          "m.bpe",
+          "--mock-data"};
 }
 
 absl::StatusOr<MegatronArgs> Validate(Argv extra, int world_size = 1) {
@@ -95,17 +111,18 @@ TEST_CASE("SwiGLU ffn default: int((4h*2/3)/64)*64") {
 }
 
 TEST_CASE("parallel sizes derive dp and check divisibility") {
-  const MegatronArgs a = ValidOk({"--tensor-model-parallel-size", "2",
-                                  "--pipeline-model-parallel-size", "2", "--global-batch-size",
-                                  "8", "--sequence-parallel"},
-                                 8);
+  const MegatronArgs a =
+      ValidOk({"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
+               "--global-batch-size", "8", "--sequence-parallel"},
+              8);
   CHECK(a.data_parallel_size == 2);
   CHECK(a.sequence_parallel);
   CHECK(*a.expert_tensor_parallel_size == 2);
   CHECK_FALSE(ValidOk({"--sequence-parallel"}).sequence_parallel);  // tp = 1 turns it off
-  CHECK(ValidError({"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2"}, 6) ==
-        "world size (6) is not divisible by tensor (2) x pipeline (2) x context (1) parallel "
-        "size = 4");
+  CHECK(
+      ValidError({"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2"}, 6) ==
+      "world size (6) is not divisible by tensor (2) x pipeline (2) x context (1) parallel "
+      "size = 4");
   CHECK(ValidError({"--global-batch-size", "6"}, 4) ==
         "--global-batch-size (6) is not divisible by --micro-batch-size (2) x data-parallel "
         "size (4) = 8");
@@ -113,8 +130,9 @@ TEST_CASE("parallel sizes derive dp and check divisibility") {
         "number of layers (4) is not divisible by --pipeline-model-parallel-size (3)");
   CHECK(absl::StrContains(ValidError({"--tensor-model-parallel-size", "3"}, 3),
                           "must be divisible by --tensor-model-parallel-size (3)"));
-  CHECK(absl::StrContains(ValidError({"--context-parallel-size", "3"}, 3),
-                          "--seq-length (32) must be a multiple of 2 x --context-parallel-size (3)"));
+  CHECK(
+      absl::StrContains(ValidError({"--context-parallel-size", "3"}, 3),
+                        "--seq-length (32) must be a multiple of 2 x --context-parallel-size (3)"));
   CHECK(ValidError({"--expert-tensor-parallel-size", "2", "--num-experts", "4",
                     "--expert-model-parallel-size", "2"},
                    2) ==
@@ -158,9 +176,14 @@ TEST_CASE("virtual and uneven pipeline stages") {
         "layers per pipeline stage (2) is not divisible by "
         "--num-layers-per-virtual-pipeline-stage (3)");
   // Uneven: 10 layers, first 1 and last 3 leave 6 for 2 middle stages.
-  const Argv uneven = {"--num-layers", "10", "--pipeline-model-parallel-size", "4",
-                       "--decoder-first-pipeline-num-layers", "1",
-                       "--decoder-last-pipeline-num-layers", "3"};
+  const Argv uneven = {"--num-layers",
+                       "10",
+                       "--pipeline-model-parallel-size",
+                       "4",
+                       "--decoder-first-pipeline-num-layers",
+                       "1",
+                       "--decoder-last-pipeline-num-layers",
+                       "3"};
   CHECK(ValidOk(uneven, 4).pipeline_model_parallel_size == 4);
   Argv bad = uneven;
   bad[1] = "11";
@@ -224,11 +247,29 @@ TEST_CASE("iteration/sample exclusivity and learning-rate checks") {
   CHECK(ValidError({"--save", "/tmp/x"}) == "--save needs --save-interval > 0");
   CHECK(ValidOk({"--save", "/tmp/x", "--save-interval", "5"}).save_interval == 5);
   // Sample-based training.
-  absl::StatusOr<MegatronArgs> samples = ParseMegatronArgs(
-      {"--num-layers", "2", "--hidden-size", "8", "--num-attention-heads", "2", "--seq-length",
-       "8", "--max-position-embeddings", "8", "--micro-batch-size", "1", "--train-samples",
-       "64", "--lr", "0.1", "--lr-warmup-fraction", "0.1", "--mock-data", "--vocab-file", "v",
-       "--merge-file", "m"});
+  absl::StatusOr<MegatronArgs> samples = ParseMegatronArgs({"--num-layers",
+                                                            "2",
+                                                            "--hidden-size",
+                                                            "8",
+                                                            "--num-attention-heads",
+                                                            "2",
+                                                            "--seq-length",
+                                                            "8",
+                                                            "--max-position-embeddings",
+                                                            "8",
+                                                            "--micro-batch-size",
+                                                            "1",
+                                                            "--train-samples",
+                                                            "64",
+                                                            "--lr",
+                                                            "0.1",
+                                                            "--lr-warmup-fraction",
+                                                            "0.1",
+                                                            "--mock-data",
+                                                            "--vocab-file",
+                                                            "v",
+                                                            "--merge-file",
+                                                            "m"});
   REQUIRE(samples.ok());
   REQUIRE(ValidateAndDeriveArgs(&*samples, 1).ok());
   CHECK(*samples->lr_decay_samples == 64);
@@ -257,10 +298,10 @@ TEST_CASE("recompute, data, tokenizer and MXMACA flag checks") {
   CHECK(ValidError({"--dataloader-type", "cyclic"}) ==
         "--dataloader-type cyclic is not supported by MXMACA yet (single)");
   CHECK(absl::StrContains(ValidError({"--split", "90,x"}), "'x' is not a non-negative number"));
-  const MegatronArgs null_tok = ValidOk({"--tokenizer-type", "NullTokenizer", "--vocab-size",
-                                         "1000", "--tensor-model-parallel-size", "2",
-                                         "--global-batch-size", "2"},
-                                        2);
+  const MegatronArgs null_tok =
+      ValidOk({"--tokenizer-type", "NullTokenizer", "--vocab-size", "1000",
+               "--tensor-model-parallel-size", "2", "--global-batch-size", "2"},
+              2);
   CHECK(*null_tok.padded_vocab_size == PaddedVocabSize(1001, 128, 2));
   CHECK(ValidError({"--tokenizer-type", "NullTokenizer"}) ==
         "--tokenizer-type NullTokenizer needs --vocab-size >= 1");
@@ -271,8 +312,9 @@ TEST_CASE("recompute, data, tokenizer and MXMACA flag checks") {
   CHECK(*ValidOk({"--num-threads", "3"}).num_threads == 3);
   CHECK(ValidError({"--overlap-param-gather"}) ==
         "--overlap-param-gather needs --use-distributed-optimizer and --overlap-grad-reduce");
-  CHECK(absl::StrContains(ValidError({"--expert-model-parallel-size", "2"}, 2),
-                          "--num-experts (None) must be a multiple of --expert-model-parallel-size (2)"));
+  CHECK(absl::StrContains(
+      ValidError({"--expert-model-parallel-size", "2"}, 2),
+      "--num-experts (None) must be a multiple of --expert-model-parallel-size (2)"));
   const MegatronArgs moe = ValidOk({"--num-experts", "4", "--expert-model-parallel-size", "2"}, 2);
   CHECK(*moe.moe_ffn_hidden_size == *moe.ffn_hidden_size);
   CHECK(absl::StrContains(ValidError({"--num-experts", "4", "--moe-router-topk", "5"}),
@@ -281,20 +323,75 @@ TEST_CASE("recompute, data, tokenizer and MXMACA flag checks") {
 
 TEST_CASE("Megatron's examples/gpt3/train_gpt3_175b_distributed.sh command line") {
   // The flags of that script (NVIDIA/Megatron-LM, stored commit 157006d6), paths filled in.
-  const Argv script = {
-      "--num-layers", "96", "--hidden-size", "12288", "--num-attention-heads", "96",
-      "--seq-length", "2048", "--max-position-embeddings", "2048", "--attention-backend",
-      "auto", "--micro-batch-size", "1", "--global-batch-size", "1536",
-      "--rampup-batch-size", "16", "16", "5859375", "--train-iters", "500000",
-      "--weight-decay", "0.1", "--adam-beta1", "0.9", "--adam-beta2", "0.95",
-      "--init-method-std", "0.006", "--clip-grad", "1.0", "--fp16", "--lr", "6.0e-5",
-      "--lr-decay-style", "cosine", "--min-lr", "6.0e-6", "--lr-warmup-fraction", ".001",
-      "--lr-decay-iters", "430000", "--tensor-model-parallel-size", "8",
-      "--pipeline-model-parallel-size", "16", "--data-path", "/data/gpt_text_document",
-      "--vocab-file", "/data/gpt2-vocab.json", "--merge-file", "/data/gpt2-merges.txt",
-      "--split", "949,50,1", "--log-interval", "100", "--save-interval", "10000",
-      "--eval-interval", "1000", "--save", "/ckpt", "--load", "/ckpt", "--eval-iters", "10",
-      "--tensorboard-dir", "/tb"};
+  const Argv script = {"--num-layers",
+                       "96",
+                       "--hidden-size",
+                       "12288",
+                       "--num-attention-heads",
+                       "96",
+                       "--seq-length",
+                       "2048",
+                       "--max-position-embeddings",
+                       "2048",
+                       "--attention-backend",
+                       "auto",
+                       "--micro-batch-size",
+                       "1",
+                       "--global-batch-size",
+                       "1536",
+                       "--rampup-batch-size",
+                       "16",
+                       "16",
+                       "5859375",
+                       "--train-iters",
+                       "500000",
+                       "--weight-decay",
+                       "0.1",
+                       "--adam-beta1",
+                       "0.9",
+                       "--adam-beta2",
+                       "0.95",
+                       "--init-method-std",
+                       "0.006",
+                       "--clip-grad",
+                       "1.0",
+                       "--fp16",
+                       "--lr",
+                       "6.0e-5",
+                       "--lr-decay-style",
+                       "cosine",
+                       "--min-lr",
+                       "6.0e-6",
+                       "--lr-warmup-fraction",
+                       ".001",
+                       "--lr-decay-iters",
+                       "430000",
+                       "--tensor-model-parallel-size",
+                       "8",
+                       "--pipeline-model-parallel-size",
+                       "16",
+                       "--data-path",
+                       "/data/gpt_text_document",
+                       "--vocab-file",
+                       "/data/gpt2-vocab.json",
+                       "--merge-file",
+                       "/data/gpt2-merges.txt",
+                       "--split",
+                       "949,50,1",
+                       "--log-interval",
+                       "100",
+                       "--save-interval",
+                       "10000",
+                       "--eval-interval",
+                       "1000",
+                       "--save",
+                       "/ckpt",
+                       "--load",
+                       "/ckpt",
+                       "--eval-iters",
+                       "10",
+                       "--tensorboard-dir",
+                       "/tb"};
   // Batch ramp-up and fp16 are the two things MXMACA rejects in it.
   absl::StatusOr<MegatronArgs> parsed = ParseMegatronArgs(script);
   REQUIRE_FALSE(parsed.ok());
@@ -310,9 +407,9 @@ TEST_CASE("Megatron's examples/gpt3/train_gpt3_175b_distributed.sh command line"
   }
   parsed = ParseMegatronArgs(supported);
   REQUIRE(parsed.ok());
-  CHECK(parsed->notices == std::vector<std::string>{
-                               "notice: --attention-backend is accepted and has no effect in "
-                               "MXMACA (kernel and fusion choices are MXMACA's own)"});
+  CHECK(parsed->notices ==
+        std::vector<std::string>{"notice: --attention-backend is accepted and has no effect in "
+                                 "MXMACA (kernel and fusion choices are MXMACA's own)"});
   REQUIRE(ValidateAndDeriveArgs(&*parsed, 8 * 16).ok());
   CHECK(parsed->data_parallel_size == 1);
   CHECK(*parsed->ffn_hidden_size == 4 * 12288);
