@@ -3,17 +3,69 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <limits>
 
 namespace mxmaca::data::internal {
 
 bool BpeMerges::Add(int32_t left, int32_t right, int32_t merged) {
   const Rule rule{static_cast<int32_t>(rules_.size()), merged};
-  return rules_.emplace(Key(left, right), rule).second;
+  if (!rules_.emplace(Key(left, right), rule).second) return false;
+  merged_by_rank_.push_back(merged);
+  return true;
 }
 
 void BpeMerges::Apply(std::vector<int32_t>* symbols) const {
+  if (symbols->size() < 2) return;
+  if (symbols->size() <= static_cast<size_t>(kSmallWord)) {
+    ApplySmall(symbols);
+  } else {
+    ApplyHeap(symbols);
+  }
+}
+
+void BpeMerges::ApplySmall(std::vector<int32_t>* symbols) const {
+  constexpr int32_t kNoRank = std::numeric_limits<int32_t>::max();
+  int32_t* ids = symbols->data();
+  int n = static_cast<int>(symbols->size());
+  // rank[i]: rank of the pair (ids[i], ids[i + 1]), kNoRank if no rule.
+  int32_t rank[kSmallWord];
+  auto rank_of = [&](int32_t left, int32_t right) {
+    const Rule* rule = Find(left, right);
+    return rule == nullptr ? kNoRank : rule->rank;
+  };
+  for (int i = 0; i + 1 < n; ++i) rank[i] = rank_of(ids[i], ids[i + 1]);
+  while (n > 1) {
+    int32_t best = kNoRank;
+    for (int i = 0; i + 1 < n; ++i) best = std::min(best, rank[i]);
+    if (best == kNoRank) break;
+    // One pass of the Python loop: ranks are unique per pair, so rank[i] == best
+    // finds the occurrences of the chosen pair; merge them left to right.
+    const int32_t merged = merged_by_rank_[best];
+    int32_t old_pos[kSmallWord];  // old index of each kept element (-1: merged)
+    int out = 0;
+    for (int i = 0; i < n; ++out) {
+      if (i + 1 < n && rank[i] == best) {
+        ids[out] = merged;
+        old_pos[out] = -1;
+        i += 2;
+      } else {
+        ids[out] = ids[i];
+        old_pos[out] = i;
+        i += 1;
+      }
+    }
+    // Pairs of two kept elements were adjacent before and keep their rank.
+    for (int k = 0; k + 1 < out; ++k) {
+      rank[k] = (old_pos[k] >= 0 && old_pos[k + 1] >= 0) ? rank[old_pos[k]]
+                                                         : rank_of(ids[k], ids[k + 1]);
+    }
+    n = out;
+  }
+  symbols->resize(static_cast<size_t>(n));
+}
+
+void BpeMerges::ApplyHeap(std::vector<int32_t>* symbols) const {
   const int32_t n = static_cast<int32_t>(symbols->size());
-  if (n < 2) return;
 
   // A doubly linked list over the positions; a merge keeps the left position and
   // unlinks the right one (id = -1 marks it dead).

@@ -4,9 +4,11 @@
 // gpt2_tokenization.py `GPT2Tokenizer.bpe`). That loop repeatedly takes the
 // adjacent pair with the lowest merge rank and, in one left-to-right pass, merges
 // every non-overlapping occurrence of it, until no adjacent pair has a rank. Apply()
-// computes the same result in O(n log n) with a heap keyed by (rank, position):
-// all entries of the lowest rank are popped as one batch (= one pass of the
-// Python loop, positions in increasing order), and stale entries are skipped.
+// computes the same result: words of up to kSmallWord symbols by that loop itself
+// on stack arrays (keeping the ranks of pairs a pass did not touch), longer words
+// in O(n log n) with a heap keyed by (rank, position): all entries of the lowest
+// rank are popped as one batch (= one pass of the Python loop, positions in
+// increasing order), and stale entries are skipped.
 #ifndef MXMACA_DATA_INTERNAL_BPE_MERGES_H_
 #define MXMACA_DATA_INTERNAL_BPE_MERGES_H_
 
@@ -32,7 +34,13 @@ class BpeMerges {
   // GPT-2's Encoder.bpe does on the corresponding strings.
   void Apply(std::vector<int32_t>* symbols) const;
 
+  // kSmallWord: words up to this many symbols take the array path.
+  static constexpr int kSmallWord = 48;
+
  private:
+  void ApplySmall(std::vector<int32_t>* symbols) const;
+  void ApplyHeap(std::vector<int32_t>* symbols) const;
+
   struct Rule {
     int32_t rank;
     int32_t merged;
@@ -47,6 +55,7 @@ class BpeMerges {
   }
 
   absl::flat_hash_map<uint64_t, Rule> rules_;
+  std::vector<int32_t> merged_by_rank_;  // [size()]
 };
 
 }  // namespace mxmaca::data::internal

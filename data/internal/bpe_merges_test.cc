@@ -106,7 +106,9 @@ TEST_CASE("BpeMerges::Apply equals encoder.py's loop on random tables") {
       REQUIRE(merges.Add(order[k].first.first, order[k].first.second, order[k].second));
     }
     for (int trial = 0; trial < 50; ++trial) {
-      std::vector<int32_t> word(1 + rng() % 40);
+      // Both paths of Apply: up to kSmallWord symbols and beyond.
+      const size_t len = trial % 3 == 0 ? BpeMerges::kSmallWord - 5 + rng() % 150 : 1 + rng() % 40;
+      std::vector<int32_t> word(len);
       for (auto& id : word) id = static_cast<int32_t>(rng() % alphabet);
       std::vector<int32_t> got = word;
       merges.Apply(&got);

@@ -81,8 +81,9 @@ def compare_ids(name, inputs_path, cpp_path, ref_path, disagree_path=None):
         tokens += len(b)
         if a != b:
             k = next((j for j in range(min(len(a), len(b))) if a[j] != b[j]), min(len(a), len(b)))
+            shown = text if len(text) <= 400 else text[:400] + "... (%d chars)" % len(text)
             sys.exit("FAIL %s: line %d differs at token %d\n input: %r\n C++:  %s\n ref:  %s" %
-                     (name, i + 1, k, text, a[max(0, k - 3):k + 5], b[max(0, k - 3):k + 5]))
+                     (name, i + 1, k, shown, a[max(0, k - 3):k + 5], b[max(0, k - 3):k + 5]))
     print("%s: %d strings identical (%d tokens), %d skipped" % (name, compared, tokens, skipped))
     if compared == 0:
         sys.exit("FAIL %s: nothing compared" % name)
