@@ -188,7 +188,12 @@ absl::Status ValidatePipeline(MegatronArgs* a) {
       rest_layers -= *value;
       --rest_stages;
     }
-    if (pp <= 1 || rest_layers < 0 || (rest_stages == 0 && rest_layers != 0) ||
+    if (pp <= 1) {
+      return Invalid(
+          "--decoder-first-pipeline-num-layers/--decoder-last-pipeline-num-layers "
+          "need --pipeline-model-parallel-size > 1");
+    }
+    if (rest_layers < 0 || (rest_stages == 0 && rest_layers != 0) ||
         (rest_stages > 0 &&
          rest_layers % (rest_stages * a->virtual_pipeline_model_parallel_size.value_or(1)) != 0)) {
       return Invalid("uneven pipeline: ", *a->num_layers,

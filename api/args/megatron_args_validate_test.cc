@@ -321,6 +321,101 @@ TEST_CASE("recompute, data, tokenizer and MXMACA flag checks") {
                           "--moe-router-topk (5) must be in [1, --num-experts (4)]"));
 }
 
+TEST_CASE("the remaining checks, one by one") {
+  CHECK(ValidError({}, 0) == "world size must be >= 1, got 0");
+  CHECK(ValidError({"--num-layers", "8", "--pipeline-model-parallel-size", "4",
+                    "--num-layers-per-virtual-pipeline-stage", "1",
+                    "--decoder-first-pipeline-num-layers", "2"},
+                   4) ==
+        "use --num-virtual-stages-per-pipeline-rank, not --num-layers-per-virtual-pipeline-stage, "
+        "with uneven pipeline stages");
+  CHECK(ValidError({"--num-virtual-stages-per-pipeline-rank", "2"}) ==
+        "interleaved pipeline stages need --pipeline-model-parallel-size > 1");
+  CHECK(ValidError({"--num-virtual-stages-per-pipeline-rank", "0"}) ==
+        "--num-virtual-stages-per-pipeline-rank must be >= 1, got 0");
+  CHECK(ValidError(
+            {"--pipeline-model-parallel-size", "2", "--decoder-first-pipeline-num-layers", "-1"},
+            2) == "--decoder-first-pipeline-num-layers must be >= 0, got -1");
+  CHECK(ValidError({"--decoder-last-pipeline-num-layers", "1"}) ==
+        "--decoder-first-pipeline-num-layers/--decoder-last-pipeline-num-layers need "
+        "--pipeline-model-parallel-size > 1");
+  CHECK(ValidError({"--pipeline-model-parallel-size", "2", "--decoder-first-pipeline-num-layers",
+                    "1", "--decoder-last-pipeline-num-layers", "2"},
+                   2) ==
+        "uneven pipeline: 4 layers minus the first/last stage's leave 1 layers, which do not "
+        "split evenly over the other 0 of 2 pipeline stages");
+  CHECK(absl::StrContains(ValidError({"--pipeline-model-parallel-size", "2",
+                                      "--pipeline-model-parallel-layout", "E|t)*2|L"},
+                                     2),
+                          "unbalanced ')'"));
+  CHECK(absl::StrContains(
+      ValidError(
+          {"--pipeline-model-parallel-size", "2", "--pipeline-model-parallel-layout", "*2|L"}, 2),
+      "'*' must follow a layer or a (group) and precede a count"));
+  CHECK(ValidError({"--lr-warmup-fraction", "1.5"}) ==
+        "--lr-warmup-fraction must be in [0, 1], got 1.5");
+  CHECK(ValidError({"--make-vocab-size-divisible-by", "0"}) ==
+        "--make-vocab-size-divisible-by must be >= 1, got 0");
+  CHECK(ValidError({"--num-threads", "0"}) == "--num-threads must be >= 1, got 0");
+  CHECK(absl::StrContains(ValidError({"--split", "1,2,3,4"}), "expected up to 3 weights"));
+  CHECK(absl::StrContains(ValidError({"--split", "0,0,0"}), "expected up to 3 weights"));
+  CHECK(ValidError({"--ffn-hidden-size", "33", "--tensor-model-parallel-size", "2",
+                    "--global-batch-size", "2"},
+                   2) ==
+        "ffn hidden size (33) is not divisible by --tensor-model-parallel-size (2)");
+  // Required flags, and the checks only reachable without the base command line.
+  const Argv model = {"--num-layers",
+                      "2",
+                      "--hidden-size",
+                      "8",
+                      "--num-attention-heads",
+                      "2",
+                      "--seq-length",
+                      "8",
+                      "--max-position-embeddings",
+                      "8",
+                      "--micro-batch-size",
+                      "1",
+                      "--mock-data"};
+  auto validate = [](Argv argv) {
+    absl::StatusOr<MegatronArgs> a = ParseMegatronArgs(argv);
+    REQUIRE(a.ok());
+    return std::string(ValidateAndDeriveArgs(&*a, 1).message());
+  };
+  Argv argv = model;
+  CHECK(validate(argv) == "give --train-iters or --train-samples (a positive number)");
+  argv.insert(argv.end(), {"--train-iters", "5"});
+  CHECK(validate(argv) == "--lr is required for training");
+  argv.insert(argv.end(), {"--lr", "0.1"});
+  CHECK(validate(argv) == "--tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file");
+  argv = model;
+  argv.insert(argv.end(),
+              {"--skip-train", "--tokenizer-type", "NullTokenizer", "--vocab-size", "5"});
+  CHECK(validate(argv).empty());  // evaluation-only runs need neither iterations nor --lr
+  argv = model;
+  argv.insert(argv.end(), {"--train-samples", "64", "--lr", "0.1", "--lr-decay-iters", "3"});
+  CHECK(absl::StartsWith(validate(argv), "--lr-decay-iters needs iteration-based training"));
+  argv = model;
+  argv.insert(argv.end(), {"--train-samples", "64", "--lr", "0.1", "--lr-warmup-iters", "3"});
+  CHECK(absl::StartsWith(validate(argv), "--lr-warmup-iters (3) needs iteration-based"));
+  argv = model;
+  argv.insert(argv.end(), {"--train-samples", "64", "--lr", "0.1", "--lr-warmup-fraction", "0.1",
+                           "--lr-warmup-samples", "3"});
+  CHECK(validate(argv) == "--lr-warmup-fraction (0.1) and --lr-warmup-samples (3) are exclusive");
+  argv = model;
+  argv[1] = "0";
+  CHECK(validate(argv) == "--num-layers must be >= 1, got 0");
+  argv = model;
+  argv.erase(argv.begin() + 6, argv.begin() + 8);  // drop --seq-length
+  CHECK(validate(argv) == "--seq-length is required");
+  // --fp16 cannot be parsed; a caller that sets the field directly still gets an error.
+  absl::StatusOr<MegatronArgs> direct = ParseMegatronArgs(BaseArgv());
+  REQUIRE(direct.ok());
+  direct->fp16 = true;
+  CHECK(ValidateAndDeriveArgs(&*direct, 1).message() ==
+        "--fp16 is not supported by MXMACA yet (use --bf16 or fp32)");
+}
+
 TEST_CASE("Megatron's examples/gpt3/train_gpt3_175b_distributed.sh command line") {
   // The flags of that script (NVIDIA/Megatron-LM, stored commit 157006d6), paths filled in.
   const Argv script = {"--num-layers",
