@@ -118,7 +118,8 @@ std::vector<InputDoc> TestDocs() {
   docs.push_back({{" "}, false, ""});                          // one token; empty title
   docs.push_back({{"First.", "", "Third <|endoftext|> x"}, true, "array"});
   docs.push_back({{}, true, "an empty array"});
-  docs.push_back({{"caf\xC3\xA9 \xE4\xBD\xA0\xE5\xA5\xBD \xF0\x9F\x98\x80\ttab"}, false, "\xCE\xB1"});
+  docs.push_back(
+      {{"caf\xC3\xA9 \xE4\xBD\xA0\xE5\xA5\xBD \xF0\x9F\x98\x80\ttab"}, false, "\xCE\xB1"});
   docs.push_back({{"Line one.\r\nLine two.\n\n"}, false, "newlines"});
   return docs;
 }

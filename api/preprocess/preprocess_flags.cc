@@ -125,7 +125,9 @@ absl::StatusOr<const FlagSpec*> Lookup(const std::string& name) {
                                                    absl::StrJoin(names, ", ")));
   }
   std::string message = absl::StrCat("preprocess: unrecognized argument ", name);
-  if (auto suggestion = Suggest(name)) absl::StrAppend(&message, " (did you mean ", *suggestion, "?)");
+  if (auto suggestion = Suggest(name)) {
+    absl::StrAppend(&message, " (did you mean ", *suggestion, "?)");
+  }
   return absl::InvalidArgumentError(message);
 }
 
