@@ -1,4 +1,4 @@
-// data/internal/bpe_merges.cc: heap-based form of GPT-2's BPE merge loop.
+// data/internal/bpe_merges.cc: GPT-2's BPE merge loop, array form (short words) and heap form.
 #include "data/internal/bpe_merges.h"
 
 #include <algorithm>
