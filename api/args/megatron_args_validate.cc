@@ -269,6 +269,11 @@ absl::Status ValidateIterationsAndLr(MegatronArgs* a) {
   if (a->optimizer != "adam") {
     return Invalid("--optimizer ", a->optimizer, " is not supported by MXMACA yet (adam)");
   }
+  // OptimizerParamScheduler.__init__ asserts this.
+  if (a->override_opt_param_scheduler && a->use_checkpoint_opt_param_scheduler) {
+    return Invalid("--override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler "
+                   "are exclusive");
+  }
   // get_optimizer_param_scheduler: decay over the whole run unless told otherwise.
   if (a->train_iters.has_value() && !a->lr_decay_iters.has_value()) {
     a->lr_decay_iters = a->train_iters;

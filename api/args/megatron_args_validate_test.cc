@@ -352,6 +352,8 @@ TEST_CASE("the remaining checks, one by one") {
       ValidError(
           {"--pipeline-model-parallel-size", "2", "--pipeline-model-parallel-layout", "*2|L"}, 2),
       "'*' must follow a layer or a (group) and precede a count"));
+  CHECK(ValidError({"--override-opt-param-scheduler", "--use-checkpoint-opt_param-scheduler"}) ==
+        "--override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler are exclusive");
   CHECK(ValidError({"--lr-warmup-fraction", "1.5"}) ==
         "--lr-warmup-fraction must be in [0, 1], got 1.5");
   CHECK(ValidError({"--make-vocab-size-divisible-by", "0"}) ==
