@@ -42,19 +42,68 @@ void Assign(std::optional<std::string>* field, const FlagValue& v) { *field = v.
 void Assign(std::vector<std::string>* field, const FlagValue& v) { *field = v.texts; }
 void Assign(std::vector<double>* field, const FlagValue& v) { *field = v.floats; }
 
-// Repr: a field's value as Python's repr() prints the argparse value.
+// Python reprs of field values (FormatMegatronArgs, MegatronArgRepr).
+
+// PyFloat: Python's repr(float): the shortest digits that round-trip, in fixed
+// notation when the decimal exponent is in [-4, 16), else as "1.5e-05"/"1e+16".
 std::string PyFloat(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  std::string text;
-  for (int precision = 1; precision <= 17; ++precision) {  // shortest round trip
-    text = absl::StrFormat("%.*g", precision, v);
-    if (std::strtod(text.c_str(), nullptr) == v) break;
+  std::string sci;
+  for (int digits = 1; digits <= 17; ++digits) {
+    sci = absl::StrFormat("%.*e", digits - 1, v);
+    if (std::strtod(sci.c_str(), nullptr) == v) break;
   }
-  if (text.find_first_of(".e") == std::string::npos) text += ".0";
-  return text;
+  const bool negative = sci[0] == '-';
+  if (negative) sci.erase(0, 1);
+  const size_t e = sci.find('e');
+  const int exponent = std::atoi(sci.c_str() + e + 1);
+  std::string digits = sci.substr(0, e);
+  digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
+  while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+  std::string out;
+  if (exponent < -4 || exponent >= 16) {
+    out = digits.substr(0, 1);
+    if (digits.size() > 1) absl::StrAppend(&out, ".", digits.substr(1));
+    absl::StrAppend(&out, absl::StrFormat("e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent)));
+  } else if (exponent >= 0) {
+    const size_t int_len = exponent + 1;
+    if (digits.size() <= int_len) {
+      out = digits + std::string(int_len - digits.size(), '0') + ".0";
+    } else {
+      out = digits.substr(0, int_len) + "." + digits.substr(int_len);
+    }
+  } else {
+    out = "0." + std::string(-exponent - 1, '0') + digits;
+  }
+  return negative ? "-" + out : out;
 }
-std::string PyStr(const std::string& v) { return absl::StrCat("'", v, "'"); }
+// PyStr: Python's repr(str) for ASCII text: single quotes unless the text has a single
+// quote and no double quote; backslash, quote, \n, \r, \t and other control bytes
+// escaped.
+std::string PyStr(const std::string& v) {
+  const char quote =
+      (v.find('\'') != std::string::npos && v.find('"') == std::string::npos) ? '"' : '\'';
+  std::string out(1, quote);
+  for (const char c : v) {
+    if (c == '\\' || c == quote) {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      out += absl::StrFormat("\\x%02x", static_cast<unsigned char>(c));
+    } else {
+      out += c;
+    }
+  }
+  out += quote;
+  return out;
+}
 std::string Repr(const bool& v) { return v ? "True" : "False"; }
 std::string Repr(const int64_t& v) { return absl::StrCat(v); }
 std::string Repr(const double& v) { return PyFloat(v); }
