@@ -105,13 +105,15 @@ inline __m256 Gelu8(__m256 x) { return _mm256_mul_ps(x, NormalCdf8(x)); }
 // gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi).
 constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
 
+// (x / sqrt(2 pi)) * exp(-x^2/2): the small exp factor is multiplied last so that no
+// intermediate becomes denormal (|x| / sqrt(2 pi) >= 5 where exp(-x^2/2) is tiny).
 inline float GeluGradScalar(float x) {
-  return NormalCdfScalar(x) + x * (kInvSqrt2Pi * ExpScalar(-0.5f * (x * x)));
+  return NormalCdfScalar(x) + (x * kInvSqrt2Pi) * ExpScalar(-0.5f * (x * x));
 }
 
 inline __m256 GeluGrad8(__m256 x) {
   const __m256 e = Exp8(_mm256_mul_ps(_mm256_set1_ps(-0.5f), _mm256_mul_ps(x, x)));
-  return _mm256_add_ps(NormalCdf8(x), _mm256_mul_ps(x, _mm256_mul_ps(_mm256_set1_ps(kInvSqrt2Pi), e)));
+  return _mm256_add_ps(NormalCdf8(x), _mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(kInvSqrt2Pi)), e));
 }
 
 inline float SigmoidScalar(float g) { return 1.0f / (1.0f + ExpScalar(-g)); }

@@ -25,7 +25,7 @@ std::vector<float> Probe(float lo, float hi, int n) {
 }
 
 TEST_CASE("Exp8 equals ExpScalar bitwise and exp within 3 ulp", "[vec_math]") {
-  const std::vector<float> x = Probe(-87.0f, 87.0f, 20000);
+  const std::vector<float> x = Probe(-86.5f, 87.0f, 20000);
   for (size_t i = 0; i < x.size(); i += 8) {
     alignas(32) float v[8];
     _mm256_store_ps(v, Exp8(_mm256_loadu_ps(&x[i])));
@@ -39,6 +39,8 @@ TEST_CASE("Exp8 equals ExpScalar bitwise and exp within 3 ulp", "[vec_math]") {
     }
   }
   REQUIRE(ExpScalar(-100.0f) == 0.0f);
+  REQUIRE(ExpScalar(-86.6f) == 0.0f);
+  REQUIRE(std::fpclassify(ExpScalar(-86.5f)) == FP_NORMAL);
   REQUIRE(std::isinf(ExpScalar(100.0f)));
   REQUIRE(std::isnan(ExpScalar(NAN)));
 }
@@ -60,7 +62,12 @@ TEST_CASE("NormalCdf8 equals NormalCdfScalar and Phi within 1e-6 relative", "[ve
       // (z*z, + c0, + t*p) costs up to half an ulp of a value < 2 z^2, i.e. u z^2.
       // Total <= 4.6 u z^2 (observed 4.5 u z^2 at x = -11.4); bound 6 u z^2 + 16 u.
       const double z2 = 0.5 * double(x[i + l]) * x[i + l];
-      REQUIRE(std::fabs(s - want) <= (2e-7 + (6 * z2 + 16) * kU32) * want + 1e-45);
+      if (z2 > 81.0) {
+        REQUIRE(s == 0.0f);  // erfc(z > 9) is flushed to 0 (true value < 4.1e-37)
+      } else {
+        REQUIRE(std::fabs(s - want) <= (2e-7 + (6 * z2 + 16) * kU32) * want);
+      }
+      REQUIRE((s == 0.0f || std::fpclassify(s) == FP_NORMAL));
     }
   }
 }

@@ -7,12 +7,14 @@
 //    seq 256, micro-batch 8 -> 2048 tokens, FFN 1024, padded vocab 50304) and the
 //    resulting estimate of one micro-batch's forward + backward.
 // Each number is the minimum over a few repetitions (the machine is shared).
-// Flags: --quick (fewer repetitions, skips 2048^3 and bf16 vocab shapes).
+// Flags: --quick (one repetition; skips 2048^3 and the bf16 vocab shapes), --gemm or
+// --kernels (one part only), --threads=1|2 (one thread count for part 2).
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -47,9 +49,11 @@ double TimeMin(const std::function<void()>& f, int reps = -1) {
   return best;
 }
 
-std::vector<float> Random(int64_t n, uint32_t seed) {
+// N(0, stddev^2) values. Weights use Megatron's init std 0.02 so that activations and
+// logits keep realistic magnitudes (huge logits would spend the time in denormal paths).
+std::vector<float> Random(int64_t n, uint32_t seed, float stddev = 1.0f) {
   std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::normal_distribution<float> d(0.0f, stddev);
   std::vector<float> v(n);
   for (auto& x : v) x = d(gen);
   return v;
@@ -130,8 +134,8 @@ void BenchKernels(int threads) {
                      o(kT * kH), probs(kB * kHeads * kS * kS), dq(kT * kH), dk(kT * kH),
                      dv(kT * kH), dqkv(kT * 3 * kH);
   std::vector<float> h4 = Random(kT * kF, 6), g4(kT * kF), dh4(kT * kF);
-  std::vector<float> w_qkv = Random(3 * kH * kH, 7), w_fc1 = Random(kF * kH, 8),
-                     w_fc2 = Random(kH * kF, 9), w_proj = Random(kH * kH, 10),
+  std::vector<float> w_qkv = Random(3 * kH * kH, 7, 0.02f), w_fc1 = Random(kF * kH, 8, 0.02f),
+                     w_fc2 = Random(kH * kF, 9, 0.02f), w_proj = Random(kH * kH, 10, 0.02f),
                      dw(kF * kH), bias(kF, 0.1f);
   std::vector<int32_t> ids(kT), targets(kT), pos(kT);
   for (int64_t i = 0; i < kT; ++i) {
@@ -139,8 +143,8 @@ void BenchKernels(int threads) {
     targets[i] = static_cast<int32_t>((i * 104729) % 50257);
     pos[i] = static_cast<int32_t>(i % kS);
   }
-  std::vector<float> table = Random(kVocab * kH, 11), dtable(kVocab * kH, 0.0f);
-  std::vector<float> logits = Random(kT * kVocab, 12), loss(kT), lse(kT), dloss(kT, 1.0f / kT);
+  std::vector<float> table = Random(kVocab * kH, 11, 0.02f), dtable(kVocab * kH, 0.0f);
+  std::vector<float> logits = Random(kT * kVocab, 12, 2.0f), loss(kT), lse(kT), dloss(kT, 1.0f / kT);
   const int64_t n_params = kLayers * (12 * kH * kH + 13 * kH) + kVocab * kH + kS * kH;
   std::vector<float> params = Random(n_params, 13), grads = Random(n_params, 14),
                      m(n_params, 0.0f), vv(n_params, 0.0f);
@@ -260,16 +264,18 @@ void BenchKernels(int threads) {
 
 int main(int argc, char** argv) {
   bool quick = false, gemm_only = false, kernels_only = false;
+  int threads = 0;  // 0: both 1 and 2
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     if (std::strcmp(argv[i], "--gemm") == 0) gemm_only = true;
     if (std::strcmp(argv[i], "--kernels") == 0) kernels_only = true;
+    if (std::strncmp(argv[i], "--threads=", 10) == 0) threads = std::atoi(argv[i] + 10);
   }
   if (quick) mxmaca::kernels::cpu::g_reps = 1;
   if (!kernels_only) mxmaca::kernels::cpu::BenchGemm(quick);
   if (!gemm_only) {
-    mxmaca::kernels::cpu::BenchKernels(1);
-    mxmaca::kernels::cpu::BenchKernels(2);
+    if (threads != 2) mxmaca::kernels::cpu::BenchKernels(1);
+    if (threads != 1) mxmaca::kernels::cpu::BenchKernels(2);
   }
   return 0;
 }
