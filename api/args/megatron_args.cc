@@ -406,6 +406,16 @@ std::vector<std::string> MegatronArgsBoundDests() {
   return out;
 }
 
+std::vector<std::string> ChangedArgs(const MegatronArgs& args) {
+  static const MegatronArgs* const defaults = new MegatronArgs;
+  std::vector<std::string> out;
+  for (const auto& [dest, binding] : Bindings()) {
+    if (binding.repr(args) != binding.repr(*defaults)) out.push_back(dest);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::optional<std::string> MegatronArgRepr(const MegatronArgs& args, std::string_view dest) {
   auto it = Bindings().find(std::string(dest));
   if (it == Bindings().end()) return std::nullopt;

@@ -256,6 +256,12 @@ std::string FormatMegatronArgs(const MegatronArgs& args);
 // "True", "0.1", "'LayerNorm'", "['a', 'b']"), or nullopt when MXMACA has no such field.
 std::optional<std::string> MegatronArgRepr(const MegatronArgs& args, std::string_view dest);
 
+// ChangedArgs: the dests (sorted) whose value in `args` differs from Megatron's
+// default (a default-constructed MegatronArgs), compared as Python reprs. Call it on
+// what ParseMegatronArgs returned, before ValidateAndDeriveArgs fills in derived
+// values; a consumer that honours only some fields can reject the others by name.
+std::vector<std::string> ChangedArgs(const MegatronArgs& args);
+
 // MegatronArgsBoundDests: the dests ParseMegatronArgs can store into MegatronArgs (one
 // per kImplemented flag); for the test that keeps the table and the struct in step.
 std::vector<std::string> MegatronArgsBoundDests();

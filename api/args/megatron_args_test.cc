@@ -207,6 +207,15 @@ TEST_CASE("every implemented and notice flag parses with a valid value") {
   }
 }
 
+TEST_CASE("ChangedArgs names the fields that differ from Megatron's defaults") {
+  CHECK(ChangedArgs(ParseOk({})).empty());
+  // Giving a default value explicitly is not a change; notices are not fields.
+  CHECK(ChangedArgs(ParseOk({"--seed", "1234", "--use-flash-attn"})).empty());
+  CHECK(ChangedArgs(ParseOk({"--qk-layernorm", "--seed", "7", "--disable-bias-linear",
+                             "--data-path", "x"})) ==
+        std::vector<std::string>{"add_bias_linear", "data_path", "qk_layernorm", "seed"});
+}
+
 TEST_CASE("FormatMegatronArgs prints Megatron's argument block") {
   const MegatronArgs args = ParseOk({"--num-layers", "4", "--norm-epsilon", "1e-6"});
   const std::string text = FormatMegatronArgs(args);
