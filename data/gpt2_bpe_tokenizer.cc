@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -17,7 +18,6 @@
 #include "data/internal/byte_level.h"
 #include "data/internal/pretokenizer.h"
 #include "data/internal/unicode_classes.h"
-#include <nlohmann/json.hpp>
 
 namespace mxmaca::data {
 namespace {
@@ -116,9 +116,8 @@ absl::StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::Load(
   try {
     vocab = nlohmann::json::parse(vocab_text);
   } catch (const nlohmann::json::parse_error& e) {
-    return absl::InvalidArgumentError(absl::StrCat("vocab file '", vocab_file,
-                                                   "' is not valid JSON (byte ", e.byte,
-                                                   "): ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "vocab file '", vocab_file, "' is not valid JSON (byte ", e.byte, "): ", e.what()));
   }
   if (!vocab.is_object() || vocab.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -134,8 +133,8 @@ absl::StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::Load(
     const std::string& key = it.key();
     if (!it.value().is_number_integer()) {
       return absl::InvalidArgumentError(absl::StrCat("vocab file '", vocab_file, "': token ",
-                                                     Quote(key), " has value ",
-                                                     it.value().dump(), ", expected an integer id"));
+                                                     Quote(key), " has value ", it.value().dump(),
+                                                     ", expected an integer id"));
     }
     const int64_t id = it.value().get<int64_t>();
     if (id < 0 || id >= n || seen[id]) {
@@ -171,9 +170,9 @@ absl::StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::Load(
     }
     auto it = id_of.find(spelling);
     if (it == id_of.end()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "vocab file '%s': no token for the single byte 0x%02X (spelled '%s')", vocab_file, b,
-          spelling));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("vocab file '%s': no token for the single byte 0x%02X (spelled '%s')",
+                          vocab_file, b, spelling));
     }
     tok->byte_token_[b] = it->second;
   }
@@ -190,10 +189,10 @@ absl::StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::Load(
   // Python: read().split('\n')[1:-1]: line 1 is the header; the piece after the
   // last '\n' (empty for a file that ends in a newline) is dropped.
   if (lines.size() < 2 || !absl::StartsWith(lines[0], "#version")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("merge file '", merge_file, "' line 1: expected a '#version: ...' header "
-                     "line (GPT-2 vocab.bpe), got ",
-                     Quote(lines[0])));
+    return absl::InvalidArgumentError(absl::StrCat("merge file '", merge_file,
+                                                   "' line 1: expected a '#version: ...' header "
+                                                   "line (GPT-2 vocab.bpe), got ",
+                                                   Quote(lines[0])));
   }
   for (size_t i = 1; i + 1 < lines.size(); ++i) {
     const size_t line_number = i + 1;
@@ -201,10 +200,11 @@ absl::StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::Load(
         absl::StrSplit(lines[i], absl::ByAnyChar(" \t\r\f\v"), absl::SkipEmpty());
     if (parts.empty()) continue;  // blank line: Python's () never matches a pair
     if (parts.size() != 2) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "merge file '", merge_file, "' line ", line_number, ": expected two tokens "
-          "separated by a space, got ",
-          Quote(lines[i])));
+      return absl::InvalidArgumentError(absl::StrCat("merge file '", merge_file, "' line ",
+                                                     line_number,
+                                                     ": expected two tokens "
+                                                     "separated by a space, got ",
+                                                     Quote(lines[i])));
     }
     int32_t ids[3];
     const std::string merged = absl::StrCat(parts[0], parts[1]);
@@ -212,17 +212,17 @@ absl::StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::Load(
     for (int k = 0; k < 3; ++k) {
       auto it = id_of.find(names[k]);
       if (it == id_of.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "merge file '", merge_file, "' line ", line_number, ": ",
-            k < 2 ? "token " : "merged token ", Quote(names[k]), " is not in the vocab file '",
-            vocab_file, "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("merge file '", merge_file, "' line ", line_number, ": ",
+                         k < 2 ? "token " : "merged token ", Quote(names[k]),
+                         " is not in the vocab file '", vocab_file, "'"));
       }
       ids[k] = it->second;
     }
     if (!tok->merges_.Add(ids[0], ids[1], ids[2])) {
       return absl::InvalidArgumentError(absl::StrCat("merge file '", merge_file, "' line ",
-                                                     line_number, ": the pair ",
-                                                     Quote(lines[i]), " appears twice"));
+                                                     line_number, ": the pair ", Quote(lines[i]),
+                                                     " appears twice"));
     }
   }
   return tok;
@@ -253,7 +253,7 @@ void Gpt2BpeTokenizer::EncodeWord(std::string_view word, WordCache& cache,
     cache.Reset(instance_id_);
   }
   cache.index.emplace(std::string(word), std::make_pair(static_cast<uint32_t>(cache.ids.size()),
-                                           static_cast<uint32_t>(symbols.size())));
+                                                        static_cast<uint32_t>(symbols.size())));
   cache.ids.insert(cache.ids.end(), symbols.begin(), symbols.end());
 }
 
@@ -276,9 +276,8 @@ absl::StatusOr<std::string> Gpt2BpeTokenizer::Decode(absl::Span<const int32_t> i
   size_t total = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= n) {
-      return absl::InvalidArgumentError(absl::StrCat("Decode: token id ", ids[i],
-                                                     " at position ", i, " is outside [0, ", n,
-                                                     ")"));
+      return absl::InvalidArgumentError(absl::StrCat("Decode: token id ", ids[i], " at position ",
+                                                     i, " is outside [0, ", n, ")"));
     }
     total += static_cast<size_t>(token_offsets_[ids[i] + 1] - token_offsets_[ids[i]]);
   }

@@ -39,7 +39,9 @@
 namespace mxmaca::data {
 
 // Gpt2BpeTokenizer: immutable after Load(); Encode and Decode are const and safe to
-// call from many threads at once (each thread keeps its own word cache).
+// call from many threads at once. Each thread keeps its own word -> ids cache
+// (thread_local, for the tokenizer it used last; words over 256 bytes are not
+// cached; emptied past 2^18 words or 2^22 ids, i.e. at most a few tens of MB).
 class Gpt2BpeTokenizer {
  public:
   // Load: reads `vocab_file` (encoder.json) and `merge_file` (vocab.bpe).

@@ -3,6 +3,7 @@
 // //data:gpt2_bpe_tokenizer_parity_test.
 #include "data/gpt2_bpe_tokenizer.h"
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -12,7 +13,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include <catch2/catch.hpp>
 
 namespace mxmaca::data {
 namespace {
@@ -85,10 +85,10 @@ TEST_CASE("GPT-2 encodes tricky strings like encoder.py") {
 // RandomUnicode: a string of `n` random scalar values, drawn mostly from ASCII,
 // spaces and a few scripts, sometimes from anywhere in Unicode.
 std::string RandomUnicode(std::mt19937_64& rng, int n) {
-  static const uint32_t kRanges[][2] = {
-      {0x20, 0x7E}, {0x09, 0x0D}, {0x20, 0x20}, {0xA0, 0x24F}, {0x300, 0x36F},
-      {0x370, 0x4FF}, {0x590, 0x6FF}, {0x4E00, 0x9FFF}, {0xAC00, 0xD7A3},
-      {0x1F300, 0x1FAFF}, {0x2000, 0x206F}, {0x0, 0x10FFFF}};
+  static const uint32_t kRanges[][2] = {{0x20, 0x7E},       {0x09, 0x0D},     {0x20, 0x20},
+                                        {0xA0, 0x24F},      {0x300, 0x36F},   {0x370, 0x4FF},
+                                        {0x590, 0x6FF},     {0x4E00, 0x9FFF}, {0xAC00, 0xD7A3},
+                                        {0x1F300, 0x1FAFF}, {0x2000, 0x206F}, {0x0, 0x10FFFF}};
   std::string s;
   for (int i = 0; i < n; ++i) {
     const auto& r = kRanges[rng() % (sizeof(kRanges) / sizeof(kRanges[0]))];
@@ -148,7 +148,8 @@ TEST_CASE("Decode(Encode(b)) == b for random byte strings") {
   Ids joined = a;
   joined.insert(joined.end(), ff.begin(), ff.end());
   joined.insert(joined.end(), b.begin(), b.end());
-  CHECK(tok.Encode("a\xff" "b") == joined);
+  CHECK(tok.Encode("a\xff"
+                   "b") == joined);
 }
 
 TEST_CASE("Decode rejects ids outside the vocab") {
@@ -233,7 +234,9 @@ std::string SmallVocab(const std::vector<std::string>& extra) {
 }
 
 TEST_CASE("Load a small vocab and merge by rank") {
-  const std::string vocab = WriteFile("small_vocab.json", SmallVocab({"ab", "abc", "\xc4\xa0" "a"}));
+  const std::string vocab = WriteFile("small_vocab.json", SmallVocab({"ab", "abc",
+                                                                      "\xc4\xa0"
+                                                                      "a"}));
   const std::string merges =
       WriteFile("small_merges.bpe", "#version: 0.2\na b\nab c\n\xc4\xa0 a\n");
   auto tok = Gpt2BpeTokenizer::Load(vocab, merges);
@@ -316,8 +319,7 @@ TEST_CASE("Load rejects corrupt merge files with line numbers") {
 TEST_CASE("Merge file: blank lines are skipped, text after the last newline ignored") {
   // Megatron reads read().split('\n')[1:-1]: a last line without '\n' is dropped.
   const std::string vocab = WriteFile("v2.json", SmallVocab({"ab", "abc"}));
-  auto tok = Gpt2BpeTokenizer::Load(
-      vocab, WriteFile("m2.bpe", "#version: 0.2\n\na b\r\nab c"));
+  auto tok = Gpt2BpeTokenizer::Load(vocab, WriteFile("m2.bpe", "#version: 0.2\n\na b\r\nab c"));
   REQUIRE(tok.ok());
   CHECK((*tok)->Encode("abc") == Ids{256, 'c'});
 }

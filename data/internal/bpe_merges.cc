@@ -56,8 +56,8 @@ void BpeMerges::ApplySmall(std::vector<int32_t>* symbols) const {
     }
     // Pairs of two kept elements were adjacent before and keep their rank.
     for (int k = 0; k + 1 < out; ++k) {
-      rank[k] = (old_pos[k] >= 0 && old_pos[k + 1] >= 0) ? rank[old_pos[k]]
-                                                         : rank_of(ids[k], ids[k + 1]);
+      rank[k] =
+          (old_pos[k] >= 0 && old_pos[k + 1] >= 0) ? rank[old_pos[k]] : rank_of(ids[k], ids[k + 1]);
     }
     n = out;
   }

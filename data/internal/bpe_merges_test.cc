@@ -3,14 +3,13 @@
 #include "data/internal/bpe_merges.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <limits>
 #include <map>
 #include <random>
 #include <utility>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 namespace mxmaca::data::internal {
 namespace {
@@ -60,7 +59,7 @@ TEST_CASE("BpeMerges::Apply merges by rank, all occurrences per pass") {
   std::vector<int32_t> w = {0, 1, 2, 0, 1};  // a b c a b
   merges.Apply(&w);
   CHECK(w == std::vector<int32_t>{4, 3});  // abc ab
-  w = {0, 0, 0};  // a a a: left-to-right, non-overlapping
+  w = {0, 0, 0};                           // a a a: left-to-right, non-overlapping
   merges.Apply(&w);
   CHECK(w == std::vector<int32_t>{5, 0});
   w = {2};

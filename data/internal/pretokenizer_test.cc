@@ -3,12 +3,11 @@
 // //data:gpt2_bpe_tokenizer_parity_test; these are the cases worth reading.
 #include "data/internal/pretokenizer.h"
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 namespace mxmaca::data::internal {
 namespace {
@@ -52,12 +51,13 @@ TEST_CASE("Gpt2WordSplitter handles the ends of the text") {
 // Ill-formed UTF-8 bytes are single characters of class kOther (documented in the
 // header): they join punctuation runs and take a leading space like punctuation.
 TEST_CASE("Gpt2WordSplitter treats ill-formed UTF-8 bytes as punctuation") {
-  CHECK(Split("a\xff" "b") == Words{"a", "\xff", "b"});
+  CHECK(Split("a\xff"
+              "b") == Words{"a", "\xff", "b"});
   CHECK(Split(" \xff\xfe!x") == Words{" \xff\xfe!", "x"});
-  CHECK(Split("\xc3") == Words{"\xc3"});               // truncated sequence
-  CHECK(Split("\xc3\xa9\xc3") == Words{"\xc3\xa9", "\xc3"});  // é then a stray lead byte
+  CHECK(Split("\xc3") == Words{"\xc3"});                        // truncated sequence
+  CHECK(Split("\xc3\xa9\xc3") == Words{"\xc3\xa9", "\xc3"});    // é then a stray lead byte
   CHECK(Split("\xed\xa0\x80x") == Words{"\xed\xa0\x80", "x"});  // encoded surrogate
-  CHECK(Split("\xc0\xaf") == Words{"\xc0\xaf"});               // overlong '/'
+  CHECK(Split("\xc0\xaf") == Words{"\xc0\xaf"});                // overlong '/'
 }
 
 TEST_CASE("Gpt2WordSplitter words tile random byte strings") {

@@ -10,12 +10,12 @@
 //     ClassOfCodePoint (so the parity test can compare it with Python's `regex`).
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "data/gpt2_bpe_tokenizer.h"
 #include "data/internal/unicode_classes.h"
-#include <nlohmann/json.hpp>
 
 namespace {
 

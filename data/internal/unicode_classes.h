@@ -78,9 +78,9 @@ inline Utf8Char DecodeUtf8Char(const unsigned char* p, const unsigned char* end)
       const unsigned b1 = p[1];
       const bool ok = (b0 == 0xF0) ? b1 >= 0x90 : (b0 == 0xF4) ? b1 <= 0x8F : true;
       if (ok) {
-        return {((b0 & 0x07u) << 18) | ((b1 & 0x3Fu) << 12) | ((p[2] & 0x3Fu) << 6) |
-                    (p[3] & 0x3Fu),
-                4, true};
+        return {
+            ((b0 & 0x07u) << 18) | ((b1 & 0x3Fu) << 12) | ((p[2] & 0x3Fu) << 6) | (p[3] & 0x3Fu), 4,
+            true};
       }
     }
   }

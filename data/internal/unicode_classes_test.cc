@@ -2,11 +2,10 @@
 // table is compared with Python `regex` in //data:gpt2_bpe_tokenizer_parity_test.
 #include "data/internal/unicode_classes.h"
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <random>
 #include <string>
-
-#include <catch2/catch.hpp>
 
 namespace mxmaca::data::internal {
 namespace {
@@ -60,9 +59,9 @@ TEST_CASE("DecodeUtf8Char rejects ill-formed sequences one byte at a time") {
       "\xf4\x90\x80\x80",  // above U+10FFFF
       "\xf5\x80\x80\x80",  // invalid lead
       "\xff",
-      "\xc3",              // truncated
-      "\xe4\xb8",          // truncated
-      "\xc3\x41",          // bad continuation
+      "\xc3",      // truncated
+      "\xe4\xb8",  // truncated
+      "\xc3\x41",  // bad continuation
   };
   for (const std::string& s : bad) {
     INFO("bytes " << s.size());
@@ -133,7 +132,7 @@ TEST_CASE("ClassOfCodePoint spot checks") {
   CHECK(ClassOfCodePoint('7') == CharClass::kNumber);
   CHECK(ClassOfCodePoint('\'') == CharClass::kOther);
   CHECK(ClassOfCodePoint(' ') == CharClass::kWhitespace);
-  CHECK(ClassOfCodePoint(0x1C) == CharClass::kOther);  // FS: isspace() but not White_Space
+  CHECK(ClassOfCodePoint(0x1C) == CharClass::kOther);         // FS: isspace() but not White_Space
   CHECK(ClassOfCodePoint(0x85) == CharClass::kWhitespace);    // NEL
   CHECK(ClassOfCodePoint(0xA0) == CharClass::kWhitespace);    // NBSP
   CHECK(ClassOfCodePoint(0xFEFF) == CharClass::kOther);       // BOM: not White_Space

@@ -5,8 +5,8 @@
 // Reads `bible -f "Gen1:1-Rev22:21"` (31,102 verses, ~4.4 MB), groups it per chapter
 // (1,189 documents, verses joined by '\n', as the parity test does) and reports MB/s
 // and tokens/s for one thread and for two threads splitting the chapters, each with a
-// cold per-thread word cache (first pass) and warm (best of the next --repeats). Baseline in the same run: a
-// plain byte scan (sum of bytes) over the same text, to show the memory-bound ceiling.
+// cold per-thread word cache (first pass) and warm (best of the next --repeats). Baseline in the
+// same run: a plain byte scan (sum of bytes) over the same text, to show the memory-bound ceiling.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
