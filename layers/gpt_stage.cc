@@ -391,7 +391,8 @@ void GptStage::EmbeddingBackwardWeight(MicroBatchStash* st, WeightGradSink* sink
 
 std::unique_ptr<WeightGradSink> GptStage::MakeSink(MicroBatchStash* st, bool direct) {
   if (direct) return std::make_unique<DirectSink>(&store_, ctx_);
-  st->pending_grads.Allocate(&tracker_, static_cast<int64_t>(store_.grads_arena().size()));
+  st->pending_grads.AllocateZeroed(&tracker_,
+                                   static_cast<int64_t>(store_.grads_arena().size()));
   return std::make_unique<PendingSink>(&store_, st->pending_grads.data());
 }
 

@@ -1,7 +1,49 @@
 // layers/micro_batch_stash.cc
 #include "layers/micro_batch_stash.h"
 
+#include <algorithm>
+#include <new>
+
 namespace mxmaca::layers {
+
+namespace {
+constexpr std::align_val_t kBlockAlign{64};
+}  // namespace
+
+void* MemoryTracker::NewBlock(int64_t bytes) {
+  return ::operator new(static_cast<size_t>(bytes), kBlockAlign);
+}
+
+void MemoryTracker::DeleteBlock(void* block) { ::operator delete(block, kBlockAlign); }
+
+MemoryTracker::~MemoryTracker() {
+  for (auto& [capacity, block] : cache_) DeleteBlock(block);
+}
+
+void* MemoryTracker::Acquire(int64_t bytes, int64_t* capacity) {
+  live_ += bytes;
+  peak_ = std::max(peak_, live_);
+  auto it = cache_.lower_bound(bytes);
+  if (it != cache_.end() && it->first <= 2 * bytes) {
+    void* block = it->second;
+    *capacity = it->first;
+    cached_ -= it->first;
+    cache_.erase(it);
+    return block;
+  }
+  *capacity = bytes;
+  return NewBlock(bytes);
+}
+
+void MemoryTracker::Return(void* block, int64_t bytes, int64_t capacity) {
+  live_ -= bytes;
+  if (cached_ + capacity <= peak_) {
+    cache_.emplace(capacity, block);
+    cached_ += capacity;
+  } else {
+    DeleteBlock(block);
+  }
+}
 
 int64_t LayerStash::bytes() const {
   return input.bytes() + ln1_out.bytes() + ln1_mean.bytes() + ln1_rstd.bytes() + q.bytes() +

@@ -11,32 +11,51 @@
 #ifndef MXMACA_LAYERS_MICRO_BATCH_STASH_H_
 #define MXMACA_LAYERS_MICRO_BATCH_STASH_H_
 
-#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <map>
 #include <utility>
 #include <vector>
 
 namespace mxmaca::layers {
 
-// MemoryTracker: live and peak bytes of the stash buffers that report to it.
+// MemoryTracker: live and peak bytes of the stash buffers that report to it, and a cache
+// of released blocks so that the next micro-batch reuses them (no page faults, no
+// re-zeroing of fresh pages; DESIGN.md "Messages reference pooled memory"). A released
+// block is cached while the cache holds at most peak() bytes; a request takes the smallest
+// cached block of at least its size and at most twice it. Counts requested bytes (not
+// block sizes). Not thread-safe (one stage, one caller).
 class MemoryTracker {
  public:
-  void Allocate(int64_t bytes) {
-    live_ += bytes;
-    peak_ = std::max(peak_, live_);
-  }
-  void Release(int64_t bytes) { live_ -= bytes; }
+  MemoryTracker() = default;
+  MemoryTracker(const MemoryTracker&) = delete;
+  MemoryTracker& operator=(const MemoryTracker&) = delete;
+  ~MemoryTracker();
+
+  // Acquire: an uninitialised 64-byte-aligned block of >= `bytes`; *capacity = its size.
+  void* Acquire(int64_t bytes, int64_t* capacity);
+  // Return: gives back a block from Acquire of `bytes` requested, `capacity` held.
+  void Return(void* block, int64_t bytes, int64_t capacity);
+
   int64_t live() const { return live_; }
   int64_t peak() const { return peak_; }
   void ResetPeak() { peak_ = live_; }
+  int64_t cached_bytes() const { return cached_; }
+
+  // Block allocation without a tracker (eval, inference).
+  static void* NewBlock(int64_t bytes);
+  static void DeleteBlock(void* block);
 
  private:
   int64_t live_ = 0;
   int64_t peak_ = 0;
+  int64_t cached_ = 0;
+  std::multimap<int64_t, void*> cache_;  // capacity -> block
 };
 
-// StashBuffer: a zero-initialised array of T whose bytes are reported to a tracker.
-// Move-only; frees (and reports) on destruction.
+// StashBuffer: an array of T (uninitialised unless AllocateZeroed) whose bytes are
+// reported to a tracker (nullptr: plain allocation, not counted). Move-only; releases on
+// destruction.
 template <typename T>
 class StashBuffer {
  public:
@@ -47,35 +66,59 @@ class StashBuffer {
   StashBuffer& operator=(StashBuffer&& o) noexcept {
     if (this != &o) {
       Free();
-      data_ = std::move(o.data_);
+      data_ = o.data_;
+      size_ = o.size_;
+      capacity_ = o.capacity_;
       tracker_ = o.tracker_;
-      o.data_ = std::vector<T>();
+      o.data_ = nullptr;
+      o.size_ = o.capacity_ = 0;
       o.tracker_ = nullptr;
     }
     return *this;
   }
   ~StashBuffer() { Free(); }
 
-  // Allocate: n zeroed elements (frees what was there first).
+  // Allocate: n elements, contents unspecified (frees what was there first).
   void Allocate(MemoryTracker* tracker, int64_t n) {
     Free();
+    if (n <= 0) return;
     tracker_ = tracker;
-    data_.assign(static_cast<size_t>(n), T());
-    if (tracker_ != nullptr) tracker_->Allocate(bytes());
+    size_ = n;
+    const int64_t bytes = n * static_cast<int64_t>(sizeof(T));
+    if (tracker_ != nullptr) {
+      data_ = static_cast<T*>(tracker_->Acquire(bytes, &capacity_));
+    } else {
+      data_ = static_cast<T*>(MemoryTracker::NewBlock(bytes));
+      capacity_ = bytes;
+    }
+  }
+  // AllocateZeroed: n zero elements.
+  void AllocateZeroed(MemoryTracker* tracker, int64_t n) {
+    Allocate(tracker, n);
+    if (n > 0) std::memset(static_cast<void*>(data_), 0, n * sizeof(T));
   }
   void Free() {
-    if (tracker_ != nullptr) tracker_->Release(bytes());
-    std::vector<T>().swap(data_);
+    if (data_ != nullptr) {
+      if (tracker_ != nullptr) {
+        tracker_->Return(data_, bytes(), capacity_);
+      } else {
+        MemoryTracker::DeleteBlock(data_);
+      }
+    }
+    data_ = nullptr;
+    size_ = capacity_ = 0;
     tracker_ = nullptr;
   }
-  T* data() { return data_.data(); }
-  const T* data() const { return data_.data(); }
-  int64_t size() const { return static_cast<int64_t>(data_.size()); }
-  bool empty() const { return data_.empty(); }
-  int64_t bytes() const { return static_cast<int64_t>(data_.size() * sizeof(T)); }
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  int64_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  int64_t bytes() const { return size_ * static_cast<int64_t>(sizeof(T)); }
 
  private:
-  std::vector<T> data_;
+  T* data_ = nullptr;
+  int64_t size_ = 0;
+  int64_t capacity_ = 0;
   MemoryTracker* tracker_ = nullptr;
 };
 
