@@ -5,8 +5,8 @@
 // per-thread scratch, o = P' v by a second GEMM.
 // Backward: one work item per (b, g) key/value group so that dk and dv of a group are
 // summed over its heads in head order without cross-thread reduction.
-// The full [S, S] score GEMM is computed (the upper triangle is then overwritten by the
-// mask); see tests/bench/kernel_bench.cc for its cost.
+// GEMMs are blocked by kBlock query rows / key columns and skip the blocks above the
+// causal diagonal (see kBlock).
 #include "kernels/cpu/attention.h"
 
 #include <omp.h>
@@ -22,6 +22,12 @@
 
 namespace mxmaca::kernels::cpu {
 namespace {
+
+// Query rows (forward, dq) and key columns (dk, dv) are processed in blocks of this
+// many, so that each GEMM covers only the causally reachable part: about (S/kBlock + 1) /
+// (2 S/kBlock) of the full [S, S] work (56% at S = 256). Fixed, so results do not depend
+// on the thread count.
+constexpr int64_t kBlock = 64;
 
 // Allowed key range [lo, i] of query i in sequence b.
 inline int64_t KeyLo(const int32_t* doc_start, int64_t b, int64_t s, int64_t i) {
@@ -131,32 +137,32 @@ void AttentionForward(const ExecContext& ctx, const AttentionShape& sh, const fl
     const float* kg = k + (b * sh.groups + g) * S * D;
     const float* vg = v + (b * sh.groups + g) * S * D;
     float* P = probs + bh * S * S;
-    // scores = scale * q k^T  [S, S]
-    Gemm(one, false, true, S, S, D, softmax_scale, qh, D, kg, D, 0.0f, P, S);
-    for (int64_t i = 0; i < S; ++i) {
-      float* row = P + i * S;
-      const int64_t lo = KeyLo(doc_start, b, S, i), len = i - lo + 1;
-      const float m = MaxOf(row + lo, len);
-      const float sum = ExpShiftSum(row + lo, m, len, row + lo);
-      for (int64_t j = lo; j <= i; ++j) row[j] = row[j] / sum;
-      std::fill(row, row + lo, 0.0f);
-      std::fill(row + i + 1, row + S, 0.0f);
-    }
-    const float* Pd = P;
-    if (dropout_p > 0.0f) {
-      float* scratch = ThreadScratch(S * S, 2);
-      for (int64_t i = 0; i < S; ++i) {
-        const int64_t lo = KeyLo(doc_start, b, S, i);
-        float* dst = scratch + i * S;
-        std::fill(dst, dst + lo, 0.0f);
-        DropoutRow(P + i * S, dst, lo, i + 1, dropout_p, drop_scale, key,
-                        static_cast<uint64_t>((bh * S + i) * S));
-        std::fill(dst + i + 1, dst + S, 0.0f);
+    float* Pd = dropout_p > 0.0f ? ThreadScratch(S * S, 2) : P;
+    for (int64_t i0 = 0; i0 < S; i0 += kBlock) {
+      const int64_t i1 = std::min(S, i0 + kBlock);
+      // scores[i0:i1, 0:i1] = scale * q[i0:i1] k[0:i1]^T (causal: later keys unused)
+      Gemm(one, false, true, i1 - i0, i1, D, softmax_scale, qh + i0 * D, D, kg, D, 0.0f,
+           P + i0 * S, S);
+      for (int64_t i = i0; i < i1; ++i) {
+        float* row = P + i * S;
+        const int64_t lo = KeyLo(doc_start, b, S, i), len = i - lo + 1;
+        const float m = MaxOf(row + lo, len);
+        const float sum = ExpShiftSum(row + lo, m, len, row + lo);
+        for (int64_t j = lo; j <= i; ++j) row[j] = row[j] / sum;
+        std::fill(row, row + lo, 0.0f);
+        std::fill(row + i + 1, row + S, 0.0f);
+        if (dropout_p > 0.0f) {
+          float* dst = Pd + i * S;
+          std::fill(dst, dst + lo, 0.0f);
+          DropoutRow(row, dst, lo, i + 1, dropout_p, drop_scale, key,
+                     static_cast<uint64_t>((bh * S + i) * S));
+          std::fill(dst + i + 1, dst + S, 0.0f);
+        }
       }
-      Pd = scratch;
+      // o[i0:i1] = P'[i0:i1, 0:i1] v[0:i1]
+      Gemm(one, false, false, i1 - i0, D, i1, 1.0f, Pd + i0 * S, S, vg, D, 0.0f,
+           o + (bh * S + i0) * D, D);
     }
-    // o = P' v  [S, D]
-    Gemm(one, false, false, S, D, S, 1.0f, Pd, S, vg, D, 0.0f, o + bh * S * D, D);
   });
 }
 
@@ -182,33 +188,46 @@ void AttentionBackward(const ExecContext& ctx, const AttentionShape& sh, const f
       const float* qh = q + bh * S * D;
       const float* doh = dout + bh * S * D;
       const float beta = j == 0 ? 0.0f : 1.0f;  // first head overwrites, later add
-      // dP' = dout v^T  [S, S] (gradient w.r.t. the dropped probabilities)
-      Gemm(one, false, true, S, S, D, 1.0f, doh, D, vg, D, 0.0f, dP, S);
-      for (int64_t i = 0; i < S; ++i) {
-        float* drow = dP + i * S;
-        const float* prow = P + i * S;
-        const int64_t lo = KeyLo(doc_start, b, S, i);
-        if (dropout_p > 0.0f) {
-          // The forward's mask, regenerated: P' = P * keep / (1 - p) for the dv GEMM,
-          // dP = dP' * keep / (1 - p).
-          const uint64_t row_base = static_cast<uint64_t>((bh * S + i) * S);
-          float* pd = Pd + i * S;
-          std::fill(pd, pd + lo, 0.0f);
-          DropoutRow2(prow, pd, drow, drow, lo, i + 1, dropout_p, drop_scale, key, row_base);
-          std::fill(pd + i + 1, pd + S, 0.0f);
+      for (int64_t i0 = 0; i0 < S; i0 += kBlock) {
+        const int64_t i1 = std::min(S, i0 + kBlock);
+        // dP'[i0:i1, 0:i1] = dout[i0:i1] v[0:i1]^T (gradient w.r.t. dropped probs)
+        Gemm(one, false, true, i1 - i0, i1, D, 1.0f, doh + i0 * D, D, vg, D, 0.0f,
+             dP + i0 * S, S);
+        for (int64_t i = i0; i < i1; ++i) {
+          float* drow = dP + i * S;
+          const float* prow = P + i * S;
+          const int64_t lo = KeyLo(doc_start, b, S, i);
+          if (dropout_p > 0.0f) {
+            // The forward's mask, regenerated once for both uses: P' = P keep/(1-p)
+            // for the dv GEMM, dP = dP' keep/(1-p).
+            const uint64_t row_base = static_cast<uint64_t>((bh * S + i) * S);
+            float* pd = Pd + i * S;
+            std::fill(pd, pd + lo, 0.0f);
+            DropoutRow2(prow, pd, drow, drow, lo, i + 1, dropout_p, drop_scale, key, row_base);
+            std::fill(pd + i + 1, pd + S, 0.0f);
+          }
+          // dS = P * (dP - sum_j dP_j P_j) on the allowed keys, 0 elsewhere.
+          const float dot =
+              LaneSum(i - lo + 1, [&](int64_t t) { return drow[lo + t] * prow[lo + t]; });
+          for (int64_t c = lo; c <= i; ++c) drow[c] = prow[c] * (drow[c] - dot);
+          std::fill(drow, drow + lo, 0.0f);
+          std::fill(drow + i + 1, drow + S, 0.0f);
         }
-        // dS = P * (dP - sum_j dP_j P_j) on the allowed keys, 0 elsewhere.
-        const float dot = LaneSum(i - lo + 1, [&](int64_t t) { return drow[lo + t] * prow[lo + t]; });
-        for (int64_t c = lo; c <= i; ++c) drow[c] = prow[c] * (drow[c] - dot);
-        std::fill(drow, drow + lo, 0.0f);
-        std::fill(drow + i + 1, drow + S, 0.0f);
+        // dq[i0:i1] = scale dS[i0:i1, 0:i1] k[0:i1]
+        Gemm(one, false, false, i1 - i0, D, i1, softmax_scale, dP + i0 * S, S, kg, D, 0.0f,
+             dq + (bh * S + i0) * D, D);
       }
-      // dv += P'^T dout  [S, D]
-      Gemm(one, true, false, S, D, S, 1.0f, dropout_p > 0.0f ? Pd : P, S, doh, D, beta, dvg, D);
-      // dq = scale dS k  [S, D]
-      Gemm(one, false, false, S, D, S, softmax_scale, dP, S, kg, D, 0.0f, dq + bh * S * D, D);
-      // dk += scale dS^T q  [S, D]
-      Gemm(one, true, false, S, D, S, softmax_scale, dP, S, qh, D, beta, dkg, D);
+      const float* Pdrop = dropout_p > 0.0f ? Pd : P;
+      for (int64_t j0 = 0; j0 < S; j0 += kBlock) {
+        const int64_t j1 = std::min(S, j0 + kBlock);
+        // Keys [j0, j1) only receive from queries i >= j0 (causal).
+        // dv[j0:j1] (+)= P'[j0:S, j0:j1]^T dout[j0:S]
+        Gemm(one, true, false, j1 - j0, D, S - j0, 1.0f, Pdrop + j0 * S + j0, S,
+             doh + j0 * D, D, beta, dvg + j0 * D, D);
+        // dk[j0:j1] (+)= scale dS[j0:S, j0:j1]^T q[j0:S]
+        Gemm(one, true, false, j1 - j0, D, S - j0, softmax_scale, dP + j0 * S + j0, S,
+             qh + j0 * D, D, beta, dkg + j0 * D, D);
+      }
     }
   });
 }

@@ -42,11 +42,13 @@ struct Tiling {
 // Problems below this many multiply-adds run as one tile (thread start-up would cost
 // more than it saves).
 constexpr int64_t kMinParallelMacs = int64_t{1} << 20;
-// At most this many tiles; enough to balance 2-8 threads, few enough that repeated
-// packing of the shared operand (O(k * n) per tile) stays small against O(m * n * k).
-constexpr int64_t kMaxTiles = 16;
-// Tiles are at least this many rows/columns (a GEMM micro-kernel's natural block).
-constexpr int64_t kMinTile = 64;
+// At most this many tiles: balances 1, 2 or 4 threads. Every tile re-packs the operand
+// it shares with the others (B when splitting rows: k * n elements), a memory-bound cost
+// of roughly (tiles * k * n) against the (m * n * k) compute; with m = 2048 rows and 16
+// tiles it was ~20% of the GEMM, with 4 tiles ~5%.
+constexpr int64_t kMaxTiles = 4;
+// Tiles are at least this many rows/columns.
+constexpr int64_t kMinTile = 128;
 
 Tiling PlanTiles(int64_t m, int64_t n, int64_t k) {
   Tiling t;
