@@ -20,25 +20,39 @@ namespace cpu = ::mxmaca::kernels::cpu;
 namespace {
 
 // DirectSink: each tensor's micro-batch gradient in its own zeroed buffer, added to the
-// arena at End (grad += g, elementwise).
+// arena at End (grad += g, elementwise). Buffers come from and return to `pool` (the
+// stage's), so their pages are reused across tensors and micro-batches.
 class DirectSink : public WeightGradSink {
  public:
-  DirectSink(ParameterStore* store, const kernels::ExecContext& ctx) : store_(store), ctx_(ctx) {}
+  DirectSink(ParameterStore* store, const kernels::ExecContext& ctx,
+             std::vector<std::vector<float>>* pool)
+      : store_(store), ctx_(ctx), pool_(pool) {}
+  ~DirectSink() override {
+    for (auto& [id, buf] : open_) pool_->push_back(std::move(buf));
+  }
   float* Begin(int id) override {
     auto [it, inserted] = open_.try_emplace(id);
-    if (inserted) it->second.assign(store_->info(id).numel, 0.0f);
+    if (inserted) {
+      if (!pool_->empty()) {
+        it->second = std::move(pool_->back());
+        pool_->pop_back();
+      }
+      it->second.assign(store_->info(id).numel, 0.0f);
+    }
     return it->second.data();
   }
   void End(int id) override {
     auto it = open_.find(id);
     float* g = store_->grad(id);
     cpu::Add(ctx_, g, it->second.data(), g, store_->info(id).numel);
+    pool_->push_back(std::move(it->second));
     open_.erase(it);
   }
 
  private:
   ParameterStore* store_;
   kernels::ExecContext ctx_;
+  std::vector<std::vector<float>>* pool_;
   absl::flat_hash_map<int, std::vector<float>> open_;
 };
 
@@ -390,7 +404,7 @@ void GptStage::EmbeddingBackwardWeight(MicroBatchStash* st, WeightGradSink* sink
 }
 
 std::unique_ptr<WeightGradSink> GptStage::MakeSink(MicroBatchStash* st, bool direct) {
-  if (direct) return std::make_unique<DirectSink>(&store_, ctx_);
+  if (direct) return std::make_unique<DirectSink>(&store_, ctx_, &sink_pool_);
   st->pending_grads.AllocateZeroed(&tracker_,
                                    static_cast<int64_t>(store_.grads_arena().size()));
   return std::make_unique<PendingSink>(&store_, st->pending_grads.data());

@@ -165,6 +165,7 @@ class GptStage {
   std::vector<int32_t> rope_positions_;
   LayerScratch scratch_;
   std::vector<float> grad_a_, grad_b_, dloss_;
+  std::vector<std::vector<float>> sink_pool_;  // reusable per-tensor gradient buffers
 };
 
 }  // namespace mxmaca::layers
