@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "data/json_line_parser.h"
 
 namespace mxmaca::data {
 namespace {
@@ -32,6 +33,27 @@ const char* JsonTypeName(const nlohmann::json& value) {
 }
 
 bool IsJsonWhitespace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// The checks both parsers share: a blank line and a byte-order mark get their own
+// messages.
+absl::Status CheckBlankOrBom(std::string_view line, const std::string& where) {
+  bool blank = true;
+  for (char c : line) {
+    if (!IsJsonWhitespace(c)) {
+      blank = false;
+      break;
+    }
+  }
+  if (blank) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, "blank line, expected a JSON object (Megatron's json.loads rejects it too)"));
+  }
+  if (line.size() >= 3 && std::memcmp(line.data(), "\xEF\xBB\xBF", 3) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, "UTF-8 byte-order mark, expected a JSON object (save the file without BOM)"));
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -114,21 +136,40 @@ absl::Status ParseJsonlLine(std::string_view line, const std::vector<std::string
                             JsonlDocument* doc) {
   doc->fields.clear();
   const std::string where = absl::StrCat(file, ":", line_number, ": ");
-  bool blank = true;
-  for (char c : line) {
-    if (!IsJsonWhitespace(c)) {
-      blank = false;
-      break;
+  MXMACA_RETURN_IF_ERROR(CheckBlankOrBom(line, where));
+  std::vector<JsonField> fields;
+  absl::Status status = ParseJsonObjectFields(line, keys, &fields);
+  if (!status.ok()) return absl::InvalidArgumentError(absl::StrCat(where, status.message()));
+  doc->fields.resize(keys.size());
+  for (size_t k = 0; k < keys.size(); ++k) {
+    JsonField& field = fields[k];
+    if (!field.present) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "missing key \"", keys[k], "\" (--json-keys)"));
     }
+    const bool is_string = std::strcmp(field.type, "string") == 0;
+    const bool is_array = std::strcmp(field.type, "array") == 0;
+    if (!is_string && !is_array) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, "key \"", keys[k], "\" is ", field.type,
+          ", expected a string (or an array of sentence strings)"));
+    }
+    if (field.first_non_string >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, "element ", field.first_non_string, " of key \"", keys[k], "\" is ",
+          field.non_string_type, ", expected a string"));
+    }
+    doc->fields[k] = std::move(field.strings);
   }
-  if (blank) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, "blank line, expected a JSON object (Megatron's json.loads rejects it too)"));
-  }
-  if (line.size() >= 3 && std::memcmp(line.data(), "\xEF\xBB\xBF", 3) == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, "UTF-8 byte-order mark, expected a JSON object (save the file without BOM)"));
-  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseJsonlLineReference(std::string_view line, const std::vector<std::string>& keys,
+                            const std::string& file, int64_t line_number,
+                            JsonlDocument* doc) {
+  doc->fields.clear();
+  const std::string where = absl::StrCat(file, ":", line_number, ": ");
+  MXMACA_RETURN_IF_ERROR(CheckBlankOrBom(line, where));
   nlohmann::json value;
   try {
     value = nlohmann::json::parse(line.begin(), line.end());

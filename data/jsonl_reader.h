@@ -12,10 +12,12 @@
 // Value rules (Encoder.encode): a string is one sentence; an array of strings is a
 // document already split into sentences (Megatron's --split-sentences output), each
 // sentence becoming one sequence; any other type, or a missing key, is an error.
-// Differences from Python, on inputs no real corpus should hold: a lone '\r' (not
-// before '\n') does not end a line here (Python's universal newlines would split
-// there; JSON treats it as whitespace); NaN, Infinity and numbers beyond the double
-// range (which json.loads reads as nan / inf) are invalid JSON here.
+// JSON itself is parsed by data/json_line_parser.h, which accepts what json.loads
+// accepts (NaN, Infinity, numbers of any size included). Differences from Python, on
+// inputs no real corpus should hold: a lone '\r' (not before '\n') does not end a line
+// here (Python's universal newlines would split there; JSON treats it as whitespace);
+// a \u escape of a lone surrogate is an error (Megatron's tokenizer would fail on it);
+// nesting deeper than 900 levels is an error (Python gives up near 1000).
 #ifndef MXMACA_DATA_JSONL_READER_H_
 #define MXMACA_DATA_JSONL_READER_H_
 
@@ -75,12 +77,20 @@ struct JsonlDocument {
 
 // ParseJsonlLine: parses `line` (line `line_number` of `file`, used in messages) as a
 // JSON object and extracts `keys` into *doc (cleared first). Thread-safe. Errors
-// (InvalidArgument, "FILE:LINE: ..."): blank line, invalid JSON (with nlohmann's byte
-// position), not an object, a missing key, a value that is not a string or an array of
+// (InvalidArgument, "FILE:LINE: ..."): blank line, invalid JSON (with the byte offset
+// in the line), not an object, a missing key, a value that is not a string or an array of
 // strings, a byte-order mark.
 absl::Status ParseJsonlLine(std::string_view line, const std::vector<std::string>& keys,
                             const std::string& file, int64_t line_number,
                             JsonlDocument* doc);
+
+// ParseJsonlLineReference: ParseJsonlLine through nlohmann/json's DOM parser, kept as
+// the independent reference for tests and fuzzing. Same messages except for invalid
+// JSON (nlohmann's wording), and nlohmann rejects NaN, Infinity and numbers beyond the
+// double range, which ParseJsonlLine accepts as Python does.
+absl::Status ParseJsonlLineReference(std::string_view line, const std::vector<std::string>& keys,
+                                     const std::string& file, int64_t line_number,
+                                     JsonlDocument* doc);
 
 // ReadJsonlFile: every line of `path` through ParseJsonlLine (for small files and
 // tests; preprocess streams instead). Errors: those of JsonlLineReader and
