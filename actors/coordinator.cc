@@ -79,6 +79,9 @@ struct CoordinatorState {
   std::string eval_where;
   bool eval_then_finish = false;
   bool final_eval_done = false;
+  // What is due after the step in flight.
+  bool pending_eval = false;
+  bool pending_save = false;
   // Saving in progress.
   std::shared_ptr<checkpoint::CheckpointWriter> writer;
   int64_t last_saved_iteration = -1;
@@ -132,25 +135,29 @@ void FinishTraining(CoordinatorPointer self) {
   Finish(self, true, "");
 }
 
-// After an iteration's step: log, evaluate, save, then the next iteration.
+// After an iteration's step, in Megatron's order (training.py train): evaluate if due,
+// then save if due, then exit (--exit-interval / --exit-duration-in-mins), finish
+// (--train-iters) or run the next iteration. Each finished evaluation or save calls
+// back here to continue.
 void AfterStep(CoordinatorPointer self) {
   auto& st = self->state;
   const CoordinatorConfig& c = *st.cfg;
+  if (st.pending_eval) {
+    st.pending_eval = false;
+    StartEval(self, absl::StrCat("iteration ", st.iteration), false);
+    return;
+  }
+  if (st.pending_save) {
+    st.pending_save = false;
+    StartSave(self, false);
+    return;
+  }
   const bool exit_now =
       (c.exit_interval && *c.exit_interval > 0 && st.iteration % *c.exit_interval == 0) ||
       (c.exit_duration_in_mins &&
        std::chrono::duration<double>(Clock::now() - st.run_start).count() / 60.0 >
            *c.exit_duration_in_mins);
-  if (c.do_valid && c.eval_interval > 0 && st.iteration % c.eval_interval == 0) {
-    StartEval(self, absl::StrCat("iteration ", st.iteration), false);
-    return;
-  }
-  if (c.save_dir && c.save_interval > 0 && st.iteration % c.save_interval == 0 &&
-      st.last_saved_iteration != st.iteration) {
-    StartSave(self, false);
-    return;
-  }
-  if (exit_now) {
+  if (exit_now && st.iteration < c.train_iters) {
     Print(st, absl::StrCat(" exiting program at iteration ", st.iteration));
     st.final_eval_done = true;  // Megatron's exit paths save and stop without evaluating
     FinishTraining(self);
@@ -179,7 +186,7 @@ void LogIfDue(CoordinatorPointer self) {
   const double flops_per_device_per_s =
       c.flops_per_iteration / per_iter / static_cast<double>(c.num_devices);
   r.tflops_per_device = flops_per_device_per_s / 1e12;
-  r.learning_rate = c.scheduler.lr();
+  r.learning_rate = c.scheduler->lr();
   r.global_batch_size = c.global_batch_size;
   r.lm_loss = iv.counted_losses > 0 ? iv.loss_total / iv.counted_losses
                                     : std::numeric_limits<double>::quiet_NaN();
@@ -284,8 +291,8 @@ void OnTrainReports(CoordinatorPointer self) {
   ApplyOptimizerStep step;
   step.iteration = st.iteration;
   step.grad_scale = grad_scale;
-  step.lr = c.scheduler.lr();
-  step.weight_decay = c.scheduler.weight_decay();
+  step.lr = c.scheduler->lr();
+  step.weight_decay = c.scheduler->weight_decay();
   if (!finite) {
     step.skip = true;
     ++st.consecutive_nan;
@@ -319,7 +326,7 @@ void OnTrainReports(CoordinatorPointer self) {
 void OnStepDone(CoordinatorPointer self) {
   auto& st = self->state;
   CoordinatorConfig& c = *st.cfg;
-  if (!st.step_skip) c.scheduler.Step(c.global_batch_size);
+  if (!st.step_skip) c.scheduler->Step(c.global_batch_size);
   c.consumed_train_samples += c.global_batch_size;
   const double seconds =
       std::chrono::duration<double>(Clock::now() - st.iteration_start).count();
@@ -350,7 +357,7 @@ void OnStepDone(CoordinatorPointer self) {
     r.train_iters = c.train_iters;
     r.consumed_samples = c.consumed_train_samples;
     r.elapsed_ms_per_iteration = seconds * 1e3;
-    r.learning_rate = c.scheduler.lr();
+    r.learning_rate = c.scheduler->lr();
     r.global_batch_size = c.global_batch_size;
     r.lm_loss = st.step_loss;
     r.grad_norm = st.step_grad_norm;
@@ -359,6 +366,8 @@ void OnStepDone(CoordinatorPointer self) {
     c.on_iteration(r);
   }
   LogIfDue(self);
+  st.pending_eval = c.do_valid && c.eval_interval > 0 && st.iteration % c.eval_interval == 0;
+  st.pending_save = c.save_dir && c.save_interval > 0 && st.iteration % c.save_interval == 0;
   AfterStep(self);
 }
 
@@ -380,16 +389,7 @@ void OnEvalReports(CoordinatorPointer self) {
     FinishTraining(self);
     return;
   }
-  // Continue after the evaluation: a save may be due, then the next iteration.
-  if (c.save_dir && c.save_interval > 0 && st.iteration % c.save_interval == 0) {
-    StartSave(self, false);
-    return;
-  }
-  if (st.iteration >= c.train_iters) {
-    FinishTraining(self);
-    return;
-  }
-  StartIteration(self);
+  AfterStep(self);
 }
 
 nlohmann::json TrainingStateJson(const CoordinatorState& st) {
@@ -398,11 +398,11 @@ nlohmann::json TrainingStateJson(const CoordinatorState& st) {
   state["iteration"] = st.iteration;
   state["consumed_train_samples"] = c.consumed_train_samples;
   state["consumed_valid_samples"] = c.consumed_valid_samples;
-  state["opt_param_scheduler"] = {{"num_steps", c.scheduler.num_steps()},
-                                  {"max_lr", c.scheduler.config().max_lr},
-                                  {"min_lr", c.scheduler.config().min_lr},
-                                  {"lr_warmup_steps", c.scheduler.config().lr_warmup_steps},
-                                  {"lr_decay_steps", c.scheduler.config().lr_decay_steps}};
+  state["opt_param_scheduler"] = {{"num_steps", c.scheduler->num_steps()},
+                                  {"max_lr", c.scheduler->config().max_lr},
+                                  {"min_lr", c.scheduler->config().min_lr},
+                                  {"lr_warmup_steps", c.scheduler->config().lr_warmup_steps},
+                                  {"lr_decay_steps", c.scheduler->config().lr_decay_steps}};
   state["optimizer_step"] = st.iteration - st.total_skipped;  // informative; stages own it
   state["skipped_iterations"] = st.total_skipped;
   // Randomness is a function of (seed, iteration, micro-batch): there is no RNG state to
@@ -428,11 +428,7 @@ void OnShardsSaved(CoordinatorPointer self) {
     Finish(self, true, "");
     return;
   }
-  if (st.iteration >= c.train_iters) {
-    FinishTraining(self);
-    return;
-  }
-  StartIteration(self);
+  AfterStep(self);
 }
 
 CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
@@ -441,16 +437,23 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
   return {
       [=](const RunTraining&) -> caf::typed_response_promise<TrainingSummary> {
         auto& st = self->state;
-        st.promise = self->make_response_promise<TrainingSummary>();
         if (st.started) {
           TrainingSummary bad;
           bad.ok = false;
           bad.error = "RunTraining sent twice";
-          return self->make_response_promise<TrainingSummary>(bad);
+          auto rp = self->make_response_promise<TrainingSummary>();
+          rp.deliver(bad);
+          return rp;
         }
         st.started = true;
+        st.promise = self->make_response_promise<TrainingSummary>();
+        if (!st.cfg->scheduler) {
+          Finish(self, false, "coordinator: no learning-rate scheduler configured");
+          return st.promise;
+        }
         st.run_start = Clock::now();
         st.iteration = st.cfg->start_iteration;
+        st.total_skipped = st.cfg->skipped_iterations;
         st.summary.first_iteration = st.iteration;
         if (st.iteration >= st.cfg->train_iters) {
           Finish(self, true, "");

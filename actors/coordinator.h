@@ -38,6 +38,7 @@ struct CoordinatorConfig {
   int64_t start_iteration = 0;              // iterations already done (from --load)
   int64_t consumed_train_samples = 0;
   int64_t consumed_valid_samples = 0;
+  int64_t skipped_iterations = 0;           // skipped before start_iteration (from --load)
   int64_t global_batch_size = 0;
   int64_t micro_batch_size = 0;
   int32_t num_microbatches = 0;             // global batch / (micro batch x DP)
@@ -54,7 +55,7 @@ struct CoordinatorConfig {
   std::optional<std::string> save_dir;
   int64_t save_interval = 0;                // 0: save only at the end (when save_dir)
   nlohmann::json checkpoint_args;           // stored in every checkpoint's metadata
-  layers::OptimizerParamScheduler scheduler;
+  std::optional<layers::OptimizerParamScheduler> scheduler;  // required
   std::vector<StageActorHandle> stages;     // pipeline order
   DataActorHandle data;
   double flops_per_iteration = 0.0;         // Megatron's num_floating_point_operations

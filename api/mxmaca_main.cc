@@ -1,0 +1,56 @@
+// api/mxmaca_main.cc: the `mxmaca` command-line entry point. A thin dispatcher: each
+// subcommand is a function of the public API taking its arguments; an error is printed
+// as "mxmaca <subcommand>: error: <message>" with exit code 1 (2 for usage errors).
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "api/generate/generate_command.h"
+#include "api/inspect/inspect_data_command.h"
+#include "api/preprocess/preprocess_command.h"
+#include "api/train/train_command.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: mxmaca <command> [flags]\n"
+    "\n"
+    "commands:\n"
+    "  train          train a GPT with Megatron-LM's pretrain_gpt.py flags\n"
+    "  preprocess     JSONL -> Megatron .bin/.idx (tools/preprocess_data.py flags)\n"
+    "  inspect-data   show the documents, samples and epochs training will read\n"
+    "  generate       sample text from a checkpoint (--load DIR --prompt TEXT)\n"
+    "\n"
+    "docs/FLAGS.md lists every Megatron flag and what MXMACA does with it.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  absl::Status status;
+  if (command == "train") {
+    status = mxmaca::api::RunTrain(args);
+  } else if (command == "preprocess") {
+    status = mxmaca::api::RunPreprocess(args);
+  } else if (command == "inspect-data") {
+    status = mxmaca::api::RunInspectData(args);
+  } else if (command == "generate") {
+    status = mxmaca::api::RunGenerate(args);
+  } else {
+    std::fprintf(stderr, "mxmaca: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+    return 2;
+  }
+  if (!status.ok()) {
+    std::fprintf(stderr, "mxmaca %s: error: %s\n", command.c_str(),
+                 std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}

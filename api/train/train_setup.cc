@@ -1,0 +1,138 @@
+// api/train/train_setup.cc: see train_setup.h.
+#include "api/train/train_setup.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace mxmaca::api {
+
+absl::StatusOr<layers::GptConfig> GptConfigFromArgs(const MegatronArgs& a, int64_t vocab_size) {
+  layers::GptConfig c;
+  c.num_layers = a.num_layers.value_or(0);
+  c.hidden_size = a.hidden_size.value_or(0);
+  c.ffn_hidden_size = a.ffn_hidden_size.value_or(0);
+  c.num_attention_heads = a.num_attention_heads.value_or(0);
+  c.num_query_groups = a.group_query_attention ? a.num_query_groups : 0;
+  c.kv_channels = a.kv_channels.value_or(0);
+  c.seq_length = a.seq_length.value_or(0);
+  c.max_position_embeddings = a.max_position_embeddings.value_or(c.seq_length);
+  c.vocab_size = vocab_size;
+  c.padded_vocab_size =
+      PaddedVocabSize(vocab_size, a.make_vocab_size_divisible_by, a.tensor_model_parallel_size);
+  MXMACA_ASSIGN_OR_RETURN(c.position_embedding_type,
+                          layers::ParsePositionEmbeddingType(a.position_embedding_type));
+  c.rotary_base = static_cast<float>(a.rotary_base);
+  c.rotary_percent = static_cast<float>(a.rotary_percent);
+  MXMACA_ASSIGN_OR_RETURN(c.normalization, layers::ParseNormalization(a.normalization));
+  c.norm_epsilon = static_cast<float>(a.norm_epsilon);
+  c.swiglu = a.swiglu;
+  c.untie_embeddings_and_output_weights = a.untie_embeddings_and_output_weights;
+  c.add_bias_linear = a.add_bias_linear;
+  c.hidden_dropout = static_cast<float>(a.hidden_dropout);
+  c.attention_dropout = static_cast<float>(a.attention_dropout);
+  c.init_method_std = static_cast<float>(a.init_method_std);
+  c.seed = static_cast<uint64_t>(a.seed);
+  if (a.recompute_granularity) {
+    MXMACA_ASSIGN_OR_RETURN(c.recompute_granularity,
+                            layers::ParseRecomputeGranularity(*a.recompute_granularity));
+  }
+  if (a.recompute_method) {
+    MXMACA_ASSIGN_OR_RETURN(c.recompute_method, layers::ParseRecomputeMethod(*a.recompute_method));
+  }
+  c.recompute_num_layers = a.recompute_num_layers.value_or(1);
+  c.precision = a.bf16 ? kernels::Precision::kBf16 : kernels::Precision::kFp32;
+  c.num_threads = static_cast<int>(a.num_threads.value_or(1));
+  c.apply_residual_connection_post_layernorm = a.apply_residual_connection_post_layernorm;
+  MXMACA_RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+int64_t TrainIters(const MegatronArgs& a) {
+  if (a.train_iters) return *a.train_iters;
+  if (a.train_samples && a.global_batch_size && *a.global_batch_size > 0) {
+    return *a.train_samples / *a.global_batch_size;
+  }
+  return 0;
+}
+
+absl::StatusOr<layers::OptimizerParamSchedulerConfig> SchedulerConfigFromArgs(
+    const MegatronArgs& a) {
+  layers::OptimizerParamSchedulerConfig c;
+  const int64_t gbs = a.global_batch_size.value_or(1);
+  double warmup = 0.0;
+  if (a.train_iters) {
+    const int64_t decay_iters = a.lr_decay_iters.value_or(*a.train_iters);
+    c.lr_decay_steps = decay_iters * gbs;
+    c.wd_incr_steps = *a.train_iters * gbs;
+    warmup = a.lr_warmup_fraction ? *a.lr_warmup_fraction * static_cast<double>(c.lr_decay_steps)
+                                  : static_cast<double>(a.lr_warmup_iters * gbs);
+  } else if (a.train_samples) {
+    c.lr_decay_steps = a.lr_decay_samples.value_or(*a.train_samples);
+    c.wd_incr_steps = *a.train_samples;
+    warmup = a.lr_warmup_fraction ? *a.lr_warmup_fraction * static_cast<double>(c.lr_decay_steps)
+                                  : static_cast<double>(a.lr_warmup_samples);
+  } else {
+    return absl::InvalidArgumentError("one of --train-iters or --train-samples is required");
+  }
+  c.lr_warmup_steps = static_cast<int64_t>(warmup);
+  if (!a.lr) return absl::InvalidArgumentError("--lr is required");
+  c.max_lr = *a.lr;
+  c.min_lr = a.min_lr;
+  c.init_lr = a.lr_warmup_init;
+  MXMACA_ASSIGN_OR_RETURN(c.lr_decay_style, layers::ParseLrDecayStyle(a.lr_decay_style));
+  c.start_wd = a.start_weight_decay.value_or(a.weight_decay);
+  c.end_wd = a.end_weight_decay.value_or(a.weight_decay);
+  MXMACA_ASSIGN_OR_RETURN(c.wd_incr_style, layers::ParseWdIncrStyle(a.weight_decay_incr_style));
+  return c;
+}
+
+absl::StatusOr<data::GptDataConfig> DataConfigFromArgs(const MegatronArgs& a, int32_t eod,
+                                                       int64_t vocab_size) {
+  data::GptDataConfig c;
+  auto blend = data::ParseDataBlend(a.data_path);
+  if (!blend.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--data-path: ", blend.status().message()));
+  }
+  c.blend = *blend;
+  const std::vector<std::string>* per_split[data::kNumSplits] = {
+      &a.train_data_path, &a.valid_data_path, &a.test_data_path};
+  const char* flag[data::kNumSplits] = {"--train-data-path", "--valid-data-path",
+                                        "--test-data-path"};
+  for (int i = 0; i < data::kNumSplits; ++i) {
+    auto b = data::ParseDataBlend(*per_split[i]);
+    if (!b.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag[i], ": ", b.status().message()));
+    }
+    c.blend_per_split[i] = *b;
+  }
+  c.mock = a.mock_data;
+  if (a.split) c.split = *a.split;
+  c.seed = static_cast<uint32_t>(a.seed);
+  c.seq_length = static_cast<int32_t>(a.seq_length.value_or(0));
+  const int64_t gbs = a.global_batch_size.value_or(1);
+  const int64_t iters = TrainIters(a);
+  c.num_samples[0] = a.train_samples ? *a.train_samples : iters * gbs;
+  const int64_t eval_runs = a.eval_interval > 0 ? iters / a.eval_interval + 1 : 1;
+  c.num_samples[1] = eval_runs * a.eval_iters * gbs;
+  c.num_samples[2] = a.eval_iters * gbs;
+  if (a.data_cache_path) c.cache_path = *a.data_cache_path;
+  c.eod_token = eod;
+  c.vocab_size = vocab_size;
+  return c;
+}
+
+layers::DenseGptShape DenseShape(const layers::GptConfig& c) {
+  layers::DenseGptShape s;
+  s.num_layers = c.num_layers;
+  s.hidden_size = c.hidden_size;
+  s.ffn_hidden_size = c.ffn_hidden_size;
+  s.num_attention_heads = c.num_attention_heads;
+  s.num_query_groups = c.query_groups();
+  s.kv_channels = c.head_dim();
+  s.seq_length = c.seq_length;
+  s.padded_vocab_size = c.padded_vocab_size;
+  s.swiglu = c.swiglu;
+  return s;
+}
+
+}  // namespace mxmaca::api

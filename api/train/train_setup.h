@@ -1,0 +1,52 @@
+// api/train/train_setup.h: from validated Megatron arguments to the pieces of a run —
+// the model configuration, the learning-rate schedule and the data configuration.
+//
+// Each function mirrors the Megatron code that derives the same values, named beside it.
+#ifndef MXMACA_API_TRAIN_TRAIN_SETUP_H_
+#define MXMACA_API_TRAIN_TRAIN_SETUP_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "api/args/megatron_args.h"
+#include "data/gpt_dataset_builder.h"
+#include "layers/flops.h"
+#include "layers/gpt_config.h"
+#include "layers/lr_schedule.h"
+
+namespace mxmaca::api {
+
+// GptConfigFromArgs: layers::GptConfig for the flags in `args` (after
+// ValidateAndDeriveArgs) and the tokenizer's vocabulary size `vocab_size`; the padded size
+// is PaddedVocabSize(vocab_size, --make-vocab-size-divisible-by, TP). Errors:
+// InvalidArgument naming the flag for spellings the layers do not know
+// (--position-embedding-type, --normalization, --recompute-*), and GptConfig::Validate's.
+absl::StatusOr<layers::GptConfig> GptConfigFromArgs(const MegatronArgs& args, int64_t vocab_size);
+
+// SchedulerConfigFromArgs: megatron/training/training.py get_optimizer_param_scheduler:
+// with --train-iters, decay = lr_decay_iters x global batch, warmup = lr_warmup_fraction x
+// decay or lr_warmup_iters x global batch, wd increments over train_iters x global batch;
+// with --train-samples the *_samples flags directly. All in samples. A fractional warmup
+// (fraction x decay) is rounded down to whole samples.
+absl::StatusOr<layers::OptimizerParamSchedulerConfig> SchedulerConfigFromArgs(
+    const MegatronArgs& args);
+
+// TrainIters: --train-iters, or --train-samples / global batch (Megatron's
+// update_train_iters for a constant batch size).
+int64_t TrainIters(const MegatronArgs& args);
+
+// DataConfigFromArgs: data::GptDataConfig for --data-path / --{train,valid,test}-data-path
+// / --mock-data, --split, --seed, --seq-length, --data-cache-path, with the sample counts
+// of training.py get_train_valid_test_num_samples: train = train_iters x global batch,
+// valid = (train_iters // eval_interval + 1) x eval_iters x global batch, test =
+// eval_iters x global batch. `eod` and `vocab_size` are the tokenizer's. Errors:
+// ParseDataBlend's (naming the flag).
+absl::StatusOr<data::GptDataConfig> DataConfigFromArgs(const MegatronArgs& args, int32_t eod,
+                                                       int64_t vocab_size);
+
+// DenseShape: the dimensions Megatron's FLOPs formula needs, from a model config.
+layers::DenseGptShape DenseShape(const layers::GptConfig& config);
+
+}  // namespace mxmaca::api
+
+#endif  // MXMACA_API_TRAIN_TRAIN_SETUP_H_
