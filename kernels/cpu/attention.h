@@ -15,8 +15,10 @@
 // Dropout on the probabilities: element (b, h, i, j) is kept iff
 // UniformAt(key, ((b * NH + h) * S + i) * S + j) >= dropout_p and scaled by 1/(1-p)
 // (kernels/philox.h); the backward regenerates the mask. dropout_p == 0: no dropout.
-// Work is split over (b, h) pairs; each is computed by the same sequence of fp32
-// operations whatever ctx.num_threads is, so results are bit-identical.
+// Work is split over (b, h) pairs (forward) and (b, group) pairs (backward, so a group's
+// dk/dv sum over its heads in head order without cross-thread reductions); each item is
+// the same sequence of fp32 operations whatever ctx.num_threads is: bit-identical results.
+// Scratch: up to two [S, S] fp32 buffers per worker thread (thread_local, grown once).
 // GEMMs go through kernels/cpu/gemm.h, so ctx.precision == kBf16 rounds their inputs
 // (Q, K, probabilities, V, gradients) to bf16 as Megatron's bf16 attention does.
 #ifndef MXMACA_KERNELS_CPU_ATTENTION_H_

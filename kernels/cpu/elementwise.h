@@ -37,7 +37,9 @@ double SumSquares(const ExecContext& ctx, const float* x, int64_t n);
 
 // GeluForward: y = x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))), the exact GELU
 // (Hendrycks & Gimpel 2016; torch.nn.functional.gelu default, Megatron's default when
-// neither --openai-gelu nor --onnx-safe). x, y [n]; y may alias x.
+// neither --openai-gelu nor --onnx-safe), not the tanh approximation. Phi is evaluated
+// as 0.5 erfc(-x / sqrt(2)) with an AVX2 erfc of relative error ~1e-7 (vec_math.h), so
+// y is within a few ulp of the true value. x, y [n]; y may alias x.
 void GeluForward(const ExecContext& ctx, const float* x, float* y, int64_t n);
 
 // GeluBackward: dx = dy * (Phi(x) + x * phi(x)), phi the standard normal density.
@@ -59,13 +61,14 @@ void SwigluBackward(const ExecContext& ctx, const float* x, const float* dy, flo
                     int64_t rows, int64_t f);
 
 // DropoutForward: keep element i iff UniformAt(key, index_offset + i) >= p (philox.h);
-// y[i] = keep ? x[i] / (1 - p) : 0 (inverted dropout, as torch). p == 0: copy.
+// y[i] = keep ? x[i] * s : 0 with s = fp32(1 / (1 - p)) (inverted dropout; torch
+// multiplies by the same fp32 scale). p == 0: copy.
 // x, y [n]; y may alias x. index_offset is the global index of x[0] in the logical tensor
 // so that any sharding draws the same mask. 0 <= p < 1.
 void DropoutForward(const ExecContext& ctx, const float* x, float* y, int64_t n, float p,
                     RngKey key, int64_t index_offset);
 
-// DropoutBackward: dx[i] = keep ? dy[i] / (1 - p) : 0 with the same mask as the forward
+// DropoutBackward: dx[i] = keep ? dy[i] * s : 0 with the same mask as the forward
 // (regenerated from key and index_offset, not stored). dx may alias dy.
 void DropoutBackward(const ExecContext& ctx, const float* dy, float* dx, int64_t n,
                      float p, RngKey key, int64_t index_offset);
