@@ -82,6 +82,8 @@ TEST_CASE("rejects what json.loads rejects, naming the byte") {
       {"{\"text\": \"x\"", "expected ',' or '}'"},
       {"{\"text\": \"x", "unterminated string"},
       {"", "expected a value"},
+      // A NUL byte is not the end of the line (nlohmann's lexer would stop there).
+      {std::string("{\"text\": \"x\"}\0{", 15), "invalid JSON at byte 13: extra data"},
       {std::string(901, '[') + std::string(901, ']'), "nesting too deep"},
   };
   for (const auto& [line, expected] : cases) {

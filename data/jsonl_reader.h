@@ -87,7 +87,8 @@ absl::Status ParseJsonlLine(std::string_view line, const std::vector<std::string
 // ParseJsonlLineReference: ParseJsonlLine through nlohmann/json's DOM parser, kept as
 // the independent reference for tests and fuzzing. Same messages except for invalid
 // JSON (nlohmann's wording), and nlohmann rejects NaN, Infinity and numbers beyond the
-// double range, which ParseJsonlLine accepts as Python does.
+// double range, which ParseJsonlLine accepts as Python does; and nlohmann stops at a
+// NUL byte outside strings, accepting whatever follows it.
 absl::Status ParseJsonlLineReference(std::string_view line, const std::vector<std::string>& keys,
                                      const std::string& file, int64_t line_number,
                                      JsonlDocument* doc);

@@ -3,7 +3,11 @@
 // The input bytes are a JSONL file. ReadJsonlFile (keys "text" and "title") must return
 // a Status, never crash; on success there must be one document per line (lines end at
 // '\n'; the last may lack it) with two fields each, and every line parsed alone with
-// ParseJsonlLine must succeed the same way.
+// ParseJsonlLine must succeed the same way. Differentially, ParseJsonlLine (our
+// one-pass parser) and ParseJsonlLineReference (nlohmann/json) must agree on every
+// line: same error category, same fields (except numbers beyond double range, NaN and
+// Infinity, which only ours accepts, as Python's json.loads does; and lines with NUL
+// bytes, where nlohmann stops reading).
 //
 // Built two ways, like tokenizer_fuzz: by data/fuzz/run_fuzzers_idx.sh with clang++
 // -fsanitize=fuzzer (-DMXMACA_LIBFUZZER), and by Bazel as a plain binary replaying the
@@ -38,10 +42,54 @@ const std::string& Path() {
   return path;
 }
 
+// The category of a parse error, comparable between the two parsers.
+std::string Category(const absl::Status& status) {
+  if (status.ok()) return "ok";
+  const std::string m(status.message());
+  for (const char* c : {"blank line", "byte-order mark", "invalid JSON",
+                        "expected a JSON object", "missing key", "element", "\" is "}) {
+    if (m.find(c) != std::string::npos) return c;
+  }
+  return m;
+}
+
+void CheckAgainstReference(const std::string& line, const std::vector<std::string>& keys) {
+  mxmaca::data::JsonlDocument ours, ref;
+  const absl::Status a = mxmaca::data::ParseJsonlLine(line, keys, "f", 1, &ours);
+  const absl::Status b = mxmaca::data::ParseJsonlLineReference(line, keys, "f", 1, &ref);
+  if (a.ok() && !b.ok() &&
+      (b.message().find("number overflow") != std::string::npos ||
+       line.find("NaN") != std::string::npos || line.find("Infinity") != std::string::npos)) {
+    return;  // Python extensions only our parser accepts
+  }
+  // nlohmann's lexer takes a NUL byte for the end of input ("1 \0x" parses as 1);
+  // json.loads and ours reject the trailing bytes.
+  if (line.find('\0') != std::string::npos) return;
+  if (Category(a) != Category(b)) {
+    std::fprintf(stderr, "ours: %s\nnlohmann: %s\n", a.ToString().c_str(),
+                 b.ToString().c_str());
+    Check(false, "parsers disagree");
+  }
+  if (a.ok()) Check(ours.fields == ref.fields, "parsers extract different fields");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::vector<std::string> keys = {"text", "title"};
+  {
+    // Differential check, line by line (lines split at '\n', a final '\r' dropped).
+    const std::string all(reinterpret_cast<const char*>(data), size);
+    size_t begin = 0;
+    while (begin < all.size()) {
+      size_t end = all.find('\n', begin);
+      if (end == std::string::npos) end = all.size();
+      std::string line = all.substr(begin, end - begin);
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      CheckAgainstReference(line, keys);
+      begin = end + 1;
+    }
+  }
   {
     std::FILE* f = std::fopen(Path().c_str(), "wb");
     Check(f != nullptr, "fopen");

@@ -50,7 +50,7 @@ FLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer -DMXMACA_LIBFUZZER
 cd "$ROOT"
 clang++ "${FLAGS[@]}" data/fuzz/indexed_dataset_fuzz.cc data/indexed_dataset.cc \
   "${ABSL_LIBS[@]}" -o "$OUT/indexed_dataset_fuzz"
-clang++ "${FLAGS[@]}" data/fuzz/jsonl_fuzz.cc data/jsonl_reader.cc \
+clang++ "${FLAGS[@]}" data/fuzz/jsonl_fuzz.cc data/jsonl_reader.cc data/json_line_parser.cc \
   "${ABSL_LIBS[@]}" -o "$OUT/jsonl_fuzz"
 
 status=0
