@@ -1,6 +1,7 @@
 // layers/parameter_store.cc
 #include "layers/parameter_store.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -28,6 +29,19 @@ uint64_t ParameterStream(const std::string& name) {
   return kernels::MakeRngStream(Fnv1a64(name), 0x1A17, 0, 0);
 }
 
+namespace {
+
+// NormalAt: std * Box-Muller(u1 = UniformAt(key, 2i), u2 = UniformAt(key, 2i + 1)).
+float NormalAt(const kernels::RngKey& key, float std, int64_t index) {
+  const double u1 = kernels::UniformAt(key, 2 * static_cast<uint64_t>(index));
+  const double u2 = kernels::UniformAt(key, 2 * static_cast<uint64_t>(index) + 1);
+  constexpr double kTwoPi = 6.283185307179586476925286766559;
+  const double z = std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(kTwoPi * u2);
+  return static_cast<float>(static_cast<double>(std) * z);
+}
+
+}  // namespace
+
 float InitialValue(uint64_t seed, const ParameterSpec& spec, int64_t index) {
   switch (spec.init) {
     case ParameterInit::kZeros:
@@ -37,12 +51,7 @@ float InitialValue(uint64_t seed, const ParameterSpec& spec, int64_t index) {
     case ParameterInit::kNormal:
       break;
   }
-  const kernels::RngKey key{seed, ParameterStream(spec.name)};
-  const double u1 = kernels::UniformAt(key, 2 * static_cast<uint64_t>(index));
-  const double u2 = kernels::UniformAt(key, 2 * static_cast<uint64_t>(index) + 1);
-  constexpr double kTwoPi = 6.283185307179586476925286766559;
-  const double z = std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(kTwoPi * u2);
-  return static_cast<float>(static_cast<double>(spec.init_std) * z);
+  return NormalAt({seed, ParameterStream(spec.name)}, spec.init_std, index);
 }
 
 absl::StatusOr<int> ParameterStore::Register(const ParameterSpec& spec) {
@@ -94,7 +103,13 @@ void ParameterStore::Initialize(uint64_t seed) {
     const ParameterInfo& info = infos_[i];
     float* p = param(i);
     // The shard is the whole tensor for now: shard element e is full element e.
-    for (int64_t e = 0; e < info.numel; ++e) p[e] = InitialValue(seed, info.spec, e);
+    if (info.spec.init != ParameterInit::kNormal) {
+      const float value = InitialValue(seed, info.spec, 0);
+      std::fill(p, p + info.numel, value);
+      continue;
+    }
+    const kernels::RngKey key{seed, ParameterStream(info.spec.name)};
+    for (int64_t e = 0; e < info.numel; ++e) p[e] = NormalAt(key, info.spec.init_std, e);
   }
 }
 

@@ -80,6 +80,13 @@ TEST_CASE("Initial values are a pure function of (seed, name, index) with Megatr
     INFO(name);
     CHECK(std::equal(full.param(a), full.param(a) + full.info(a).numel, part.param(b)));
   }
+  // Initialize agrees with the element-wise definition.
+  for (int i = 0; i < full.size(); ++i) {
+    const ParameterInfo& info = full.info(i);
+    for (int64_t e : {int64_t{0}, info.numel / 2, info.numel - 1}) {
+      CHECK(full.param(i)[e] == InitialValue(7, info.spec, e));
+    }
+  }
   // Statistics: std within 5% (the sample std of n >= 8192 normals has relative standard
   // error 1/sqrt(2n) < 0.8%), mean within 4 standard errors.
   auto stats = [&](const std::string& name, double want_std) {
