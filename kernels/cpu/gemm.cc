@@ -166,14 +166,14 @@ void Bf16Tile(int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
 void ConvertToBf16(int num_threads, bool trans, int64_t rows, int64_t cols, const float* x,
                  int64_t ld, uint16_t* dst) {
   if (!trans) {
-#pragma omp parallel for num_threads(num_threads) schedule(static)
+#pragma omp parallel for num_threads(std::max(num_threads, 1)) schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = FloatToBf16(x[r * ld + c]);
     }
   } else {
     // op(X)[r, c] = X[c, r]: walk X's rows in blocks so both sides stay in cache.
     constexpr int64_t kBlock = 32;
-#pragma omp parallel for num_threads(num_threads) schedule(static)
+#pragma omp parallel for num_threads(std::max(num_threads, 1)) schedule(static)
     for (int64_t r0 = 0; r0 < rows; r0 += kBlock) {
       const int64_t r1 = std::min(rows, r0 + kBlock);
       for (int64_t c = 0; c < cols; ++c) {

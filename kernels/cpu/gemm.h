@@ -4,6 +4,13 @@
 // ctx.precision == kBf16 the inputs A and B are rounded to bf16 first (the mixed-precision
 // structure of Megatron's --bf16; oneDNN's bf16 matmul), C stays fp32.
 // oneDNN is told ctx.num_threads per call.
+//
+// Determinism (kern): C is cut into at most 4 row (or column) tiles chosen from (m, n, k)
+// alone; each tile is one single-threaded oneDNN call and OpenMP spreads the tiles over
+// ctx.num_threads threads, so the bits never depend on the thread count (oneDNN's own
+// threading may split k and would). Under kBf16 the bf16 copies of A and B live in
+// thread_local scratch that grows to the largest operands seen (e.g. 200 MB for the
+// [50304, 2048] logits weight-gradient operand).
 #ifndef MXMACA_KERNELS_CPU_GEMM_H_
 #define MXMACA_KERNELS_CPU_GEMM_H_
 
