@@ -80,9 +80,8 @@ absl::StatusOr<std::unique_ptr<BlendedDataset>> BlendedDataset::Create(
         absl::StrCat("a blend needs 1 to 32766 datasets, got ", datasets.size()));
   }
   if (weights.size() != datasets.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("blend of ", datasets.size(),
-                                                   " datasets got ", weights.size(),
-                                                   " weights"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("blend of ", datasets.size(), " datasets got ", weights.size(), " weights"));
   }
   for (const auto& d : datasets) {
     if (d->sample_length() != datasets[0]->sample_length()) {
@@ -105,10 +104,10 @@ absl::StatusOr<std::unique_ptr<BlendedDataset>> BlendedDataset::Create(
   }
   for (size_t d = 0; d < datasets.size(); ++d) {
     if (needed[d] > datasets[d]->size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "BlendedDataset size is improperly bounded: the blend needs ", needed[d],
-          " samples of dataset ", d, " which has ", datasets[d]->size(),
-          " (raise the mid-level dataset surplus)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("BlendedDataset size is improperly bounded: the blend needs ", needed[d],
+                       " samples of dataset ", d, " which has ", datasets[d]->size(),
+                       " (raise the mid-level dataset surplus)"));
     }
   }
   blend->datasets_ = std::move(datasets);
@@ -120,20 +119,19 @@ absl::Status BlendedDataset::GetSample(int64_t i, absl::Span<int32_t> out) const
     return absl::OutOfRangeError(
         absl::StrCat("BlendedDataset: sample ", i, " outside [0, ", size(), ")"));
   }
-  return datasets_[indices_.dataset_index[i]]->GetSample(indices_.dataset_sample_index[i],
-                                                          out);
+  return datasets_[indices_.dataset_index[i]]->GetSample(indices_.dataset_sample_index[i], out);
 }
 
 std::string BlendedDataset::Describe() const {
   std::vector<int64_t> drawn(datasets_.size(), 0);
   for (int16_t d : indices_.dataset_index) ++drawn[d];
-  std::string out = absl::StrFormat("BlendedDataset: %d samples from %d datasets\n", size(),
-                                    datasets_.size());
+  std::string out =
+      absl::StrFormat("BlendedDataset: %d samples from %d datasets\n", size(), datasets_.size());
   for (size_t d = 0; d < datasets_.size(); ++d) {
-    absl::StrAppendFormat(&out, "  [%d] weight %.6f, %d samples drawn (%.6f)\n", d,
-                          weights_[d], drawn[d],
-                          size() > 0 ? static_cast<double>(drawn[d]) / size() : 0.0);
-    for (absl::string_view line : absl::StrSplit(datasets_[d]->Describe(), '\n', absl::SkipEmpty())) {
+    absl::StrAppendFormat(&out, "  [%d] weight %.6f, %d samples drawn (%.6f)\n", d, weights_[d],
+                          drawn[d], size() > 0 ? static_cast<double>(drawn[d]) / size() : 0.0);
+    for (absl::string_view line :
+         absl::StrSplit(datasets_[d]->Describe(), '\n', absl::SkipEmpty())) {
       absl::StrAppend(&out, "    ", line, "\n");
     }
   }

@@ -10,8 +10,7 @@ GptMicroBatch BuildGptMicroBatch(absl::Span<const int32_t> samples, int64_t b, i
                                  int32_t eod, bool eod_mask_loss, bool reset_position_ids,
                                  bool reset_attention_mask) {
   if (b < 0 || s < 1 || static_cast<int64_t>(samples.size()) != b * (s + 1)) {
-    std::fprintf(stderr,
-                 "BuildGptMicroBatch: %zu tokens given for b=%lld samples of s+1=%lld\n",
+    std::fprintf(stderr, "BuildGptMicroBatch: %zu tokens given for b=%lld samples of s+1=%lld\n",
                  samples.size(), static_cast<long long>(b), static_cast<long long>(s + 1));
     std::abort();
   }

@@ -4,11 +4,11 @@
 // Integer and 0/1 outputs, so the comparison is exact.
 #include "data/gpt_batch.h"
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <random>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include "data/gpt_dataset_test_util.h"
 
 namespace mxmaca::data {
@@ -32,8 +32,8 @@ TEST_CASE("BuildGptMicroBatch matches Megatron's masks and position ids") {
     const bool reset_attention_mask = trial & 4;
     json rows = json::array();
     for (int64_t r = 0; r < b; ++r) {
-      rows.push_back(std::vector<int32_t>(samples.begin() + r * (s + 1),
-                                          samples.begin() + (r + 1) * (s + 1)));
+      rows.push_back(
+          std::vector<int32_t>(samples.begin() + r * (s + 1), samples.begin() + (r + 1) * (s + 1)));
     }
     json cfg = {{"mode", "masks"},
                 {"samples", rows},

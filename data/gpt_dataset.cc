@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <utility>
 
@@ -14,7 +15,6 @@
 #include "data/gpt_index_cache.h"
 #include "data/indexed_dataset.h"
 #include "data/numpy_random_state.h"
-#include <nlohmann/json.hpp>
 
 namespace mxmaca::data {
 namespace {
@@ -48,17 +48,16 @@ struct EpochPlan {
   int64_t num_samples_built = 0;  // rows of sample_index - 1
 };
 
-absl::StatusOr<EpochPlan> PlanEpochs(absl::Span<const int32_t> sizes, int64_t begin,
-                                     int64_t end, std::optional<int64_t> num_samples,
-                                     int32_t seq_length) {
+absl::StatusOr<EpochPlan> PlanEpochs(absl::Span<const int32_t> sizes, int64_t begin, int64_t end,
+                                     std::optional<int64_t> num_samples, int32_t seq_length) {
   if (seq_length < 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("seq_length must be at least 2 (helpers.cpp), got ", seq_length));
   }
   if (begin < 0 || end > static_cast<int64_t>(sizes.size()) || begin >= end) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the split's sequence range [", begin, ", ", end, ") is empty or outside the ",
-        sizes.size(), " sequences of the dataset"));
+    return absl::InvalidArgumentError(absl::StrCat("the split's sequence range [", begin, ", ", end,
+                                                   ") is empty or outside the ", sizes.size(),
+                                                   " sequences of the dataset"));
   }
   if (num_samples.has_value() && *num_samples < 0) {
     return absl::InvalidArgumentError(absl::StrCat("negative sample count ", *num_samples));
@@ -66,15 +65,15 @@ absl::StatusOr<EpochPlan> PlanEpochs(absl::Span<const int32_t> sizes, int64_t be
   EpochPlan plan;
   for (int64_t i = begin; i < end; ++i) plan.tokens_per_epoch += sizes[i];
   if (plan.tokens_per_epoch < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sequences [", begin, ", ", end, ") hold ", plan.tokens_per_epoch,
-        " tokens; a GPT dataset needs at least 2 (helpers.cpp build_sample_idx)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sequences [", begin, ", ", end, ") hold ", plan.tokens_per_epoch,
+                     " tokens; a GPT dataset needs at least 2 (helpers.cpp build_sample_idx)"));
   }
   if (num_samples.has_value()) {
     // _get_num_epochs: smallest e with e * tokens >= num_samples * seq_length + 1.
     const int64_t requested = *num_samples * seq_length + 1;
-    plan.num_epochs = std::max<int64_t>(
-        1, (requested + plan.tokens_per_epoch - 1) / plan.tokens_per_epoch);
+    plan.num_epochs =
+        std::max<int64_t>(1, (requested + plan.tokens_per_epoch - 1) / plan.tokens_per_epoch);
   }
   if (plan.num_epochs > 1) {
     const int64_t sans = ((plan.num_epochs - 1) * plan.tokens_per_epoch - 1) / seq_length;
@@ -129,8 +128,7 @@ std::vector<int64_t> BuildShuffleIndex(int64_t num_samples, int64_t total_size,
 NpyDtype SampleIndexDtype(absl::Span<const int32_t> sizes, int64_t document_index_size) {
   int64_t max_value = document_index_size;
   for (int32_t s : sizes) max_value = std::max<int64_t>(max_value, s);
-  return max_value <= std::numeric_limits<int32_t>::max() ? NpyDtype::kInt32
-                                                          : NpyDtype::kInt64;
+  return max_value <= std::numeric_limits<int32_t>::max() ? NpyDtype::kInt32 : NpyDtype::kInt64;
 }
 
 // _build_shuffle_index: uint32 unless total_size >= 2^32 - 2.
@@ -168,29 +166,31 @@ absl::StatusOr<GptIndices> LoadCachedIndices(const std::string& base,
   }
   if (sample->dtype != SampleIndexDtype(sizes, doc_len) ||
       sample->shape != std::vector<int64_t>{rows, 2}) {
-    return fail("sample_index.npy", absl::StrCat("expected ", NpyDescr(SampleIndexDtype(sizes, doc_len)),
-                                                 " of shape (", rows, ", 2)"));
+    return fail("sample_index.npy",
+                absl::StrCat("expected ", NpyDescr(SampleIndexDtype(sizes, doc_len)), " of shape (",
+                             rows, ", 2)"));
   }
   if (shuffle->dtype != ShuffleIndexDtype(rows - 1) ||
       shuffle->shape != std::vector<int64_t>{rows - 1}) {
-    return fail("shuffle_index.npy", absl::StrCat("expected ", NpyDescr(ShuffleIndexDtype(rows - 1)),
-                                                  " of shape (", rows - 1, ",)"));
+    return fail("shuffle_index.npy",
+                absl::StrCat("expected ", NpyDescr(ShuffleIndexDtype(rows - 1)), " of shape (",
+                             rows - 1, ",)"));
   }
   GptIndices indices;
   indices.document_index.reserve(doc_len);
   for (int64_t i = 0; i < doc_len; ++i) {
     const int64_t v = doc->values[i];
     if (v < begin || v >= end) {
-      return fail("document_index.npy", absl::StrCat("entry ", i, " = ", v, " outside [", begin,
-                                                     ", ", end, ")"));
+      return fail("document_index.npy",
+                  absl::StrCat("entry ", i, " = ", v, " outside [", begin, ", ", end, ")"));
     }
     indices.document_index.push_back(static_cast<int32_t>(v));
   }
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t d = sample->values[2 * r];
     const int64_t off = sample->values[2 * r + 1];
-    const bool in_range = d >= 0 && d < doc_len && off >= 0 &&
-                          off <= sizes[indices.document_index[d]];
+    const bool in_range =
+        d >= 0 && d < doc_len && off >= 0 && off <= sizes[indices.document_index[d]];
     const bool ordered = r == 0 || d > sample->values[2 * r - 2] ||
                          (d == sample->values[2 * r - 2] && off > sample->values[2 * r - 1]);
     if (!in_range || !ordered || (r == 0 && (d != 0 || off != 0))) {
@@ -202,8 +202,8 @@ absl::StatusOr<GptIndices> LoadCachedIndices(const std::string& base,
   for (int64_t i = 0; i < rows - 1; ++i) {
     const int64_t v = shuffle->values[i];
     if (v < 0 || v >= rows - 1 || seen[v]) {
-      return fail("shuffle_index.npy", absl::StrCat("entry ", i, " = ", v,
-                                                    " breaks the permutation"));
+      return fail("shuffle_index.npy",
+                  absl::StrCat("entry ", i, " = ", v, " breaks the permutation"));
     }
     seen[v] = true;
   }
@@ -224,12 +224,10 @@ absl::Status SaveIndices(const std::string& dir, const std::string& base,
   MXMACA_RETURN_IF_ERROR(
       WriteNpyAtomic(base + "document_index.npy", NpyDtype::kInt32, {doc_len}, doc));
   const int64_t rows = indices.num_samples() + 1;
-  MXMACA_RETURN_IF_ERROR(WriteNpyAtomic(base + "sample_index.npy",
-                                        SampleIndexDtype(sizes, doc_len), {rows, 2},
-                                        indices.sample_index));
-  MXMACA_RETURN_IF_ERROR(WriteNpyAtomic(base + "shuffle_index.npy",
-                                        ShuffleIndexDtype(rows - 1), {rows - 1},
-                                        indices.shuffle_index));
+  MXMACA_RETURN_IF_ERROR(WriteNpyAtomic(base + "sample_index.npy", SampleIndexDtype(sizes, doc_len),
+                                        {rows, 2}, indices.sample_index));
+  MXMACA_RETURN_IF_ERROR(WriteNpyAtomic(base + "shuffle_index.npy", ShuffleIndexDtype(rows - 1),
+                                        {rows - 1}, indices.shuffle_index));
   // The description goes last: its presence marks a complete entry.
   return WriteFileAtomic(base + "description.txt", description);
 }
@@ -273,9 +271,12 @@ double PairwiseSum(const double* a, int64_t n) {
 
 const char* SplitName(Split split) {
   switch (split) {
-    case Split::kTrain: return "train";
-    case Split::kValid: return "valid";
-    case Split::kTest: return "test";
+    case Split::kTrain:
+      return "train";
+    case Split::kValid:
+      return "valid";
+    case Split::kTest:
+      return "test";
   }
   return "?";
 }
@@ -317,16 +318,16 @@ absl::StatusOr<SplitMatrix> ParseSplitMatrix(const std::string& split) {
     char* parse_end = nullptr;
     const double v = std::strtod(token.c_str(), &parse_end);
     if (parse_end != token.c_str() + token.size() || token == ".") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--split \"", split, "\": \"", token, "\" at character ", i, " is not a number"));
+      return absl::InvalidArgumentError(absl::StrCat("--split \"", split, "\": \"", token,
+                                                     "\" at character ", i, " is not a number"));
     }
     vector.push_back(v);
     i = j;
   }
   if (vector.empty() || vector.size() > kNumSplits) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--split \"", split, "\": expected 1 to 3 weights (train, valid, test), found ",
-        vector.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--split \"", split,
+                     "\": expected 1 to 3 weights (train, valid, test), found ", vector.size()));
   }
   vector.resize(kNumSplits, 0.0);
   if (NumpySum(vector) <= 0.0) {
@@ -364,14 +365,13 @@ absl::StatusOr<std::vector<int64_t>> BuildSampleIndex(absl::Span<const int32_t> 
   if (seq_length < 2 || num_epochs < 1 || tokens_per_epoch < 2 || document_index.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "build_sample_idx needs seq_length > 1, num_epochs > 0, tokens_per_epoch > 1 and "
-        "documents; got ", seq_length, ", ", num_epochs, ", ", tokens_per_epoch, ", ",
-        document_index.size()));
+        "documents; got ",
+        seq_length, ", ", num_epochs, ", ", tokens_per_epoch, ", ", document_index.size()));
   }
   for (int32_t d : document_index) {
     if (d < 0 || d >= static_cast<int64_t>(sizes.size())) {
-      return absl::InvalidArgumentError(absl::StrCat("document index entry ", d,
-                                                     " outside the ", sizes.size(),
-                                                     " sequences"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("document index entry ", d, " outside the ", sizes.size(), " sequences"));
     }
   }
   const int64_t num_samples = (num_epochs * tokens_per_epoch - 1) / seq_length;
@@ -429,9 +429,8 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Build(
     std::shared_ptr<const TokenSource> source, int64_t begin, int64_t end,
     const GptDatasetOptions& options) {
   const absl::Span<const int32_t> sizes = source->sequence_lengths();
-  MXMACA_ASSIGN_OR_RETURN(const EpochPlan plan, PlanEpochs(sizes, begin, end,
-                                                           options.num_samples,
-                                                           options.seq_length));
+  MXMACA_ASSIGN_OR_RETURN(const EpochPlan plan,
+                          PlanEpochs(sizes, begin, end, options.num_samples, options.seq_length));
   std::unique_ptr<GptDataset> ds(new GptDataset());
   ds->source_ = std::move(source);
   ds->begin_ = begin;
@@ -464,8 +463,7 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Build(
     cache_dir = ds->source_->path_prefix() + "/cache/GPTDataset_indices";
   }
   if (cache_dir.empty() || cache_dir == "none") {
-    MXMACA_ASSIGN_OR_RETURN(ds->indices_, BuildGptIndices(sizes, begin, end,
-                                                          options.num_samples,
+    MXMACA_ASSIGN_OR_RETURN(ds->indices_, BuildGptIndices(sizes, begin, end, options.num_samples,
                                                           options.seq_length, options.seed));
     ds->cache_report_ = "disabled";
     return ds;
@@ -478,24 +476,21 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Build(
     ds->cache_report_ = "hit " + cache_dir;
     return ds;
   }
-  MXMACA_ASSIGN_OR_RETURN(ds->indices_, BuildGptIndices(sizes, begin, end,
-                                                        options.num_samples,
+  MXMACA_ASSIGN_OR_RETURN(ds->indices_, BuildGptIndices(sizes, begin, end, options.num_samples,
                                                         options.seq_length, options.seed));
   MXMACA_RETURN_IF_ERROR(SaveIndices(cache_dir, base, ds->description_, sizes, ds->indices_));
   if (absl::IsNotFound(cached.status())) {
     ds->cache_report_ = "built " + cache_dir;
   } else {
-    ds->cache_report_ =
-        absl::StrCat("rebuilt ", cache_dir, " (", cached.status().message(), ")");
+    ds->cache_report_ = absl::StrCat("rebuilt ", cache_dir, " (", cached.status().message(), ")");
   }
   return ds;
 }
 
 absl::Status GptDataset::GetSample(int64_t i, absl::Span<int32_t> out) const {
   if (i < 0 || i >= size()) {
-    return absl::OutOfRangeError(
-        absl::StrCat("GPTDataset ", SplitName(options_.split), ": sample ", i,
-                     " outside [0, ", size(), ")"));
+    return absl::OutOfRangeError(absl::StrCat("GPTDataset ", SplitName(options_.split), ": sample ",
+                                              i, " outside [0, ", size(), ")"));
   }
   if (static_cast<int64_t>(out.size()) != sample_length()) {
     return absl::InvalidArgumentError(absl::StrCat("GetSample: output holds ", out.size(),
@@ -513,8 +508,8 @@ absl::Status GptDataset::GetSample(int64_t i, absl::Span<int32_t> out) const {
     const int64_t offset = k == beg ? beg_offset : 0;
     const int64_t length = k < last ? sizes[doc] - offset : last_offset + 1 - offset;
     if (length < 0 || pos + length > static_cast<int64_t>(out.size())) {
-      return absl::InternalError(absl::StrCat("sample ", i, " overruns its ", out.size(),
-                                              " tokens at sequence ", doc));
+      return absl::InternalError(
+          absl::StrCat("sample ", i, " overruns its ", out.size(), " tokens at sequence ", doc));
     }
     MXMACA_RETURN_IF_ERROR(source_->GetInto(doc, offset, out.subspan(pos, length)));
     pos += length;
@@ -530,15 +525,13 @@ std::string GptDataset::Describe() const {
   std::string out = absl::StrFormat(
       "GPTDataset %s: %s sequences [%d, %d) (%d sequences, %d tokens per epoch)\n",
       SplitName(options_.split),
-      source_->path_prefix().empty() ? std::string("(in memory)") : source_->path_prefix(),
-      begin_, end_, end_ - begin_, indices_.num_tokens_per_epoch);
+      source_->path_prefix().empty() ? std::string("(in memory)") : source_->path_prefix(), begin_,
+      end_, end_ - begin_, indices_.num_tokens_per_epoch);
   absl::StrAppendFormat(&out, "  samples: %d (requested %s), epochs: %d%s\n", size(),
-                        options_.num_samples.has_value()
-                            ? absl::StrCat(*options_.num_samples)
-                            : std::string("one epoch"),
+                        options_.num_samples.has_value() ? absl::StrCat(*options_.num_samples)
+                                                         : std::string("one epoch"),
                         indices_.num_epochs,
-                        indices_.separate_final_epoch ? " (final epoch shuffled separately)"
-                                                      : "");
+                        indices_.separate_final_epoch ? " (final epoch shuffled separately)" : "");
   absl::StrAppend(&out, "  index cache: ", cache_report_, "\n");
   return out;
 }

@@ -51,8 +51,8 @@ class SampleDataset {
   // errors of the token storage.
   virtual absl::Status GetSample(int64_t i, absl::Span<int32_t> out) const = 0;
   // Describe: a few human-readable lines (documents, samples, epochs, cache use) for
-  // `mxmaca inspect-data` and logs; each line ends in '\n'.
-  virtual std::string Describe() const = 0;
+  // `mxmaca inspect-data` and logs; each line ends in '\n'. Default: empty.
+  virtual std::string Describe() const { return std::string(); }
 };
 
 // TokenSource: the low-level dataset a GptDataset samples from (Megatron's

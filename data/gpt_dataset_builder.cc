@@ -36,8 +36,7 @@ class Builder {
   // _build_megatron_dataset_splits for one low-level dataset.
   absl::StatusOr<SplitDatasets> BuildSplits(std::shared_ptr<const TokenSource> source,
                                             const SplitMatrix& matrix,
-                                            const std::string& split_string,
-                                            const Sizes& sizes) {
+                                            const std::string& split_string, const Sizes& sizes) {
     SplitDatasets out;
     const int64_t n = static_cast<int64_t>(source->sequence_lengths().size());
     for (int i = 0; i < kNumSplits; ++i) {
@@ -53,11 +52,11 @@ class Builder {
       options.cache_dir = config_.cache_path;
       auto dataset = GptDataset::Build(source, begin, end, options);
       if (!dataset.ok()) {
-        return absl::Status(dataset.status().code(),
-                            absl::StrCat(SplitName(options.split), " split of ",
-                                         source->path_prefix().empty() ? "mock data"
-                                                                       : source->path_prefix(),
-                                         ": ", dataset.status().message()));
+        return absl::Status(
+            dataset.status().code(),
+            absl::StrCat(SplitName(options.split), " split of ",
+                         source->path_prefix().empty() ? "mock data" : source->path_prefix(), ": ",
+                         dataset.status().message()));
       }
       out[i] = std::move(*dataset);
     }
@@ -86,13 +85,12 @@ class Builder {
           if (!matrix[i].has_value()) continue;
           if (!sizes[i].has_value()) {
             return absl::InvalidArgumentError(absl::StrCat(
-                "dataset weights need a sample count for the ", SplitName(Split(i)),
-                " split"));
+                "dataset weights need a sample count for the ", SplitName(Split(i)), " split"));
           }
           const double t = std::ceil(static_cast<double>(*sizes[i]) * (*weights)[d]);
           target[d][i] = static_cast<int64_t>(t);
-          buffer[d][i] = static_cast<int64_t>(
-              std::ceil(t * (1.0 + config_.mid_level_dataset_surplus)));
+          buffer[d][i] =
+              static_cast<int64_t>(std::ceil(t * (1.0 + config_.mid_level_dataset_surplus)));
         }
       }
     }
@@ -123,8 +121,7 @@ class Builder {
         }
         if (sizes[i].has_value()) size_i = std::min(*sizes[i], total);
       }
-      MXMACA_ASSIGN_OR_RETURN(out[i],
-                              BlendedDataset::Create(std::move(parts), weights_i, size_i));
+      MXMACA_ASSIGN_OR_RETURN(out[i], BlendedDataset::Create(std::move(parts), weights_i, size_i));
     }
     return out;
   }
@@ -136,8 +133,7 @@ class Builder {
 
 }  // namespace
 
-absl::StatusOr<std::optional<GptDataBlend>> ParseDataBlend(
-    const std::vector<std::string>& words) {
+absl::StatusOr<std::optional<GptDataBlend>> ParseDataBlend(const std::vector<std::string>& words) {
   if (words.empty()) return std::optional<GptDataBlend>();
   GptDataBlend blend;
   std::vector<std::string> raw_prefixes = words;
@@ -190,12 +186,11 @@ absl::StatusOr<GptDatasetSplits> BuildGptDatasets(const GptDataConfig& config) {
   Builder builder(config);
   SplitDatasets result;
   if (config.mock || (!config.blend.has_value() && !any_per_split)) {
-    if (config.vocab_size > 0 &&
-        (config.vocab_size <= MockTokenSource::kMaxSequenceLength - 2 ||
-         config.eod_token >= config.vocab_size || config.eod_token < 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "mock data uses token ids up to ", MockTokenSource::kMaxSequenceLength - 2,
-          " and eod ", config.eod_token, "; the vocabulary has ", config.vocab_size));
+    if (config.vocab_size > 0 && (config.vocab_size <= MockTokenSource::kMaxSequenceLength - 2 ||
+                                  config.eod_token >= config.vocab_size || config.eod_token < 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("mock data uses token ids up to ", MockTokenSource::kMaxSequenceLength - 2,
+                       " and eod ", config.eod_token, "; the vocabulary has ", config.vocab_size));
     }
     auto source = std::make_shared<MockTokenSource>(config.eod_token);
     MXMACA_ASSIGN_OR_RETURN(const SplitMatrix matrix, ParseSplitMatrix("1,1,1"));
@@ -206,8 +201,8 @@ absl::StatusOr<GptDatasetSplits> BuildGptDatasets(const GptDataConfig& config) {
                             mock_builder.BuildSplits(source, matrix, "1,1,1", config.num_samples));
   } else if (config.blend.has_value()) {
     MXMACA_ASSIGN_OR_RETURN(const SplitMatrix matrix, ParseSplitMatrix(config.split));
-    MXMACA_ASSIGN_OR_RETURN(result, builder.BuildBlend(*config.blend, matrix, config.split,
-                                                       config.num_samples, true));
+    MXMACA_ASSIGN_OR_RETURN(
+        result, builder.BuildBlend(*config.blend, matrix, config.split, config.num_samples, true));
   } else {
     for (int i = 0; i < kNumSplits; ++i) {
       if (!config.blend_per_split[i].has_value()) continue;
@@ -215,9 +210,8 @@ absl::StatusOr<GptDatasetSplits> BuildGptDatasets(const GptDataConfig& config) {
       matrix[i] = std::make_pair(0.0, 1.0);
       Sizes sizes{int64_t{0}, int64_t{0}, int64_t{0}};
       sizes[i] = config.num_samples[i];
-      MXMACA_ASSIGN_OR_RETURN(SplitDatasets splits,
-                              builder.BuildBlend(*config.blend_per_split[i], matrix, "",
-                                                 sizes, false));
+      MXMACA_ASSIGN_OR_RETURN(SplitDatasets splits, builder.BuildBlend(*config.blend_per_split[i],
+                                                                       matrix, "", sizes, false));
       result[i] = std::move(splits[i]);
     }
   }

@@ -36,8 +36,7 @@ struct GptDataBlend {
 // weight/prefix pairs, unless some "weight" is not a number, in which case all words
 // are prefixes. Prefixes are whitespace-stripped. Returns nullopt for no words. Errors:
 // InvalidArgument for a negative weight, or if some but not all weights parse.
-absl::StatusOr<std::optional<GptDataBlend>> ParseDataBlend(
-    const std::vector<std::string>& words);
+absl::StatusOr<std::optional<GptDataBlend>> ParseDataBlend(const std::vector<std::string>& words);
 
 // GptDataConfig: what BuildGptDatasets needs (Megatron's GPTDatasetConfig and the
 // sample counts of training.py get_train_valid_test_num_samples).
@@ -63,8 +62,7 @@ struct GptDataConfig {
   int64_t vocab_size = 0;
   // open_source: opens a prefix (tests substitute in-memory data); null =
   // OpenIndexedTokenSource.
-  std::function<absl::StatusOr<std::shared_ptr<const TokenSource>>(const std::string&)>
-      open_source;
+  std::function<absl::StatusOr<std::shared_ptr<const TokenSource>>(const std::string&)> open_source;
 };
 
 // GptDatasetSplits: the three datasets; a null pointer for a split that is empty

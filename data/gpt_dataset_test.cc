@@ -1,6 +1,9 @@
 // Tests of GptDataset / BlendedDataset / BuildGptDatasets against the numpy port of
 // Megatron-Core's algorithm in tests/gpt_dataset_reference/gpt_reference.py (parity:
 // indices and sample tokens must be identical), plus the index cache and input errors.
+#include "data/gpt_dataset.h"
+
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -9,10 +12,8 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include "absl/strings/str_cat.h"
 #include "data/blended_dataset.h"
-#include "data/gpt_dataset.h"
 #include "data/gpt_dataset_builder.h"
 #include "data/gpt_dataset_test_util.h"
 
@@ -34,8 +35,8 @@ class SyntheticSource : public TokenSource {
       return absl::OutOfRangeError("synthetic range");
     }
     for (size_t p = 0; p < out.size(); ++p) {
-      out[p] = static_cast<int32_t>((id_ * 7777LL + seq * 1000003LL +
-                                     (offset + static_cast<int64_t>(p)) * 7919LL) % 50257);
+      out[p] = static_cast<int32_t>(
+          (id_ * 7777LL + seq * 1000003LL + (offset + static_cast<int64_t>(p)) * 7919LL) % 50257);
     }
     return absl::OkStatus();
   }
@@ -106,11 +107,10 @@ void CompareSplit(const SampleDataset* ds, const json& want, int split) {
 struct Sources {
   std::vector<std::vector<int32_t>> sizes;
   json Json(int k) const { return {{"sizes", sizes[k]}, {"id", k}}; }
-  std::function<absl::StatusOr<std::shared_ptr<const TokenSource>>(const std::string&)>
-  Opener() const {
+  std::function<absl::StatusOr<std::shared_ptr<const TokenSource>>(const std::string&)> Opener()
+      const {
     auto copy = sizes;
-    return [copy](const std::string& prefix)
-               -> absl::StatusOr<std::shared_ptr<const TokenSource>> {
+    return [copy](const std::string& prefix) -> absl::StatusOr<std::shared_ptr<const TokenSource>> {
       const int k = std::stoi(prefix.substr(3));
       return std::shared_ptr<const TokenSource>(std::make_shared<SyntheticSource>(copy[k], k));
     };
@@ -135,8 +135,8 @@ TEST_CASE("GPTDataset indices and samples match Megatron's algorithm") {
   std::mt19937_64 gen(5150);
   // Every non-empty split gets at least a few sequences: Megatron loops forever on a
   // split without tokens (_get_num_epochs), so the reference cannot run one.
-  const std::vector<std::string> splits = {"949,45,6", "98,2,0", "1,1,1", "80 10 10",
-                                           "100", "7,0,3", "0.5,0.25,0.25"};
+  const std::vector<std::string> splits = {"949,45,6", "98,2,0", "1,1,1",        "80 10 10",
+                                           "100",      "7,0,3",  "0.5,0.25,0.25"};
   const std::vector<int32_t> seq_lengths = {2, 3, 16, 64, 100};
   // Sample requests as multiples of one epoch: under one epoch, just over one (final
   // epoch shuffled separately), nearly two (not separate), many, and zero.
@@ -236,7 +236,8 @@ TEST_CASE("Per-split data paths match Megatron's builder") {
     // train: weighted blend of 2; valid: a single weighted prefix; test: none or an
     // unweighted blend.
     config.blend_per_split[0] = GptDataBlend{{"syn0", "syn1"}, std::vector<double>{0.3, 0.7}};
-    per_split.push_back({{"datasets", {sources.Json(0), sources.Json(1)}}, {"weights", {0.3, 0.7}}});
+    per_split.push_back(
+        {{"datasets", {sources.Json(0), sources.Json(1)}}, {"weights", {0.3, 0.7}}});
     config.blend_per_split[1] = GptDataBlend{{"syn2"}, std::vector<double>{1.0}};
     per_split.push_back({{"datasets", {sources.Json(2)}}, {"weights", {1.0}}});
     if (trial % 2) {
@@ -261,12 +262,9 @@ TEST_CASE("Mock data matches MockGPTDataset") {
   config.seed = 1234;
   config.seq_length = 2048;
   config.num_samples = {int64_t{3000}, int64_t{64}, int64_t{32}};
-  json ref = {{"mode", "build"},
-              {"seq_length", config.seq_length},
-              {"seed", config.seed},
-              {"sizes", SizesJson(config.num_samples)},
-              {"mock", config.eod_token},
-              {"max_samples", {40, 10, 10}}};
+  json ref = {{"mode", "build"},          {"seq_length", config.seq_length},
+              {"seed", config.seed},      {"sizes", SizesJson(config.num_samples)},
+              {"mock", config.eod_token}, {"max_samples", {40, 10, 10}}};
   RunParity(config, ref);
 }
 
@@ -302,16 +300,20 @@ TEST_CASE("Index cache: hit, corrupt files rebuilt, readable by numpy") {
   // The file names and numpy's view of them.
   std::string base;
   {
-    FILE* ls = popen(("ls " + config.cache_path + " | grep -- '-GPTDataset-train-sample_index.npy'").c_str(), "r");
+    FILE* ls = popen(
+        ("ls " + config.cache_path + " | grep -- '-GPTDataset-train-sample_index.npy'").c_str(),
+        "r");
     char buf[512] = {0};
     REQUIRE(fgets(buf, sizeof(buf), ls) != nullptr);
     pclose(ls);
-    base = config.cache_path + "/" + std::string(buf).substr(0, std::string(buf).find("sample_index.npy"));
+    base = config.cache_path + "/" +
+           std::string(buf).substr(0, std::string(buf).find("sample_index.npy"));
   }
   {
     const std::string cmd =
         "/usr/bin/python3 -c \"import numpy,sys; a=numpy.load(sys.argv[1]); "
-        "print(a.dtype, a.shape, int(a.astype(numpy.int64).sum()))\" " + base + "sample_index.npy";
+        "print(a.dtype, a.shape, int(a.astype(numpy.int64).sum()))\" " +
+        base + "sample_index.npy";
     FILE* p = popen(cmd.c_str(), "r");
     char buf[512] = {0};
     REQUIRE(fgets(buf, sizeof(buf), p) != nullptr);
@@ -351,7 +353,8 @@ TEST_CASE("Index cache: hit, corrupt files rebuilt, readable by numpy") {
   config.seed = 31338;
   auto fifth = BuildGptDatasets(config);
   REQUIRE(fifth.ok());
-  CHECK(dynamic_cast<const GptDataset*>(fifth->train.get())->cache_report().rfind("built ", 0) == 0);
+  CHECK(dynamic_cast<const GptDataset*>(fifth->train.get())->cache_report().rfind("built ", 0) ==
+        0);
 }
 
 TEST_CASE("Split strings parse as Megatron's and bad inputs are errors") {
@@ -373,10 +376,10 @@ TEST_CASE("Split strings parse as Megatron's and bad inputs are errors") {
   CHECK(!ParseSplitMatrix("1.2.3,4").ok());
 
   std::vector<int32_t> sizes = {5, 7, 0, 9};
-  CHECK(!BuildGptIndices(sizes, 2, 2, 10, 4, 1).ok());   // empty range
-  CHECK(!BuildGptIndices(sizes, 2, 3, 10, 4, 1).ok());   // no tokens
-  CHECK(!BuildGptIndices(sizes, 0, 4, 10, 1, 1).ok());   // seq_length 1
-  CHECK(!BuildGptIndices(sizes, 0, 5, 10, 4, 1).ok());   // past the end
+  CHECK(!BuildGptIndices(sizes, 2, 2, 10, 4, 1).ok());  // empty range
+  CHECK(!BuildGptIndices(sizes, 2, 3, 10, 4, 1).ok());  // no tokens
+  CHECK(!BuildGptIndices(sizes, 0, 4, 10, 1, 1).ok());  // seq_length 1
+  CHECK(!BuildGptIndices(sizes, 0, 5, 10, 4, 1).ok());  // past the end
   CHECK(BuildGptIndices(sizes, 0, 4, 10, 4, 1).ok());
 
   auto blend = ParseDataBlend({"0.7", "a", "0.3", " b "});

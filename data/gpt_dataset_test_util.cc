@@ -25,8 +25,7 @@ absl::StatusOr<std::string> MakeScratchDir(const std::string& tag) {
   return std::string(buf.data());
 }
 
-absl::StatusOr<nlohmann::json> RunPythonJson(const std::string& script,
-                                             const nlohmann::json& input,
+absl::StatusOr<nlohmann::json> RunPythonJson(const std::string& script, const nlohmann::json& input,
                                              const std::string& extra_args) {
   auto dir = MakeScratchDir("pyref");
   if (!dir.ok()) return dir.status();
@@ -38,8 +37,8 @@ absl::StatusOr<nlohmann::json> RunPythonJson(const std::string& script,
     in << input.dump();
     if (!in) return absl::InternalError("cannot write " + in_path);
   }
-  const std::string cmd = absl::StrCat("/usr/bin/python3 ", script, " ", in_path, " ",
-                                       out_path, " ", extra_args, " 2>", err_path);
+  const std::string cmd = absl::StrCat("/usr/bin/python3 ", script, " ", in_path, " ", out_path,
+                                       " ", extra_args, " 2>", err_path);
   const int rc = std::system(cmd.c_str());
   if (rc != 0) {
     std::ifstream err(err_path);

@@ -4,10 +4,10 @@
 #ifndef MXMACA_DATA_GPT_DATASET_TEST_UTIL_H_
 #define MXMACA_DATA_GPT_DATASET_TEST_UTIL_H_
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include <nlohmann/json.hpp>
 
 namespace mxmaca::data::testing {
 
@@ -20,8 +20,7 @@ absl::StatusOr<std::string> MakeScratchDir(const std::string& tag);
 // working directory (the runfiles root, so `script` is a workspace-relative path such as
 // "data/tests/gpt_dataset_reference/numpy_rng_reference.py") and parses the output.
 // Errors: Internal with the exit status and the script's stderr tail if it fails.
-absl::StatusOr<nlohmann::json> RunPythonJson(const std::string& script,
-                                             const nlohmann::json& input,
+absl::StatusOr<nlohmann::json> RunPythonJson(const std::string& script, const nlohmann::json& input,
                                              const std::string& extra_args = "");
 
 }  // namespace mxmaca::data::testing

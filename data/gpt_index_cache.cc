@@ -9,11 +9,11 @@
 #include <cstring>
 #include <limits>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/numbers.h"
 
 namespace mxmaca::data {
 namespace {
@@ -22,20 +22,28 @@ constexpr char kMagic[] = "\x93NUMPY";
 
 int ItemSize(NpyDtype dtype) {
   switch (dtype) {
-    case NpyDtype::kInt16: return 2;
-    case NpyDtype::kInt32: return 4;
-    case NpyDtype::kUint32: return 4;
-    case NpyDtype::kInt64: return 8;
+    case NpyDtype::kInt16:
+      return 2;
+    case NpyDtype::kInt32:
+      return 4;
+    case NpyDtype::kUint32:
+      return 4;
+    case NpyDtype::kInt64:
+      return 8;
   }
   return 8;
 }
 
 bool FitsDtype(NpyDtype dtype, int64_t v) {
   switch (dtype) {
-    case NpyDtype::kInt16: return v >= INT16_MIN && v <= INT16_MAX;
-    case NpyDtype::kInt32: return v >= INT32_MIN && v <= INT32_MAX;
-    case NpyDtype::kUint32: return v >= 0 && v <= UINT32_MAX;
-    case NpyDtype::kInt64: return true;
+    case NpyDtype::kInt16:
+      return v >= INT16_MIN && v <= INT16_MAX;
+    case NpyDtype::kInt32:
+      return v >= INT32_MIN && v <= INT32_MAX;
+    case NpyDtype::kUint32:
+      return v >= 0 && v <= UINT32_MAX;
+    case NpyDtype::kInt64:
+      return true;
   }
   return false;
 }
@@ -68,17 +76,20 @@ absl::Status WriteAtomic(const std::string& path, const std::string& head,
 
 const char* NpyDescr(NpyDtype dtype) {
   switch (dtype) {
-    case NpyDtype::kInt16: return "<i2";
-    case NpyDtype::kInt32: return "<i4";
-    case NpyDtype::kUint32: return "<u4";
-    case NpyDtype::kInt64: return "<i8";
+    case NpyDtype::kInt16:
+      return "<i2";
+    case NpyDtype::kInt32:
+      return "<i4";
+    case NpyDtype::kUint32:
+      return "<u4";
+    case NpyDtype::kInt64:
+      return "<i8";
   }
   return "?";
 }
 
 absl::Status WriteNpyAtomic(const std::string& path, NpyDtype dtype,
-                            const std::vector<int64_t>& shape,
-                            absl::Span<const int64_t> values) {
+                            const std::vector<int64_t>& shape, absl::Span<const int64_t> values) {
   int64_t count = 1;
   for (int64_t d : shape) count *= d;
   if (shape.empty() || count != static_cast<int64_t>(values.size())) {
@@ -91,8 +102,7 @@ absl::Status WriteNpyAtomic(const std::string& path, NpyDtype dtype,
   }
   absl::StrAppend(&shape_text, shape.size() == 1 ? ",)" : ")");
   std::string header = absl::StrCat("{'descr': '", NpyDescr(dtype),
-                                    "', 'fortran_order': False, 'shape': ", shape_text,
-                                    ", }");
+                                    "', 'fortran_order': False, 'shape': ", shape_text, ", }");
   // Pad with spaces so magic(6) + version(2) + length(2) + header ends on 64 bytes,
   // the last byte a newline.
   const size_t total = ((10 + header.size() + 1 + 63) / 64) * 64;
@@ -110,8 +120,8 @@ absl::Status WriteNpyAtomic(const std::string& path, NpyDtype dtype,
   for (size_t i = 0; i < values.size(); ++i) {
     const int64_t v = values[i];
     if (!FitsDtype(dtype, v)) {
-      return absl::InvalidArgumentError(absl::StrCat("npy ", path, ": value ", v, " at ", i,
-                                                     " does not fit ", NpyDescr(dtype)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("npy ", path, ": value ", v, " at ", i, " does not fit ", NpyDescr(dtype)));
     }
     const uint64_t u = static_cast<uint64_t>(v);
     for (int b = 0; b < item; ++b) body[i * item + b] = static_cast<char>((u >> (8 * b)) & 0xff);
@@ -166,8 +176,8 @@ absl::StatusOr<NpyArray> ReadNpy(const std::string& path) {
   const int item = ItemSize(array.dtype);
   const size_t data_begin = 10 + header_len;
   if (s.size() - data_begin != static_cast<size_t>(count) * item) {
-    return bad(absl::StrCat("holds ", s.size() - data_begin, " data bytes, the header says ",
-                            count, " x ", item));
+    return bad(absl::StrCat("holds ", s.size() - data_begin, " data bytes, the header says ", count,
+                            " x ", item));
   }
   array.values.resize(count);
   for (int64_t i = 0; i < count; ++i) {
@@ -177,10 +187,18 @@ absl::StatusOr<NpyArray> ReadNpy(const std::string& path) {
     }
     int64_t v;
     switch (array.dtype) {
-      case NpyDtype::kInt16: v = static_cast<int16_t>(u); break;
-      case NpyDtype::kInt32: v = static_cast<int32_t>(u); break;
-      case NpyDtype::kUint32: v = static_cast<uint32_t>(u); break;
-      default: v = static_cast<int64_t>(u); break;
+      case NpyDtype::kInt16:
+        v = static_cast<int16_t>(u);
+        break;
+      case NpyDtype::kInt32:
+        v = static_cast<int32_t>(u);
+        break;
+      case NpyDtype::kUint32:
+        v = static_cast<uint32_t>(u);
+        break;
+      default:
+        v = static_cast<int64_t>(u);
+        break;
     }
     array.values[i] = v;
   }

@@ -32,8 +32,7 @@ struct NpyArray {
 // InvalidArgument if a value does not fit `dtype` or the count does not match the
 // shape; the OS error with the path on a failed write or rename.
 absl::Status WriteNpyAtomic(const std::string& path, NpyDtype dtype,
-                            const std::vector<int64_t>& shape,
-                            absl::Span<const int64_t> values);
+                            const std::vector<int64_t>& shape, absl::Span<const int64_t> values);
 
 // ReadNpy: parses a .npy written as above. Errors: NotFound if missing; DataLoss naming
 // the file and what was wrong (bad magic or header, an unsupported dtype, Fortran

@@ -12,12 +12,11 @@ MockTokenSource::MockTokenSource(int32_t eod_token) : eod_token_(eod_token) {
   for (int64_t i = 0; i < kSize; ++i) lengths_[i] = rng.IntegersInt32(1, kMaxSequenceLength);
 }
 
-absl::Status MockTokenSource::GetInto(int64_t seq, int64_t offset,
-                                      absl::Span<int32_t> out) const {
+absl::Status MockTokenSource::GetInto(int64_t seq, int64_t offset, absl::Span<int32_t> out) const {
   if (seq < 0 || seq >= kSize || offset < 0 ||
       offset + static_cast<int64_t>(out.size()) > lengths_[seq]) {
-    return absl::OutOfRangeError(absl::StrCat("mock sequence ", seq, ": tokens [", offset,
-                                              ", ", offset + out.size(), ") out of range"));
+    return absl::OutOfRangeError(absl::StrCat("mock sequence ", seq, ": tokens [", offset, ", ",
+                                              offset + out.size(), ") out of range"));
   }
   const int64_t length = lengths_[seq];
   for (size_t k = 0; k < out.size(); ++k) {

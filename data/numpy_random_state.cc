@@ -44,8 +44,7 @@ uint32_t Mix(uint32_t x, uint32_t y) {
 
 // PCG_DEFAULT_MULTIPLIER_128 (numpy pcg64.h).
 constexpr unsigned __int128 kPcgMultiplier =
-    (static_cast<unsigned __int128>(2549297995355413924ULL) << 64) +
-    4865540595714422341ULL;
+    (static_cast<unsigned __int128>(2549297995355413924ULL) << 64) + 4865540595714422341ULL;
 
 }  // namespace
 
@@ -120,8 +119,7 @@ NumpyDefaultRng::NumpyDefaultRng(uint32_t seed) {
   }
   uint64_t val[4];
   for (int i = 0; i < 4; ++i) {
-    val[i] = static_cast<uint64_t>(words[2 * i]) |
-             (static_cast<uint64_t>(words[2 * i + 1]) << 32);
+    val[i] = static_cast<uint64_t>(words[2 * i]) | (static_cast<uint64_t>(words[2 * i + 1]) << 32);
   }
   // pcg64_set_seed: PCG_128BIT_CONSTANT(high, low); pcg_setseq_128_srandom_r.
   const unsigned __int128 init_state = (static_cast<unsigned __int128>(val[0]) << 64) | val[1];
@@ -135,8 +133,7 @@ NumpyDefaultRng::NumpyDefaultRng(uint32_t seed) {
 
 uint64_t NumpyDefaultRng::NextUint64() {
   state_ = state_ * kPcgMultiplier + increment_;
-  const uint64_t xored =
-      static_cast<uint64_t>(state_ >> 64) ^ static_cast<uint64_t>(state_);
+  const uint64_t xored = static_cast<uint64_t>(state_ >> 64) ^ static_cast<uint64_t>(state_);
   const unsigned rot = static_cast<unsigned>(state_ >> 122);
   return (xored >> rot) | (xored << ((64 - rot) & 63));
 }

@@ -2,6 +2,7 @@
 // every value must be bit-identical, so the comparisons are exact.
 #include "data/numpy_random_state.h"
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdlib>
 #include <numeric>
@@ -9,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include "data/gpt_dataset_test_util.h"
 
 namespace mxmaca::data {
@@ -70,35 +70,49 @@ TEST_CASE("NumpyRandomState and NumpyDefaultRng match numpy integer draws") {
   // Sizes 0..3 exercise the edges of the Fisher-Yates loop; the rest random.
   for (int64_t n : {0, 1, 2, 3, 17, 1000, 65537}) {
     for (const char* dtype : {"int32", "uint32", "int64"}) {
-      cases.push_back({{"kind", "shuffle"}, {"seed", seed()}, {"n", n}, {"dtype", dtype},
-                       {"times", 2}});
+      cases.push_back(
+          {{"kind", "shuffle"}, {"seed", seed()}, {"n", n}, {"dtype", dtype}, {"times", 2}});
     }
   }
   for (uint32_t s : {0u, 1u, 1234u, 4294967295u}) {
-    cases.push_back({{"kind", "shuffle"}, {"seed", s}, {"n", 5000}, {"dtype", "int32"},
-                     {"times", 3}});
+    cases.push_back(
+        {{"kind", "shuffle"}, {"seed", s}, {"n", 5000}, {"dtype", "int32"}, {"times", 3}});
   }
   for (int i = 0; i < 5; ++i) {
-    cases.push_back({{"kind", "permutation"}, {"seed", seed()},
-                     {"n", static_cast<int64_t>(gen() % 3000)}});
+    cases.push_back(
+        {{"kind", "permutation"}, {"seed", seed()}, {"n", static_cast<int64_t>(gen() % 3000)}});
   }
   // randint: small ranges, a range of exactly 2^32, ranges past 2^32 (64-bit draws:
   // checks the high/low order of NextUint64) and negative lows.
-  const std::vector<std::pair<int64_t, int64_t>> ranges = {
-      {0, 1}, {0, 2}, {-5, 7}, {0, 1000}, {3, 4294967299LL},
-      {0, 1LL << 40}, {-(1LL << 50), 1LL << 50}, {0, (1LL << 62) + 12345}};
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 1},
+                                                           {0, 2},
+                                                           {-5, 7},
+                                                           {0, 1000},
+                                                           {3, 4294967299LL},
+                                                           {0, 1LL << 40},
+                                                           {-(1LL << 50), 1LL << 50},
+                                                           {0, (1LL << 62) + 12345}};
   for (const auto& r : ranges) {
-    cases.push_back({{"kind", "randint"}, {"seed", seed()}, {"low", r.first},
-                     {"high", r.second}, {"count", 200}});
+    cases.push_back({{"kind", "randint"},
+                     {"seed", seed()},
+                     {"low", r.first},
+                     {"high", r.second},
+                     {"count", 200}});
   }
   // default_rng: the MockGPTLowLevelDataset call (seed 0, [1, 4096)) and others.
-  cases.push_back({{"kind", "default_rng_integers"}, {"seed", 0}, {"low", 1},
-                   {"high", 4096}, {"count", 20000}});
+  cases.push_back({{"kind", "default_rng_integers"},
+                   {"seed", 0},
+                   {"low", 1},
+                   {"high", 4096},
+                   {"count", 20000}});
   const std::vector<std::pair<int32_t, int32_t>> ranges32 = {
       {0, 1}, {0, 2}, {-100, 100}, {1, 2147483647}, {-2147483647 - 1, 2147483647}};
   for (const auto& r : ranges32) {
-    cases.push_back({{"kind", "default_rng_integers"}, {"seed", seed()}, {"low", r.first},
-                     {"high", r.second}, {"count", 301}});
+    cases.push_back({{"kind", "default_rng_integers"},
+                     {"seed", seed()},
+                     {"low", r.first},
+                     {"high", r.second},
+                     {"count", 301}});
   }
 
   auto expected = testing::RunPythonJson(kScript, cases);
@@ -115,7 +129,8 @@ TEST_CASE("NumpyRandomState and NumpyDefaultRng match numpy integer draws") {
 TEST_CASE("NumpyRandomState.RandomSample and PCG64 raw outputs match numpy") {
   std::mt19937 gen(77);
   json cases = json::array();
-  std::vector<uint32_t> seeds = {0u, 1u, static_cast<uint32_t>(gen()), static_cast<uint32_t>(gen()), 4294967295u};
+  std::vector<uint32_t> seeds = {0u, 1u, static_cast<uint32_t>(gen()), static_cast<uint32_t>(gen()),
+                                 4294967295u};
   for (uint32_t s : seeds) {
     cases.push_back({{"kind", "random_sample"}, {"seed", s}, {"count", 500}});
     cases.push_back({{"kind", "default_rng_raw"}, {"seed", s}, {"count", 500}});

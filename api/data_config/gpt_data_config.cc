@@ -11,17 +11,14 @@ namespace mxmaca::api {
 absl::StatusOr<data::GptDataConfig> GptDataConfigFromArgs(const MegatronArgs& args) {
   data::GptDataConfig config;
   MXMACA_ASSIGN_OR_RETURN(config.blend, data::ParseDataBlend(args.data_path));
-  MXMACA_ASSIGN_OR_RETURN(config.blend_per_split[0],
-                          data::ParseDataBlend(args.train_data_path));
-  MXMACA_ASSIGN_OR_RETURN(config.blend_per_split[1],
-                          data::ParseDataBlend(args.valid_data_path));
-  MXMACA_ASSIGN_OR_RETURN(config.blend_per_split[2],
-                          data::ParseDataBlend(args.test_data_path));
+  MXMACA_ASSIGN_OR_RETURN(config.blend_per_split[0], data::ParseDataBlend(args.train_data_path));
+  MXMACA_ASSIGN_OR_RETURN(config.blend_per_split[1], data::ParseDataBlend(args.valid_data_path));
+  MXMACA_ASSIGN_OR_RETURN(config.blend_per_split[2], data::ParseDataBlend(args.test_data_path));
   config.mock = args.mock_data;
   config.split = args.split.value_or("969, 30, 1");
   if (args.seed < 0 || args.seed > 0xffffffffLL) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--seed ", args.seed, " is outside [0, 2^32 - 1] (numpy.random.RandomState)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--seed ", args.seed, " is outside [0, 2^32 - 1] (numpy.random.RandomState)"));
   }
   config.seed = static_cast<uint32_t>(args.seed);
   if (!args.seq_length.has_value()) {
@@ -53,8 +50,7 @@ absl::StatusOr<data::GptDataConfig> GptDataConfigFromArgs(const MegatronArgs& ar
     return absl::InvalidArgumentError(
         absl::StrCat("--eval-interval must be at least 1, got ", args.eval_interval));
   }
-  config.num_samples[1] =
-      (train_iters / args.eval_interval + 1) * args.eval_iters * global_batch;
+  config.num_samples[1] = (train_iters / args.eval_interval + 1) * args.eval_iters * global_batch;
   config.num_samples[2] = args.eval_iters * global_batch;
   config.cache_path = args.data_cache_path.value_or("");
   config.mid_level_dataset_surplus = args.mid_level_dataset_surplus;

@@ -15,9 +15,9 @@ MegatronArgs Parse(const std::vector<std::string>& argv) {
 
 TEST_CASE("GptDataConfigFromArgs applies Megatron's sample counts") {
   auto config = GptDataConfigFromArgs(
-      Parse({"--data-path", "0.7", "a", "0.3", "b", "--seq-length", "128", "--train-iters",
-             "250", "--global-batch-size", "16", "--eval-iters", "3", "--eval-interval",
-             "100", "--seed", "77", "--data-cache-path", "/tmp/c"}));
+      Parse({"--data-path", "0.7", "a", "0.3", "b", "--seq-length", "128", "--train-iters", "250",
+             "--global-batch-size", "16", "--eval-iters", "3", "--eval-interval", "100", "--seed",
+             "77", "--data-cache-path", "/tmp/c"}));
   REQUIRE(config.ok());
   CHECK(config->blend->prefixes == std::vector<std::string>{"a", "b"});
   CHECK(*config->blend->weights == std::vector<double>{0.7, 0.3});
@@ -32,9 +32,8 @@ TEST_CASE("GptDataConfigFromArgs applies Megatron's sample counts") {
 
   // --train-samples: train_iters = 1000 // 8 = 125 for the validation count.
   auto by_samples = GptDataConfigFromArgs(
-      Parse({"--mock-data", "--seq-length", "64", "--train-samples", "1000",
-             "--global-batch-size", "8", "--eval-iters", "0", "--eval-interval", "50",
-             "--split", "1,1,0"}));
+      Parse({"--mock-data", "--seq-length", "64", "--train-samples", "1000", "--global-batch-size",
+             "8", "--eval-iters", "0", "--eval-interval", "50", "--split", "1,1,0"}));
   REQUIRE(by_samples.ok());
   CHECK(by_samples->mock);
   CHECK(*by_samples->num_samples[0] == 1000);

@@ -162,8 +162,8 @@ absl::Status RunInspectData(const std::vector<std::string>& args, std::ostream& 
       return absl::FailedPreconditionError("no train split to dump");
     }
     MXMACA_RETURN_IF_ERROR(DumpSamples(*splits.train, *flags.dump_path));
-    out << "wrote " << splits.train->size() << " train samples x "
-        << splits.train->sample_length() << " int64 tokens to " << *flags.dump_path << "\n";
+    out << "wrote " << splits.train->size() << " train samples x " << splits.train->sample_length()
+        << " int64 tokens to " << *flags.dump_path << "\n";
   }
   return absl::OkStatus();
 }

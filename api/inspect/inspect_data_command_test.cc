@@ -3,6 +3,7 @@
 // itself): every train sample must hold the same tokens, in the same order.
 #include "api/inspect/inspect_data_command.h"
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <fstream>
 #include <random>
@@ -10,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include "absl/strings/str_cat.h"
 #include "data/gpt_dataset_test_util.h"
 #include "data/indexed_dataset.h"
@@ -77,24 +77,44 @@ TEST_CASE("inspect-data --dump-samples matches the Megatron reference") {
   const std::vector<Case> cases = {
       {{"0.6", p1, "0.4", p2},
        {{"datasets", {{{"prefix", p1}}, {{"prefix", p2}}}}, {"weights", {0.6, 0.4}}},
-       "90,8,2", 4321},
+       "90,8,2",
+       4321},
       {{p2}, {{"datasets", {{{"prefix", p2}}}}, {"weights", nullptr}}, "80, 15, 5", 7},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {"--data-path"};
     args.insert(args.end(), c.data_path.begin(), c.data_path.end());
-    const std::vector<std::string> more = {
-        "--split", c.split, "--seed", absl::StrCat(c.seed), "--seq-length", "32",
-        "--train-iters", "20", "--global-batch-size", "8", "--micro-batch-size", "2",
-        "--eval-iters", "2", "--eval-interval", "10", "--data-cache-path",
-        *dir + "/cache", "--dump-samples", dump};
+    const std::vector<std::string> more = {"--split",
+                                           c.split,
+                                           "--seed",
+                                           absl::StrCat(c.seed),
+                                           "--seq-length",
+                                           "32",
+                                           "--train-iters",
+                                           "20",
+                                           "--global-batch-size",
+                                           "8",
+                                           "--micro-batch-size",
+                                           "2",
+                                           "--eval-iters",
+                                           "2",
+                                           "--eval-interval",
+                                           "10",
+                                           "--data-cache-path",
+                                           *dir + "/cache",
+                                           "--dump-samples",
+                                           dump};
     args.insert(args.end(), more.begin(), more.end());
     // train = 20 x 8; valid = (20 // 10 + 1) x 2 x 8; test = 2 x 8 (training.py).
-    json ref = {{"mode", "build"}, {"seq_length", 32}, {"seed", c.seed},
-                {"sizes", {160, 48, 16}}, {"blend", c.reference_blend},
-                {"split", c.split}, {"max_samples", {1000000, 0, 0}}};
-    auto want = data::testing::RunPythonJson(
-        "data/tests/gpt_dataset_reference/gpt_reference.py", ref);
+    json ref = {{"mode", "build"},
+                {"seq_length", 32},
+                {"seed", c.seed},
+                {"sizes", {160, 48, 16}},
+                {"blend", c.reference_blend},
+                {"split", c.split},
+                {"max_samples", {1000000, 0, 0}}};
+    auto want =
+        data::testing::RunPythonJson("data/tests/gpt_dataset_reference/gpt_reference.py", ref);
     REQUIRE(want.ok());
     for (int run = 0; run < 2; ++run) {  // the second run reads the index cache
       INFO("case " << c.split << " run " << run);
@@ -116,10 +136,10 @@ TEST_CASE("inspect-data --show decodes samples; bad flags are errors") {
   std::ostringstream out;
   const bool have_vocab = std::ifstream(kVocab).good() && std::ifstream(kMerges).good();
   if (have_vocab) {
-    REQUIRE(RunInspectData({"--mock-data", "--seq-length", "16", "--train-iters", "2",
-                            "--global-batch-size", "2", "--show", "2", "--vocab-file", kVocab,
-                            "--merge-file", kMerges},
-                           out)
+    REQUIRE(RunInspectData(
+                {"--mock-data", "--seq-length", "16", "--train-iters", "2", "--global-batch-size",
+                 "2", "--show", "2", "--vocab-file", kVocab, "--merge-file", kMerges},
+                out)
                 .ok());
     CHECK(out.str().find("--- train sample 1 (17 tokens) ---") != std::string::npos);
     CHECK(out.str().find("text: ") != std::string::npos);
