@@ -51,6 +51,12 @@ struct GptConfig {
   Normalization normalization = Normalization::kLayerNorm;  // --normalization
   float norm_epsilon = 1e-5f;           // --norm-epsilon
   bool swiglu = false;                  // --swiglu (linear_fc1 produces [gate; up], 2f wide)
+  // GELU as Megatron's fused bias-GELU computes it: the tanh approximation
+  // (megatron/core/fusions/fused_bias_gelu.py). Megatron uses it when --bias-gelu-fusion is
+  // on (its default; off with --no-bias-gelu-fusion) and the MLP has biases and no SwiGLU;
+  // the trainer sets it to bias_gelu_fusion && add_bias_linear && !swiglu for Megatron's
+  // numerics. false: the exact erf GELU (F.gelu's default). Ignored with SwiGLU.
+  bool gelu_tanh_approximation = false;
   bool untie_embeddings_and_output_weights = false;  // --untie-embeddings-and-output-weights
   bool add_bias_linear = true;          // false with --disable-bias-linear
   float hidden_dropout = 0.1f;          // --hidden-dropout (embedding, after linear_proj, after linear_fc2)

@@ -9,6 +9,7 @@
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/philox.h"
+#include "layers/internal/gelu_tanh.h"
 
 namespace mxmaca::layers {
 
@@ -163,6 +164,8 @@ void TransformerLayer::Forward(const LayerCall& call, LayerStash* st, float* out
   st->act_out.Allocate(tr, t * f);
   if (c.swiglu) {
     cpu::SwigluForward(ctx, st->fc1_out.data(), st->act_out.data(), t, f);
+  } else if (c.gelu_tanh_approximation) {
+    internal::GeluTanhForward(ctx, st->fc1_out.data(), st->act_out.data(), t * f);
   } else {
     cpu::GeluForward(ctx, st->fc1_out.data(), st->act_out.data(), t * f);
   }
@@ -215,6 +218,8 @@ void TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* st, cons
   st->d_fc1.Allocate(tr, t * f1);
   if (c.swiglu) {
     cpu::SwigluBackward(ctx, st->fc1_out.data(), d_act, st->d_fc1.data(), t, f);
+  } else if (c.gelu_tanh_approximation) {
+    internal::GeluTanhBackward(ctx, st->fc1_out.data(), d_act, st->d_fc1.data(), t * f);
   } else {
     cpu::GeluBackward(ctx, st->fc1_out.data(), d_act, st->d_fc1.data(), t * f);
   }

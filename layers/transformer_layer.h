@@ -11,7 +11,8 @@
 //   ctx  = softmax(q k^T / sqrt(hn), causal [doc]) v  (attention dropout on the probabilities)
 //   x2   = x + dropout(ctx Wproj^T + bproj)            [T, h]
 //   ln2  = Norm2(x2)
-//   y    = x2 + dropout(act(ln2 W1^T + b1) W2^T + b2)  act = exact GELU or SwiGLU
+//   y    = x2 + dropout(act(ln2 W1^T + b1) W2^T + b2)  act = GELU (exact, or tanh
+//                                                     approximation) or SwiGLU
 // B computes dx from dy and saves, per weight-bearing op, the gradient of its output
 // (d_qkv, d_proj, d_fc1, d_fc2 for the linears; d_ln1_out, d_ln2_out for the norms); W
 // turns those into weight gradients (dW = dY^T X, dbias = column sums, norm weights).

@@ -83,6 +83,7 @@ absl::StatusOr<Preset> MakePreset(const std::string& name) {
       p.calculate_per_token_loss = true;
       p.eod_token = static_cast<int32_t>(c.vocab_size - 1);
       p.eod_probability = 0.08;
+      c.gelu_tanh_approximation = true;  // Megatron's fused bias-GELU
     }
     return p;
   }
@@ -138,6 +139,7 @@ nlohmann::json ConfigJson(const Preset& p) {
   j["normalization"] = c.normalization == layers::Normalization::kRmsNorm ? "RMSNorm" : "LayerNorm";
   j["norm_epsilon"] = c.norm_epsilon;
   j["swiglu"] = c.swiglu;
+  j["gelu_tanh_approximation"] = c.gelu_tanh_approximation;
   j["untie_embeddings_and_output_weights"] = c.untie_embeddings_and_output_weights;
   j["add_bias_linear"] = c.add_bias_linear;
   j["micro_batch_size"] = p.micro_batch_size;

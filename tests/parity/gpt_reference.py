@@ -140,7 +140,7 @@ class Gpt(torch.nn.Module):
             gate, up = torch.chunk(fc1, 2, dim=-1)
             act = F.silu(gate) * up
         else:
-            act = F.gelu(fc1)
+            act = F.gelu(fc1, approximate="tanh" if cfg["gelu_tanh_approximation"] else "none")
         mlp = F.linear(act, self.P(pre + "mlp.linear_fc2.weight"), self.P(pre + "mlp.linear_fc2.bias"))
         return x + mlp
 
