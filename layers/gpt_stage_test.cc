@@ -82,8 +82,8 @@ MicroBatchInput Input(const Batch& bt, int64_t mb, int64_t iteration = 1) {
   return in;
 }
 
-std::unique_ptr<GptStage> MakeStage(const GptConfig& c, StageLayout layout = {0, 0, true, true}) {
-  if (layout.last_layer == 0) layout.last_layer = c.num_layers;
+std::unique_ptr<GptStage> MakeStage(const GptConfig& c, StageLayout layout = {0, -1, true, true}) {
+  if (layout.last_layer < 0) layout.last_layer = c.num_layers;
   auto stage = GptStage::Create(c, layout);
   REQUIRE(stage.ok());
   (*stage)->InitializeParameters();
@@ -301,6 +301,42 @@ TEST_CASE("Results do not depend on the thread count") {
   const std::vector<float> g2 = Sequential(*two, batches, &l2);
   CHECK(l1 == l2);
   CHECK(BitEqual(g1, g2));
+}
+
+TEST_CASE("Uneven pipeline: embedding-only and head-only stages, no position embedding") {
+  GptConfig c = TinyConfig();
+  c.position_embedding_type = PositionEmbeddingType::kNone;
+  c.untie_embeddings_and_output_weights = true;
+  const std::vector<Batch> batches = {MakeBatch(c, 39)};
+  auto single = MakeStage(c);
+  double want;
+  Sequential(*single, batches, &want);
+  // Stage 0: embedding only; stage 1: all layers; stage 2: loss head only.
+  auto s0 = MakeStage(c, {0, 0, true, false});
+  auto s1 = MakeStage(c, {0, 3, false, false});
+  auto s2 = MakeStage(c, {3, 3, false, true});
+  CHECK(s0->parameters().size() == 1);  // word embeddings
+  MicroBatchInput in = Input(batches[0], 0);
+  StageOutput o0, o1, o2;
+  REQUIRE(s0->Forward(in, &o0).ok());
+  in.hidden = o0.hidden;
+  REQUIRE(s1->Forward(in, &o1).ok());
+  in.hidden = o1.hidden;
+  REQUIRE(s2->Forward(in, &o2).ok());
+  CHECK(o2.loss_sum == want);
+  std::vector<float> d2, d1;
+  REQUIRE(s2->Backward(0, {}, 1.0f / o2.num_tokens, &d2).ok());
+  REQUIRE(s1->Backward(0, d2, 0.0f, &d1).ok());
+  REQUIRE(s0->Backward(0, d1, 0.0f, nullptr).ok());
+  for (GptStage* part : {s0.get(), s1.get(), s2.get()}) {
+    for (int i = 0; i < part->parameters().size(); ++i) {
+      const ParameterInfo& info = part->parameters().info(i);
+      const int j = *single->parameters().Index(info.spec.name);
+      INFO(info.spec.name);
+      CHECK(std::memcmp(part->parameters().grad(i), single->parameters().grad(j),
+                        info.numel * 4) == 0);
+    }
+  }
 }
 
 TEST_CASE("Eval and inference paths agree with the training forward without dropout") {
