@@ -14,6 +14,16 @@ absl::StatusOr<data::GptDataConfig> GptDataConfigFromArgs(const MegatronArgs& ar
   MXMACA_ASSIGN_OR_RETURN(config.blend_per_split[0], data::ParseDataBlend(args.train_data_path));
   MXMACA_ASSIGN_OR_RETURN(config.blend_per_split[1], data::ParseDataBlend(args.valid_data_path));
   MXMACA_ASSIGN_OR_RETURN(config.blend_per_split[2], data::ParseDataBlend(args.test_data_path));
+  const bool per_split = !args.train_data_path.empty() || !args.valid_data_path.empty() ||
+                         !args.test_data_path.empty();
+  if (per_split && args.split.has_value()) {
+    // BlendedMegatronDatasetConfig: "split and blend_per_split are incompatible".
+    return absl::InvalidArgumentError(
+        "--split cannot be combined with --train-data-path/--valid-data-path/--test-data-path");
+  }
+  if (args.mock_data && (config.blend.has_value() || per_split)) {
+    return absl::InvalidArgumentError("--mock-data cannot be combined with a data path");
+  }
   config.mock = args.mock_data;
   config.split = args.split.value_or("969, 30, 1");
   if (args.seed < 0 || args.seed > 0xffffffffLL) {

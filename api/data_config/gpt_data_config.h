@@ -23,7 +23,8 @@ namespace mxmaca::api {
 // Megatron's _NullTokenizer). Errors (InvalidArgument, naming the flags): no
 // --seq-length; neither --train-iters nor --train-samples; no batch size; a --seed
 // outside [0, 2^32 - 1] (numpy.random.RandomState's range); --eval-interval < 1;
-// malformed data paths (data::ParseDataBlend).
+// malformed data paths (data::ParseDataBlend); --split with per-split data paths
+// (Megatron asserts the same); --mock-data with a data path.
 absl::StatusOr<data::GptDataConfig> GptDataConfigFromArgs(const MegatronArgs& args);
 
 }  // namespace mxmaca::api

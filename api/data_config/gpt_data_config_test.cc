@@ -59,6 +59,12 @@ TEST_CASE("GptDataConfigFromArgs rejects incomplete flags") {
   CHECK(!GptDataConfigFromArgs(Parse({"--seq-length", "8", "--train-iters", "3",
                                       "--global-batch-size", "2", "--seed", "-1"}))
              .ok());
+  CHECK(!GptDataConfigFromArgs(Parse({"--train-data-path", "t", "--split", "1,1,1", "--seq-length",
+                                      "8", "--train-iters", "3", "--global-batch-size", "2"}))
+             .ok());
+  CHECK(!GptDataConfigFromArgs(Parse({"--data-path", "a", "--mock-data", "--seq-length", "8",
+                                      "--train-iters", "3", "--global-batch-size", "2"}))
+             .ok());
 }
 
 }  // namespace
