@@ -478,7 +478,13 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Build(
   }
   MXMACA_ASSIGN_OR_RETURN(ds->indices_, BuildGptIndices(sizes, begin, end, options.num_samples,
                                                         options.seq_length, options.seed));
-  MXMACA_RETURN_IF_ERROR(SaveIndices(cache_dir, base, ds->description_, sizes, ds->indices_));
+  const absl::Status saved = SaveIndices(cache_dir, base, ds->description_, sizes, ds->indices_);
+  if (!saved.ok()) {
+    // As Megatron: failing to write the cache is an error, with a way out.
+    return absl::Status(saved.code(),
+                        absl::StrCat("cannot write the GPT dataset index cache: ", saved.message(),
+                                     "; pass --data-cache-path with a writable directory"));
+  }
   if (absl::IsNotFound(cached.status())) {
     ds->cache_report_ = "built " + cache_dir;
   } else {

@@ -349,6 +349,16 @@ TEST_CASE("Index cache: hit, corrupt files rebuilt, readable by numpy") {
   CHECK(train4->cache_report().rfind("rebuilt ", 0) == 0);
   CHECK(train4->indices().shuffle_index == train->indices().shuffle_index);
 
+  // A cache directory that cannot be created is an error naming the way out.
+  GptDataConfig unwritable = config;
+  unwritable.cache_path = *dir + "/cache/" + "x/" + "\x01";
+  {
+    std::ofstream blocker(*dir + "/cache/x");  // a file where a directory must go
+  }
+  auto failed = BuildGptDatasets(unwritable);
+  REQUIRE(!failed.ok());
+  CHECK(failed.status().message().find("--data-cache-path") != absl::string_view::npos);
+
   // Another seed is another cache entry.
   config.seed = 31338;
   auto fifth = BuildGptDatasets(config);
