@@ -98,10 +98,13 @@ TEST_CASE("rejects what json.loads rejects, naming the byte") {
 // The category of a ParseJsonlLine / ParseJsonlLineReference error.
 std::string Category(const absl::Status& status) {
   if (status.ok()) return "ok";
-  const std::string m(status.message());
-  for (const char* c : {"blank line", "byte-order mark", "invalid JSON", "expected a JSON object",
-                        "missing key", "element", "\" is "}) {
-    if (m.find(c) != std::string::npos) return c;
+  // Messages are "f:1: WHAT ..."; compare WHAT's first words only (the rest may quote
+  // the input).
+  std::string m(status.message());
+  if (m.rfind("f:1: ", 0) == 0) m = m.substr(5);
+  for (const char* c : {"blank line", "UTF-8 byte-order mark", "invalid JSON",
+                        "expected a JSON object", "missing key", "element", "key \""}) {
+    if (m.rfind(c, 0) == 0) return c;
   }
   return m;
 }
@@ -114,7 +117,7 @@ TEST_CASE("agrees with nlohmann/json on random and corrupted lines") {
     JsonlDocument ours, ref;
     const absl::Status a = ParseJsonlLine(line, {"text", "title"}, "f", 1, &ours);
     const absl::Status b = ParseJsonlLineReference(line, {"text", "title"}, "f", 1, &ref);
-    if (a.ok() && !b.ok() && b.message().find("number overflow") != std::string::npos) {
+    if (!b.ok() && b.message().find("number overflow") != std::string::npos) {
       ++overflow;  // e.g. 1e345: json.loads reads inf, nlohmann rejects
       continue;
     }

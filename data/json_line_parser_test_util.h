@@ -6,6 +6,7 @@
 #define MXMACA_DATA_JSON_LINE_PARSER_TEST_UTIL_H_
 
 #include <cstdint>
+#include <cstdio>
 #include <random>
 #include <string>
 
@@ -109,7 +110,8 @@ class JsonLineGenerator {
         const uint32_t cp = CodePoint();
         if (cp >= 0x10000) {
           const uint32_t v = cp - 0x10000;
-          std::snprintf(buf, sizeof(buf), "\\u%04X\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
+          std::snprintf(buf, sizeof(buf), "\\u%04X\\u%04x", 0xD800 + (v >> 10),
+                        0xDC00 + (v & 0x3FF));
         } else if (Chance(0.03)) {
           std::snprintf(buf, sizeof(buf), "\\u%04x", Uniform(0xD800, 0xDFFF));  // lone
         } else {

@@ -7,9 +7,9 @@
 # json.loads + GPT-2's encoder.py + numpy writer). Megatron's own tool reaches about
 # 2.4 MB/s with 2 workers; the target here is >= 24 MB/s.
 #
-#   bazel run //tests/bench:preprocess_bench [-- REPEATS]      (default 3)
+#   bazel run //tests/bench:preprocess_bench [-- REPEATS]      (default 5)
 set -euo pipefail
-REPEATS="${1:-3}"
+REPEATS="${1:-5}"
 RUNFILES="${RUNFILES_DIR:-$0.runfiles}/mxmaca"
 MAIN="$RUNFILES/api/preprocess/preprocess_main"
 REF="$RUNFILES/data/tests/indexed_dataset_reference/megatron_preprocess_reference.py"
