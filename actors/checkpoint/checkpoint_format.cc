@@ -266,8 +266,11 @@ json TensorIndexToJson(const TensorIndex& index) {
   for (const auto& [name, entry] : index) {
     json shards = json::array();
     for (const ShardEntry& s : entry.shards) {
-      shards.push_back(
-          {{"file", s.file}, {"key", s.key}, {"offsets", s.offsets}, {"shape", s.shape}});
+      shards.push_back({{"file", s.file},
+                        {"key", s.key},
+                        {"offsets", s.offsets},
+                        {"shape", s.shape},
+                        {"crc32c", s.crc32c}});
     }
     tensors[name] = {{"dtype", kDtypeF32}, {"shape", entry.full_shape}, {"shards", shards}};
   }
@@ -308,7 +311,7 @@ absl::StatusOr<TensorIndex> TensorIndexFromJson(const json& tensors, absl::strin
       const std::string spath = absl::StrCat(path, ".shards[", i, "]");
       if (!s.is_object() || !s.contains("offsets") || !s.contains("shape")) {
         return absl::DataLossError(absl::StrCat(
-            file, ": ", spath, " must be an object with file, key, offsets, shape"));
+            file, ": ", spath, " must be an object with file, key, offsets, shape, crc32c"));
       }
       ShardEntry shard;
       auto f = GetString(s, "file", file, spath);
@@ -319,6 +322,13 @@ absl::StatusOr<TensorIndex> TensorIndexFromJson(const json& tensors, absl::strin
       if (!offsets.ok()) return offsets.status();
       auto shape = GetDims(s["shape"], file, spath + ".shape");
       if (!shape.ok()) return shape.status();
+      auto crc = s.find("crc32c");
+      if (crc == s.end() || !crc->is_number_unsigned() ||
+          crc->get<uint64_t>() > 0xFFFFFFFFu) {
+        return absl::DataLossError(absl::StrCat(
+            file, ": ", spath, ".crc32c must be an unsigned 32-bit integer"));
+      }
+      shard.crc32c = static_cast<uint32_t>(crc->get<uint64_t>());
       shard.file = std::move(*f);
       shard.key = std::move(*k);
       shard.offsets = std::move(*offsets);

@@ -79,6 +79,7 @@ struct ShardEntry {
   std::string key;               // safetensors key inside `file`
   std::vector<int64_t> offsets;  // start of the box in the full tensor, per dim
   std::vector<int64_t> shape;    // extent of the box, per dim (same rank as the tensor)
+  uint32_t crc32c = 0;           // CRC-32C of the box's bytes as stored (crc32c.h)
 };
 
 // TensorEntry: a logical tensor: dtype F32, its full shape and the shards that tile it.
@@ -104,7 +105,7 @@ absl::Status ValidateShardGeometry(absl::string_view name,
 absl::Status ValidateTensorIndex(const TensorIndex& index);
 
 // TensorIndexToJson: {"<name>": {"dtype": "F32", "shape": [...], "shards": [{"file",
-// "key", "offsets", "shape"}, ...]}, ...}.
+// "key", "offsets", "shape", "crc32c"}, ...]}, ...}; crc32c is a JSON number.
 nlohmann::json TensorIndexToJson(const TensorIndex& index);
 
 // TensorIndexFromJson: the inverse of TensorIndexToJson; DataLoss naming `file` and the

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "actors/checkpoint/checkpoint_format.h"
+#include "actors/checkpoint/crc32c.h"
 #include "actors/checkpoint/file_util.h"
 #include "base/status_macros.h"
 
@@ -236,8 +237,9 @@ absl::StatusOr<CheckpointReader> CheckpointReader::Open(const std::string& load_
             file->path(), ": tensor '", s.key, "' has shape ", ShapeToString(e->second.shape),
             ", ", meta_path, " says ", ShapeToString(s.shape)));
       }
-      t.shards.push_back(
-          {file, header.data_start + e->second.begin, std::move(s.offsets), std::move(s.shape)});
+      t.shards.push_back({file, header.data_start + e->second.begin,
+                          e->second.end - e->second.begin, std::move(s.offsets),
+                          std::move(s.shape), s.key, s.crc32c});
     }
   }
   return reader;
@@ -262,6 +264,22 @@ absl::StatusOr<std::vector<int64_t>> CheckpointReader::FullShape(
         absl::StrCat("checkpoint ", dir_, " has no tensor '", name, "'"));
   }
   return it->second.full_shape;
+}
+
+absl::Status CheckpointReader::VerifyChecksums() const {
+  for (const auto& [name, t] : tensors_) {
+    for (const StoredShard& s : t.shards) {
+      const uint32_t crc = Crc32c(s.file->data() + s.byte_offset, s.byte_size);
+      if (crc != s.crc32c) {
+        return absl::DataLossError(absl::StrCat(
+            "checkpoint data corrupt: ", s.file->path(), ", tensor '", s.key, "' (of ", name,
+            " at offsets ", ShapeToString(s.offsets), "): CRC-32C is ",
+            absl::Hex(crc, absl::kZeroPad8), ", metadata.json recorded ",
+            absl::Hex(s.crc32c, absl::kZeroPad8)));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckpointReader::ReadShard(const std::string& name,

@@ -76,6 +76,13 @@ class CheckpointReader {
   absl::Status ReadSlice(const std::string& name, absl::Span<const int64_t> offsets,
                          absl::Span<const int64_t> shape, float* out) const;
 
+  // VerifyChecksums: recomputes the CRC-32C of every stored box and compares it with the
+  // one recorded at save time, so silent corruption of tensor data (which Open's header
+  // checks cannot see) is found. Reads every byte of the checkpoint once (about as long
+  // as loading it; the pages are then warm for ReadSlice). DataLoss naming the file, the
+  // tensor and both checksums for the first mismatch. Call it after Open on resume.
+  absl::Status VerifyChecksums() const;
+
   // ReadShard: ReadSlice after checking that the checkpoint's full shape of `name` equals
   // `expected_full_shape` (the model's), so a model of another size fails with
   // "checkpoint has <name> [768, 256], model expects [1536, 256]" (InvalidArgument) even
@@ -90,8 +97,11 @@ class CheckpointReader {
   struct StoredShard {
     const MappedFile* file = nullptr;
     uint64_t byte_offset = 0;  // of the box's first value in the file
+    uint64_t byte_size = 0;
     std::vector<int64_t> offsets;
     std::vector<int64_t> shape;
+    std::string key;      // safetensors key in `file`
+    uint32_t crc32c = 0;  // recorded at save time
   };
   struct StoredTensor {
     std::vector<int64_t> full_shape;

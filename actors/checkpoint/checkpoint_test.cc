@@ -100,6 +100,7 @@ TEST_CASE("round trip of several tensors, args and state", "[checkpoint]") {
   auto reader = CheckpointReader::Open(dir);
   INFO(reader.status().ToString());
   REQUIRE(reader.ok());
+  CHECK(reader->VerifyChecksums().ok());
   CHECK(reader->iteration() == 100);
   CHECK(reader->args() == nlohmann::json({{"num_layers", 2}, {"hidden_size", 8}}));
   CHECK(reader->state() == state);
@@ -303,6 +304,7 @@ TEST_CASE("processes attached to one save write shards the coordinator commits",
     REQUIRE(st.ok());
     auto reader = CheckpointReader::Open(dir);
     REQUIRE(reader.ok());
+    CHECK(reader->VerifyChecksums().ok());  // checksums of other processes' shards too
     CHECK(BitEqual(ReadRegion(*reader, "model/w", {0, 0}, full), w));
     CHECK(BitEqual(ReadRegion(*reader, "optimizer/exp_avg/w", {2, 3}, {9, 7}),
                    ExtractRegion(m, full, {2, 3}, {9, 7})));

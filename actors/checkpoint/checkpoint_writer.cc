@@ -17,6 +17,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
 #include "actors/checkpoint/checkpoint_format.h"
+#include "actors/checkpoint/crc32c.h"
 #include "actors/checkpoint/file_util.h"
 #include "base/status_macros.h"
 
@@ -43,7 +44,7 @@ absl::Status FsError(const std::error_code& ec, absl::string_view op,
 
 // IndexForeignShard: adds the shards of <dir>/<file> (written by an attached writer in
 // another process) to `index`, from the file's safetensors header and its
-// "mxmaca.shards" metadata ({key: {name, full_shape, offsets}}).
+// "mxmaca.shards" metadata ({key: {name, full_shape, offsets, crc32c}}).
 absl::Status IndexForeignShard(const std::string& dir, const std::string& file,
                                TensorIndex* index) {
   const std::string path = absl::StrCat(dir, "/", file);
@@ -80,7 +81,8 @@ absl::Status IndexForeignShard(const std::string& dir, const std::string& file,
                                  {"shards", json::array({{{"file", file},
                                                           {"key", key},
                                                           {"offsets", (*it)["offsets"]},
-                                                          {"shape", entry.shape}}})}}}}),
+                                                          {"shape", entry.shape},
+                                                          {"crc32c", (*it)["crc32c"]}}})}}}}),
                  path));
     TensorEntry& t = (*index)[name];
     TensorEntry& add = one.begin()->second;
@@ -247,7 +249,8 @@ absl::Status CheckpointWriter::WriteShard(const std::string& writer_name,
     e.begin = data_bytes;
     data_bytes += static_cast<uint64_t>(numel) * sizeof(float);
     e.end = data_bytes;
-    shards.push_back({file_name, e.key, v.offsets, v.shard_shape});
+    shards.push_back({file_name, e.key, v.offsets, v.shard_shape,
+                      Crc32c(v.data, static_cast<size_t>(numel) * sizeof(float))});
     entries.push_back(std::move(e));
   }
 
@@ -278,7 +281,8 @@ absl::Status CheckpointWriter::WriteShard(const std::string& writer_name,
   for (size_t i = 0; i < tensors.size(); ++i) {
     shard_info[entries[i].key] = {{"name", tensors[i].name},
                                   {"full_shape", tensors[i].full_shape},
-                                  {"offsets", tensors[i].offsets}};
+                                  {"offsets", tensors[i].offsets},
+                                  {"crc32c", shards[i].crc32c}};
   }
   const std::string header = EncodeSafetensorsHeader(
       entries, {{"format", "pt"},

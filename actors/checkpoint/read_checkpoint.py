@@ -7,8 +7,8 @@ SAVE_DIR is a --save directory. For every logical tensor NAME in the checkpoint 
 latest_checkpointed_iteration.txt points at, EXPECTED_DIR holds NAME with '/' replaced by
 '__' plus '.f32': the full tensor's values as raw little-endian float32, written by the test
 independently of the checkpoint code. Every shard file is parsed per the safetensors spec,
-every tensor is assembled from its shards by the offsets in metadata.json, and the result
-must equal the expected bytes exactly. Prints "OK <n tensors>" and exits 0, or exits 1 with
+every tensor is assembled from its shards by the offsets in metadata.json (each box's
+CRC-32C checked), and the result must equal the expected bytes exactly. Prints "OK <n tensors>" and exits 0, or exits 1 with
 the first mismatch.
 """
 import json
@@ -22,6 +22,27 @@ import numpy as np
 def fail(msg):
     print("FAIL: " + msg)
     sys.exit(1)
+
+
+def _crc32c_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+CRC32C_TABLE = _crc32c_table()
+
+
+def crc32c(data):
+    """CRC-32C (Castagnoli, RFC 3720), pure Python: fine for test-sized tensors."""
+    c = 0xFFFFFFFF
+    for b in data:
+        c = CRC32C_TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
 
 
 def read_safetensors(path):
@@ -50,6 +71,8 @@ def read_safetensors(path):
 
 
 def main():
+    if crc32c(b"123456789") != 0xE3069283:
+        fail("crc32c check value")
     save_dir, expected_dir = sys.argv[1], sys.argv[2]
     with open(os.path.join(save_dir, "latest_checkpointed_iteration.txt")) as f:
         text = f.read()
@@ -80,6 +103,8 @@ def main():
             part = tensors[s["key"]]
             if list(part.shape) != s["shape"]:
                 fail(f"{name}: shard shape {part.shape} vs index {s['shape']}")
+            if crc32c(part.tobytes()) != s["crc32c"]:
+                fail(f"{s['file']}: {s['key']} CRC-32C differs from metadata.json")
             full[box] = part
             seen[box] += 1
         if not (seen == 1).all():

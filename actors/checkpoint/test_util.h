@@ -45,7 +45,8 @@ inline std::vector<float> RandomBits(size_t n, uint32_t seed) {
 
 // BitEqual: a and b hold the same bytes.
 inline bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+  if (a.size() != b.size()) return false;
+  return a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
 // NumElementsOf: product of dims.
