@@ -111,6 +111,7 @@ int Main(int argc, char** argv) {
     const double start = Now();
     auto reader = CheckpointReader::Open(save);
     Die(reader.status());
+    Die(reader->VerifyChecksums());
     std::vector<float> half(kRows * kCols / 2);
     for (const std::string& name : reader->TensorNames()) {
       for (int c = 0; c < 2; ++c) {
@@ -125,13 +126,13 @@ int Main(int argc, char** argv) {
   std::printf("checkpoint: %.1f MB, %d tensors [%lld, %lld] fp32, saved as 2 row shards\n",
               bytes / kMB, kTensors, static_cast<long long>(kRows),
               static_cast<long long>(kCols));
-  std::printf("save (2 writer threads, fsync, commit): %7.3f s  %8.0f MB/s  "
+  std::printf("save (2 writer threads, CRC, fsync, commit): %4.3f s  %8.0f MB/s  "
               "(plain write+fsync %.3f s, ratio %.2f)\n",
               save_s, bytes / kMB / save_s, base_save, save_s / base_save);
-  std::printf("load as column shards, cold:            %7.3f s  %8.0f MB/s  "
+  std::printf("load (verify CRC + 2 column shards), cold: %4.3f s  %8.0f MB/s  "
               "(plain read(2) cold %.3f s, ratio %.2f)\n",
               cold_s, bytes / kMB / cold_s, base_load, cold_s / base_load);
-  std::printf("load as column shards, warm:            %7.3f s  %8.0f MB/s\n", warm_s,
+  std::printf("load (verify CRC + 2 column shards), warm: %4.3f s  %8.0f MB/s\n", warm_s,
               bytes / kMB / warm_s);
   if (argc <= 1) std::filesystem::remove_all(root);
   return 0;
