@@ -161,6 +161,20 @@ TEST_CASE("Interleaved F/B/W accumulate bit-identically to sequential order") {
   CHECK(st->num_stashes() == 0);
   CHECK(st->live_activation_bytes() == 0);
   CHECK(BitEqual(want, Grads(*st)));
+
+  // Fused backward out of order (2, 0, 1), mixed with a separate B/W.
+  auto fused = MakeStage(c);
+  for (int m = 0; m < 3; ++m) {
+    StageOutput out;
+    REQUIRE(fused->Forward(Input(batches[m], m), &out).ok());
+  }
+  REQUIRE(fused->Backward(2, {}, 1.0f / tokens[2], nullptr).ok());
+  REQUIRE(fused->BackwardInput(0, {}, 1.0f / tokens[0], nullptr).ok());
+  REQUIRE(fused->Backward(1, {}, 1.0f / tokens[1], nullptr).ok());
+  CHECK(fused->num_stashes() == 3);
+  REQUIRE(fused->BackwardWeight(0).ok());
+  CHECK(fused->num_stashes() == 0);
+  CHECK(BitEqual(want, Grads(*fused)));
 }
 
 TEST_CASE("Recomputation gives bit-identical gradients and lowers peak stash bytes") {
@@ -442,11 +456,12 @@ TEST_CASE("bf16 GEMMs run and stay close to fp32") {
   c.precision = kernels::Precision::kBf16;
   auto bf = MakeStage(c);
   const std::vector<float> g16 = Sequential(*bf, batches, &loss16);
-  // bf16 keeps 8 significant bits (relative rounding 2^-9 ~ 2e-3 per GEMM input); through
-  // a few layers the loss moves by a few 1e-3 relative and the gradients by a few 1e-2
-  // norm-wise. Bounds: 1e-2 and 1e-1, which the fp32 path meets trivially and a broken
-  // bf16 path (e.g. truncated to zero or wrong layout) does not.
-  CHECK(std::abs(loss16 - loss32) < 1e-2 * std::abs(loss32));
+  // bf16 keeps 8 significant bits: each GEMM input is rounded by up to 2^-9 ~ 2e-3
+  // relative. Gradients (products of a few rounded GEMMs) move by that order norm-wise
+  // (measured 2.8e-3); the summed loss averages the independent roundings (measured
+  // 1.5e-5). Bounds 2e-2 and 1e-3 leave a ~7x margin; a broken bf16 path (wrong layout,
+  // truncation to zero, fp16 instead of bf16 range) misses them by orders of magnitude.
+  CHECK(std::abs(loss16 - loss32) < 1e-3 * std::abs(loss32));
   CHECK(loss16 != loss32);
   double num = 0, den = 0;
   for (size_t i = 0; i < g32.size(); ++i) {
@@ -454,7 +469,10 @@ TEST_CASE("bf16 GEMMs run and stay close to fp32") {
     den += double(g32[i]) * g32[i];
   }
   INFO("relative grad error " << std::sqrt(num / den));
-  CHECK(std::sqrt(num / den) < 1e-1);
+  std::printf("bf16 vs fp32: loss %.6f vs %.6f (rel %.2e), gradients rel. norm-wise %.2e\n",
+              loss16, loss32, std::abs(loss16 - loss32) / std::abs(loss32),
+              std::sqrt(num / den));
+  CHECK(std::sqrt(num / den) < 2e-2);
 }
 
 TEST_CASE("Bad inputs and out-of-order calls are errors, not crashes") {
