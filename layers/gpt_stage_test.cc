@@ -459,8 +459,9 @@ TEST_CASE("bf16 GEMMs run and stay close to fp32") {
   // bf16 keeps 8 significant bits: each GEMM input is rounded by up to 2^-9 ~ 2e-3
   // relative. Gradients (products of a few rounded GEMMs) move by that order norm-wise
   // (measured 2.8e-3); the summed loss averages the independent roundings (measured
-  // 1.5e-5). Bounds 2e-2 and 1e-3 leave a ~7x margin; a broken bf16 path (wrong layout,
-  // truncation to zero, fp16 instead of bf16 range) misses them by orders of magnitude.
+  // 1.5e-5). Bounds 2e-2 (gradients, ~7x margin) and 1e-3 (loss: the 2^-9 single-rounding
+  // scale, in case roundings correlate on other inputs); a broken bf16 path (wrong layout,
+  // truncation to zero) misses them by orders of magnitude.
   CHECK(std::abs(loss16 - loss32) < 1e-3 * std::abs(loss32));
   CHECK(loss16 != loss32);
   double num = 0, den = 0;
