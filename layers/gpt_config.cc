@@ -9,8 +9,8 @@ absl::StatusOr<PositionEmbeddingType> ParsePositionEmbeddingType(const std::stri
   if (s == "learned_absolute") return PositionEmbeddingType::kLearnedAbsolute;
   if (s == "rope") return PositionEmbeddingType::kRope;
   if (s == "none") return PositionEmbeddingType::kNone;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--position-embedding-type: got '", s, "', expected learned_absolute, rope or none"));
+  return absl::InvalidArgumentError(absl::StrCat("--position-embedding-type: got '", s,
+                                                 "', expected learned_absolute, rope or none"));
 }
 
 absl::StatusOr<Normalization> ParseNormalization(const std::string& s) {
@@ -50,20 +50,19 @@ absl::Status Probability(const char* flag, float p) {
 }  // namespace
 
 absl::Status GptConfig::Validate() const {
-  for (const auto& [flag, v] :
-       {std::pair<const char*, int64_t>{"--num-layers", num_layers},
-        {"--hidden-size", hidden_size},
-        {"--ffn-hidden-size", ffn_hidden_size},
-        {"--num-attention-heads", num_attention_heads},
-        {"--seq-length", seq_length},
-        {"vocab_size", vocab_size},
-        {"padded_vocab_size", padded_vocab_size}}) {
+  for (const auto& [flag, v] : {std::pair<const char*, int64_t>{"--num-layers", num_layers},
+                                {"--hidden-size", hidden_size},
+                                {"--ffn-hidden-size", ffn_hidden_size},
+                                {"--num-attention-heads", num_attention_heads},
+                                {"--seq-length", seq_length},
+                                {"vocab_size", vocab_size},
+                                {"padded_vocab_size", padded_vocab_size}}) {
     if (absl::Status s = Positive(flag, v); !s.ok()) return s;
   }
   if (num_query_groups < 0 || num_attention_heads % query_groups() != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--num-query-groups: got ", num_query_groups,
-                     ", expected a divisor of --num-attention-heads ", num_attention_heads));
+    return absl::InvalidArgumentError(absl::StrCat("--num-query-groups: got ", num_query_groups,
+                                                   ", expected a divisor of --num-attention-heads ",
+                                                   num_attention_heads));
   }
   if (kv_channels == 0 && hidden_size % num_attention_heads != 0) {
     return absl::InvalidArgumentError(
@@ -77,9 +76,9 @@ absl::Status GptConfig::Validate() const {
   }
   if (position_embedding_type == PositionEmbeddingType::kLearnedAbsolute &&
       max_position_embeddings < seq_length) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--max-position-embeddings: got ", max_position_embeddings,
-                     ", expected >= --seq-length ", seq_length));
+    return absl::InvalidArgumentError(absl::StrCat("--max-position-embeddings: got ",
+                                                   max_position_embeddings,
+                                                   ", expected >= --seq-length ", seq_length));
   }
   if (position_embedding_type == PositionEmbeddingType::kRope) {
     const int64_t rd = rotary_dim();

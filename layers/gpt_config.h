@@ -35,22 +35,26 @@ absl::StatusOr<RecomputeMethod> ParseRecomputeMethod(const std::string& s);
 
 // GptConfig: one GPT model. Sizes are counts, dropouts probabilities in [0, 1).
 struct GptConfig {
-  int64_t num_layers = 0;               // --num-layers (L)
-  int64_t hidden_size = 0;              // --hidden-size (h)
-  int64_t ffn_hidden_size = 0;          // --ffn-hidden-size (f; Megatron default 4h, set by the trainer)
-  int64_t num_attention_heads = 0;      // --num-attention-heads (np)
-  int64_t num_query_groups = 0;         // --num-query-groups with --group-query-attention (ng); 0 = np (MHA)
-  int64_t kv_channels = 0;              // --kv-channels (hn); 0 = h / np
-  int64_t seq_length = 0;               // --seq-length (s)
-  int64_t max_position_embeddings = 0;  // --max-position-embeddings (rows of the learned position table)
-  int64_t vocab_size = 0;               // real vocabulary size V (tokenizer)
-  int64_t padded_vocab_size = 0;        // V_pad (--make-vocab-size-divisible-by x TP; MEGATRON_FORMATS.md)
-  PositionEmbeddingType position_embedding_type = PositionEmbeddingType::kLearnedAbsolute;  // --position-embedding-type
-  float rotary_base = 10000.0f;         // --rotary-base
-  float rotary_percent = 1.0f;          // --rotary-percent
+  int64_t num_layers = 0;       // --num-layers (L)
+  int64_t hidden_size = 0;      // --hidden-size (h)
+  int64_t ffn_hidden_size = 0;  // --ffn-hidden-size (f; Megatron's default 4h, set by the trainer)
+  int64_t num_attention_heads = 0;  // --num-attention-heads (np)
+  // --num-query-groups with --group-query-attention (ng); 0 = np (multi-head attention).
+  int64_t num_query_groups = 0;
+  int64_t kv_channels = 0;  // --kv-channels (hn); 0 = h / np
+  int64_t seq_length = 0;   // --seq-length (s)
+  // --max-position-embeddings (rows of the learned position table).
+  int64_t max_position_embeddings = 0;
+  int64_t vocab_size = 0;  // real vocabulary size V (tokenizer)
+  // V_pad (--make-vocab-size-divisible-by x TP; MEGATRON_FORMATS.md).
+  int64_t padded_vocab_size = 0;
+  // --position-embedding-type.
+  PositionEmbeddingType position_embedding_type = PositionEmbeddingType::kLearnedAbsolute;
+  float rotary_base = 10000.0f;                             // --rotary-base
+  float rotary_percent = 1.0f;                              // --rotary-percent
   Normalization normalization = Normalization::kLayerNorm;  // --normalization
-  float norm_epsilon = 1e-5f;           // --norm-epsilon
-  bool swiglu = false;                  // --swiglu (linear_fc1 produces [gate; up], 2f wide)
+  float norm_epsilon = 1e-5f;                               // --norm-epsilon
+  bool swiglu = false;  // --swiglu (linear_fc1 produces [gate; up], 2f wide)
   // GELU as Megatron's fused bias-GELU computes it: the tanh approximation
   // (megatron/core/fusions/fused_bias_gelu.py). Megatron uses it when --bias-gelu-fusion is
   // on (its default; off with --no-bias-gelu-fusion) and the MLP has biases and no SwiGLU;
@@ -58,22 +62,27 @@ struct GptConfig {
   // numerics. false: the exact erf GELU (F.gelu's default). Ignored with SwiGLU.
   bool gelu_tanh_approximation = false;
   bool untie_embeddings_and_output_weights = false;  // --untie-embeddings-and-output-weights
-  bool add_bias_linear = true;          // false with --disable-bias-linear
-  float hidden_dropout = 0.1f;          // --hidden-dropout (embedding, after linear_proj, after linear_fc2)
-  float attention_dropout = 0.1f;       // --attention-dropout (on the softmax probabilities)
-  float init_method_std = 0.02f;        // --init-method-std
-  uint64_t seed = 1234;                 // --seed (weights and dropout masks)
-  RecomputeGranularity recompute_granularity = RecomputeGranularity::kNone;  // --recompute-granularity
-  RecomputeMethod recompute_method = RecomputeMethod::kUniform;             // --recompute-method
-  int64_t recompute_num_layers = 1;     // --recompute-num-layers
+  bool add_bias_linear = true;                       // false with --disable-bias-linear
+  float hidden_dropout = 0.1f;     // --hidden-dropout (embedding, after linear_proj and fc2)
+  float attention_dropout = 0.1f;  // --attention-dropout (on the softmax probabilities)
+  float init_method_std = 0.02f;   // --init-method-std
+  uint64_t seed = 1234;            // --seed (weights and dropout masks)
+  // --recompute-granularity, --recompute-method, --recompute-num-layers.
+  RecomputeGranularity recompute_granularity = RecomputeGranularity::kNone;
+  RecomputeMethod recompute_method = RecomputeMethod::kUniform;
+  int64_t recompute_num_layers = 1;
   kernels::Precision precision = kernels::Precision::kFp32;  // kBf16 with --bf16 (GEMM inputs)
-  int num_threads = 1;                  // CPU threads per kernel call (not a Megatron flag)
+  int num_threads = 1;  // CPU threads per kernel call (not a Megatron flag)
   // --apply-residual-connection-post-layernorm: only false is supported (Validate says so).
   bool apply_residual_connection_post_layernorm = false;
 
   // Derived sizes.
-  int64_t query_groups() const { return num_query_groups > 0 ? num_query_groups : num_attention_heads; }
-  int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
+  int64_t query_groups() const {
+    return num_query_groups > 0 ? num_query_groups : num_attention_heads;
+  }
+  int64_t head_dim() const {
+    return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads;
+  }
   // Width of linear_qkv's output: (np + 2 ng) hn.
   int64_t qkv_size() const { return (num_attention_heads + 2 * query_groups()) * head_dim(); }
   // Width of linear_proj's input: np hn.

@@ -45,15 +45,14 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
   GptParameterIds ids;
 
   if (layout.has_embedding) {
-    ParameterSpec word = Weight("embedding.word_embeddings.weight",
-                                {config.padded_vocab_size, h}, std);
+    ParameterSpec word =
+        Weight("embedding.word_embeddings.weight", {config.padded_vocab_size, h}, std);
     word.tied = config.tied_embeddings();
     MXMACA_ASSIGN_OR_RETURN(ids.word_embeddings, store->Register(word));
     if (config.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute) {
-      MXMACA_ASSIGN_OR_RETURN(
-          ids.position_embeddings,
-          store->Register(Weight("embedding.position_embeddings.weight",
-                                 {config.max_position_embeddings, h}, std)));
+      MXMACA_ASSIGN_OR_RETURN(ids.position_embeddings,
+                              store->Register(Weight("embedding.position_embeddings.weight",
+                                                     {config.max_position_embeddings, h}, std)));
     }
   }
   for (int64_t l = layout.first_layer; l < layout.last_layer; ++l) {
@@ -65,21 +64,20 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
       MXMACA_ASSIGN_OR_RETURN(p.input_norm_bias,
                               store->Register(Bias(name("input_layernorm.bias"), h)));
     }
-    MXMACA_ASSIGN_OR_RETURN(
-        p.qkv_weight, store->Register(Weight(name("self_attention.linear_qkv.weight"),
-                                             {config.qkv_size(), h}, std)));
-    if (bias) {
-      MXMACA_ASSIGN_OR_RETURN(p.qkv_bias, store->Register(Bias(
-                                              name("self_attention.linear_qkv.bias"),
-                                              config.qkv_size())));
-    }
-    MXMACA_ASSIGN_OR_RETURN(
-        p.proj_weight,
-        store->Register(Weight(name("self_attention.linear_proj.weight"),
-                               {h, config.attention_projection_size()}, out_std)));
+    MXMACA_ASSIGN_OR_RETURN(p.qkv_weight,
+                            store->Register(Weight(name("self_attention.linear_qkv.weight"),
+                                                   {config.qkv_size(), h}, std)));
     if (bias) {
       MXMACA_ASSIGN_OR_RETURN(
-          p.proj_bias, store->Register(Bias(name("self_attention.linear_proj.bias"), h)));
+          p.qkv_bias,
+          store->Register(Bias(name("self_attention.linear_qkv.bias"), config.qkv_size())));
+    }
+    MXMACA_ASSIGN_OR_RETURN(
+        p.proj_weight, store->Register(Weight(name("self_attention.linear_proj.weight"),
+                                              {h, config.attention_projection_size()}, out_std)));
+    if (bias) {
+      MXMACA_ASSIGN_OR_RETURN(p.proj_bias,
+                              store->Register(Bias(name("self_attention.linear_proj.bias"), h)));
     }
     MXMACA_ASSIGN_OR_RETURN(p.mlp_norm_weight,
                             store->Register(NormWeight(name("pre_mlp_layernorm.weight"), h)));
@@ -93,12 +91,11 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
       MXMACA_ASSIGN_OR_RETURN(
           p.fc1_bias, store->Register(Bias(name("mlp.linear_fc1.bias"), config.fc1_size())));
     }
-    MXMACA_ASSIGN_OR_RETURN(
-        p.fc2_weight, store->Register(Weight(name("mlp.linear_fc2.weight"),
-                                             {h, config.ffn_hidden_size}, out_std)));
+    MXMACA_ASSIGN_OR_RETURN(p.fc2_weight,
+                            store->Register(Weight(name("mlp.linear_fc2.weight"),
+                                                   {h, config.ffn_hidden_size}, out_std)));
     if (bias) {
-      MXMACA_ASSIGN_OR_RETURN(p.fc2_bias,
-                              store->Register(Bias(name("mlp.linear_fc2.bias"), h)));
+      MXMACA_ASSIGN_OR_RETURN(p.fc2_bias, store->Register(Bias(name("mlp.linear_fc2.bias"), h)));
     }
     ids.layers.push_back(p);
   }
@@ -111,8 +108,8 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
     }
     if (config.tied_embeddings()) {
       if (ids.word_embeddings < 0) {
-        ParameterSpec word = Weight("embedding.word_embeddings.weight",
-                                    {config.padded_vocab_size, h}, std);
+        ParameterSpec word =
+            Weight("embedding.word_embeddings.weight", {config.padded_vocab_size, h}, std);
         word.tied = true;
         MXMACA_ASSIGN_OR_RETURN(ids.word_embeddings, store->Register(word));
       }

@@ -2,23 +2,27 @@
 // a ParameterStore under Megatron-Core's names, with Megatron's initialisation.
 //
 // Names (MEGATRON_FORMATS.md, "GPT parameter names"; megatron/core/models/gpt/gpt_model.py
-// with the local transformer-layer spec):
-//   embedding.word_embeddings.weight          [V_pad, h]        normal(0, std)       decay
-//   embedding.position_embeddings.weight      [max_pos, h]      normal(0, std)       decay   (learned_absolute only)
-//   decoder.layers.N.input_layernorm.weight   [h]               1                    no decay
-//   decoder.layers.N.input_layernorm.bias     [h]               0                    no decay (LayerNorm only)
-//   decoder.layers.N.self_attention.linear_qkv.weight [(np + 2 ng) hn, h]  normal(0, std)   decay
-//        rows grouped per query group: [ng, np/ng + 2, hn] = each group's query heads, then k, then v
-//   decoder.layers.N.self_attention.linear_qkv.bias   [(np + 2 ng) hn]     0  (add_bias_linear)
+// with the local transformer-layer spec), shape, init, weight decay:
+//   embedding.word_embeddings.weight              [V_pad, h]        normal(0, std)   decay
+//   embedding.position_embeddings.weight          [max_pos, h]      normal(0, std)   decay
+//       (learned_absolute only)
+//   decoder.layers.N.input_layernorm.weight       [h]               1                no decay
+//   decoder.layers.N.input_layernorm.bias         [h]               0                no decay
+//       (LayerNorm only, as every norm bias)
+//   decoder.layers.N.self_attention.linear_qkv.weight  [(np + 2 ng) hn, h]  normal(0, std)
+//       rows grouped per query group: [ng, np/ng + 2, hn] = the group's query heads, k, v
+//   decoder.layers.N.self_attention.linear_qkv.bias    [(np + 2 ng) hn]     0
 //   decoder.layers.N.self_attention.linear_proj.weight [h, np hn]  normal(0, std / sqrt(2 L))
 //   decoder.layers.N.self_attention.linear_proj.bias   [h]         0
 //   decoder.layers.N.pre_mlp_layernorm.{weight,bias}   [h]         1 / 0
-//   decoder.layers.N.mlp.linear_fc1.weight    [f or 2f, h]      normal(0, std)  (SwiGLU: rows [gate; up])
-//   decoder.layers.N.mlp.linear_fc1.bias      [f or 2f]         0
-//   decoder.layers.N.mlp.linear_fc2.weight    [h, f]            normal(0, std / sqrt(2 L))
-//   decoder.layers.N.mlp.linear_fc2.bias      [h]               0
-//   decoder.final_layernorm.{weight,bias}     [h]               1 / 0
-//   output_layer.weight                        [V_pad, h]        normal(0, std)  (untied only)
+//   decoder.layers.N.mlp.linear_fc1.weight        [f or 2f, h]      normal(0, std)
+//       (SwiGLU: rows [gate; up])
+//   decoder.layers.N.mlp.linear_fc1.bias          [f or 2f]         0
+//   decoder.layers.N.mlp.linear_fc2.weight        [h, f]            normal(0, std / sqrt(2 L))
+//   decoder.layers.N.mlp.linear_fc2.bias          [h]               0
+//   decoder.final_layernorm.{weight,bias}         [h]               1 / 0
+//   output_layer.weight                           [V_pad, h]        normal(0, std)   (untied only)
+// Biases of linears exist only with add_bias_linear.
 // std = --init-method-std, L = --num-layers (megatron/core/utils.py init_method_normal,
 // scaled_init_method_normal). No-decay: biases and 1-D tensors (_get_param_groups).
 //
@@ -44,10 +48,10 @@ namespace mxmaca::layers {
 
 // StageLayout: the part of the model one pipeline stage owns.
 struct StageLayout {
-  int64_t first_layer = 0;     // global index of the first transformer layer
-  int64_t last_layer = 0;      // one past the last (first_layer <= last_layer <= L)
-  bool has_embedding = true;   // first stage: word (and position) embeddings
-  bool has_loss_head = true;   // last stage: final norm, output layer, cross-entropy
+  int64_t first_layer = 0;    // global index of the first transformer layer
+  int64_t last_layer = 0;     // one past the last (first_layer <= last_layer <= L)
+  bool has_embedding = true;  // first stage: word (and position) embeddings
+  bool has_loss_head = true;  // last stage: final norm, output layer, cross-entropy
   int64_t num_layers() const { return last_layer - first_layer; }
 };
 
@@ -65,11 +69,11 @@ struct LayerParameterIds {
 
 // GptParameterIds: the stage's tensors; -1 where absent on this stage.
 struct GptParameterIds {
-  int word_embeddings = -1;       // embedding.word_embeddings.weight (also the output layer when tied)
-  int position_embeddings = -1;   // embedding.position_embeddings.weight
+  int word_embeddings = -1;  // embedding.word_embeddings.weight (also the output layer when tied)
+  int position_embeddings = -1;           // embedding.position_embeddings.weight
   std::vector<LayerParameterIds> layers;  // local layer i = global layer first_layer + i
   int final_norm_weight = -1, final_norm_bias = -1;
-  int output_weight = -1;         // output_layer.weight, or == word_embeddings when tied
+  int output_weight = -1;  // output_layer.weight, or == word_embeddings when tied
 };
 
 // LayerParameterName: "decoder.layers.<layer>.<suffix>".

@@ -84,8 +84,8 @@ absl::Status CheckSize(const char* what, size_t got, int64_t want) {
 absl::Status CheckIds(const char* what, absl::Span<const int32_t> ids, int64_t limit) {
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= limit) {
-      return absl::InvalidArgumentError(absl::StrCat(what, "[", i, "] = ", ids[i],
-                                                     ", expected in [0, ", limit, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, "[", i, "] = ", ids[i], ", expected in [0, ", limit, ")"));
     }
   }
   return absl::OkStatus();
@@ -135,12 +135,11 @@ absl::StatusOr<int64_t> GptStage::StashBytes(int64_t micro_batch_id) const {
 absl::Status GptStage::ValidateInput(const MicroBatchInput& in, Mode mode) const {
   const int64_t b = in.micro_batch_size, s = in.seq_length, t = b * s;
   if (b <= 0 || s <= 0 || s > config_.seq_length) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "micro-batch ", in.micro_batch_id, ": micro_batch_size ", b, " x seq_length ", s,
-        ", expected both > 0 and seq_length <= ", config_.seq_length));
+    return absl::InvalidArgumentError(
+        absl::StrCat("micro-batch ", in.micro_batch_id, ": micro_batch_size ", b, " x seq_length ",
+                     s, ", expected both > 0 and seq_length <= ", config_.seq_length));
   }
-  const bool learned =
-      config_.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute;
+  const bool learned = config_.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute;
   if (layout_.has_embedding) {
     MXMACA_RETURN_IF_ERROR(CheckSize("tokens", in.tokens.size(), t));
     MXMACA_RETURN_IF_ERROR(CheckIds("tokens", in.tokens, config_.vocab_size));
@@ -156,9 +155,9 @@ absl::Status GptStage::ValidateInput(const MicroBatchInput& in, Mode mode) const
     MXMACA_RETURN_IF_ERROR(CheckSize("doc_start", in.doc_start.size(), t));
     for (int64_t i = 0; i < t; ++i) {
       if (in.doc_start[i] < 0 || in.doc_start[i] > i % s) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("doc_start[", i, "] = ", in.doc_start[i], ", expected in [0, ",
-                         i % s, "] (its position in the row)"));
+        return absl::InvalidArgumentError(absl::StrCat("doc_start[", i, "] = ", in.doc_start[i],
+                                                       ", expected in [0, ", i % s,
+                                                       "] (its position in the row)"));
       }
     }
   }
@@ -196,8 +195,8 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
   MXMACA_RETURN_IF_ERROR(ValidateInput(in, mode));
   const bool training = mode == Mode::kTrain;
   MemoryTracker* tracker = training ? &tracker_ : nullptr;
-  const int64_t b = in.micro_batch_size, s = in.seq_length, t = b * s,
-                h = config_.hidden_size, vp = config_.padded_vocab_size;
+  const int64_t b = in.micro_batch_size, s = in.seq_length, t = b * s, h = config_.hidden_size,
+                vp = config_.padded_vocab_size;
   const int n = static_cast<int>(layers_.size());
   st->micro_batch_id = in.micro_batch_id;
   st->iteration = in.iteration;
@@ -231,16 +230,16 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
         pos.resize(t);
         for (int64_t i = 0; i < t; ++i) pos[i] = static_cast<int32_t>(i % s);
       }
-      cpu::EmbeddingForward(ctx_, pos.data(), t, store_.param(ids_.position_embeddings), h,
-                            x0, true);
+      cpu::EmbeddingForward(ctx_, pos.data(), t, store_.param(ids_.position_embeddings), h, x0,
+                            true);
       if (training) CopyInto(&st->position_ids, tracker, absl::Span<const int32_t>(pos));
     }
     if (training) CopyInto(&st->tokens, tracker, in.tokens);
     if (training && config_.hidden_dropout > 0.0f) {
-      cpu::DropoutForward(ctx_, x0, x0, t * h, config_.hidden_dropout,
-                          DropoutKey(config_.seed, -1, DropoutSite::kEmbedding, in.iteration,
-                                     in.micro_batch_id),
-                          0);
+      cpu::DropoutForward(
+          ctx_, x0, x0, t * h, config_.hidden_dropout,
+          DropoutKey(config_.seed, -1, DropoutSite::kEmbedding, in.iteration, in.micro_batch_id),
+          0);
     }
   } else {
     std::memcpy(x0, in.hidden.data(), t * h * sizeof(float));
@@ -286,8 +285,8 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
             st->logits.data(), vp);
   st->lse.Allocate(tracker, t);
   output->token_losses.assign(t, 0.0f);
-  cpu::CrossEntropyForward(ctx_, st->logits.data(), in.labels.data(), t, vp,
-                           config_.vocab_size, output->token_losses.data(), st->lse.data());
+  cpu::CrossEntropyForward(ctx_, st->logits.data(), in.labels.data(), t, vp, config_.vocab_size,
+                           output->token_losses.data(), st->lse.data());
   if (in.loss_mask.empty()) {
     st->loss_mask.Allocate(tracker, t);
     std::fill(st->loss_mask.data(), st->loss_mask.data() + t, 1.0f);
@@ -309,8 +308,8 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
 
 absl::Status GptStage::Forward(const MicroBatchInput& input, StageOutput* output) {
   if (stashes_.count(input.micro_batch_id) != 0) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "micro-batch ", input.micro_batch_id, " already has a stash on this stage"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("micro-batch ", input.micro_batch_id, " already has a stash on this stage"));
   }
   auto st = std::make_unique<MicroBatchStash>();
   absl::Status status = RunForward(input, Mode::kTrain, st.get(), output);
@@ -349,8 +348,7 @@ void GptStage::RecomputeChunk(const Chunk& chunk, MicroBatchStash* st) {
   }
 }
 
-void GptStage::HeadBackwardInput(MicroBatchStash* st, float loss_grad_scale,
-                                 float* d_final_input) {
+void GptStage::HeadBackwardInput(MicroBatchStash* st, float loss_grad_scale, float* d_final_input) {
   const int64_t t = st->b * st->s, h = config_.hidden_size, vp = config_.padded_vocab_size;
   const bool ln = config_.normalization == Normalization::kLayerNorm;
   dloss_.resize(t);
@@ -370,8 +368,8 @@ void GptStage::HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* sink) {
   const int64_t t = st->b * st->s, h = config_.hidden_size, vp = config_.padded_vocab_size;
   const bool ln = config_.normalization == Normalization::kLayerNorm;
   float* dw = sink->Begin(ids_.output_weight);
-  cpu::Gemm(ctx_, true, false, vp, h, t, 1.0f, st->logits.data(), vp, st->lnf_out.data(), h,
-            0.0f, dw, h);
+  cpu::Gemm(ctx_, true, false, vp, h, t, 1.0f, st->logits.data(), vp, st->lnf_out.data(), h, 0.0f,
+            dw, h);
   // Tied with this stage's embedding: the embedding's W adds its part before End.
   const bool tied_here = ids_.output_weight == ids_.word_embeddings && layout_.has_embedding;
   if (!tied_here) sink->End(ids_.output_weight);
@@ -405,16 +403,14 @@ void GptStage::EmbeddingBackwardWeight(MicroBatchStash* st, WeightGradSink* sink
 
 std::unique_ptr<WeightGradSink> GptStage::MakeSink(MicroBatchStash* st, bool direct) {
   if (direct) return std::make_unique<DirectSink>(&store_, ctx_, &sink_pool_);
-  st->pending_grads.AllocateZeroed(&tracker_,
-                                   static_cast<int64_t>(store_.grads_arena().size()));
+  st->pending_grads.AllocateZeroed(&tracker_, static_cast<int64_t>(store_.grads_arena().size()));
   return std::make_unique<PendingSink>(&store_, st->pending_grads.data());
 }
 
 void GptStage::RetireInOrder() {
   while (!forward_order_.empty()) {
     auto it = stashes_.find(forward_order_.front());
-    if (it == stashes_.end() ||
-        it->second->phase != MicroBatchStash::Phase::kWeightGradPending) {
+    if (it == stashes_.end() || it->second->phase != MicroBatchStash::Phase::kWeightGradPending) {
       break;
     }
     absl::Span<float> arena = store_.grads_arena();
@@ -426,8 +422,7 @@ void GptStage::RetireInOrder() {
 }
 
 absl::Status GptStage::RunBackward(int64_t micro_batch_id, absl::Span<const float> d_output,
-                                   float loss_grad_scale, std::vector<float>* d_input,
-                                   bool fused) {
+                                   float loss_grad_scale, std::vector<float>* d_input, bool fused) {
   auto it = stashes_.find(micro_batch_id);
   if (it == stashes_.end()) {
     return absl::NotFoundError(absl::StrCat("no stash for micro-batch ", micro_batch_id,
@@ -468,10 +463,10 @@ absl::Status GptStage::RunBackward(int64_t micro_batch_id, absl::Span<const floa
   if (layout_.has_embedding) {
     st->d_embedding.Allocate(&tracker_, t * h);
     if (config_.hidden_dropout > 0.0f) {
-      cpu::DropoutBackward(ctx_, d_cur, st->d_embedding.data(), t * h, config_.hidden_dropout,
-                           DropoutKey(config_.seed, -1, DropoutSite::kEmbedding, st->iteration,
-                                      st->micro_batch_id),
-                           0);
+      cpu::DropoutBackward(
+          ctx_, d_cur, st->d_embedding.data(), t * h, config_.hidden_dropout,
+          DropoutKey(config_.seed, -1, DropoutSite::kEmbedding, st->iteration, st->micro_batch_id),
+          0);
     } else {
       std::memcpy(st->d_embedding.data(), d_cur, t * h * sizeof(float));
     }
@@ -511,10 +506,10 @@ absl::Status GptStage::BackwardWeight(int64_t micro_batch_id) {
   }
   MicroBatchStash* st = it->second.get();
   if (st->phase != MicroBatchStash::Phase::kBackwardInputDone) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "BackwardWeight of micro-batch ", micro_batch_id,
-        st->phase == MicroBatchStash::Phase::kForwardDone ? " before its BackwardInput"
-                                                          : " ran twice"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("BackwardWeight of micro-batch ", micro_batch_id,
+                     st->phase == MicroBatchStash::Phase::kForwardDone ? " before its BackwardInput"
+                                                                       : " ran twice"));
   }
   const bool direct = !forward_order_.empty() && forward_order_.front() == micro_batch_id;
   std::unique_ptr<WeightGradSink> sink = MakeSink(st, direct);

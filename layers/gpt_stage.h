@@ -45,11 +45,11 @@ namespace mxmaca::layers {
 // MicroBatchInput: one micro-batch as Megatron's get_batch gives it. Spans are read during
 // the call only (what is needed later is copied into the stash).
 struct MicroBatchInput {
-  int64_t micro_batch_id = 0;    // GLOBAL micro-batch id (dropout keys, W order bookkeeping)
-  int64_t iteration = 0;         // training iteration (dropout keys)
-  int64_t micro_batch_size = 0;  // b
-  int64_t seq_length = 0;        // s (<= config.seq_length; inference may use fewer)
-  absl::Span<const int32_t> tokens;        // [b, s] in [0, V): first stage
+  int64_t micro_batch_id = 0;        // GLOBAL micro-batch id (dropout keys, W order bookkeeping)
+  int64_t iteration = 0;             // training iteration (dropout keys)
+  int64_t micro_batch_size = 0;      // b
+  int64_t seq_length = 0;            // s (<= config.seq_length; inference may use fewer)
+  absl::Span<const int32_t> tokens;  // [b, s] in [0, V): first stage
   absl::Span<const int32_t> position_ids;  // [b, s] in [0, max_pos): first stage with learned
                                            // positions; empty = 0..s-1 in every row
   absl::Span<const int32_t> doc_start;     // [b, s] (--reset-attention-mask): query t attends

@@ -3,12 +3,11 @@
 // of the gradients against PyTorch is tests/parity/.
 #include "layers/gpt_stage.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
-
-#include <catch2/catch.hpp>
 
 namespace mxmaca::layers {
 namespace {
@@ -208,10 +207,11 @@ TEST_CASE("Recomputation gives bit-identical gradients and lowers peak stash byt
     RecomputeMethod m;
     int64_t n;
   };
-  for (const Case& k : {Case{"selective", RecomputeGranularity::kSelective, RecomputeMethod::kUniform, 1},
-                        Case{"full uniform 1", RecomputeGranularity::kFull, RecomputeMethod::kUniform, 1},
-                        Case{"full uniform 2", RecomputeGranularity::kFull, RecomputeMethod::kUniform, 2},
-                        Case{"full block 2", RecomputeGranularity::kFull, RecomputeMethod::kBlock, 2}}) {
+  for (const Case& k :
+       {Case{"selective", RecomputeGranularity::kSelective, RecomputeMethod::kUniform, 1},
+        Case{"full uniform 1", RecomputeGranularity::kFull, RecomputeMethod::kUniform, 1},
+        Case{"full uniform 2", RecomputeGranularity::kFull, RecomputeMethod::kUniform, 2},
+        Case{"full block 2", RecomputeGranularity::kFull, RecomputeMethod::kBlock, 2}}) {
     GptConfig c = base;
     c.recompute_granularity = k.g;
     c.recompute_method = k.m;
@@ -260,13 +260,14 @@ TEST_CASE("Two pipeline stages reproduce the single stage bit for bit") {
       const ParameterInfo& info = part->parameters().info(i);
       const int j = *single->parameters().Index(info.spec.name);
       INFO(info.spec.name);
-      CHECK(std::memcmp(part->parameters().grad(i), single->parameters().grad(j),
-                        info.numel * 4) == 0);
+      CHECK(std::memcmp(part->parameters().grad(i), single->parameters().grad(j), info.numel * 4) ==
+            0);
     }
   }
 }
 
-TEST_CASE("Tied embeddings split over two stages: the two copies' gradients sum to the single stage's") {
+TEST_CASE(
+    "Tied embeddings split over two stages: the two copies' gradients sum to the single stage's") {
   GptConfig c = TinyConfig();
   c.hidden_dropout = 0;
   c.attention_dropout = 0;
@@ -347,8 +348,8 @@ TEST_CASE("Uneven pipeline: embedding-only and head-only stages, no position emb
       const ParameterInfo& info = part->parameters().info(i);
       const int j = *single->parameters().Index(info.spec.name);
       INFO(info.spec.name);
-      CHECK(std::memcmp(part->parameters().grad(i), single->parameters().grad(j),
-                        info.numel * 4) == 0);
+      CHECK(std::memcmp(part->parameters().grad(i), single->parameters().grad(j), info.numel * 4) ==
+            0);
     }
   }
 }
@@ -470,9 +471,8 @@ TEST_CASE("bf16 GEMMs run and stay close to fp32") {
     den += double(g32[i]) * g32[i];
   }
   INFO("relative grad error " << std::sqrt(num / den));
-  std::printf("bf16 vs fp32: loss %.6f vs %.6f (rel %.2e), gradients rel. norm-wise %.2e\n",
-              loss16, loss32, std::abs(loss16 - loss32) / std::abs(loss32),
-              std::sqrt(num / den));
+  std::printf("bf16 vs fp32: loss %.6f vs %.6f (rel %.2e), gradients rel. norm-wise %.2e\n", loss16,
+              loss32, std::abs(loss16 - loss32) / std::abs(loss32), std::sqrt(num / den));
   CHECK(std::sqrt(num / den) < 2e-2);
 }
 
@@ -498,8 +498,7 @@ TEST_CASE("Bad inputs and out-of-order calls are errors, not crashes") {
   CHECK(st->Forward(Input(bt, 0), &out).code() == absl::StatusCode::kAlreadyExists);
   CHECK(st->BackwardWeight(0).code() == absl::StatusCode::kFailedPrecondition);
   REQUIRE(st->BackwardInput(0, {}, 1.0f, nullptr).ok());
-  CHECK(st->BackwardInput(0, {}, 1.0f, nullptr).code() ==
-        absl::StatusCode::kFailedPrecondition);
+  CHECK(st->BackwardInput(0, {}, 1.0f, nullptr).code() == absl::StatusCode::kFailedPrecondition);
   REQUIRE(st->BackwardWeight(0).ok());
   CHECK(st->BackwardWeight(0).code() == absl::StatusCode::kNotFound);
   // A middle stage needs hidden of the right size.

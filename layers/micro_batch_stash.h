@@ -125,25 +125,26 @@ class StashBuffer {
 // LayerStash: one transformer layer's saved tensors (fp32 unless noted).
 struct LayerStash {
   // Saved by F (freed by B where W does not need them).
-  StashBuffer<float> input;              // [T, h] layer input x (also the residual)
-  StashBuffer<float> ln1_out;            // [T, h] input_layernorm(x)
-  StashBuffer<float> ln1_mean, ln1_rstd; // [T] (mean only for LayerNorm)
-  StashBuffer<float> q;                  // [b, np, s, hn] after RoPE
-  StashBuffer<float> k, v;               // [b, ng, s, hn] (k after RoPE)
-  StashBuffer<float> probs;              // [b, np, s, s] softmax before dropout; absent under selective recompute
-  StashBuffer<float> context;            // [T, np hn] attention output, input of linear_proj
-  StashBuffer<float> residual2;          // [T, h] x + dropout(linear_proj(...))
-  StashBuffer<float> ln2_out;            // [T, h] pre_mlp_layernorm(residual2)
-  StashBuffer<float> ln2_mean, ln2_rstd; // [T]
-  StashBuffer<float> fc1_out;            // [T, f1] linear_fc1 output incl. bias (activation input)
-  StashBuffer<float> act_out;            // [T, f] GELU / SwiGLU output, input of linear_fc2
+  StashBuffer<float> input;               // [T, h] layer input x (also the residual)
+  StashBuffer<float> ln1_out;             // [T, h] input_layernorm(x)
+  StashBuffer<float> ln1_mean, ln1_rstd;  // [T] (mean only for LayerNorm)
+  StashBuffer<float> q;                   // [b, np, s, hn] after RoPE
+  StashBuffer<float> k, v;                // [b, ng, s, hn] (k after RoPE)
+  StashBuffer<float>
+      probs;  // [b, np, s, s] softmax before dropout; absent under selective recompute
+  StashBuffer<float> context;             // [T, np hn] attention output, input of linear_proj
+  StashBuffer<float> residual2;           // [T, h] x + dropout(linear_proj(...))
+  StashBuffer<float> ln2_out;             // [T, h] pre_mlp_layernorm(residual2)
+  StashBuffer<float> ln2_mean, ln2_rstd;  // [T]
+  StashBuffer<float> fc1_out;             // [T, f1] linear_fc1 output incl. bias (activation input)
+  StashBuffer<float> act_out;             // [T, f] GELU / SwiGLU output, input of linear_fc2
   // Saved by B for W: gradients w.r.t. each weight-bearing op's output.
-  StashBuffer<float> d_qkv;              // [T, (np + 2 ng) hn]
-  StashBuffer<float> d_ln1_out;          // [T, h]
-  StashBuffer<float> d_proj;             // [T, h] (before dropout)
-  StashBuffer<float> d_ln2_out;          // [T, h]
-  StashBuffer<float> d_fc1;              // [T, f1]
-  StashBuffer<float> d_fc2;              // [T, h] (before dropout)
+  StashBuffer<float> d_qkv;      // [T, (np + 2 ng) hn]
+  StashBuffer<float> d_ln1_out;  // [T, h]
+  StashBuffer<float> d_proj;     // [T, h] (before dropout)
+  StashBuffer<float> d_ln2_out;  // [T, h]
+  StashBuffer<float> d_fc1;      // [T, f1]
+  StashBuffer<float> d_fc2;      // [T, h] (before dropout)
 
   int64_t bytes() const;
   // FreeAll: every buffer.
@@ -169,18 +170,18 @@ struct MicroBatchStash {
   StashBuffer<float> loss_mask;       // last stage [T]
 
   // Embedding (first stage): gradient of the embedding sum before dropout, saved by B.
-  StashBuffer<float> d_embedding;     // [T, h]
+  StashBuffer<float> d_embedding;  // [T, h]
 
   // Transformer layers, local order.
   std::vector<LayerStash> layers;
 
   // Loss head (last stage).
-  StashBuffer<float> final_input;     // [T, h] output of the last layer
-  StashBuffer<float> lnf_out;         // [T, h] final_layernorm output
+  StashBuffer<float> final_input;         // [T, h] output of the last layer
+  StashBuffer<float> lnf_out;             // [T, h] final_layernorm output
   StashBuffer<float> lnf_mean, lnf_rstd;  // [T]
-  StashBuffer<float> logits;          // [T, VP]; B turns it into dlogits in place (saved for W)
-  StashBuffer<float> lse;             // [T] logsumexp per token
-  StashBuffer<float> d_lnf_out;       // [T, h] saved by B for W
+  StashBuffer<float> logits;              // [T, VP]; B turns it into dlogits in place (saved for W)
+  StashBuffer<float> lse;                 // [T] logsumexp per token
+  StashBuffer<float> d_lnf_out;           // [T, h] saved by B for W
 
   // The micro-batch's weight gradient when W ran before an earlier micro-batch's W
   // (arena-shaped; added to the grad arena in micro-batch order).

@@ -60,21 +60,19 @@ absl::StatusOr<int> ParameterStore::Register(const ParameterSpec& spec) {
         absl::StrCat("ParameterStore::Register('", spec.name, "') after Finalize"));
   }
   if (index_.contains(spec.name)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("parameter '", spec.name, "' registered twice"));
+    return absl::InvalidArgumentError(absl::StrCat("parameter '", spec.name, "' registered twice"));
   }
   int64_t numel = 1;
   for (int64_t d : spec.shape) {
     if (d <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "parameter '", spec.name, "': shape [", absl::StrJoin(spec.shape, ", "),
-          "] has a dimension <= 0"));
+      return absl::InvalidArgumentError(absl::StrCat("parameter '", spec.name, "': shape [",
+                                                     absl::StrJoin(spec.shape, ", "),
+                                                     "] has a dimension <= 0"));
     }
     numel *= d;
   }
   if (spec.shape.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("parameter '", spec.name, "': empty shape"));
+    return absl::InvalidArgumentError(absl::StrCat("parameter '", spec.name, "': empty shape"));
   }
   ParameterInfo info;
   info.spec = spec;
@@ -134,8 +132,8 @@ int64_t ParameterStore::num_elements() const {
 std::vector<OptimizerTensor> ParameterStore::OptimizerTensors() {
   std::vector<OptimizerTensor> out;
   for (int i = 0; i < size(); ++i) {
-    out.push_back({infos_[i].spec.name, param(i), grad(i), infos_[i].numel,
-                   infos_[i].spec.weight_decay});
+    out.push_back(
+        {infos_[i].spec.name, param(i), grad(i), infos_[i].numel, infos_[i].spec.weight_decay});
   }
   return out;
 }

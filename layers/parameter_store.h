@@ -31,10 +31,10 @@ enum class ParameterInit { kNormal, kZeros, kOnes };
 
 // ParameterSpec: what a caller registers.
 struct ParameterSpec {
-  std::string name;              // logical name, e.g. "decoder.layers.3.mlp.linear_fc1.weight"
-  std::vector<int64_t> shape;    // full logical shape, every dim > 0
+  std::string name;            // logical name, e.g. "decoder.layers.3.mlp.linear_fc1.weight"
+  std::vector<int64_t> shape;  // full logical shape, every dim > 0
   ParameterInit init = ParameterInit::kNormal;
-  float init_std = 0.0f;         // for kNormal
+  float init_std = 0.0f;  // for kNormal
   // Megatron (megatron/core/optimizer/__init__.py, _get_param_groups): no weight decay for
   // biases and 1-D tensors (norm weights and biases).
   bool weight_decay = true;
@@ -49,8 +49,8 @@ struct ParameterInfo {
   ParameterSpec spec;
   std::vector<int64_t> shard_offset;
   std::vector<int64_t> shard_shape;
-  int64_t numel = 0;          // elements in the shard
-  int64_t arena_offset = 0;   // first element in the arenas (a multiple of 16: 64-byte aligned)
+  int64_t numel = 0;         // elements in the shard
+  int64_t arena_offset = 0;  // first element in the arenas (a multiple of 16: 64-byte aligned)
 };
 
 // ParameterStream: the RngKey stream of a tensor's initial values: MakeRngStream(

@@ -1,9 +1,8 @@
 // layers/parameter_store_test.cc: registration, names, flags and the pure-function init.
 #include "layers/parameter_store.h"
 
-#include <cmath>
-
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "layers/gpt_parameters.h"
 
@@ -50,8 +49,7 @@ TEST_CASE("GPT parameter names, shapes and decay flags follow Megatron") {
   CHECK(shape("embedding.word_embeddings.weight") == std::vector<int64_t>{128, 32});
   CHECK(shape("embedding.position_embeddings.weight") == std::vector<int64_t>{16, 32});
   // Global layer numbers 1 and 2; (np + 2 ng) hn = (4 + 4) * 8 rows.
-  CHECK(shape("decoder.layers.1.self_attention.linear_qkv.weight") ==
-        std::vector<int64_t>{64, 32});
+  CHECK(shape("decoder.layers.1.self_attention.linear_qkv.weight") == std::vector<int64_t>{64, 32});
   CHECK(shape("decoder.layers.2.mlp.linear_fc2.weight") == std::vector<int64_t>{32, 64});
   CHECK_FALSE(store.Index("decoder.layers.0.input_layernorm.weight").ok());
   CHECK_FALSE(store.Index("output_layer.weight").ok());  // tied

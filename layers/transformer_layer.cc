@@ -18,15 +18,14 @@ using kernels::ExecContext;
 
 kernels::RngKey DropoutKey(uint64_t seed, int64_t layer, DropoutSite site, int64_t iteration,
                            int64_t micro_batch_id) {
-  return {seed, kernels::MakeRngStream(static_cast<uint64_t>(layer + 1),
-                                       static_cast<uint64_t>(site),
-                                       static_cast<uint64_t>(iteration),
-                                       static_cast<uint64_t>(micro_batch_id))};
+  return {seed, kernels::MakeRngStream(
+                    static_cast<uint64_t>(layer + 1), static_cast<uint64_t>(site),
+                    static_cast<uint64_t>(iteration), static_cast<uint64_t>(micro_batch_id))};
 }
 
 void NormForward(const GptConfig& config, const ExecContext& ctx, const float* x,
-                 const float* gamma, const float* beta, int64_t n, int64_t h, float* y,
-                 float* mean, float* rstd) {
+                 const float* gamma, const float* beta, int64_t n, int64_t h, float* y, float* mean,
+                 float* rstd) {
   if (config.normalization == Normalization::kLayerNorm) {
     cpu::LayerNormForward(ctx, x, gamma, beta, config.norm_epsilon, n, h, y, mean, rstd);
   } else {
@@ -35,8 +34,8 @@ void NormForward(const GptConfig& config, const ExecContext& ctx, const float* x
 }
 
 void NormBackwardInput(const GptConfig& config, const ExecContext& ctx, const float* dy,
-                       const float* x, const float* gamma, const float* mean,
-                       const float* rstd, int64_t n, int64_t h, float* dx) {
+                       const float* x, const float* gamma, const float* mean, const float* rstd,
+                       int64_t n, int64_t h, float* dx) {
   if (config.normalization == Normalization::kLayerNorm) {
     cpu::LayerNormBackwardInput(ctx, dy, x, gamma, mean, rstd, n, h, dx);
   } else {
@@ -45,8 +44,8 @@ void NormBackwardInput(const GptConfig& config, const ExecContext& ctx, const fl
 }
 
 void NormBackwardWeight(const GptConfig& config, const ExecContext& ctx, const float* dy,
-                        const float* x, const float* mean, const float* rstd, int64_t n,
-                        int64_t h, float* dgamma, float* dbeta) {
+                        const float* x, const float* mean, const float* rstd, int64_t n, int64_t h,
+                        float* dgamma, float* dbeta) {
   if (config.normalization == Normalization::kLayerNorm) {
     cpu::LayerNormBackwardWeight(ctx, dy, x, mean, rstd, n, h, dgamma, dbeta);
   } else {
@@ -98,15 +97,14 @@ float HiddenDropout(const LayerCall& call) {
 
 }  // namespace
 
-void TransformerLayer::Forward(const LayerCall& call, LayerStash* st, float* out,
-                               ForwardKeep keep, LayerScratch* scratch) const {
+void TransformerLayer::Forward(const LayerCall& call, LayerStash* st, float* out, ForwardKeep keep,
+                               LayerScratch* scratch) const {
   const GptConfig& c = *call.config;
   const ExecContext& ctx = call.ctx;
   MemoryTracker* tr = call.tracker;
   const int64_t t = call.b * call.s, h = c.hidden_size, np = c.num_attention_heads,
                 ng = c.query_groups(), hn = c.head_dim(), qkv_n = c.qkv_size(),
-                pj = c.attention_projection_size(), f = c.ffn_hidden_size,
-                f1 = c.fc1_size();
+                pj = c.attention_projection_size(), f = c.ffn_hidden_size, f1 = c.fc1_size();
   const bool ln = IsLayerNorm(c);
   const float* x = st->input.data();
 
@@ -117,32 +115,30 @@ void TransformerLayer::Forward(const LayerCall& call, LayerStash* st, float* out
   NormForward(c, ctx, x, P(ids_.input_norm_weight), P(ids_.input_norm_bias), t, h,
               st->ln1_out.data(), ln ? st->ln1_mean.data() : nullptr, st->ln1_rstd.data());
   float* qkv = LayerScratch::Get(scratch->a, t * qkv_n);
-  LinearForward(ctx, st->ln1_out.data(), P(ids_.qkv_weight), P(ids_.qkv_bias), t, h, qkv_n,
-                qkv);
+  LinearForward(ctx, st->ln1_out.data(), P(ids_.qkv_weight), P(ids_.qkv_bias), t, h, qkv_n, qkv);
   const cpu::AttentionShape shape = Shape(call);
   st->q.Allocate(tr, call.b * np * call.s * hn);
   st->k.Allocate(tr, call.b * ng * call.s * hn);
   st->v.Allocate(tr, call.b * ng * call.s * hn);
   cpu::SplitQkv(ctx, shape, qkv, st->q.data(), st->k.data(), st->v.data());
   if (c.position_embedding_type == PositionEmbeddingType::kRope) {
-    cpu::RopeForward(ctx, st->q.data(), call.rope_positions, call.b, call.s, np, hn,
-                     c.rotary_dim(), c.rotary_base);
-    cpu::RopeForward(ctx, st->k.data(), call.rope_positions, call.b, call.s, ng, hn,
-                     c.rotary_dim(), c.rotary_base);
+    cpu::RopeForward(ctx, st->q.data(), call.rope_positions, call.b, call.s, np, hn, c.rotary_dim(),
+                     c.rotary_base);
+    cpu::RopeForward(ctx, st->k.data(), call.rope_positions, call.b, call.s, ng, hn, c.rotary_dim(),
+                     c.rotary_base);
   }
   st->probs.Allocate(tr, call.b * np * call.s * call.s);
   float* o = LayerScratch::Get(scratch->b, call.b * np * call.s * hn);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hn)));
-  cpu::AttentionForward(ctx, shape, st->q.data(), st->k.data(), st->v.data(), call.doc_start,
-                        scale, AttentionDropout(call),
+  cpu::AttentionForward(ctx, shape, st->q.data(), st->k.data(), st->v.data(), call.doc_start, scale,
+                        AttentionDropout(call),
                         DropoutKey(c.seed, call.global_layer, DropoutSite::kAttentionProbs,
                                    call.iteration, call.micro_batch_id),
                         st->probs.data(), o);
   st->context.Allocate(tr, t * pj);
   cpu::HeadsToTokens(ctx, shape, o, st->context.data());
   float* proj = LayerScratch::Get(scratch->a, t * h);
-  LinearForward(ctx, st->context.data(), P(ids_.proj_weight), P(ids_.proj_bias), t, pj, h,
-                proj);
+  LinearForward(ctx, st->context.data(), P(ids_.proj_weight), P(ids_.proj_bias), t, pj, h, proj);
   if (HiddenDropout(call) > 0.0f) {
     cpu::DropoutForward(ctx, proj, proj, t * h, HiddenDropout(call),
                         DropoutKey(c.seed, call.global_layer, DropoutSite::kAttentionOutput,
@@ -156,8 +152,8 @@ void TransformerLayer::Forward(const LayerCall& call, LayerStash* st, float* out
   st->ln2_out.Allocate(tr, t * h);
   if (ln) st->ln2_mean.Allocate(tr, t);
   st->ln2_rstd.Allocate(tr, t);
-  NormForward(c, ctx, st->residual2.data(), P(ids_.mlp_norm_weight), P(ids_.mlp_norm_bias), t,
-              h, st->ln2_out.data(), ln ? st->ln2_mean.data() : nullptr, st->ln2_rstd.data());
+  NormForward(c, ctx, st->residual2.data(), P(ids_.mlp_norm_weight), P(ids_.mlp_norm_bias), t, h,
+              st->ln2_out.data(), ln ? st->ln2_mean.data() : nullptr, st->ln2_rstd.data());
   st->fc1_out.Allocate(tr, t * f1);
   LinearForward(ctx, st->ln2_out.data(), P(ids_.fc1_weight), P(ids_.fc1_bias), t, h, f1,
                 st->fc1_out.data());
@@ -198,8 +194,7 @@ void TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* st, cons
   MemoryTracker* tr = call.tracker;
   const int64_t t = call.b * call.s, h = c.hidden_size, np = c.num_attention_heads,
                 ng = c.query_groups(), hn = c.head_dim(), qkv_n = c.qkv_size(),
-                pj = c.attention_projection_size(), f = c.ffn_hidden_size,
-                f1 = c.fc1_size();
+                pj = c.attention_projection_size(), f = c.ffn_hidden_size, f1 = c.fc1_size();
   const bool ln = IsLayerNorm(c);
   const float hidden_p = HiddenDropout(call);
 
@@ -225,12 +220,10 @@ void TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* st, cons
   }
   st->fc1_out.Free();
   st->d_ln2_out.Allocate(tr, t * h);
-  LinearBackwardInput(ctx, st->d_fc1.data(), P(ids_.fc1_weight), t, h, f1,
-                      st->d_ln2_out.data());
+  LinearBackwardInput(ctx, st->d_fc1.data(), P(ids_.fc1_weight), t, h, f1, st->d_ln2_out.data());
   float* dx2 = LayerScratch::Get(scratch->c, t * h);
-  NormBackwardInput(c, ctx, st->d_ln2_out.data(), st->residual2.data(),
-                    P(ids_.mlp_norm_weight), ln ? st->ln2_mean.data() : nullptr,
-                    st->ln2_rstd.data(), t, h, dx2);
+  NormBackwardInput(c, ctx, st->d_ln2_out.data(), st->residual2.data(), P(ids_.mlp_norm_weight),
+                    ln ? st->ln2_mean.data() : nullptr, st->ln2_rstd.data(), t, h, dx2);
   cpu::Add(ctx, dy, dx2, dx2, t * h);
 
   // Attention block.
@@ -250,23 +243,20 @@ void TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* st, cons
   cpu::TokensToHeads(ctx, shape, d_context, d_o);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hn)));
   const kernels::RngKey attn_key = DropoutKey(
-      c.seed, call.global_layer, DropoutSite::kAttentionProbs, call.iteration,
-      call.micro_batch_id);
+      c.seed, call.global_layer, DropoutSite::kAttentionProbs, call.iteration, call.micro_batch_id);
   if (st->probs.empty()) {
     // Selective recompute: the probabilities again, from the stashed q, k, v.
     st->probs.Allocate(tr, call.b * np * call.s * call.s);
     float* o = LayerScratch::Get(scratch->a, call.b * np * call.s * hn);
-    cpu::AttentionForward(ctx, shape, st->q.data(), st->k.data(), st->v.data(),
-                          call.doc_start, scale, AttentionDropout(call), attn_key,
-                          st->probs.data(), o);
+    cpu::AttentionForward(ctx, shape, st->q.data(), st->k.data(), st->v.data(), call.doc_start,
+                          scale, AttentionDropout(call), attn_key, st->probs.data(), o);
   }
   float* dq = LayerScratch::Get(scratch->d, call.b * np * call.s * hn);
   float* dkv = LayerScratch::Get(scratch->e, 2 * call.b * ng * call.s * hn);
   float* dk = dkv;
   float* dv = dkv + call.b * ng * call.s * hn;
-  cpu::AttentionBackward(ctx, shape, st->q.data(), st->k.data(), st->v.data(),
-                         st->probs.data(), call.doc_start, scale, AttentionDropout(call),
-                         attn_key, d_o, dq, dk, dv);
+  cpu::AttentionBackward(ctx, shape, st->q.data(), st->k.data(), st->v.data(), st->probs.data(),
+                         call.doc_start, scale, AttentionDropout(call), attn_key, d_o, dq, dk, dv);
   st->probs.Free();
   st->q.Free();
   st->k.Free();
@@ -280,8 +270,7 @@ void TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* st, cons
   st->d_qkv.Allocate(tr, t * qkv_n);
   cpu::MergeQkvGrad(ctx, shape, dq, dk, dv, st->d_qkv.data());
   st->d_ln1_out.Allocate(tr, t * h);
-  LinearBackwardInput(ctx, st->d_qkv.data(), P(ids_.qkv_weight), t, h, qkv_n,
-                      st->d_ln1_out.data());
+  LinearBackwardInput(ctx, st->d_qkv.data(), P(ids_.qkv_weight), t, h, qkv_n, st->d_ln1_out.data());
   NormBackwardInput(c, ctx, st->d_ln1_out.data(), st->input.data(), P(ids_.input_norm_weight),
                     ln ? st->ln1_mean.data() : nullptr, st->ln1_rstd.data(), t, h, dx);
   cpu::Add(ctx, dx2, dx, dx, t * h);
@@ -292,8 +281,7 @@ void TransformerLayer::BackwardWeight(const LayerCall& call, LayerStash* st,
   const GptConfig& c = *call.config;
   const ExecContext& ctx = call.ctx;
   const int64_t t = call.b * call.s, h = c.hidden_size, qkv_n = c.qkv_size(),
-                pj = c.attention_projection_size(), f = c.ffn_hidden_size,
-                f1 = c.fc1_size();
+                pj = c.attention_projection_size(), f = c.ffn_hidden_size, f1 = c.fc1_size();
   const bool ln = IsLayerNorm(c);
 
   LinearBackwardWeight(ctx, st->d_fc2.data(), st->act_out.data(), t, f, h, ids_.fc2_weight,
@@ -308,10 +296,10 @@ void TransformerLayer::BackwardWeight(const LayerCall& call, LayerStash* st,
     sink->End(ids_.mlp_norm_weight);
     if (ln) sink->End(ids_.mlp_norm_bias);
   }
-  LinearBackwardWeight(ctx, st->d_proj.data(), st->context.data(), t, pj, h,
-                       ids_.proj_weight, ids_.proj_bias, sink);
-  LinearBackwardWeight(ctx, st->d_qkv.data(), st->ln1_out.data(), t, h, qkv_n,
-                       ids_.qkv_weight, ids_.qkv_bias, sink);
+  LinearBackwardWeight(ctx, st->d_proj.data(), st->context.data(), t, pj, h, ids_.proj_weight,
+                       ids_.proj_bias, sink);
+  LinearBackwardWeight(ctx, st->d_qkv.data(), st->ln1_out.data(), t, h, qkv_n, ids_.qkv_weight,
+                       ids_.qkv_bias, sink);
   {
     float* dg = sink->Begin(ids_.input_norm_weight);
     float* db = ln ? sink->Begin(ids_.input_norm_bias) : nullptr;

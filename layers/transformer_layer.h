@@ -6,7 +6,7 @@
 // (row t = bi * s + si), h = hidden, np/ng = query heads/groups, hn = head dim,
 // f = ffn hidden, f1 = f (GELU) or 2f (SwiGLU, [gate | up]).
 //   ln1  = Norm1(x)                                   [T, h]
-//   qkv  = ln1 Wqkv^T + bqkv                          [T, (np + 2 ng) hn], per token [ng, np/ng + 2, hn]
+//   qkv  = ln1 Wqkv^T + bqkv                   [T, (np + 2 ng) hn], per token [ng, np/ng + 2, hn]
 //   q, k = RoPE(q), RoPE(k)                           (rope only; positions 0..s-1 in each row)
 //   ctx  = softmax(q k^T / sqrt(hn), causal [doc]) v  (attention dropout on the probabilities)
 //   x2   = x + dropout(ctx Wproj^T + bproj)            [T, h]
@@ -57,7 +57,7 @@ struct LayerCall {
   bool training = true;                     // false: no dropout
   int64_t iteration = 0;
   int64_t micro_batch_id = 0;
-  MemoryTracker* tracker = nullptr;         // stash accounting (nullptr: not counted)
+  MemoryTracker* tracker = nullptr;  // stash accounting (nullptr: not counted)
 };
 
 // ForwardKeep: what F leaves in the stash.
@@ -92,14 +92,14 @@ struct LayerScratch {
 // config.normalization over rows of width h. mean is unused (may be nullptr) for RMSNorm;
 // beta/dbeta nullptr when the norm has no bias. NormBackwardWeight accumulates.
 void NormForward(const GptConfig& config, const kernels::ExecContext& ctx, const float* x,
-                 const float* gamma, const float* beta, int64_t n, int64_t h, float* y,
-                 float* mean, float* rstd);
-void NormBackwardInput(const GptConfig& config, const kernels::ExecContext& ctx,
-                       const float* dy, const float* x, const float* gamma, const float* mean,
-                       const float* rstd, int64_t n, int64_t h, float* dx);
-void NormBackwardWeight(const GptConfig& config, const kernels::ExecContext& ctx,
-                        const float* dy, const float* x, const float* mean, const float* rstd,
-                        int64_t n, int64_t h, float* dgamma, float* dbeta);
+                 const float* gamma, const float* beta, int64_t n, int64_t h, float* y, float* mean,
+                 float* rstd);
+void NormBackwardInput(const GptConfig& config, const kernels::ExecContext& ctx, const float* dy,
+                       const float* x, const float* gamma, const float* mean, const float* rstd,
+                       int64_t n, int64_t h, float* dx);
+void NormBackwardWeight(const GptConfig& config, const kernels::ExecContext& ctx, const float* dy,
+                        const float* x, const float* mean, const float* rstd, int64_t n, int64_t h,
+                        float* dgamma, float* dbeta);
 
 // TransformerLayer: stateless F/B/W of one layer over the parameters `ids` in `store`.
 class TransformerLayer {

@@ -20,8 +20,8 @@ void GeluTanhForward(const kernels::ExecContext& ctx, const float* x, float* y, 
   }
 }
 
-void GeluTanhBackward(const kernels::ExecContext& ctx, const float* x, const float* dy,
-                      float* dx, int64_t n) {
+void GeluTanhBackward(const kernels::ExecContext& ctx, const float* x, const float* dy, float* dx,
+                      int64_t n) {
 #pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];

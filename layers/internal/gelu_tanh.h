@@ -22,8 +22,8 @@ namespace mxmaca::layers::internal {
 void GeluTanhForward(const kernels::ExecContext& ctx, const float* x, float* y, int64_t n);
 
 // GeluTanhBackward: dx[i] = dy[i] * gelu_tanh'(x[i]); dx may alias dy.
-void GeluTanhBackward(const kernels::ExecContext& ctx, const float* x, const float* dy,
-                      float* dx, int64_t n);
+void GeluTanhBackward(const kernels::ExecContext& ctx, const float* x, const float* dy, float* dx,
+                      int64_t n);
 
 }  // namespace mxmaca::layers::internal
 

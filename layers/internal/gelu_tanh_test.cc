@@ -1,11 +1,10 @@
 // layers/internal/gelu_tanh_test.cc: against an fp64 evaluation and a central difference.
 #include "layers/internal/gelu_tanh.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 namespace mxmaca::layers::internal {
 namespace {

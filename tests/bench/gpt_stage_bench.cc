@@ -47,8 +47,8 @@ int main(int argc, char** argv) {
     labels[i] = static_cast<int32_t>(rng() % c.vocab_size);
   }
   double base = 0;
-  std::printf("%-28s %9s %9s %9s %10s %8s %12s\n", "setting", "F ms", "B ms", "W ms",
-              "tokens/s", "ratio", "peak stash");
+  std::printf("%-28s %9s %9s %9s %10s %8s %12s\n", "setting", "F ms", "B ms", "W ms", "tokens/s",
+              "ratio", "peak stash");
   struct Setting {
     const char* name;
     int threads;

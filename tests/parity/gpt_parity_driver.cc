@@ -20,11 +20,10 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -131,9 +130,9 @@ nlohmann::json ConfigJson(const Preset& p) {
   j["vocab_size"] = c.vocab_size;
   j["padded_vocab_size"] = c.padded_vocab_size;
   j["position_embedding_type"] =
-      c.position_embedding_type == layers::PositionEmbeddingType::kRope ? "rope"
+      c.position_embedding_type == layers::PositionEmbeddingType::kRope   ? "rope"
       : c.position_embedding_type == layers::PositionEmbeddingType::kNone ? "none"
-                                                                           : "learned_absolute";
+                                                                          : "learned_absolute";
   j["rotary_base"] = c.rotary_base;
   j["rotary_percent"] = c.rotary_percent;
   j["normalization"] = c.normalization == layers::Normalization::kRmsNorm ? "RMSNorm" : "LayerNorm";
@@ -174,8 +173,7 @@ absl::Status Run(const std::string& preset_name, const std::string& out, int64_t
   MXMACA_ASSIGN_OR_RETURN(Preset p, MakePreset(preset_name));
   if (steps > 0) p.steps = steps;
   const GptConfig& c = p.model;
-  MXMACA_ASSIGN_OR_RETURN(auto stage,
-                          layers::GptStage::Create(c, {0, c.num_layers, true, true}));
+  MXMACA_ASSIGN_OR_RETURN(auto stage, layers::GptStage::Create(c, {0, c.num_layers, true, true}));
   stage->InitializeParameters();
   layers::ParameterStore& store = stage->parameters();
   {
@@ -224,9 +222,9 @@ absl::Status Run(const std::string& preset_name, const std::string& out, int64_t
   sc.start_wd = sc.end_wd = p.weight_decay;
   sc.wd_incr_steps = p.steps * global_batch;
   MXMACA_ASSIGN_OR_RETURN(auto scheduler, layers::OptimizerParamScheduler::Create(sc));
-  layers::AdamWOptimizer optimizer({static_cast<float>(p.beta1), static_cast<float>(p.beta2),
-                                    static_cast<float>(p.eps)},
-                                   store.OptimizerTensors());
+  layers::AdamWOptimizer optimizer(
+      {static_cast<float>(p.beta1), static_cast<float>(p.beta2), static_cast<float>(p.eps)},
+      store.OptimizerTensors());
   kernels::ExecContext ctx;
   const std::vector<layers::GradSpan> spans = store.GradSpans();
 
@@ -275,10 +273,10 @@ absl::Status Run(const std::string& preset_name, const std::string& out, int64_t
       MXMACA_RETURN_IF_ERROR(stage->Forward(in, &o));
       loss_report += o.loss_sum / o.num_tokens / m;
       loss_sum += o.loss_sum;
-      const double scale = p.calculate_per_token_loss ? 1.0 / global_tokens
-                                                      : 1.0 / (o.num_tokens * m);
-      MXMACA_RETURN_IF_ERROR(stage->Backward(in.micro_batch_id, {}, static_cast<float>(scale),
-                                             nullptr));
+      const double scale =
+          p.calculate_per_token_loss ? 1.0 / global_tokens : 1.0 / (o.num_tokens * m);
+      MXMACA_RETURN_IF_ERROR(
+          stage->Backward(in.micro_batch_id, {}, static_cast<float>(scale), nullptr));
     }
     if (p.calculate_per_token_loss) loss_report = loss_sum / global_tokens;
     if (it == 0) {

@@ -37,8 +37,7 @@ absl::Status TensorFileWriter::Write(const std::string& path) const {
   for (const Entry& e : entries_) {
     const int64_t end = offset + static_cast<int64_t>(e.bytes.size());
     absl::StrAppend(&header, ",\"", e.name, "\":{\"dtype\":\"", e.dtype, "\",\"shape\":[",
-                    absl::StrJoin(e.shape, ","), "],\"data_offsets\":[", offset, ",", end,
-                    "]}");
+                    absl::StrJoin(e.shape, ","), "],\"data_offsets\":[", offset, ",", end, "]}");
     offset = end;
   }
   header += "}";
