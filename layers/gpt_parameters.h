@@ -33,6 +33,9 @@
 // With tied embeddings, a last stage that does not hold the embedding (pipeline
 // parallelism) registers "embedding.word_embeddings.weight" itself (flag tied): its
 // initial values equal the first stage's copy because they are a function of the name.
+// That copy is the duplicate: after the trainer sums the two copies' gradients (Megatron's
+// embedding group all-reduce), the global grad norm counts the tensor once, on the stage
+// with has_embedding.
 #ifndef MXMACA_LAYERS_GPT_PARAMETERS_H_
 #define MXMACA_LAYERS_GPT_PARAMETERS_H_
 
