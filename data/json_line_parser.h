@@ -7,7 +7,10 @@
 // UTF-8 with no raw control characters. Two restrictions, both where Megatron would
 // fail later anyway or Python itself gives up: a \u escape of a lone surrogate is an
 // error (Megatron's tokenizer cannot encode it), and nesting deeper than
-// kMaxJsonDepth is an error (Python raises RecursionError near 1000 levels).
+// kMaxJsonDepth is an error (Python raises RecursionError near 1000 levels). One
+// leniency: Python 3.11 rejects integers of more than 4300 digits
+// (sys.int_info.default_max_str_digits); numbers are only validated here, so any length
+// passes.
 //
 // Only the values of the requested keys are decoded; everything else is validated and
 // skipped, so a line costs one pass over its bytes (strings are copied in runs, not
