@@ -186,7 +186,7 @@ LayerCall GptStage::MakeCall(const MicroBatchStash& st, int local_layer, bool tr
   call.training = training;
   call.iteration = st.iteration;
   call.micro_batch_id = st.micro_batch_id;
-  call.tracker = training ? &tracker_ : nullptr;
+  call.tracker = training ? &tracker_ : &eval_tracker_;
   return call;
 }
 
@@ -194,7 +194,7 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
                                   StageOutput* output) {
   MXMACA_RETURN_IF_ERROR(ValidateInput(in, mode));
   const bool training = mode == Mode::kTrain;
-  MemoryTracker* tracker = training ? &tracker_ : nullptr;
+  MemoryTracker* tracker = training ? &tracker_ : &eval_tracker_;
   const int64_t b = in.micro_batch_size, s = in.seq_length, t = b * s, h = config_.hidden_size,
                 vp = config_.padded_vocab_size;
   const int n = static_cast<int>(layers_.size());

@@ -120,7 +120,8 @@ class GptStage {
   // last position (s - 1) of every row instead of losses (labels not needed).
   absl::Status InferenceForward(const MicroBatchInput& input, StageOutput* output);
 
-  // Stash accounting (bytes of MicroBatchStash buffers; temporaries of a call excluded).
+  // Stash accounting (bytes of training MicroBatchStash buffers; temporaries of a call and
+  // eval/inference buffers excluded).
   int64_t live_activation_bytes() const { return tracker_.live(); }
   int64_t peak_activation_bytes() const { return tracker_.peak(); }
   void ResetPeakActivationBytes() { tracker_.ResetPeak(); }
@@ -159,7 +160,8 @@ class GptStage {
   GptParameterIds ids_;
   std::vector<TransformerLayer> layers_;
   std::vector<Chunk> chunks_;
-  MemoryTracker tracker_;
+  MemoryTracker tracker_;       // training stashes (live/peak reported)
+  MemoryTracker eval_tracker_;  // eval/inference temporaries: pooled, not reported
   std::map<int64_t, std::unique_ptr<MicroBatchStash>> stashes_;
   std::deque<int64_t> forward_order_;  // micro-batches whose W is not yet in the arena
   std::vector<int32_t> rope_positions_;

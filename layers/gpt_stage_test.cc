@@ -362,9 +362,12 @@ TEST_CASE("Eval and inference paths agree with the training forward without drop
   auto st = MakeStage(c);
   StageOutput train, eval, infer;
   REQUIRE(st->Forward(Input(bt, 0), &train).ok());
+  const int64_t live = st->live_activation_bytes(), peak = st->peak_activation_bytes();
   REQUIRE(st->EvalForward(Input(bt, 5), &eval).ok());
   CHECK(eval.loss_sum == train.loss_sum);
   CHECK(st->num_stashes() == 1);
+  CHECK(st->live_activation_bytes() == live);  // eval buffers are not training stash
+  CHECK(st->peak_activation_bytes() == peak);
   MicroBatchInput in = Input(bt, 6);
   in.labels = {};
   REQUIRE(st->InferenceForward(in, &infer).ok());

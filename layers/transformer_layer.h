@@ -57,7 +57,7 @@ struct LayerCall {
   bool training = true;                     // false: no dropout
   int64_t iteration = 0;
   int64_t micro_batch_id = 0;
-  MemoryTracker* tracker = nullptr;  // stash accounting (nullptr: not counted)
+  MemoryTracker* tracker = nullptr;  // stash allocation and accounting (nullptr: plain)
 };
 
 // ForwardKeep: what F leaves in the stash.
