@@ -43,7 +43,10 @@ class CheckpointReader {
   //   DataLoss: garbled latest file; iter dir without metadata.json (half-written); bad
   //     JSON or fields in metadata.json; truncated or corrupt shard file; index/header
   //     mismatch;
-  //   Unimplemented: Megatron's "release" marker or torch-format checkpoints.
+  //   Unimplemented: Megatron's "release" marker, torch-format checkpoints, or a format
+  //     version other than kFormatVersion.
+  // Open does not read tensor data (see VerifyChecksums). The mappings stay valid even if
+  // the directory is replaced or removed afterwards (a later save of the same iteration).
   static absl::StatusOr<CheckpointReader> Open(const std::string& load_dir,
                                                std::optional<int64_t> iteration = {});
 
