@@ -8,8 +8,8 @@ latest_checkpointed_iteration.txt points at, EXPECTED_DIR holds NAME with '/' re
 '__' plus '.f32': the full tensor's values as raw little-endian float32, written by the test
 independently of the checkpoint code. Every shard file is parsed per the safetensors spec,
 every tensor is assembled from its shards by the offsets in metadata.json (each box's
-CRC-32C checked), and the result must equal the expected bytes exactly. Prints "OK <n tensors>" and exits 0, or exits 1 with
-the first mismatch.
+CRC-32C checked), and the result must equal the expected bytes exactly. Prints
+"OK <n tensors>" and exits 0, or exits 1 with the first mismatch.
 """
 import json
 import os
