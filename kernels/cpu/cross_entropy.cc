@@ -17,7 +17,8 @@ void CrossEntropyForward(const ExecContext& ctx, const float* logits,
     const float s = ExpShiftSum(x, m, v, nullptr);
     const float l = m + std::log(s);
     lse[i] = l;
-    loss[i] = l - x[targets[i]];
+    const int32_t t = targets[i];
+    loss[i] = (t >= 0 && t < v) ? l - x[t] : l;  // no target in this shard: lse only
   });
 }
 
@@ -28,12 +29,13 @@ void CrossEntropyBackward(const ExecContext& ctx, const float* logits,
     const float* x = logits + i * vp;
     float* d = dlogits + i * vp;
     const int64_t t = targets[i];
+    const bool has_target = t >= 0 && t < v;
     const float g = dloss[i];
     // softmax_c = exp(x_c - lse) written straight into d (in place when d == x).
     ExpShiftSum(x, lse[i], v, d);
-    const float p_target = d[t];
+    const float p_target = has_target ? d[t] : 0.0f;
     for (int64_t c = 0; c < v; ++c) d[c] *= g;
-    d[t] = g * (p_target - 1.0f);
+    if (has_target) d[t] = g * (p_target - 1.0f);
     for (int64_t c = v; c < vp; ++c) d[c] = 0.0f;
   });
 }

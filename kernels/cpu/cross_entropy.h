@@ -2,7 +2,12 @@
 //
 // N = tokens, VP = padded vocab (columns of the logits; Megatron pads the vocab to a
 // multiple of --make-vocab-size-divisible-by * TP), V = real vocab <= VP. logits,
-// dlogits: [N, VP] fp32; targets int32 [N] in [0, V); loss, lse, dloss: [N] fp32.
+// dlogits: [N, VP] fp32; targets int32 [N]; loss, lse, dloss: [N] fp32.
+// A target outside [0, V) means "the target is not in this vocabulary shard" (vocab
+// parallelism: targets are shard-local and only one shard holds each): the forward then
+// reports loss = lse (no target logit subtracted) and the backward omits the one-hot term.
+// With lse replaced by the all-reduced global logsumexp, CrossEntropyBackward is exactly
+// the vocab-parallel gradient (Megatron's _VocabParallelCrossEntropy).
 // Columns >= V are padding: they never enter the softmax and get zero gradient.
 // Each row's logsumexp is computed as max + log(sum exp(x - max)) with the sum in fp32
 // (8 interleaved partial sums) — per-row, so independent of the thread count.
@@ -18,13 +23,15 @@
 namespace mxmaca::kernels::cpu {
 
 // CrossEntropyForward: lse[i] = logsumexp(logits[i, :V]); loss[i] = lse[i] -
-// logits[i, targets[i]]. lse is the stash for the backward.
+// logits[i, targets[i]] (or lse[i] when targets[i] is outside [0, V)). lse is the stash
+// for the backward.
 void CrossEntropyForward(const ExecContext& ctx, const float* logits,
                          const int32_t* targets, int64_t n, int64_t vp, int64_t v,
                          float* loss, float* lse);
 
 // CrossEntropyBackward: dlogits[i, c] = dloss[i] * (exp(logits[i, c] - lse[i]) -
-// [c == targets[i]]) for c < V; 0 for V <= c < VP. dlogits may alias logits (in place,
+// [c == targets[i]]) for c < V; 0 for V <= c < VP. lse: the forward's stash (or the
+// global logsumexp across vocab shards). dlogits may alias logits (in place,
 // as llm.c does, to avoid a second [N, VP] buffer); otherwise they must not overlap.
 void CrossEntropyBackward(const ExecContext& ctx, const float* logits,
                           const int32_t* targets, const float* lse, const float* dloss,

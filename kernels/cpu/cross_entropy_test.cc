@@ -99,6 +99,59 @@ TEST_CASE("CrossEntropyBackward in place equals out of place", "[cross_entropy]"
   REQUIRE(BitEqual(inplace, dl));
 }
 
+TEST_CASE("CrossEntropy composes over vocabulary shards (targets outside the shard)",
+          "[cross_entropy]") {
+  // Two shards of a 300-column vocabulary (each padded to 160 columns); the full-vocab
+  // kernel is the reference.
+  const int64_t n = 40, v = 300, shard_v = 150, shard_vp = 160;
+  Problem full = Make(n, v, v, 5);
+  std::vector<float> loss(n), lse(n), dl(n * v);
+  CrossEntropyForward(Ctx(2), full.logits.data(), full.targets.data(), n, v, v, loss.data(),
+                      lse.data());
+  CrossEntropyBackward(Ctx(2), full.logits.data(), full.targets.data(), lse.data(),
+                       full.dloss.data(), n, v, v, dl.data());
+  std::vector<float> shard_lse[2], shard_loss[2], shard_logits[2];
+  std::vector<int32_t> shard_targets[2];
+  for (int s = 0; s < 2; ++s) {
+    shard_logits[s].assign(n * shard_vp, 99.0f);  // padding
+    shard_targets[s].resize(n);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t c = 0; c < shard_v; ++c)
+        shard_logits[s][i * shard_vp + c] = full.logits[i * v + s * shard_v + c];
+      shard_targets[s][i] = full.targets[i] - static_cast<int32_t>(s * shard_v);  // may be <0 or >=150
+    }
+    shard_lse[s].resize(n);
+    shard_loss[s].resize(n);
+    CrossEntropyForward(Ctx(2), shard_logits[s].data(), shard_targets[s].data(), n, shard_vp,
+                        shard_v, shard_loss[s].data(), shard_lse[s].data());
+  }
+  std::vector<float> global_lse(n);
+  for (int64_t i = 0; i < n; ++i) {
+    // The all-reduce of the layers: global lse and the owner's target logit.
+    const double a = shard_lse[0][i], b = shard_lse[1][i], m = std::max(a, b);
+    global_lse[i] = static_cast<float>(m + std::log(std::exp(a - m) + std::exp(b - m)));
+    double target_logit = 0;
+    for (int s = 0; s < 2; ++s) target_logit += double(shard_lse[s][i]) - shard_loss[s][i];
+    // Shard sums round differently from the one-shot sum: a few ulp of |lse| < 16
+    // (ulp = 9.5e-7; observed 1 ulp): 4e-6.
+    REQUIRE(std::fabs(global_lse[i] - lse[i]) < 4e-6);
+    REQUIRE(std::fabs((global_lse[i] - target_logit) - loss[i]) < 4e-6);
+  }
+  for (int s = 0; s < 2; ++s) {
+    std::vector<float> d(n * shard_vp);
+    CrossEntropyBackward(Ctx(2), shard_logits[s].data(), shard_targets[s].data(),
+                         global_lse.data(), full.dloss.data(), n, shard_vp, shard_v, d.data());
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t c = 0; c < shard_v; ++c) {
+        // |d| <= |dloss| <= 2; an lse difference delta (~1 ulp = 1e-6) moves the softmax
+        // by delta relative, exp adds 2 ulp: <= 2 (1e-6 + 2.4e-7) ~ 2.5e-6.
+        REQUIRE(std::fabs(d[i * shard_vp + c] - dl[i * v + s * shard_v + c]) < 4e-6);
+      }
+      for (int64_t c = shard_v; c < shard_vp; ++c) REQUIRE(d[i * shard_vp + c] == 0.0f);
+    }
+  }
+}
+
 TEST_CASE("CrossEntropy matches PyTorch with a padded vocabulary", "[cross_entropy][parity]") {
   const Problem p = Make(64, 1024, 1000, 3);
   std::vector<float> loss(p.n), lse(p.n), dl(p.n * p.vp);
