@@ -24,6 +24,23 @@ void EmbeddingForward(const ExecContext& ctx, const int32_t* ids, int64_t n,
 void EmbeddingBackward(const ExecContext& ctx, const int32_t* ids, int64_t n,
                        const float* dout, int64_t h, float* dtable);
 
+// VocabShardEmbeddingForward: the lookup of one vocabulary shard of Megatron's
+// VocabParallelEmbedding (megatron/core/tensor_parallel/layers.py): the table holds rows
+// [vocab_start, vocab_start + vocab_rows) of the full vocabulary; token i with
+// vocab_start <= ids[i] < vocab_start + vocab_rows gets out[i, :] (+)=
+// table[ids[i] - vocab_start, :]; any other id (another shard's, or invalid) gets a zero
+// row (accumulate == false) or leaves out[i, :] unchanged (accumulate == true). The sum
+// over shards (all-reduce) is the full embedding. ids are never used out of bounds.
+void VocabShardEmbeddingForward(const ExecContext& ctx, const int32_t* ids, int64_t n,
+                                const float* table, int64_t vocab_start, int64_t vocab_rows,
+                                int64_t h, float* out, bool accumulate);
+
+// VocabShardEmbeddingBackward: dtable[ids[i] - vocab_start, :] += dout[i, :] for the
+// tokens whose id lies in this shard, in increasing i (deterministic); others skipped.
+void VocabShardEmbeddingBackward(const ExecContext& ctx, const int32_t* ids, int64_t n,
+                                 const float* dout, int64_t vocab_start, int64_t vocab_rows,
+                                 int64_t h, float* dtable);
+
 }  // namespace mxmaca::kernels::cpu
 
 #endif  // MXMACA_KERNELS_CPU_EMBEDDING_H_
