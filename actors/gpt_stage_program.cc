@@ -14,10 +14,11 @@ absl::Status GptStageProgram::Forward(const MicroBatchKey& key,
   in.iteration = key.iteration;
   in.micro_batch_size = batch.b;
   in.seq_length = batch.s;
+  // Every stage's attention needs the document starts (--reset-attention-mask).
+  if (reset_attention_mask_) in.doc_start = batch.doc_start;
   if (layout.has_embedding) {
     in.tokens = batch.tokens;
     in.position_ids = batch.position_ids;
-    if (reset_attention_mask_) in.doc_start = batch.doc_start;
   } else if (input != nullptr && input->data) {
     in.hidden = *input->data;
   }

@@ -18,7 +18,7 @@ mkdir -p "$OUT"
 
 echo "=== build"
 bazel build //api:mxmaca
-MXMACA=bazel-bin/api/mxmaca
+MXMACA="$(bazel info bazel-bin 2>/dev/null)/api/mxmaca"
 
 echo "=== corpus: KJV Bible as JSONL, one document per chapter"
 if [ ! -s "$OUT/kjv.jsonl" ]; then

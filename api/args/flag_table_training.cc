@@ -140,7 +140,7 @@ constexpr FlagSpec kTraining[] = {
     T("--exit-signal-handler", kUnsup),
     V("--tensorboard-dir", kStr, "None", kImpl),
     F("--no-masked-softmax-fusion", "masked_softmax_fusion", kNote, kRKernel),
-    F("--no-bias-gelu-fusion", "bias_gelu_fusion", kNote, kRKernel),
+    F("--no-bias-gelu-fusion", "bias_gelu_fusion", kImpl),
     F("--no-bias-swiglu-fusion", "bias_swiglu_fusion", kNote, kRKernel),
     T("--use-fused-weighted-squared-relu", kNote, kRKernel),
     F("--no-bias-dropout-fusion", "bias_dropout_fusion", kNote, kRKernel),

@@ -160,6 +160,7 @@ const absl::flat_hash_map<std::string, Binding>& Bindings() {
       MXMACA_BIND(apply_layernorm_1p),
       MXMACA_BIND(apply_residual_connection_post_layernorm),
       MXMACA_BIND(swiglu),
+      MXMACA_BIND(bias_gelu_fusion),
       MXMACA_BIND(untie_embeddings_and_output_weights),
       MXMACA_BIND(add_bias_linear),
       MXMACA_BIND(add_qkv_bias),

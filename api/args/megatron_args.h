@@ -53,6 +53,10 @@ struct MegatronArgs {
   bool apply_layernorm_1p = false;          // --apply-layernorm-1p
   bool apply_residual_connection_post_layernorm = false;
   bool swiglu = false;                               // --swiglu
+  // --no-bias-gelu-fusion sets false. Megatron's default fused bias-GELU uses the tanh
+  // approximation (megatron/core/fusions/fused_bias_gelu.py), so with biases and without
+  // SwiGLU the default model computes tanh-GELU; --no-bias-gelu-fusion gives exact GELU.
+  bool bias_gelu_fusion = true;
   bool untie_embeddings_and_output_weights = false;  // --untie-embeddings-and-output-weights
   bool add_bias_linear = true;                       // --disable-bias-linear sets false
   bool add_qkv_bias = false;                         // --add-qkv-bias

@@ -47,6 +47,7 @@ nlohmann::json CheckpointArgsJson(const std::vector<std::string>& argv, const Me
   model["normalization"] = m.normalization == layers::Normalization::kRmsNorm ? "RMSNorm" : "LayerNorm";
   model["norm_epsilon"] = m.norm_epsilon;
   model["swiglu"] = m.swiglu;
+  model["gelu_tanh_approximation"] = m.gelu_tanh_approximation;
   model["untie_embeddings_and_output_weights"] = m.untie_embeddings_and_output_weights;
   model["add_bias_linear"] = m.add_bias_linear;
   model["init_method_std"] = m.init_method_std;
@@ -79,6 +80,7 @@ absl::StatusOr<layers::GptConfig> ModelConfigFromCheckpointArgs(const nlohmann::
     c.normalization = *norm;
     c.norm_epsilon = m.at("norm_epsilon").get<float>();
     c.swiglu = m.at("swiglu").get<bool>();
+    c.gelu_tanh_approximation = m.at("gelu_tanh_approximation").get<bool>();
     c.untie_embeddings_and_output_weights = m.at("untie_embeddings_and_output_weights").get<bool>();
     c.add_bias_linear = m.at("add_bias_linear").get<bool>();
     c.init_method_std = m.at("init_method_std").get<float>();

@@ -26,6 +26,7 @@
 #include "actors/stage_checkpoint.h"
 #include "api/args/flags_doc.h"
 #include "api/args/megatron_args.h"
+#include "api/data_config/gpt_data_config.h"
 #include "api/train/checkpoint_args.h"
 #include "api/train/gemm_peak.h"
 #include "api/train/train_setup.h"
@@ -54,7 +55,7 @@ constexpr const char* kHonouredDests[] = {
     "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "kv_channels",
     "group_query_attention", "num_query_groups", "max_position_embeddings",
     "position_embedding_type", "rotary_base", "rotary_percent", "normalization",
-    "norm_epsilon", "swiglu", "untie_embeddings_and_output_weights", "add_bias_linear",
+    "norm_epsilon", "swiglu", "bias_gelu_fusion", "untie_embeddings_and_output_weights", "add_bias_linear",
     "make_vocab_size_divisible_by", "attention_softmax_in_fp32", "hidden_dropout",
     "attention_dropout", "weight_decay", "start_weight_decay", "end_weight_decay",
     "weight_decay_incr_style", "clip_grad", "adam_beta1", "adam_beta2", "adam_eps",
@@ -248,8 +249,9 @@ absl::StatusOr<actors::TrainingSummary> Train(const std::vector<std::string>& ar
   if (resume.scheduler_num_steps >= 0) scheduler.SetNumSteps(resume.scheduler_num_steps);
 
   // Data.
-  MXMACA_ASSIGN_OR_RETURN(data::GptDataConfig data_config,
-                          DataConfigFromArgs(args, eod, vocab_size));
+  MXMACA_ASSIGN_OR_RETURN(data::GptDataConfig data_config, GptDataConfigFromArgs(args));
+  data_config.eod_token = eod;
+  data_config.vocab_size = vocab_size;
   print("> building train, validation, and test datasets for GPT ...");
   MXMACA_ASSIGN_OR_RETURN(data::GptDatasetSplits splits, data::BuildGptDatasets(data_config));
   if (!splits.train) return absl::InvalidArgumentError("the train split is empty (--split)");

@@ -26,6 +26,9 @@ absl::StatusOr<layers::GptConfig> GptConfigFromArgs(const MegatronArgs& a, int64
   MXMACA_ASSIGN_OR_RETURN(c.normalization, layers::ParseNormalization(a.normalization));
   c.norm_epsilon = static_cast<float>(a.norm_epsilon);
   c.swiglu = a.swiglu;
+  // Megatron's MLP (megatron/core/transformer/mlp.py) with bias_activation_fusion applies
+  // bias_gelu_impl, the tanh approximation, when there are biases and no gated unit.
+  c.gelu_tanh_approximation = a.bias_gelu_fusion && a.add_bias_linear && !a.swiglu;
   c.untie_embeddings_and_output_weights = a.untie_embeddings_and_output_weights;
   c.add_bias_linear = a.add_bias_linear;
   c.hidden_dropout = static_cast<float>(a.hidden_dropout);
@@ -83,41 +86,6 @@ absl::StatusOr<layers::OptimizerParamSchedulerConfig> SchedulerConfigFromArgs(
   c.start_wd = a.start_weight_decay.value_or(a.weight_decay);
   c.end_wd = a.end_weight_decay.value_or(a.weight_decay);
   MXMACA_ASSIGN_OR_RETURN(c.wd_incr_style, layers::ParseWdIncrStyle(a.weight_decay_incr_style));
-  return c;
-}
-
-absl::StatusOr<data::GptDataConfig> DataConfigFromArgs(const MegatronArgs& a, int32_t eod,
-                                                       int64_t vocab_size) {
-  data::GptDataConfig c;
-  auto blend = data::ParseDataBlend(a.data_path);
-  if (!blend.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--data-path: ", blend.status().message()));
-  }
-  c.blend = *blend;
-  const std::vector<std::string>* per_split[data::kNumSplits] = {
-      &a.train_data_path, &a.valid_data_path, &a.test_data_path};
-  const char* flag[data::kNumSplits] = {"--train-data-path", "--valid-data-path",
-                                        "--test-data-path"};
-  for (int i = 0; i < data::kNumSplits; ++i) {
-    auto b = data::ParseDataBlend(*per_split[i]);
-    if (!b.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(flag[i], ": ", b.status().message()));
-    }
-    c.blend_per_split[i] = *b;
-  }
-  c.mock = a.mock_data;
-  if (a.split) c.split = *a.split;
-  c.seed = static_cast<uint32_t>(a.seed);
-  c.seq_length = static_cast<int32_t>(a.seq_length.value_or(0));
-  const int64_t gbs = a.global_batch_size.value_or(1);
-  const int64_t iters = TrainIters(a);
-  c.num_samples[0] = a.train_samples ? *a.train_samples : iters * gbs;
-  const int64_t eval_runs = a.eval_interval > 0 ? iters / a.eval_interval + 1 : 1;
-  c.num_samples[1] = eval_runs * a.eval_iters * gbs;
-  c.num_samples[2] = a.eval_iters * gbs;
-  if (a.data_cache_path) c.cache_path = *a.data_cache_path;
-  c.eod_token = eod;
-  c.vocab_size = vocab_size;
   return c;
 }
 

@@ -9,7 +9,6 @@
 
 #include "absl/status/statusor.h"
 #include "api/args/megatron_args.h"
-#include "data/gpt_dataset_builder.h"
 #include "layers/flops.h"
 #include "layers/gpt_config.h"
 #include "layers/lr_schedule.h"
@@ -34,15 +33,6 @@ absl::StatusOr<layers::OptimizerParamSchedulerConfig> SchedulerConfigFromArgs(
 // TrainIters: --train-iters, or --train-samples / global batch (Megatron's
 // update_train_iters for a constant batch size).
 int64_t TrainIters(const MegatronArgs& args);
-
-// DataConfigFromArgs: data::GptDataConfig for --data-path / --{train,valid,test}-data-path
-// / --mock-data, --split, --seed, --seq-length, --data-cache-path, with the sample counts
-// of training.py get_train_valid_test_num_samples: train = train_iters x global batch,
-// valid = (train_iters // eval_interval + 1) x eval_iters x global batch, test =
-// eval_iters x global batch. `eod` and `vocab_size` are the tokenizer's. Errors:
-// ParseDataBlend's (naming the flag).
-absl::StatusOr<data::GptDataConfig> DataConfigFromArgs(const MegatronArgs& args, int32_t eod,
-                                                       int64_t vocab_size);
 
 // DenseShape: the dimensions Megatron's FLOPs formula needs, from a model config.
 layers::DenseGptShape DenseShape(const layers::GptConfig& config);

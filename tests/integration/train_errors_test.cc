@@ -60,6 +60,28 @@ TEST_CASE("invalid configurations are rejected with the values named") {
   CHECK(e.find("--no-such-flag") != std::string::npos);
 }
 
+TEST_CASE("NaN/Inf iterations skip the step, are counted, and stop the run after K in a row") {
+  const std::string dir = TempDir("train_nan");
+  const std::string prefix = dir + "/tiny";
+  MakeTinyCorpus(prefix, 100, 5);
+  // A learning rate of 1e30 without clipping sends the weights to Inf after the first
+  // update, so every later loss is NaN/Inf.
+  std::string log;
+  auto s = api::Train(With(TinyTrainArgs(prefix, dir + "/cache"),
+                           {"--lr", "1e30", "--min-lr", "1e30", "--lr-warmup-iters", "0",
+                            "--clip-grad", "0", "--max-consecutive-nan-iterations", "3",
+                            "--eval-iters", "0"}),
+                      [&](const std::string& line) { log += line + "\n"; });
+  INFO(log);
+  REQUIRE(s.ok());
+  CHECK_FALSE(s->ok);
+  CHECK(s->error.find("3 iteration(s) in a row") != std::string::npos);
+  CHECK(s->error.find("--max-consecutive-nan-iterations 3") != std::string::npos);
+  CHECK(s->skipped_iterations == 3);
+  CHECK(log.find("number of skipped iterations:   1 |") != std::string::npos);
+  CHECK(log.find("number of nan iterations:   1 |") != std::string::npos);
+}
+
 TEST_CASE("a checkpoint of another shape or a half-written one is a clear error") {
   const std::string dir = TempDir("train_ckpt_errors");
   const std::string prefix = dir + "/tiny";
