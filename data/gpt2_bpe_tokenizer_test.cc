@@ -190,6 +190,28 @@ TEST_CASE("Encode is safe and identical across threads") {
   CHECK(mismatches == std::vector<int>(4, 0));
 }
 
+TEST_CASE("Encode gives the same ids whether words come from the cache or not") {
+  // More distinct words than the per-thread cache holds (2^18), so the cache is
+  // emptied mid-text; every word then appears again (cache hits).
+  const Gpt2BpeTokenizer& tok = Gpt2();
+  const uint64_t seed = std::random_device{}();
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  std::vector<std::string> words;
+  std::string text;
+  for (int i = 0; i < 300000; ++i) {
+    std::string w = " ";
+    for (int k = 0; k < 7; ++k) w.push_back(static_cast<char>('a' + rng() % 26));
+    words.push_back(w);
+    text += w;
+  }
+  const Ids all = tok.Encode(text);
+  Ids again;
+  for (const std::string& w : words) tok.EncodeAppend(w, &again);
+  CHECK(again == all);
+  CHECK(tok.Encode(text) == all);
+}
+
 // --- small synthetic vocabularies for the loader and its errors ---
 
 // ByteChar: GPT-2's character for byte b, UTF-8 encoded (bytes_to_unicode).
