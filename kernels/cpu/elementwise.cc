@@ -116,6 +116,55 @@ inline __m256 GeluGrad8(__m256 x) {
   return _mm256_add_ps(NormalCdf8(x), _mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(kInvSqrt2Pi)), e));
 }
 
+// Tanh GELU pieces. u = k (x + c x^3) in torch's operation order; e = exp(-2|u|) in
+// (0, 1]; with r = 1 / (1 + e): s = sigmoid(2u) = u >= 0 ? r : e r, 1 - s = u >= 0 ? e r : r.
+constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+constexpr float kGeluCubic = 0.044715f;
+
+struct TanhGeluParts {
+  float s, one_minus_s;
+};
+
+inline TanhGeluParts TanhGeluScalar(float x) {
+  const float u = kSqrt2OverPi * (x + kGeluCubic * (x * x * x));
+  const float e = ExpScalar(-2.0f * std::fabs(u));
+  const float r = 1.0f / (1.0f + e);
+  const float er = e * r;
+  return u >= 0.0f ? TanhGeluParts{r, er} : TanhGeluParts{er, r};
+}
+
+inline void TanhGelu8(__m256 x, __m256* s, __m256* one_minus_s) {
+  const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+  const __m256 u = _mm256_mul_ps(_mm256_set1_ps(kSqrt2OverPi),
+                                 _mm256_add_ps(x, _mm256_mul_ps(_mm256_set1_ps(kGeluCubic), x3)));
+  const __m256 absu = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), u);
+  const __m256 e = Exp8(_mm256_mul_ps(_mm256_set1_ps(-2.0f), absu));
+  const __m256 r = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+  const __m256 er = _mm256_mul_ps(e, r);
+  const __m256 nonneg = _mm256_cmp_ps(u, _mm256_setzero_ps(), _CMP_GE_OQ);
+  *s = _mm256_blendv_ps(er, r, nonneg);
+  *one_minus_s = _mm256_blendv_ps(r, er, nonneg);
+}
+
+// d/dx [x s(2u)] = s + (2 x u') s (1 - s); the large factor 2 x u' is formed first so
+// the product never passes through a denormal.
+inline float TanhGeluGradScalar(float x) {
+  const TanhGeluParts p = TanhGeluScalar(x);
+  const float du = kSqrt2OverPi * (1.0f + (3.0f * kGeluCubic) * (x * x));
+  return p.s + ((2.0f * x) * du) * (p.s * p.one_minus_s);
+}
+
+inline __m256 TanhGeluGrad8(__m256 x) {
+  __m256 s, oms;
+  TanhGelu8(x, &s, &oms);
+  const __m256 du = _mm256_mul_ps(
+      _mm256_set1_ps(kSqrt2OverPi),
+      _mm256_add_ps(_mm256_set1_ps(1.0f),
+                    _mm256_mul_ps(_mm256_set1_ps(3.0f * kGeluCubic), _mm256_mul_ps(x, x))));
+  const __m256 big = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(2.0f), x), du);
+  return _mm256_add_ps(s, _mm256_mul_ps(big, _mm256_mul_ps(s, oms)));
+}
+
 inline float SigmoidScalar(float g) { return 1.0f / (1.0f + ExpScalar(-g)); }
 
 inline __m256 Sigmoid8(__m256 g) {
@@ -142,6 +191,31 @@ void GeluBackward(const ExecContext& ctx, const float* x, const float* dy, float
                                              GeluGrad8(_mm256_loadu_ps(x + i))));
     }
     for (; i < end; ++i) dx[i] = dy[i] * GeluGradScalar(x[i]);
+  });
+}
+
+void GeluTanhForward(const ExecContext& ctx, const float* x, float* y, int64_t n) {
+  ParallelForRange(ctx, n, [&](int64_t begin, int64_t end) {
+    int64_t i = begin;
+    for (; i + 8 <= end; i += 8) {
+      const __m256 v = _mm256_loadu_ps(x + i);
+      __m256 s, oms;
+      TanhGelu8(v, &s, &oms);
+      _mm256_storeu_ps(y + i, _mm256_mul_ps(v, s));
+    }
+    for (; i < end; ++i) y[i] = x[i] * TanhGeluScalar(x[i]).s;
+  });
+}
+
+void GeluTanhBackward(const ExecContext& ctx, const float* x, const float* dy, float* dx,
+                      int64_t n) {
+  ParallelForRange(ctx, n, [&](int64_t begin, int64_t end) {
+    int64_t i = begin;
+    for (; i + 8 <= end; i += 8) {
+      _mm256_storeu_ps(dx + i, _mm256_mul_ps(_mm256_loadu_ps(dy + i),
+                                             TanhGeluGrad8(_mm256_loadu_ps(x + i))));
+    }
+    for (; i < end; ++i) dx[i] = dy[i] * TanhGeluGradScalar(x[i]);
   });
 }
 

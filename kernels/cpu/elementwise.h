@@ -47,6 +47,21 @@ void GeluForward(const ExecContext& ctx, const float* x, float* y, int64_t n);
 void GeluBackward(const ExecContext& ctx, const float* x, const float* dy, float* dx,
                   int64_t n);
 
+// GeluTanhForward: the tanh-approximation GELU that Megatron's default
+// --bias-gelu-fusion computes (megatron/core/fusions/fused_bias_gelu.py; also
+// torch.nn.functional.gelu(x, approximate="tanh")):
+//   y = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3).
+// Evaluated as y = x * sigmoid(2u) (the same function; 0.5 (1 + tanh(u)) = sigmoid(2u))
+// with sigmoid from exp(-2|u|) <= 1, so neither 1 + tanh nor 1 - tanh^2 cancels: a few
+// ulp relative everywhere. x, y [n]; y may alias x.
+void GeluTanhForward(const ExecContext& ctx, const float* x, float* y, int64_t n);
+
+// GeluTanhBackward: dx = dy * (s + 2 x s (1 - s) u'), s = sigmoid(2u),
+// u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2) — Megatron's bias_gelu_back written with s
+// (0.5 (1 + t) = s, 0.5 (1 - t^2) = 2 s (1 - s)). dx may alias dy.
+void GeluTanhBackward(const ExecContext& ctx, const float* x, const float* dy, float* dx,
+                      int64_t n);
+
 // SwigluForward: x [rows, 2f] holds per row [gate (f) | up (f)] — Megatron's
 // torch.chunk(x, 2, dim=-1) in megatron/core/fusions/fused_bias_swiglu.py;
 // y [rows, f] = silu(gate) * up, silu(g) = g * sigmoid(g) (Shazeer 2020, "GLU Variants

@@ -30,11 +30,20 @@ ExecContext Ctx(int threads) {
 
 // fp64 references.
 double Gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+double GeluTanh(double x) {
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
 double Silu(double g) { return g / (1.0 + std::exp(-g)); }
 
 std::vector<double> GeluRef(const std::vector<double>& x) {
   std::vector<double> y(x.size());
   for (size_t i = 0; i < x.size(); ++i) y[i] = Gelu(x[i]);
+  return y;
+}
+
+std::vector<double> GeluTanhRef(const std::vector<double>& x) {
+  std::vector<double> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = GeluTanh(x[i]);
   return y;
 }
 
@@ -113,6 +122,25 @@ TEST_CASE("GELU forward and backward match fp64 and finite differences", "[eleme
   CHECK(RelError(dx, fd) < 32 * kU32);
 }
 
+TEST_CASE("Tanh GELU forward and backward match fp64 and finite differences",
+          "[elementwise]") {
+  const int64_t n = 4003;  // not a multiple of 8: scalar tail
+  std::vector<float> x = RandomNormal(n, 18, 3.0f);
+  x[0] = 0.0f;
+  x[1] = -30.0f;  // far tails: y -> -0 and y -> x
+  x[2] = 30.0f;
+  const std::vector<float> dy = RandomNormal(n, 19);
+  std::vector<float> y(n), dx(n);
+  GeluTanhForward(Ctx(2), x.data(), y.data(), n);
+  GeluTanhBackward(Ctx(2), x.data(), dy.data(), dx.data(), n);
+  // A cubic, an exp (2 ulp), a division and two products: 16 u norm-wise (as GELU).
+  CHECK(RelError(y, GeluTanhRef(ToDouble(x))) < 16 * kU32);
+  const std::vector<double> fd = NumericalVjp(GeluTanhRef, ToDouble(x), ToDouble(dy), 1e-5);
+  CHECK(RelError(dx, fd) < 32 * kU32);
+  REQUIRE(y[2] == 30.0f);
+  REQUIRE(std::fabs(y[1]) < 1e-30f);
+}
+
 TEST_CASE("SwiGLU forward and backward match fp64 and finite differences", "[elementwise]") {
   const int64_t rows = 24, f = 40;
   const std::vector<float> x = RandomNormal(rows * 2 * f, 9, 2.0f);
@@ -127,6 +155,20 @@ TEST_CASE("SwiGLU forward and backward match fp64 and finite differences", "[ele
 }
 
 TEST_CASE("GELU and SwiGLU match PyTorch", "[elementwise][parity]") {
+  {
+    const int64_t n = 5000;
+    const std::vector<float> x = RandomNormal(n, 21, 3.0f), dy = RandomNormal(n, 22);
+    std::vector<float> y(n), dx(n);
+    GeluTanhForward(Ctx(2), x.data(), y.data(), n);
+    GeluTanhBackward(Ctx(2), x.data(), dy.data(), dx.data(), n);
+    testing::TorchRef ref("gelu_tanh");
+    ref.Param("n", n);
+    ref.Input("x", x);
+    ref.Input("dy", dy);
+    auto out = ref.Run();
+    CHECK(RelError(y, out["y"]) < 16 * kU32);
+    CHECK(RelError(dx, out["dx"]) < 32 * kU32);
+  }
   {
     const int64_t n = 5000;
     const std::vector<float> x = RandomNormal(n, 11, 3.0f), dy = RandomNormal(n, 12);
@@ -203,6 +245,11 @@ TEST_CASE("Elementwise kernels are bit-identical for 1 and 2 threads",
     BiasGrad(Ctx(threads), dy.data(), rows, cols, db.data());
     GeluForward(Ctx(threads), x.data(), g.data(), rows * cols);
     GeluBackward(Ctx(threads), x.data(), dy.data(), dg.data(), rows * cols);
+    std::vector<float> tg(rows * cols), tdg(rows * cols);
+    GeluTanhForward(Ctx(threads), x.data(), tg.data(), rows * cols);
+    GeluTanhBackward(Ctx(threads), x.data(), dy.data(), tdg.data(), rows * cols);
+    out.insert(out.end(), tg.begin(), tg.end());
+    out.insert(out.end(), tdg.begin(), tdg.end());
     SwigluForward(Ctx(threads), x.data(), s.data(), rows, cols / 2);
     SwigluBackward(Ctx(threads), x.data(), dy.data(), ds.data(), rows, cols / 2);
     for (auto* v : {&db, &g, &dg, &s, &ds}) out.insert(out.end(), v->begin(), v->end());

@@ -64,6 +64,17 @@ def op_gelu(io):
     io.out("dx", x.grad)
 
 
+def op_gelu_tanh(io):
+    """Tanh GELU, torch.nn.functional.gelu(approximate='tanh') (Megatron's bias_gelu)."""
+    n = io.i("n")
+    x = io.tensor("x", [n], grad=True)
+    dy = io.tensor("dy", [n])
+    y = torch.nn.functional.gelu(x, approximate="tanh")
+    y.backward(dy)
+    io.out("y", y)
+    io.out("dx", x.grad)
+
+
 def op_swiglu(io):
     """Megatron SwiGLU: x = cat(gate, up) on the last dim; y = silu(gate) * up."""
     rows, f = io.i("rows"), io.i("f")
