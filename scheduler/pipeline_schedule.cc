@@ -39,4 +39,37 @@ StageSchedule ForwardOnlySchedule(int32_t num_microbatches) {
   return ops;
 }
 
+std::string ToString(const PipelineSchedule& schedule) {
+  std::string s = absl::StrCat(schedule.name, " p=", schedule.num_stages,
+                               " v=", schedule.num_chunks, " m=", schedule.num_microbatches,
+                               schedule.forward_only ? " forward-only" : "", "\n");
+  for (size_t stage = 0; stage < schedule.stages.size(); ++stage) {
+    absl::StrAppend(&s, "stage ", stage, ": ", ToString(schedule.stages[stage]), "\n");
+  }
+  return s;
+}
+
+absl::Status CheckScheduleDimensions(const std::string& schedule_name, int32_t num_stages,
+                                     int32_t num_chunks, int32_t num_microbatches) {
+  if (num_stages < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        schedule_name, ": pipeline stages p must be >= 1, got ", num_stages));
+  }
+  if (num_chunks < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        schedule_name, ": model chunks per stage v must be >= 1, got ", num_chunks));
+  }
+  if (num_microbatches < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        schedule_name, ": micro-batches m must be >= 1, got ", num_microbatches));
+  }
+  const int64_t ops = int64_t{3} * num_stages * num_chunks * num_microbatches;
+  if (ops >= (int64_t{1} << 26)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        schedule_name, ": p=", num_stages, " v=", num_chunks, " m=", num_microbatches,
+        " gives ", ops, " ops, more than the 2^26 this library accepts"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace mxmaca::scheduler

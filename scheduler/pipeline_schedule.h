@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace mxmaca::scheduler {
 
 // OpKind: F = forward, B = backward for input gradients, W = backward for weight
@@ -44,6 +46,40 @@ StageSchedule SingleStageSchedule(int32_t num_microbatches);
 
 // ForwardOnlySchedule: F0 F1 ... for evaluation (no stash kept).
 StageSchedule ForwardOnlySchedule(int32_t num_microbatches);
+
+// PipelineSchedule: the op lists of all p stages of one pipeline for one iteration.
+//
+// Layout (Megatron's, megatron/core/parallel_state.py and schedules.py): the model is cut
+// into v * p virtual stages; model chunk c of stage s holds virtual stage k = c * p + s
+// (VirtualStage). Forward activations flow from virtual stage k to k + 1, input gradients
+// from k + 1 to k; so stage p - 1's chunk c sends to stage 0's chunk c + 1.
+// `stages[s]` is the ordered op list of stage s; every op's `chunk` is in [0, v) and its
+// `microbatch` in [0, m). A training schedule holds exactly one F, one B and one W per
+// (stage, chunk, micro-batch); a forward-only one exactly one F and nothing else.
+// ValidateSchedule (schedule_validator.h) proves a schedule complete and deadlock-free.
+struct PipelineSchedule {
+  std::string name;                   // "gpipe", "1f1b", "interleaved-1f1b", ...
+  int32_t num_stages = 1;             // p: pipeline stages (pipeline_model_parallel_size)
+  int32_t num_chunks = 1;             // v: model chunks per stage (virtual pipeline size)
+  int32_t num_microbatches = 0;       // m: micro-batches per iteration
+  bool forward_only = false;          // evaluation: F only, no B or W
+  std::vector<StageSchedule> stages;  // [p] op lists
+};
+
+// VirtualStage: the virtual pipeline stage held by model chunk `chunk` of stage `stage`
+// in a pipeline of `num_stages` stages: chunk * num_stages + stage (Megatron's layout).
+inline int32_t VirtualStage(int32_t chunk, int32_t stage, int32_t num_stages) {
+  return chunk * num_stages + stage;
+}
+
+// ToString: a name/p/v/m header line, then one line "stage s: <ops>" per stage.
+std::string ToString(const PipelineSchedule& schedule);
+
+// CheckScheduleDimensions: OK when p >= 1, v >= 1, m >= 1 and the schedule's op count
+// 3 * p * v * m stays below 2^26 (a guard against absurd inputs, not a Megatron rule);
+// otherwise InvalidArgument naming `schedule_name` and the offending value.
+absl::Status CheckScheduleDimensions(const std::string& schedule_name, int32_t num_stages,
+                                     int32_t num_chunks, int32_t num_microbatches);
 
 }  // namespace mxmaca::scheduler
 
