@@ -52,4 +52,4 @@ echo "=== train"
 
 echo "=== generate"
 "$MXMACA" generate --load "$OUT/checkpoints" --prompt "And God said" \
-  --max-new-tokens 60 --top-k 1
+  --max-new-tokens 80 --top-k 8 --temperature 0.8 --seed 1

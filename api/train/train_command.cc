@@ -147,6 +147,7 @@ absl::StatusOr<ResumePoint> MaybeLoad(const MegatronArgs& a, const layers::GptCo
   MXMACA_ASSIGN_OR_RETURN(actors::checkpoint::CheckpointReader reader,
                           actors::checkpoint::CheckpointReader::Open(dir));
   MXMACA_RETURN_IF_ERROR(CheckModelMatchesCheckpoint(model, reader.args(), reader.dir()));
+  MXMACA_RETURN_IF_ERROR(reader.VerifyChecksums());  // silent data corruption -> error
   MXMACA_RETURN_IF_ERROR(actors::LoadStageParameters(reader, stage.parameters()));
   const nlohmann::json& st = reader.state();
   if (!a.finetune) {
