@@ -1,0 +1,61 @@
+// scheduler/schedule_factory.cc: see schedule_factory.h.
+#include "scheduler/schedule_factory.h"
+
+#include "absl/strings/str_cat.h"
+#include "scheduler/forward_only.h"
+#include "scheduler/gpipe.h"
+#include "scheduler/interleaved_1f1b.h"
+#include "scheduler/one_f_one_b.h"
+#include "scheduler/schedule_validator.h"
+
+namespace mxmaca::scheduler {
+
+absl::StatusOr<ScheduleKind> ParseScheduleKind(std::string_view name) {
+  if (name == "gpipe") return ScheduleKind::kGPipe;
+  if (name == "1f1b") return ScheduleKind::kOneFOneB;
+  if (name == "interleaved-1f1b" || name == "interleaved") return ScheduleKind::kInterleaved1F1B;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown pipeline schedule '", std::string(name),
+      "'; expected gpipe, 1f1b or interleaved-1f1b"));
+}
+
+std::string ScheduleKindName(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::kGPipe:
+      return "gpipe";
+    case ScheduleKind::kOneFOneB:
+      return "1f1b";
+    case ScheduleKind::kInterleaved1F1B:
+      return "interleaved-1f1b";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<PipelineSchedule> BuildSchedule(const ScheduleOptions& options) {
+  absl::StatusOr<PipelineSchedule> schedule;
+  if (options.forward_only) {
+    schedule = ForwardOnlyPipelineSchedule(options.num_stages, options.num_chunks,
+                                           options.num_microbatches,
+                                           options.microbatch_group_size);
+  } else if (options.kind == ScheduleKind::kInterleaved1F1B) {
+    schedule = Interleaved1F1BSchedule(options.num_stages, options.num_chunks,
+                                       options.num_microbatches, options.microbatch_group_size);
+  } else if (options.num_chunks != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ScheduleKindName(options.kind), ": model chunks per stage v = ", options.num_chunks,
+        " need the interleaved-1f1b schedule"));
+  } else if (options.kind == ScheduleKind::kGPipe) {
+    schedule = GPipeSchedule(options.num_stages, options.num_microbatches);
+  } else {
+    schedule = OneFOneBSchedule(options.num_stages, options.num_microbatches);
+  }
+  if (!schedule.ok()) return schedule.status();
+  absl::Status valid = ValidateSchedule(*schedule);
+  if (!valid.ok()) {
+    return absl::InternalError(absl::StrCat("generated ", schedule->name,
+                                            " schedule does not validate: ", valid.message()));
+  }
+  return schedule;
+}
+
+}  // namespace mxmaca::scheduler

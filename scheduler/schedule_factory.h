@@ -1,0 +1,50 @@
+// scheduler/schedule_factory.h: picks and builds a pipeline schedule from options (the
+// runtime's --pipeline-schedule flag and Megatron's pipeline flags), validated.
+//
+// Megatron chooses implicitly: interleaved 1F1B when a virtual pipeline size > 1 is set
+// (--num-layers-per-virtual-pipeline-stage / --num-virtual-stages-per-pipeline-rank), else
+// 1F1B (megatron/core/pipeline_parallel/schedules.py get_forward_backward_func). MXMACA
+// adds GPipe, selected by name.
+#ifndef MXMACA_SCHEDULER_SCHEDULE_FACTORY_H_
+#define MXMACA_SCHEDULER_SCHEDULE_FACTORY_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "scheduler/pipeline_schedule.h"
+
+namespace mxmaca::scheduler {
+
+// ScheduleKind: the published schedules this library generates.
+enum class ScheduleKind : uint8_t { kGPipe, kOneFOneB, kInterleaved1F1B };
+
+// ParseScheduleKind: "gpipe", "1f1b" or "interleaved-1f1b" (also "interleaved"); errors
+// (InvalidArgument) name the value and list the accepted ones.
+absl::StatusOr<ScheduleKind> ParseScheduleKind(std::string_view name);
+
+// ScheduleKindName: the canonical name ParseScheduleKind accepts ("gpipe", ...).
+std::string ScheduleKindName(ScheduleKind kind);
+
+// ScheduleOptions: what BuildSchedule needs.
+struct ScheduleOptions {
+  ScheduleKind kind = ScheduleKind::kOneFOneB;
+  int32_t num_stages = 1;        // p: --pipeline-model-parallel-size
+  int32_t num_chunks = 1;        // v: virtual pipeline size (1 = no interleaving)
+  int32_t num_microbatches = 1;  // m: global batch / (micro batch * data parallel)
+  // --microbatch-group-size-per-virtual-pipeline-stage; 0 = Megatron's default, p.
+  int32_t microbatch_group_size = 0;
+  bool forward_only = false;     // evaluation: ForwardOnlyPipelineSchedule
+};
+
+// BuildSchedule: generates the schedule `options` asks for and proves it with
+// ValidateSchedule. Forward-only ignores `kind`. Errors: InvalidArgument for the
+// generator's (p, v, m or group size out of range) and for v > 1 with GPipe or 1F1B
+// ("gpipe: model chunks per stage v = 2 need the interleaved-1f1b schedule"); Internal
+// when a generated schedule fails validation (a generator bug, reported rather than run).
+absl::StatusOr<PipelineSchedule> BuildSchedule(const ScheduleOptions& options);
+
+}  // namespace mxmaca::scheduler
+
+#endif  // MXMACA_SCHEDULER_SCHEDULE_FACTORY_H_

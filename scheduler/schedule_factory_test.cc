@@ -1,0 +1,58 @@
+// Tests schedule selection by name and BuildSchedule's routing and errors.
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "scheduler/interleaved_1f1b.h"
+#include "scheduler/schedule_factory.h"
+
+namespace mxmaca::scheduler {
+namespace {
+
+TEST_CASE("schedule names parse and print back") {
+  for (ScheduleKind kind :
+       {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved1F1B}) {
+    auto parsed = ParseScheduleKind(ScheduleKindName(kind));
+    REQUIRE(parsed.ok());
+    CHECK(*parsed == kind);
+  }
+  CHECK(*ParseScheduleKind("interleaved") == ScheduleKind::kInterleaved1F1B);
+  CHECK_THAT(std::string(ParseScheduleKind("zb-h1").status().message()),
+             Catch::Contains("unknown pipeline schedule 'zb-h1'"));
+}
+
+TEST_CASE("BuildSchedule routes to the generators and validates") {
+  ScheduleOptions options;
+  options.num_stages = 4;
+  options.num_microbatches = 8;
+  options.kind = ScheduleKind::kGPipe;
+  CHECK(BuildSchedule(options)->name == "gpipe");
+  options.kind = ScheduleKind::kOneFOneB;
+  CHECK(BuildSchedule(options)->name == "1f1b");
+  options.kind = ScheduleKind::kInterleaved1F1B;
+  options.num_chunks = 2;
+  auto inter = BuildSchedule(options);
+  REQUIRE(inter.ok());
+  CHECK(inter->stages == Interleaved1F1BSchedule(4, 2, 8)->stages);
+  options.forward_only = true;
+  auto eval = BuildSchedule(options);
+  REQUIRE(eval.ok());
+  CHECK(eval->forward_only);
+  CHECK(eval->num_chunks == 2);
+}
+
+TEST_CASE("BuildSchedule rejects chunks without interleaving and bad sizes") {
+  ScheduleOptions options;
+  options.kind = ScheduleKind::kGPipe;
+  options.num_stages = 2;
+  options.num_chunks = 2;
+  options.num_microbatches = 4;
+  CHECK_THAT(std::string(BuildSchedule(options).status().message()),
+             Catch::Contains("gpipe: model chunks per stage v = 2 need the interleaved-1f1b"));
+  options.kind = ScheduleKind::kInterleaved1F1B;
+  options.num_microbatches = 1;
+  CHECK(absl::IsInvalidArgument(BuildSchedule(options).status()));
+}
+
+}  // namespace
+}  // namespace mxmaca::scheduler
