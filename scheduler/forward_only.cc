@@ -8,13 +8,11 @@
 
 namespace mxmaca::scheduler {
 
-absl::StatusOr<PipelineSchedule> ForwardOnlyPipelineSchedule(int32_t num_stages,
-                                                            int32_t num_chunks,
-                                                            int32_t num_microbatches,
-                                                            int32_t group_size) {
+absl::StatusOr<PipelineSchedule> ForwardOnlyPipelineSchedule(int32_t num_stages, int32_t num_chunks,
+                                                             int32_t num_microbatches,
+                                                             int32_t group_size) {
   const char* kName = "forward-only";
-  absl::Status status =
-      CheckScheduleDimensions(kName, num_stages, num_chunks, num_microbatches);
+  absl::Status status = CheckScheduleDimensions(kName, num_stages, num_chunks, num_microbatches);
   if (!status.ok()) return status;
   if (group_size < 0) {
     return absl::InvalidArgumentError(

@@ -19,10 +19,9 @@ namespace mxmaca::scheduler {
 // evaluation accepts m < p). The result has forward_only = true. Nothing is stashed: an
 // activation is freed once its forward has sent it on.
 // Errors: InvalidArgument when p, v or m < 1, or group_size < 0.
-absl::StatusOr<PipelineSchedule> ForwardOnlyPipelineSchedule(int32_t num_stages,
-                                                            int32_t num_chunks,
-                                                            int32_t num_microbatches,
-                                                            int32_t group_size = 0);
+absl::StatusOr<PipelineSchedule> ForwardOnlyPipelineSchedule(int32_t num_stages, int32_t num_chunks,
+                                                             int32_t num_microbatches,
+                                                             int32_t group_size = 0);
 
 }  // namespace mxmaca::scheduler
 

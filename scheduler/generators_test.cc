@@ -2,9 +2,8 @@
 // small cases derived by hand from the papers and Megatron's schedules.py, the warm-up
 // counts of Megatron's formulas, validity over p in {1,2,4,8}, m in {p,2p,4p,8p}, v in
 // {1,2,3}, and errors for impossible combinations.
-#include <string>
-
 #include <catch2/catch.hpp>
+#include <string>
 
 #include "scheduler/forward_only.h"
 #include "scheduler/gpipe.h"
@@ -36,12 +35,9 @@ TEST_CASE("1F1B matches the PipeDream-Flush order worked out by hand") {
   // p = 4, m = 6: stage s warms up with p - s - 1 forwards.
   auto s = OneFOneBSchedule(4, 6);
   REQUIRE(s.ok());
-  CHECK(ToString(s->stages[0]) ==
-        "F0 F1 F2 F3 B0 W0 F4 B1 W1 F5 B2 W2 B3 W3 B4 W4 B5 W5");
-  CHECK(ToString(s->stages[2]) ==
-        "F0 F1 B0 W0 F2 B1 W1 F3 B2 W2 F4 B3 W3 F5 B4 W4 B5 W5");
-  CHECK(ToString(s->stages[3]) ==
-        "F0 B0 W0 F1 B1 W1 F2 B2 W2 F3 B3 W3 F4 B4 W4 F5 B5 W5");
+  CHECK(ToString(s->stages[0]) == "F0 F1 F2 F3 B0 W0 F4 B1 W1 F5 B2 W2 B3 W3 B4 W4 B5 W5");
+  CHECK(ToString(s->stages[2]) == "F0 F1 B0 W0 F2 B1 W1 F3 B2 W2 F4 B3 W3 F5 B4 W4 B5 W5");
+  CHECK(ToString(s->stages[3]) == "F0 B0 W0 F1 B1 W1 F2 B2 W2 F3 B3 W3 F4 B4 W4 F5 B5 W5");
   // m < p: warm-up is capped at m.
   auto few = OneFOneBSchedule(4, 2);
   REQUIRE(few.ok());
@@ -165,8 +161,7 @@ TEST_CASE("generators reject impossible combinations, naming the values") {
              Catch::Contains("micro-batches m must be >= 1, got 0"));
   CHECK_THAT(message(Interleaved1F1BSchedule(2, 0, 4).status()),
              Catch::Contains("model chunks per stage v must be >= 1, got 0"));
-  CHECK_THAT(message(Interleaved1F1BSchedule(-3, 2, 4).status()),
-             Catch::Contains("got -3"));
+  CHECK_THAT(message(Interleaved1F1BSchedule(-3, 2, 4).status()), Catch::Contains("got -3"));
   // Interleaving needs m >= p with the default group size p.
   CHECK_THAT(message(Interleaved1F1BSchedule(4, 2, 2).status()),
              Catch::Contains("[p, m] = [4, 2], got 4"));
@@ -174,8 +169,7 @@ TEST_CASE("generators reject impossible combinations, naming the values") {
              Catch::Contains("[p, m] = [4, 8], got 3"));
   CHECK_THAT(message(Interleaved1F1BSchedule(4, 2, 6, 5).status()),
              Catch::Contains("6 % 5 = 1 must be 0 or >= p = 4"));
-  CHECK_THAT(message(ForwardOnlyPipelineSchedule(2, 1, 4, -1).status()),
-             Catch::Contains("got -1"));
+  CHECK_THAT(message(ForwardOnlyPipelineSchedule(2, 1, 4, -1).status()), Catch::Contains("got -1"));
   CHECK(!OneFOneBSchedule(1 << 20, 1 << 10).ok());
 }
 

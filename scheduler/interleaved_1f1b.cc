@@ -24,27 +24,26 @@ std::vector<std::pair<int32_t, int32_t>> InterleavedScheduleTable(int32_t num_mi
 }
 
 absl::StatusOr<PipelineSchedule> Interleaved1F1BSchedule(int32_t num_stages, int32_t num_chunks,
-                                                        int32_t num_microbatches,
-                                                        int32_t group_size) {
+                                                         int32_t num_microbatches,
+                                                         int32_t group_size) {
   const char* kName = "interleaved-1f1b";
-  absl::Status status =
-      CheckScheduleDimensions(kName, num_stages, num_chunks, num_microbatches);
+  absl::Status status = CheckScheduleDimensions(kName, num_stages, num_chunks, num_microbatches);
   if (!status.ok()) return status;
   if (num_chunks == 1) return OneFOneBSchedule(num_stages, num_microbatches);
   if (group_size == 0) group_size = num_stages;
   if (group_size < num_stages || group_size > num_microbatches) {
     return absl::InvalidArgumentError(absl::StrCat(
-        kName, ": the micro-batch group size per virtual stage must be in [p, m] = [",
-        num_stages, ", ", num_microbatches, "], got ", group_size,
+        kName, ": the micro-batch group size per virtual stage must be in [p, m] = [", num_stages,
+        ", ", num_microbatches, "], got ", group_size,
         group_size == num_stages ? " (default p: interleaving needs m >= p micro-batches)" : "",
         " (Megatron schedules.py forward_backward_pipelining_with_interleaving)"));
   }
   const int32_t last_group = num_microbatches % group_size;
   if (last_group > 0 && last_group < num_stages) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kName, ": m % group size = ", num_microbatches, " % ", group_size, " = ", last_group,
-        " must be 0 or >= p = ", num_stages,
-        " (a smaller final group leaves dependency bubbles; Megatron rejects it)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(kName, ": m % group size = ", num_microbatches, " % ", group_size, " = ",
+                     last_group, " must be 0 or >= p = ", num_stages,
+                     " (a smaller final group leaves dependency bubbles; Megatron rejects it)"));
   }
 
   const auto table = InterleavedScheduleTable(num_microbatches, num_chunks, group_size);

@@ -48,8 +48,8 @@ std::vector<std::pair<int32_t, int32_t>> InterleavedScheduleTable(int32_t num_mi
 // [PP, M]", which for the default group_size = p means m >= p); when 0 < m % group_size < p
 // (Megatron: the final group would leave dependency bubbles).
 absl::StatusOr<PipelineSchedule> Interleaved1F1BSchedule(int32_t num_stages, int32_t num_chunks,
-                                                        int32_t num_microbatches,
-                                                        int32_t group_size = 0);
+                                                         int32_t num_microbatches,
+                                                         int32_t group_size = 0);
 
 }  // namespace mxmaca::scheduler
 

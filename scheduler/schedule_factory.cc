@@ -14,9 +14,8 @@ absl::StatusOr<ScheduleKind> ParseScheduleKind(std::string_view name) {
   if (name == "gpipe") return ScheduleKind::kGPipe;
   if (name == "1f1b") return ScheduleKind::kOneFOneB;
   if (name == "interleaved-1f1b" || name == "interleaved") return ScheduleKind::kInterleaved1F1B;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown pipeline schedule '", std::string(name),
-      "'; expected gpipe, 1f1b or interleaved-1f1b"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown pipeline schedule '", std::string(name),
+                                                 "'; expected gpipe, 1f1b or interleaved-1f1b"));
 }
 
 std::string ScheduleKindName(ScheduleKind kind) {
@@ -35,8 +34,7 @@ absl::StatusOr<PipelineSchedule> BuildSchedule(const ScheduleOptions& options) {
   absl::StatusOr<PipelineSchedule> schedule;
   if (options.forward_only) {
     schedule = ForwardOnlyPipelineSchedule(options.num_stages, options.num_chunks,
-                                           options.num_microbatches,
-                                           options.microbatch_group_size);
+                                           options.num_microbatches, options.microbatch_group_size);
   } else if (options.kind == ScheduleKind::kInterleaved1F1B) {
     schedule = Interleaved1F1BSchedule(options.num_stages, options.num_chunks,
                                        options.num_microbatches, options.microbatch_group_size);

@@ -35,7 +35,7 @@ struct ScheduleOptions {
   int32_t num_microbatches = 1;  // m: global batch / (micro batch * data parallel)
   // --microbatch-group-size-per-virtual-pipeline-stage; 0 = Megatron's default, p.
   int32_t microbatch_group_size = 0;
-  bool forward_only = false;     // evaluation: ForwardOnlyPipelineSchedule
+  bool forward_only = false;  // evaluation: ForwardOnlyPipelineSchedule
 };
 
 // BuildSchedule: generates the schedule `options` asks for and proves it with

@@ -1,10 +1,10 @@
 // Tests schedule selection by name and BuildSchedule's routing and errors.
-#include <string>
+#include "scheduler/schedule_factory.h"
 
 #include <catch2/catch.hpp>
+#include <string>
 
 #include "scheduler/interleaved_1f1b.h"
-#include "scheduler/schedule_factory.h"
 
 namespace mxmaca::scheduler {
 namespace {

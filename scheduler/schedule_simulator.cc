@@ -75,25 +75,23 @@ OpCosts OpCosts::Uniform(int32_t num_stages, double forward, double backward_inp
 absl::StatusOr<ScheduleTiming> SimulateSchedule(const PipelineSchedule& schedule,
                                                 const OpCosts& costs) {
   const int32_t p = schedule.num_stages;
-  absl::Status status = CheckScheduleDimensions(
-      schedule.name.empty() ? "schedule" : schedule.name, p, schedule.num_chunks,
-      schedule.num_microbatches);
+  absl::Status status = CheckScheduleDimensions(schedule.name.empty() ? "schedule" : schedule.name,
+                                                p, schedule.num_chunks, schedule.num_microbatches);
   if (!status.ok()) return status;
   if (schedule.stages.size() != static_cast<size_t>(p)) {
-    return absl::InvalidArgumentError(absl::StrCat("schedule has ", schedule.stages.size(),
-                                                   " stage lists, expected p = ", p));
+    return absl::InvalidArgumentError(
+        absl::StrCat("schedule has ", schedule.stages.size(), " stage lists, expected p = ", p));
   }
   if (costs.per_stage.size() != static_cast<size_t>(p)) {
-    return absl::InvalidArgumentError(absl::StrCat("op costs given for ",
-                                                   costs.per_stage.size(),
-                                                   " stages, expected p = ", p));
+    return absl::InvalidArgumentError(
+        absl::StrCat("op costs given for ", costs.per_stage.size(), " stages, expected p = ", p));
   }
   for (int32_t s = 0; s < p; ++s) {
     for (int kind = 0; kind < 3; ++kind) {
       if (!(costs.per_stage[s][kind] >= 0)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "stage ", s, ": op time of kind ", kind, " must be >= 0, got ",
-            costs.per_stage[s][kind]));
+        return absl::InvalidArgumentError(absl::StrCat("stage ", s, ": op time of kind ", kind,
+                                                       " must be >= 0, got ",
+                                                       costs.per_stage[s][kind]));
       }
     }
   }
@@ -113,12 +111,11 @@ absl::StatusOr<ScheduleTiming> SimulateSchedule(const PipelineSchedule& schedule
     for (size_t i = 0; i < ops.size(); ++i) {
       const PipelineOp& op = ops[i];
       const int kind = static_cast<int>(op.kind);
-      if (kind < 0 || kind > 2 || op.microbatch < 0 ||
-          op.microbatch >= schedule.num_microbatches || op.chunk < 0 ||
-          op.chunk >= schedule.num_chunks) {
+      if (kind < 0 || kind > 2 || op.microbatch < 0 || op.microbatch >= schedule.num_microbatches ||
+          op.chunk < 0 || op.chunk >= schedule.num_chunks) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "stage ", s, ": op ", i, " (kind ", kind, ", micro-batch ", op.microbatch,
-            ", chunk ", op.chunk, ") is out of range: kind in [0, 3), micro-batch in [0, ",
+            "stage ", s, ": op ", i, " (kind ", kind, ", micro-batch ", op.microbatch, ", chunk ",
+            op.chunk, ") is out of range: kind in [0, 3), micro-batch in [0, ",
             schedule.num_microbatches, "), chunk in [0, ", schedule.num_chunks, ")"));
       }
       const size_t id = index(op.kind, VirtualStage(op.chunk, s, p), op.microbatch);
@@ -190,8 +187,8 @@ absl::StatusOr<ScheduleTiming> SimulateSchedule(const PipelineSchedule& schedule
       const size_t dep = index(in.kind, in.virtual_stage, in.mb);
       if ((in.message ? output_ready[dep] : finish[dep]) != kNotYet) continue;
       const int32_t from = in.virtual_stage % p;
-      std::string what = absl::StrCat("stage ", s, " waits at ", ToString(op), " (op ",
-                                      next[s], ") for ", Describe(in, p));
+      std::string what = absl::StrCat("stage ", s, " waits at ", ToString(op), " (op ", next[s],
+                                      ") for ", Describe(in, p));
       if (in.message) {
         absl::StrAppend(&what, " from stage ", from);
       } else {
@@ -206,9 +203,8 @@ absl::StatusOr<ScheduleTiming> SimulateSchedule(const PipelineSchedule& schedule
     }
   }
   if (!stuck.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(unsatisfiable ? "unsatisfiable input: " : "circular wait: ",
-                     absl::StrJoin(stuck, "; ")));
+    return absl::InvalidArgumentError(absl::StrCat(
+        unsatisfiable ? "unsatisfiable input: " : "circular wait: ", absl::StrJoin(stuck, "; ")));
   }
 
   timing.idle.resize(p);

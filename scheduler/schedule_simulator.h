@@ -52,10 +52,10 @@ struct OpTiming {
 
 // ScheduleTiming: the result of SimulateSchedule.
 struct ScheduleTiming {
-  double makespan = 0;                  // latest finish of any op
-  std::vector<double> busy;             // [p] sum of op durations on each stage
-  std::vector<double> idle;             // [p] makespan - busy
-  double bubble_fraction = 0;           // sum(idle) / (p * makespan); 0 when makespan = 0
+  double makespan = 0;                     // latest finish of any op
+  std::vector<double> busy;                // [p] sum of op durations on each stage
+  std::vector<double> idle;                // [p] makespan - busy
+  double bubble_fraction = 0;              // sum(idle) / (p * makespan); 0 when makespan = 0
   std::vector<std::vector<OpTiming>> ops;  // [p][op index in the stage's list]
 };
 

@@ -37,19 +37,17 @@ absl::Status CheckStage(const PipelineSchedule& schedule, int32_t stage) {
     if (kind < 0 || kind > 2 || op.microbatch < 0 || op.microbatch >= m || op.chunk < 0 ||
         op.chunk >= v) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "stage ", stage, ": op ", i, " (kind ", kind, ", micro-batch ", op.microbatch,
-          ", chunk ", op.chunk, ") is out of range: micro-batch in [0, ", m,
-          "), chunk in [0, ", v, ")"));
+          "stage ", stage, ": op ", i, " (kind ", kind, ", micro-batch ", op.microbatch, ", chunk ",
+          op.chunk, ") is out of range: micro-batch in [0, ", m, "), chunk in [0, ", v, ")"));
     }
     if (schedule.forward_only && op.kind != OpKind::kForward) {
-      return absl::InvalidArgumentError(absl::StrCat("stage ", stage, ": ", ToString(op),
-                                                     " (op ", i,
-                                                     ") in a forward-only schedule"));
+      return absl::InvalidArgumentError(absl::StrCat("stage ", stage, ": ", ToString(op), " (op ",
+                                                     i, ") in a forward-only schedule"));
     }
     int64_t& at = slot(kind, op.chunk, op.microbatch);
     if (at >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "stage ", stage, ": duplicate ", ToString(op), " at ops ", at, " and ", i));
+      return absl::InvalidArgumentError(
+          absl::StrCat("stage ", stage, ": duplicate ", ToString(op), " at ops ", at, " and ", i));
     }
     at = static_cast<int64_t>(i);
   }
@@ -58,12 +56,12 @@ absl::Status CheckStage(const PipelineSchedule& schedule, int32_t stage) {
     for (int32_t mb = 0; mb < m; ++mb) {
       for (int kind = 0; kind < kinds; ++kind) {
         if (slot(kind, chunk, mb) < 0) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "stage ", stage, ": missing ",
-              ToString(PipelineOp{static_cast<OpKind>(kind), mb, chunk}),
-              schedule.forward_only
-                  ? " (a forward-only schedule needs one F per micro-batch and chunk)"
-                  : " (each micro-batch and chunk needs one F, one B and one W)"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("stage ", stage, ": missing ",
+                           ToString(PipelineOp{static_cast<OpKind>(kind), mb, chunk}),
+                           schedule.forward_only
+                               ? " (a forward-only schedule needs one F per micro-batch and chunk)"
+                               : " (each micro-batch and chunk needs one F, one B and one W)"));
         }
       }
       for (int kind = 1; kind < kinds; ++kind) {
@@ -113,22 +111,20 @@ absl::Status CheckChannels(const PipelineSchedule& schedule) {
   for (const auto& [channel, messages] : sent) {
     const auto& [from, to, direction] = channel;
     const auto& wanted = consumed[channel];
-    const std::string name =
-        absl::StrCat("channel stage ", from, " -> stage ", to,
-                     direction == 0 ? " (activations)" : " (gradients)");
+    const std::string name = absl::StrCat("channel stage ", from, " -> stage ", to,
+                                          direction == 0 ? " (activations)" : " (gradients)");
     for (size_t n = 0; n < messages.size() && n < wanted.size(); ++n) {
       if (messages[n].consumer == wanted[n].first) continue;
       return absl::InvalidArgumentError(absl::StrCat(
-          "crossed sends on ", name, ": message ", n, " sent is ",
-          ToString(messages[n].sender), "'s output (stage ", from, " op ",
-          messages[n].sender_op, ") but stage ", to, " consumes ", ToString(wanted[n].first),
-          " (op ", wanted[n].second, ") first; a channel delivers in send order"));
+          "crossed sends on ", name, ": message ", n, " sent is ", ToString(messages[n].sender),
+          "'s output (stage ", from, " op ", messages[n].sender_op, ") but stage ", to,
+          " consumes ", ToString(wanted[n].first), " (op ", wanted[n].second,
+          ") first; a channel delivers in send order"));
     }
     // Completeness (checked before) makes the counts equal; guard anyway.
     if (messages.size() != wanted.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(name, ": ", messages.size(),
-                                                     " messages sent but ", wanted.size(),
-                                                     " consumed"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": ", messages.size(), " messages sent but ", wanted.size(), " consumed"));
     }
   }
   return absl::OkStatus();
@@ -137,14 +133,14 @@ absl::Status CheckChannels(const PipelineSchedule& schedule) {
 }  // namespace
 
 absl::Status ValidateSchedule(const PipelineSchedule& schedule) {
-  absl::Status status = CheckScheduleDimensions(
-      schedule.name.empty() ? "schedule" : schedule.name, schedule.num_stages,
-      schedule.num_chunks, schedule.num_microbatches);
+  absl::Status status =
+      CheckScheduleDimensions(schedule.name.empty() ? "schedule" : schedule.name,
+                              schedule.num_stages, schedule.num_chunks, schedule.num_microbatches);
   if (!status.ok()) return status;
   if (schedule.stages.size() != static_cast<size_t>(schedule.num_stages)) {
-    return absl::InvalidArgumentError(absl::StrCat("schedule has ", schedule.stages.size(),
-                                                   " stage lists, expected p = ",
-                                                   schedule.num_stages));
+    return absl::InvalidArgumentError(
+        absl::StrCat("schedule has ", schedule.stages.size(),
+                     " stage lists, expected p = ", schedule.num_stages));
   }
   for (int32_t s = 0; s < schedule.num_stages; ++s) {
     status = CheckStage(schedule, s);

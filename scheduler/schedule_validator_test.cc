@@ -2,6 +2,9 @@
 // missing W, a duplicate op, a wrong stage-local order, crossed sends (FIFO violation), a
 // circular wait, out-of-range ids and a bad shape are each rejected with a message that
 // names the stage and op.
+#include "scheduler/schedule_validator.h"
+
+#include <catch2/catch.hpp>
 #include <deque>
 #include <map>
 #include <random>
@@ -9,12 +12,9 @@
 #include <string>
 #include <tuple>
 
-#include <catch2/catch.hpp>
-
 #include "scheduler/gpipe.h"
 #include "scheduler/interleaved_1f1b.h"
 #include "scheduler/one_f_one_b.h"
-#include "scheduler/schedule_validator.h"
 
 namespace mxmaca::scheduler {
 namespace {
@@ -135,7 +135,7 @@ TEST_CASE("out-of-range ids, forward-only violations and bad shapes are rejected
 std::string RunWithQueues(const PipelineSchedule& s) {
   const int p = s.num_stages, num_virtual = s.num_stages * s.num_chunks;
   std::map<std::tuple<int, int, int>, std::deque<PipelineOp>> queues;  // (from, to, dir)
-  std::set<std::tuple<int, int, int, int>> done;                        // (stage, kind, mb, c)
+  std::set<std::tuple<int, int, int, int>> done;                       // (stage, kind, mb, c)
   std::vector<size_t> next(p, 0);
   for (bool progress = true; progress;) {
     progress = false;
