@@ -2,8 +2,9 @@
 // small cases derived by hand from the papers and Megatron's schedules.py, the warm-up
 // counts of Megatron's formulas, validity over p in {1,2,4,8}, m in {p,2p,4p,8p}, v in
 // {1,2,3}, and errors for impossible combinations.
-#include <catch2/catch.hpp>
 #include <string>
+
+#include <catch2/catch.hpp>
 
 #include "scheduler/forward_only.h"
 #include "scheduler/gpipe.h"

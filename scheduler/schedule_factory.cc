@@ -7,6 +7,7 @@
 #include "scheduler/interleaved_1f1b.h"
 #include "scheduler/one_f_one_b.h"
 #include "scheduler/schedule_validator.h"
+#include "scheduler/zero_bubble_h1.h"
 
 namespace mxmaca::scheduler {
 
@@ -14,8 +15,10 @@ absl::StatusOr<ScheduleKind> ParseScheduleKind(std::string_view name) {
   if (name == "gpipe") return ScheduleKind::kGPipe;
   if (name == "1f1b") return ScheduleKind::kOneFOneB;
   if (name == "interleaved-1f1b" || name == "interleaved") return ScheduleKind::kInterleaved1F1B;
-  return absl::InvalidArgumentError(absl::StrCat("unknown pipeline schedule '", std::string(name),
-                                                 "'; expected gpipe, 1f1b or interleaved-1f1b"));
+  if (name == "zb-h1") return ScheduleKind::kZeroBubbleH1;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown pipeline schedule '", std::string(name),
+                   "'; expected gpipe, 1f1b, interleaved-1f1b or zb-h1"));
 }
 
 std::string ScheduleKindName(ScheduleKind kind) {
@@ -26,6 +29,8 @@ std::string ScheduleKindName(ScheduleKind kind) {
       return "1f1b";
     case ScheduleKind::kInterleaved1F1B:
       return "interleaved-1f1b";
+    case ScheduleKind::kZeroBubbleH1:
+      return "zb-h1";
   }
   return "unknown";
 }
@@ -42,6 +47,8 @@ absl::StatusOr<PipelineSchedule> BuildSchedule(const ScheduleOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         ScheduleKindName(options.kind), ": model chunks per stage v = ", options.num_chunks,
         " need the interleaved-1f1b schedule"));
+  } else if (options.kind == ScheduleKind::kZeroBubbleH1) {
+    schedule = ZeroBubbleH1Schedule(options.num_stages, options.num_microbatches);
   } else if (options.kind == ScheduleKind::kGPipe) {
     schedule = GPipeSchedule(options.num_stages, options.num_microbatches);
   } else {

@@ -4,7 +4,7 @@
 // Megatron chooses implicitly: interleaved 1F1B when a virtual pipeline size > 1 is set
 // (--num-layers-per-virtual-pipeline-stage / --num-virtual-stages-per-pipeline-rank), else
 // 1F1B (megatron/core/pipeline_parallel/schedules.py get_forward_backward_func). MXMACA
-// adds GPipe, selected by name.
+// adds GPipe and ZB-H1 (zero bubble), selected by name.
 #ifndef MXMACA_SCHEDULER_SCHEDULE_FACTORY_H_
 #define MXMACA_SCHEDULER_SCHEDULE_FACTORY_H_
 
@@ -18,9 +18,9 @@
 namespace mxmaca::scheduler {
 
 // ScheduleKind: the published schedules this library generates.
-enum class ScheduleKind : uint8_t { kGPipe, kOneFOneB, kInterleaved1F1B };
+enum class ScheduleKind : uint8_t { kGPipe, kOneFOneB, kInterleaved1F1B, kZeroBubbleH1 };
 
-// ParseScheduleKind: "gpipe", "1f1b" or "interleaved-1f1b" (also "interleaved"); errors
+// ParseScheduleKind: "gpipe", "1f1b", "interleaved-1f1b" (also "interleaved") or "zb-h1"; errors
 // (InvalidArgument) name the value and list the accepted ones.
 absl::StatusOr<ScheduleKind> ParseScheduleKind(std::string_view name);
 
@@ -40,7 +40,7 @@ struct ScheduleOptions {
 
 // BuildSchedule: generates the schedule `options` asks for and proves it with
 // ValidateSchedule. Forward-only ignores `kind`. Errors: InvalidArgument for the
-// generator's (p, v, m or group size out of range) and for v > 1 with GPipe or 1F1B
+// generator's (p, v, m or group size out of range) and for v > 1 with GPipe, 1F1B or ZB-H1
 // ("gpipe: model chunks per stage v = 2 need the interleaved-1f1b schedule"); Internal
 // when a generated schedule fails validation (a generator bug, reported rather than run).
 absl::StatusOr<PipelineSchedule> BuildSchedule(const ScheduleOptions& options);

@@ -1,8 +1,9 @@
 // Tests schedule selection by name and BuildSchedule's routing and errors.
 #include "scheduler/schedule_factory.h"
 
-#include <catch2/catch.hpp>
 #include <string>
+
+#include <catch2/catch.hpp>
 
 #include "scheduler/interleaved_1f1b.h"
 
@@ -10,15 +11,15 @@ namespace mxmaca::scheduler {
 namespace {
 
 TEST_CASE("schedule names parse and print back") {
-  for (ScheduleKind kind :
-       {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved1F1B}) {
+  for (ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB,
+                            ScheduleKind::kInterleaved1F1B, ScheduleKind::kZeroBubbleH1}) {
     auto parsed = ParseScheduleKind(ScheduleKindName(kind));
     REQUIRE(parsed.ok());
     CHECK(*parsed == kind);
   }
   CHECK(*ParseScheduleKind("interleaved") == ScheduleKind::kInterleaved1F1B);
-  CHECK_THAT(std::string(ParseScheduleKind("zb-h1").status().message()),
-             Catch::Contains("unknown pipeline schedule 'zb-h1'"));
+  CHECK_THAT(std::string(ParseScheduleKind("zb-v").status().message()),
+             Catch::Contains("unknown pipeline schedule 'zb-v'"));
 }
 
 TEST_CASE("BuildSchedule routes to the generators and validates") {
@@ -29,6 +30,8 @@ TEST_CASE("BuildSchedule routes to the generators and validates") {
   CHECK(BuildSchedule(options)->name == "gpipe");
   options.kind = ScheduleKind::kOneFOneB;
   CHECK(BuildSchedule(options)->name == "1f1b");
+  options.kind = ScheduleKind::kZeroBubbleH1;
+  CHECK(BuildSchedule(options)->name == "zb-h1");
   options.kind = ScheduleKind::kInterleaved1F1B;
   options.num_chunks = 2;
   auto inter = BuildSchedule(options);

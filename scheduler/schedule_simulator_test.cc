@@ -4,12 +4,13 @@
 // GPipe's makespan with communication latency; 1F1B's stash bound min(p - s, m).
 #include "scheduler/schedule_simulator.h"
 
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
 #include <random>
 #include <string>
 #include <tuple>
+
+#include <catch2/catch.hpp>
 
 #include "scheduler/forward_only.h"
 #include "scheduler/gpipe.h"

@@ -4,7 +4,6 @@
 // names the stage and op.
 #include "scheduler/schedule_validator.h"
 
-#include <catch2/catch.hpp>
 #include <deque>
 #include <map>
 #include <random>
@@ -12,9 +11,12 @@
 #include <string>
 #include <tuple>
 
+#include <catch2/catch.hpp>
+
 #include "scheduler/gpipe.h"
 #include "scheduler/interleaved_1f1b.h"
 #include "scheduler/one_f_one_b.h"
+#include "scheduler/zero_bubble_h1.h"
 
 namespace mxmaca::scheduler {
 namespace {
@@ -185,12 +187,15 @@ TEST_CASE("validator agrees with a FIFO-queue execution on randomly perturbed sc
     const int p = 2 + static_cast<int>(rng() % 3);
     const int m = p * (1 + static_cast<int>(rng() % 2));  // interleaving needs m % p == 0 here
     absl::StatusOr<PipelineSchedule> s;
-    switch (rng() % 3) {
+    switch (rng() % 4) {
       case 0:
         s = GPipeSchedule(p, m);
         break;
       case 1:
         s = OneFOneBSchedule(p, m);
+        break;
+      case 2:
+        s = ZeroBubbleH1Schedule(p, m);
         break;
       default:
         s = Interleaved1F1BSchedule(p, 2, m);
