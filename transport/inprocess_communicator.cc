@@ -64,6 +64,12 @@ std::string Report(const std::vector<std::unique_ptr<InProcessHub::Post>>& arriv
                       absl::StrJoin(missing, ", "), "]");
 }
 
+// CopyBytes: memmove that accepts null pointers when there is nothing to copy (a rank may
+// pass nullptr buffers with count 0, and an empty std::vector's data() may be null).
+void CopyBytes(void* dst, const void* src, int64_t bytes) {
+  if (bytes > 0) std::memmove(dst, src, static_cast<size_t>(bytes));
+}
+
 bool Overflows(int64_t count, int64_t elem) { return count > (INT64_MAX / 4) / elem; }
 
 }  // namespace
@@ -246,11 +252,14 @@ CollectiveInfo InProcessHub::Submit(int rank, const ProcessGroup& group, Post po
   bool member = group.rank_in_group >= 0 && group.rank_in_group < group.size() &&
                 group.ranks[group.rank_in_group] == rank;
   for (int r : group.ranks) member = member && r >= 0 && r < world_size_;
-  if (!member) {
-    const absl::Status status = absl::InvalidArgumentError(absl::StrCat(
-        "InProcessHub: ", info.ToString(), ": rank ", rank, " is not member ",
-        group.rank_in_group, " of ", group.name(), " ranks [", absl::StrJoin(group.ranks, ", "),
-        "] (world ", world_size_, ")"));
+  // Likewise a send/recv whose peer is outside the group: there is no channel to match on.
+  if (!member || (p2p && info.peer < 0)) {
+    const absl::Status status = absl::InvalidArgumentError(
+        !member ? absl::StrCat("InProcessHub: ", info.ToString(), ": rank ", rank,
+                               " is not member ", group.rank_in_group, " of ", group.name(),
+                               " ranks [", absl::StrJoin(group.ranks, ", "), "] (world ",
+                               world_size_, ")")
+                : absl::StrCat("InProcessHub: ", info.ToString(), ": ", post->invalid));
     if (post->done) post->done(info, status);
     return info;
   }
@@ -377,11 +386,11 @@ void InProcessHub::Complete(const std::shared_ptr<Pending>& pending) {
         for (int64_t i = 0; i < count; ++i) acc[i] += x[i];
       }
       if (first.info.op == CollectiveOp::kAllReduce) {
-        for (int j = 0; j < n; ++j) std::memcpy(s[j]->recv, acc.data(), count * sizeof(float));
+        for (int j = 0; j < n; ++j) CopyBytes(s[j]->recv, acc.data(), count * sizeof(float));
       } else {
         const int64_t chunk = count / n;
         for (int j = 0; j < n; ++j) {
-          std::memcpy(s[j]->recv, acc.data() + j * chunk, chunk * sizeof(float));
+          CopyBytes(s[j]->recv, acc.data() + j * chunk, chunk * sizeof(float));
         }
       }
       break;
@@ -390,8 +399,8 @@ void InProcessHub::Complete(const std::shared_ptr<Pending>& pending) {
       const int64_t bytes = first.info.bytes;
       for (int j = 0; j < n; ++j) {
         for (int r = 0; r < n; ++r) {
-          // memmove: rank j's send may be its own slot j of recv (in-place all-gather).
-          std::memmove(static_cast<char*>(s[j]->recv) + r * bytes, s[r]->send, bytes);
+          // Overlap-safe: rank j's send may be its own slot j of recv (in-place all-gather).
+          CopyBytes(static_cast<char*>(s[j]->recv) + r * bytes, s[r]->send, bytes);
         }
       }
       break;
@@ -399,13 +408,13 @@ void InProcessHub::Complete(const std::shared_ptr<Pending>& pending) {
     case CollectiveOp::kBroadcast: {
       const void* src = s[first.root_index]->send;
       for (int j = 0; j < n; ++j) {
-        if (j != first.root_index) std::memcpy(s[j]->recv, src, first.info.bytes);
+        if (j != first.root_index) CopyBytes(s[j]->recv, src, first.info.bytes);
       }
       break;
     }
     case CollectiveOp::kSend:
     case CollectiveOp::kRecv:
-      std::memcpy(s[1]->recv, s[0]->send, s[0]->info.bytes);
+      CopyBytes(s[1]->recv, s[0]->send, s[0]->info.bytes);
       break;
     case CollectiveOp::kAllToAllV: {
       std::vector<std::string> bad;
@@ -427,7 +436,7 @@ void InProcessHub::Complete(const std::shared_ptr<Pending>& pending) {
       }
       for (int i = 0; i < n; ++i) {
         for (int j = 0; j < n; ++j) {
-          std::memcpy(static_cast<char*>(s[j]->recv) + s[j]->recv_displs[i] * elem,
+          CopyBytes(static_cast<char*>(s[j]->recv) + s[j]->recv_displs[i] * elem,
                       static_cast<const char*>(s[i]->send) + s[i]->send_displs[j] * elem,
                       s[i]->send_counts[j] * elem);
         }

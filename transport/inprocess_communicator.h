@@ -24,10 +24,13 @@
 // a flat sum over all d*m micro-batches differs in rounding (within ~d*m ulp).
 //
 // Errors, reported to every member's `done` (and to later posters of the same operation):
-//   InvalidArgument     a post with bad arguments (rank not at group.rank_in_group, null
-//                        buffer with count > 0, root/peer out of range, wrong vector sizes,
-//                        non-fp32 reduction); it still consumes its sequence number so the
-//                        other members fail promptly instead of waiting.
+//   InvalidArgument     a post with bad arguments (null buffer with count > 0, root out
+//                        of range, wrong vector sizes, negative counts, non-fp32 reduction);
+//                        it still consumes its sequence number so the other members fail
+//                        promptly instead of waiting. A rank that is not
+//                        group.ranks[group.rank_in_group], or a send/recv peer outside the
+//                        group, fails at once without consuming a sequence number (there
+//                        is no slot to match it to).
 //   FailedPrecondition  a mismatch for one (group, sequence): the report lists every
 //                        arrived rank's CollectiveInfo and the ranks not yet arrived.
 //   DeadlineExceeded    CheckTimeouts found the operation older than Options::timeout;
