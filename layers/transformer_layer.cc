@@ -9,7 +9,6 @@
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/philox.h"
-#include "layers/internal/gelu_tanh.h"
 
 namespace mxmaca::layers {
 
@@ -161,7 +160,7 @@ void TransformerLayer::Forward(const LayerCall& call, LayerStash* st, float* out
   if (c.swiglu) {
     cpu::SwigluForward(ctx, st->fc1_out.data(), st->act_out.data(), t, f);
   } else if (c.gelu_tanh_approximation) {
-    internal::GeluTanhForward(ctx, st->fc1_out.data(), st->act_out.data(), t * f);
+    kernels::cpu::GeluTanhForward(ctx, st->fc1_out.data(), st->act_out.data(), t * f);
   } else {
     cpu::GeluForward(ctx, st->fc1_out.data(), st->act_out.data(), t * f);
   }
@@ -214,7 +213,7 @@ void TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* st, cons
   if (c.swiglu) {
     cpu::SwigluBackward(ctx, st->fc1_out.data(), d_act, st->d_fc1.data(), t, f);
   } else if (c.gelu_tanh_approximation) {
-    internal::GeluTanhBackward(ctx, st->fc1_out.data(), d_act, st->d_fc1.data(), t * f);
+    kernels::cpu::GeluTanhBackward(ctx, st->fc1_out.data(), d_act, st->d_fc1.data(), t * f);
   } else {
     cpu::GeluBackward(ctx, st->fc1_out.data(), d_act, st->d_fc1.data(), t * f);
   }
