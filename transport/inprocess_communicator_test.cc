@@ -6,6 +6,7 @@
 #include "transport/inprocess_communicator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -390,6 +391,62 @@ TEST_CASE("InProcessHub hands completed work to the executor; posting never wait
   done.WaitFor(2);
   CHECK(x == std::vector<float>{1.75f, 2.0f});
   CHECK(y == x);
+}
+
+// Many operations in flight per group: each of 8 ranks (tp2 x dp4) posts 30 all-reduces
+// on its TP group and 30 on its DP group without waiting, interleaving the two groups in
+// its own random order (each group's order is the same on all members). Sequence numbers
+// must pair op k with op k on every member.
+TEST_CASE("InProcessHub pipelines many in-flight collectives per group") {
+  constexpr int kWorld = 8, kOps = 30;
+  constexpr int64_t kN = 33;
+  const RankGrid grid = *RankGrid::Create(kWorld, /*tp=*/2, /*pp=*/1);
+  std::mt19937 rng(555);
+  // in[r][g][k]: rank r's input for op k on group g (0 = tp, 1 = dp).
+  std::vector<std::vector<std::vector<std::vector<float>>>> in(kWorld), out(kWorld);
+  for (int r = 0; r < kWorld; ++r) {
+    in[r].resize(2);
+    out[r].resize(2);
+    for (int g = 0; g < 2; ++g) {
+      for (int k = 0; k < kOps; ++k) {
+        in[r][g].push_back(RandomFloats(rng, kN));
+        out[r][g].push_back(std::vector<float>(kN, 0.0f));
+      }
+    }
+  }
+  InProcessHub hub(kWorld);
+  Completions done;
+  std::atomic<int> wrong_sequence{0};
+  RunThreads(kWorld, 31, [&](int r) {
+    const RankView v = *grid.ForRank(r);
+    const ProcessGroup groups[2] = {v.tensor_model_parallel_group(), v.data_parallel_group()};
+    std::mt19937 order(r);
+    int next[2] = {0, 0};
+    while (next[0] < kOps || next[1] < kOps) {
+      int g = static_cast<int>(order() % 2);
+      if (next[g] == kOps) g = 1 - g;
+      const int k = next[g]++;
+      const CollectiveInfo info = hub.ForRank(r)->AllReduceSum(
+          groups[g], in[r][g][k].data(), out[r][g][k].data(), kN, done.Callback());
+      // Catch2 assertions are not thread-safe: count here, check on the test thread.
+      if (info.sequence != static_cast<uint64_t>(k)) ++wrong_sequence;
+    }
+  });
+  CHECK(wrong_sequence == 0);
+  done.WaitFor(2 * kOps * kWorld);
+  for (const auto& s : done.statuses()) REQUIRE(s.ok());
+  CHECK(hub.pending_operations() == 0);
+  for (int r = 0; r < kWorld; ++r) {
+    const RankView v = *grid.ForRank(r);
+    const ProcessGroup groups[2] = {v.tensor_model_parallel_group(), v.data_parallel_group()};
+    for (int g = 0; g < 2; ++g) {
+      for (int k = 0; k < kOps; ++k) {
+        std::vector<std::vector<float>> xs;
+        for (int m : groups[g].ranks) xs.push_back(in[m][g][k]);
+        REQUIRE(SameBits(out[r][g][k], SequentialSum(xs)));
+      }
+    }
+  }
 }
 
 // The 16-rank grid: tp2 cp2 dp2 pp2 with ep2 (etp = tp, edp = 2). Every rank posts six
