@@ -77,7 +77,7 @@ class RankGrid {
 
  private:
   RankGrid() = default;
-  // MemberGroup: the group of `rank` for a mask on `sizes`; sets *index to its group index.
+  // MemberGroup: the group of `rank` for a mask on `sizes` (ranks, index, rank_in_group).
   ProcessGroup MemberGroup(const std::array<int, kNumAxes>& sizes,
                            const std::array<bool, kNumAxes>& mask, int rank) const;
 
