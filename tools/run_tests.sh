@@ -38,7 +38,7 @@ fi
 
 echo "=== stage times ==="
 printf '%s\n' "${timings[@]}"
-echo "test targets: $passed passed, $failed failed"
+echo "tests: $passed passed, $failed failed"
 if [ "${#failed_stages[@]}" != 0 ]; then
   echo "failed stages: ${failed_stages[*]}"
   exit 1
