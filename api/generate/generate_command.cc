@@ -30,7 +30,16 @@ struct GenerateFlags {
   uint64_t seed = 1234;
   std::optional<std::string> vocab_file, merge_file;
   int64_t num_threads = std::max(1u, std::thread::hardware_concurrency());
+  bool help = false;
 };
+
+constexpr char kGenerateUsage[] =
+    "usage: mxmaca generate --load DIR --prompt TEXT [--max-new-tokens N (64)] [--top-k K (1 = "
+    "greedy)]\n"
+    "                       [--temperature T (1.0)] [--seed S (1234)] [--vocab-file F "
+    "--merge-file F]\n"
+    "                       [--num-threads N]\n"
+    "Samples text from the latest checkpoint in DIR (the --save directory of a training run).\n";
 
 absl::Status ParseInt(const std::string& flag, const std::string& v, int64_t* out, int64_t min) {
   if (!absl::SimpleAtoi(v, out) || *out < min) {
@@ -57,7 +66,10 @@ absl::StatusOr<GenerateFlags> ParseFlags(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
       return args[++i];
     };
-    if (flag == "--load") {
+    if (flag == "--help" || flag == "-h") {
+      f.help = true;
+      return f;
+    } else if (flag == "--load") {
       MXMACA_ASSIGN_OR_RETURN(f.load, next());
     } else if (flag == "--prompt") {
       MXMACA_ASSIGN_OR_RETURN(f.prompt, next());
@@ -119,8 +131,13 @@ int32_t PickToken(const float* logits, int64_t v, const GenerateFlags& f, std::m
 
 absl::Status RunGenerate(const std::vector<std::string>& args) {
   MXMACA_ASSIGN_OR_RETURN(GenerateFlags f, ParseFlags(args));
+  if (f.help) {
+    std::fputs(kGenerateUsage, stdout);
+    return absl::OkStatus();
+  }
   MXMACA_ASSIGN_OR_RETURN(actors::checkpoint::CheckpointReader reader,
                           actors::checkpoint::CheckpointReader::Open(f.load));
+  MXMACA_RETURN_IF_ERROR(reader.VerifyChecksums());  // never sample from corrupted weights
   MXMACA_ASSIGN_OR_RETURN(layers::GptConfig config, ModelConfigFromCheckpointArgs(reader.args()));
   config.num_threads = static_cast<int>(f.num_threads);
   config.recompute_granularity = layers::RecomputeGranularity::kNone;
@@ -150,6 +167,12 @@ absl::Status RunGenerate(const std::vector<std::string>& args) {
   MXMACA_RETURN_IF_ERROR(actors::LoadStageParameters(reader, stage->parameters()));
 
   std::vector<int32_t> tokens = tokenizer->Encode(f.prompt);
+  if (static_cast<int64_t>(tokens.size()) > config.seq_length) {
+    std::fprintf(stderr,
+                 "notice: the prompt has %zu tokens; the model sees only the last %lld "
+                 "(--seq-length of the checkpoint)\n",
+                 tokens.size(), static_cast<long long>(config.seq_length));
+  }
   std::mt19937_64 rng(f.seed);
   std::fprintf(stdout, "%s", f.prompt.c_str());
   std::fflush(stdout);

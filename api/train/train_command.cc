@@ -89,8 +89,26 @@ absl::Status CheckHonouredFlags(const MegatronArgs& a) {
   if (rejected.empty()) return absl::OkStatus();
   return absl::UnimplementedError(absl::StrCat(
       "mxmaca train does not honour ", absl::StrJoin(rejected, ", "),
-      " yet (the flag is Megatron's and is parsed, but this build's training path would "
-      "ignore it); remove it or see docs/FLAGS.md"));
+      " yet (the flag is parsed, but this build's single-device training path would ignore "
+      "it); remove it or see docs/FLAGS.md"));
+}
+
+// Creates `dir` if needed and checks that a file can be created in it.
+absl::Status CheckWritableDirectory(const std::string& dir, const char* flag) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir)) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, " ", dir, ": cannot create the directory",
+                                                   ec ? absl::StrCat(" (", ec.message(), ")") : ""));
+  }
+  const std::string probe = dir + "/.mxmaca_write_probe";
+  FILE* f = std::fopen(probe.c_str(), "w");
+  if (f == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, " ", dir, ": the directory is not writable"));
+  }
+  std::fclose(f);
+  std::filesystem::remove(probe, ec);
+  return absl::OkStatus();
 }
 
 absl::Status CheckSupportedLayout(const MegatronArgs& a) {
@@ -241,6 +259,9 @@ absl::StatusOr<actors::TrainingSummary> Train(const std::vector<std::string>& ar
   auto optimizer = std::make_shared<layers::AdamWOptimizer>(
       adam, stage->parameters().OptimizerTensors());
 
+  // A --save directory that cannot be written fails now, not at the first save.
+  if (args.save) MXMACA_RETURN_IF_ERROR(CheckWritableDirectory(*args.save, "--save"));
+
   // Schedule and resume.
   MXMACA_ASSIGN_OR_RETURN(layers::OptimizerParamSchedulerConfig sched_config,
                           SchedulerConfigFromArgs(args));
@@ -253,6 +274,13 @@ absl::StatusOr<actors::TrainingSummary> Train(const std::vector<std::string>& ar
   MXMACA_ASSIGN_OR_RETURN(data::GptDataConfig data_config, GptDataConfigFromArgs(args));
   data_config.eod_token = eod;
   data_config.vocab_size = vocab_size;
+  if (!data_config.blend && !data_config.blend_per_split[0] && !data_config.blend_per_split[1] &&
+      !data_config.blend_per_split[2]) {
+    print(args.mock_data
+              ? " > training on mock data (--mock-data: Megatron's MockGPTDataset)"
+              : " WARNING: no --data-path or --train-data-path given: training on mock data "
+                "(Megatron's MockGPTDataset), as Megatron does");
+  }
   print("> building train, validation, and test datasets for GPT ...");
   MXMACA_ASSIGN_OR_RETURN(data::GptDatasetSplits splits, data::BuildGptDatasets(data_config));
   if (!splits.train) return absl::InvalidArgumentError("the train split is empty (--split)");
@@ -332,8 +360,13 @@ absl::StatusOr<actors::TrainingSummary> Train(const std::vector<std::string>& ar
   cc->stages = {stage_actor};
   cc->data = actors::SpawnDataActor(system, dc);
 
-  print(absl::StrFormat("training ... (iterations %d to %d, global batch %d = %d micro-batches of %d)",
-                            resume.iteration + 1, train_iters, gbs, cc->num_microbatches, mbs));
+  if (resume.iteration >= train_iters) {
+    print(absl::StrFormat("nothing to train: the checkpoint is at iteration %d and --train-iters is %d",
+                          resume.iteration, train_iters));
+  } else {
+    print(absl::StrFormat("training ... (iterations %d to %d, global batch %d = %d micro-batches of %d)",
+                          resume.iteration + 1, train_iters, gbs, cc->num_microbatches, mbs));
+  }
   actors::TrainingSummary summary;
   bool got = false;
   std::string caf_error;
@@ -356,7 +389,7 @@ absl::StatusOr<actors::TrainingSummary> Train(const std::vector<std::string>& ar
   cc->data = nullptr;
   if (!got) return absl::InternalError(absl::StrCat("coordinator ended without a summary: ", caf_error));
   if (!summary.ok) return summary;
-  print(absl::StrFormat(
+  if (summary.last_iteration > summary.first_iteration) print(absl::StrFormat(
       "[after training is done] iterations %d..%d, skipped %d, mean %.0f tokens/s, peak "
       "activation memory %.1f MB",
       summary.first_iteration + 1, summary.last_iteration, summary.skipped_iterations,
