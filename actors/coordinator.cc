@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "actors/checkpoint/checkpoint_writer.h"
 #include "actors/stage_checkpoint.h"
+#include "actors/trace.h"
 #include "scheduler/pipeline_schedule.h"
 
 namespace mxmaca::actors {
@@ -90,6 +91,7 @@ struct CoordinatorState {
   double timed_seconds = 0.0;
   int64_t timed_iterations = 0;
   Clock::time_point iteration_start;
+  std::unique_ptr<ChromeTraceWriter> trace;
 };
 
 using CoordinatorPointer = CoordinatorActor::stateful_pointer<CoordinatorState>;
@@ -98,10 +100,18 @@ void Print(CoordinatorState& st, const std::string& text) {
   if (st.cfg->print) st.cfg->print(text);
 }
 
-void Finish(CoordinatorPointer self, bool ok, const std::string& error) {
+void Finish(CoordinatorPointer self, bool ok, std::string error) {
   auto& st = self->state;
   if (st.phase == Phase::kDone) return;
   st.phase = Phase::kDone;
+  if (st.trace) {
+    absl::Status closed = st.trace->Close();
+    if (ok && !closed.ok()) {
+      ok = false;
+      error = std::string(closed.message());
+    }
+    st.trace.reset();
+  }
   st.summary.ok = ok;
   st.summary.error = error;
   st.summary.last_iteration = st.iteration;
@@ -452,6 +462,17 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
           return st.promise;
         }
         st.run_start = Clock::now();
+        if (st.cfg->trace_file) {
+          auto writer = ChromeTraceWriter::Open(*st.cfg->trace_file);
+          if (!writer.ok()) {
+            Finish(self, false, std::string(writer.status().message()));
+            return st.promise;
+          }
+          st.trace = std::move(*writer);
+          for (size_t i = 0; i < st.cfg->stages.size(); ++i) {
+            st.trace->NameTrack(static_cast<int32_t>(i), absl::StrCat("stage ", i));
+          }
+        }
         st.iteration = st.cfg->start_iteration;
         st.total_skipped = st.cfg->skipped_iterations;
         st.summary.first_iteration = st.iteration;
@@ -473,6 +494,9 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
                               " for iteration ", d.iteration, d.eval ? " (eval)" : "",
                               " while at iteration ", st.iteration));
           return;
+        }
+        if (st.trace) {
+          for (const TraceSpan& span : d.spans) st.trace->Add(span);
         }
         PhaseReports& r = st.reports;
         r.loss_sum += d.loss_sum;
@@ -498,6 +522,9 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
           Finish(self, false, absl::StrCat("coordinator: unexpected step report from stage ",
                                            d.stage, " for iteration ", d.iteration));
           return;
+        }
+        if (st.trace) {
+          for (const TraceSpan& span : d.spans) st.trace->Add(span);
         }
         if (--st.reports.pending > 0) return;
         OnStepDone(self);

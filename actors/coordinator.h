@@ -62,6 +62,8 @@ struct CoordinatorConfig {
   double gemm_peak_gflops = 0.0;            // measured at start-up (0 = unknown)
   int64_t num_devices = 1;                  // for per-device throughput
   std::function<void(const std::string&)> print;  // log sink (one call per line/block)
+  // --trace-file: a Chrome/Perfetto trace of every stage's ops (stages need trace = true).
+  std::optional<std::string> trace_file;
   // Called after every iteration with its record (for embedding callers); may be empty.
   std::function<void(const IterationLogRecord&)> on_iteration;
 };

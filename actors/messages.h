@@ -23,6 +23,7 @@
 #include <caf/typed_actor.hpp>
 
 #include "actors/stage_program.h"
+#include "actors/trace.h"
 #include "data/gpt_batch.h"
 #include "layers/optimizer.h"
 #include "scheduler/pipeline_schedule.h"
@@ -85,12 +86,14 @@ struct StageIterationDone {
   double busy_seconds = 0.0;
   double wall_seconds = 0.0;
   int64_t peak_activation_bytes = 0;
+  std::vector<TraceSpan> spans;  // the ops' timeline, with --trace-file
 };
 
 // StageStepDone: the optimizer step (or skip) of `iteration` is applied.
 struct StageStepDone {
   int32_t stage = 0;
   int64_t iteration = 0;
+  std::vector<TraceSpan> spans;  // the optimizer span, with --trace-file
 };
 
 // StageFailed: an op failed; the job ends with this message.
@@ -128,6 +131,7 @@ struct TrainingSummary {
 struct OpFinished {
   int64_t iteration = 0;
   size_t op_index = 0;
+  int64_t start_us = 0;  // TraceClockMicros() when the op started on the strand
   double seconds = 0.0;
   bool ok = true;
   std::string error;
@@ -137,6 +141,8 @@ struct OpFinished {
 // StepFinished: the strand applied the optimizer step.
 struct StepFinished {
   int64_t iteration = 0;
+  int64_t start_us = 0;
+  int64_t duration_us = 0;
   bool ok = true;
   std::string error;
 };

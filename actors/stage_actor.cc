@@ -54,6 +54,7 @@ struct StageState {
   double num_tokens = 0.0;
   double busy_seconds = 0.0;
   Clock::time_point start;
+  std::vector<TraceSpan> spans;  // with cfg.trace
 
   std::string Name() const { return absl::StrCat("stage ", cfg.stage); }
 };
@@ -91,13 +92,21 @@ StageIterationDone MakeReport(const StageState& st) {
   return done;
 }
 
+// Moves the recorded spans into a report (MakeReport copies nothing big).
+void AttachSpans(StageState& st, StageIterationDone* done) {
+  done->spans = std::move(st.spans);
+  st.spans.clear();
+}
+
 // After the last op: eval reports at once; training first computes the gradient
 // statistics on the strand (after the last W) and reports in the GradNormFinished handler.
 void FinishIteration(StagePointer self) {
   auto& st = self->state;
   if (st.run.eval) {
     st.active = false;
-    self->send(st.cfg.coordinator, MakeReport(st));
+    StageIterationDone done = MakeReport(st);
+    AttachSpans(st, &done);
+    self->send(st.cfg.coordinator, std::move(done));
     return;
   }
   st.finishing = true;
@@ -139,6 +148,7 @@ void TryAdvance(StagePointer self) {
         OpFinished msg;
         msg.iteration = iteration;
         msg.op_index = op_index;
+        msg.start_us = TraceClockMicros();
         const auto t0 = Clock::now();
         static const data::GptMicroBatch kEmpty;
         absl::Status s = RunGuarded(
@@ -163,6 +173,7 @@ void TryAdvance(StagePointer self) {
         OpFinished msg;
         msg.iteration = iteration;
         msg.op_index = op_index;
+        msg.start_us = TraceClockMicros();
         const auto t0 = Clock::now();
         Activation d_input;
         absl::Status s =
@@ -180,6 +191,7 @@ void TryAdvance(StagePointer self) {
         OpFinished msg;
         msg.iteration = iteration;
         msg.op_index = op_index;
+        msg.start_us = TraceClockMicros();
         const auto t0 = Clock::now();
         absl::Status s = RunGuarded([&] { return program->BackwardWeight(key); });
         msg.seconds = SecondsSince(t0);
@@ -241,6 +253,17 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
           Fail(self, f.iteration, op.microbatch, scheduler::ToString(op), f.error);
           return;
         }
+        if (st.cfg.trace) {
+          TraceSpan span;
+          span.name = (st.run.eval ? "eval " : "") + scheduler::ToString(op);
+          span.category = st.run.eval ? "eval" : "compute";
+          span.track = st.cfg.stage;
+          span.start_us = f.start_us;
+          span.duration_us = static_cast<int64_t>(f.seconds * 1e6);
+          span.iteration = f.iteration;
+          span.microbatch = op.microbatch;
+          st.spans.push_back(std::move(span));
+        }
         const BatchKey bkey{st.run.iteration, st.run.eval, op.microbatch};
         if (op.kind == scheduler::OpKind::kForward) {
           st.loss_sum += f.forward.loss_sum;
@@ -258,6 +281,7 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
         StageIterationDone done = MakeReport(st);
         done.grad_norm_sq = g.grad_norm_sq;
         done.grads_finite = g.finite;
+        AttachSpans(st, &done);
         st.active = false;
         st.finishing = false;
         self->send(st.cfg.coordinator, done);
@@ -271,6 +295,7 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
         st.cfg.strand->Post([program, optimizer, exec, me, step] {
           StepFinished msg;
           msg.iteration = step.iteration;
+          msg.start_us = TraceClockMicros();
           absl::Status s = RunGuarded([&]() -> absl::Status {
             layers::ParameterStore& params = program->parameters();
             if (!step.skip) {
@@ -286,6 +311,7 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
             params.ZeroGrads();
             return absl::OkStatus();
           });
+          msg.duration_us = TraceClockMicros() - msg.start_us;
           msg.ok = s.ok();
           if (!s.ok()) msg.error = std::string(s.message());
           caf::anon_send(me, std::move(msg));
@@ -297,7 +323,12 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
           Fail(self, f.iteration, -1, "optimizer", f.error);
           return;
         }
-        self->send(st.cfg.coordinator, StageStepDone{st.cfg.stage, f.iteration});
+        StageStepDone done{st.cfg.stage, f.iteration, {}};
+        if (st.cfg.trace) {
+          done.spans.push_back(TraceSpan{"optimizer", "optimizer", st.cfg.stage, f.start_us,
+                                         f.duration_us, f.iteration, -1});
+        }
+        self->send(st.cfg.coordinator, std::move(done));
       },
       [=](SaveCheckpointShard& save) {
         auto& st = self->state;

@@ -34,6 +34,8 @@ struct StageActorConfig {
   // program and optimizer: shared with the strand's tasks (which may outlive a message).
   std::shared_ptr<StageProgram> program;
   std::shared_ptr<layers::AdamWOptimizer> optimizer;
+  // trace: record a span per op (and optimizer step) and send them with the reports.
+  bool trace = false;
 };
 
 // SpawnStageActor: spawns the actor in `system`.

@@ -73,7 +73,7 @@ constexpr const char* kHonouredDests[] = {
     "data_cache_path", "seq_length", "vocab_file", "merge_file", "tokenizer_type",
     "vocab_size", "reset_position_ids", "reset_attention_mask", "eod_mask_loss",
     "create_attention_mask_in_dataloader", "num_workers", "dataloader_type", "log_interval",
-    "max_consecutive_nan_iterations", "num_threads", "help"};
+    "max_consecutive_nan_iterations", "num_threads", "trace_file", "help"};
 
 absl::Status CheckHonouredFlags(const MegatronArgs& a) {
   std::vector<std::string> rejected;
@@ -328,6 +328,7 @@ absl::StatusOr<actors::TrainingSummary> Train(const std::vector<std::string>& ar
   cc->gemm_peak_gflops = peak;
   cc->num_devices = 1;
   cc->print = print;
+  cc->trace_file = args.trace_file;
 
   caf::actor_system_config cfg;
   cfg.set("scheduler.max-threads", 1);  // CAF workers only route messages
@@ -343,6 +344,7 @@ absl::StatusOr<actors::TrainingSummary> Train(const std::vector<std::string>& ar
   sc.program = std::make_shared<actors::GptStageProgram>(std::move(stage),
                                                          args.reset_attention_mask);
   sc.optimizer = optimizer;
+  sc.trace = args.trace_file.has_value();
   actors::StageActorHandle stage_actor = actors::SpawnStageActor(system, sc);
 
   actors::DataActorConfig dc;

@@ -7,6 +7,9 @@
 //  - the loss falls over a longer run.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -59,6 +62,38 @@ TEST_CASE("resume from a checkpoint continues the loss curve bit for bit") {
   // The validation at iteration 8 sees the same samples and weights too.
   REQUIRE(!resumed.valid_losses.empty());
   CHECK(resumed.valid_losses.back() == full.valid_losses.back());
+}
+
+TEST_CASE("--trace-file writes the stage's F/B/W timeline in schedule order") {
+  const std::string dir = TempDir("train_trace");
+  const std::string prefix = dir + "/tiny";
+  MakeTinyCorpus(prefix, 100, 13);
+  const std::string trace = dir + "/trace.json";
+  const actors::TrainingSummary s = MustTrain(
+      With(TinyTrainArgs(prefix, dir + "/cache"), {"--train-iters", "3", "--lr-warmup-iters", "1",
+                                                   "--eval-iters", "0", "--trace-file", trace}));
+  REQUIRE(s.last_iteration == 3);
+  std::ifstream in(trace);
+  const nlohmann::json j = nlohmann::json::parse(in);  // throws (fails the test) if malformed
+  std::vector<std::string> iteration2;
+  int optimizer_spans = 0;
+  bool named = false;
+  for (const auto& e : j.at("traceEvents")) {
+    if (e.at("ph") == "M") {
+      named = named || e.at("args").at("name") == "stage 0";
+      continue;
+    }
+    CHECK(e.at("ph") == "X");
+    CHECK(e.at("dur").get<int64_t>() >= 0);
+    if (e.at("name") == "optimizer") ++optimizer_spans;
+    if (e.at("args").at("iteration") == 2 && e.at("cat") == "compute") {
+      iteration2.push_back(e.at("name").get<std::string>());
+    }
+  }
+  CHECK(named);
+  CHECK(optimizer_spans == 3);
+  // Two micro-batches per iteration (global 4 / micro 2), the single-stage schedule.
+  CHECK(iteration2 == std::vector<std::string>{"F0", "B0", "W0", "F1", "B1", "W1"});
 }
 
 TEST_CASE("the loss falls when training the tiny model longer") {
