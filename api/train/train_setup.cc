@@ -1,6 +1,9 @@
 // api/train/train_setup.cc: see train_setup.h.
 #include "api/train/train_setup.h"
 
+#include <cmath>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 
@@ -79,6 +82,15 @@ absl::StatusOr<layers::OptimizerParamSchedulerConfig> SchedulerConfigFromArgs(
   }
   c.lr_warmup_steps = static_cast<int64_t>(warmup);
   if (!a.lr) return absl::InvalidArgumentError("--lr is required");
+  for (const auto& [flag, value] : {std::pair<const char*, double>{"--lr", *a.lr},
+                                    {"--min-lr", a.min_lr},
+                                    {"--lr-warmup-init", a.lr_warmup_init},
+                                    {"--weight-decay", a.weight_decay}}) {
+    if (!std::isfinite(value) || value < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " ", value, ": expected a finite number >= 0"));
+    }
+  }
   c.max_lr = *a.lr;
   c.min_lr = a.min_lr;
   c.init_lr = a.lr_warmup_init;

@@ -46,6 +46,10 @@ TEST_CASE("invalid configurations are rejected with the values named") {
   CHECK(e.find("64") != std::string::npos);
   CHECK(e.find("max-position-embeddings") != std::string::npos);
 
+  e = ErrorOf(With(base, {"--lr", "nan"}));
+  INFO(e);
+  CHECK(e.find("--lr nan") != std::string::npos);
+
   e = ErrorOf(With(base, {"--data-path", dir + "/missing"}));
   INFO(e);
   CHECK(e.find(dir + "/missing") != std::string::npos);
