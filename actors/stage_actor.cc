@@ -135,6 +135,23 @@ void TryAdvance(StagePointer self) {
   auto program = st.cfg.program;
   StageActorHandle me = self;
 
+  // Runs `body` on the strand, timed, and reports OpFinished to this actor.
+  auto post = [&](auto body) {
+    st.op_running = true;
+    st.cfg.strand->Post([me, op_index, iteration, body] {
+      OpFinished msg;
+      msg.iteration = iteration;
+      msg.op_index = op_index;
+      msg.start_us = TraceClockMicros();
+      const auto t0 = Clock::now();
+      absl::Status s = RunGuarded([&] { return body(&msg); });
+      msg.seconds = SecondsSince(t0);
+      msg.ok = s.ok();
+      if (!s.ok()) msg.error = std::string(s.message());
+      caf::anon_send(me, std::move(msg));
+    });
+  };
+
   switch (op.kind) {
     case scheduler::OpKind::kForward: {
       std::shared_ptr<const data::GptMicroBatch> batch;
@@ -143,20 +160,9 @@ void TryAdvance(StagePointer self) {
         if (it == st.batches.end()) return;  // wait for the data
         batch = it->second;
       }
-      st.op_running = true;
-      st.cfg.strand->Post([program, me, key, batch, op_index, iteration] {
-        OpFinished msg;
-        msg.iteration = iteration;
-        msg.op_index = op_index;
-        msg.start_us = TraceClockMicros();
-        const auto t0 = Clock::now();
+      post([program, key, batch](OpFinished* msg) {
         static const data::GptMicroBatch kEmpty;
-        absl::Status s = RunGuarded(
-            [&] { return program->Forward(key, batch ? *batch : kEmpty, nullptr, &msg.forward); });
-        msg.seconds = SecondsSince(t0);
-        msg.ok = s.ok();
-        if (!s.ok()) msg.error = std::string(s.message());
-        caf::anon_send(me, std::move(msg));
+        return program->Forward(key, batch ? *batch : kEmpty, nullptr, &msg->forward);
       });
       return;
     }
@@ -168,39 +174,15 @@ void TryAdvance(StagePointer self) {
         const double tokens = std::max(1.0, st.microbatch_tokens[op.microbatch]);
         scale = static_cast<float>(1.0 / (tokens * st.run.num_microbatches));
       }
-      st.op_running = true;
-      st.cfg.strand->Post([program, me, key, scale, op_index, iteration] {
-        OpFinished msg;
-        msg.iteration = iteration;
-        msg.op_index = op_index;
-        msg.start_us = TraceClockMicros();
-        const auto t0 = Clock::now();
+      post([program, key, scale](OpFinished*) {
         Activation d_input;
-        absl::Status s =
-            RunGuarded([&] { return program->BackwardInput(key, nullptr, scale, &d_input); });
-        msg.seconds = SecondsSince(t0);
-        msg.ok = s.ok();
-        if (!s.ok()) msg.error = std::string(s.message());
-        caf::anon_send(me, std::move(msg));
+        return program->BackwardInput(key, nullptr, scale, &d_input);
       });
       return;
     }
-    case scheduler::OpKind::kBackwardWeight: {
-      st.op_running = true;
-      st.cfg.strand->Post([program, me, key, op_index, iteration] {
-        OpFinished msg;
-        msg.iteration = iteration;
-        msg.op_index = op_index;
-        msg.start_us = TraceClockMicros();
-        const auto t0 = Clock::now();
-        absl::Status s = RunGuarded([&] { return program->BackwardWeight(key); });
-        msg.seconds = SecondsSince(t0);
-        msg.ok = s.ok();
-        if (!s.ok()) msg.error = std::string(s.message());
-        caf::anon_send(me, std::move(msg));
-      });
+    case scheduler::OpKind::kBackwardWeight:
+      post([program, key](OpFinished*) { return program->BackwardWeight(key); });
       return;
-    }
   }
 }
 
