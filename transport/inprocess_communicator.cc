@@ -139,41 +139,45 @@ CollectiveInfo InProcessCommunicator::Broadcast(const ProcessGroup& group, int r
   return hub_->Submit(rank_, group, std::move(post));
 }
 
-CollectiveInfo InProcessCommunicator::Send(const ProcessGroup& group, int peer,
-                                           const void* buffer, int64_t count, DataType dtype,
-                                           DoneCallback done) {
+namespace {
+
+// The post of one side of a point-to-point transfer: slot 0 sends `send`, slot 1 receives
+// into `recv`; `peer` is the other side's index in `group`.
+InProcessHub::Post PointToPointPost(CollectiveOp op, int slot, const ProcessGroup& group, int peer,
+                                    const void* send, void* recv, int64_t count, DataType dtype,
+                                    DoneCallback done) {
   InProcessHub::Post post;
-  post.info.op = CollectiveOp::kSend;
+  post.info.op = op;
   post.info.dtype = dtype;
   post.info.count = count;
-  post.send = buffer;
-  post.slot = 0;
+  post.send = send;
+  post.recv = recv;
+  post.slot = slot;
   post.done = std::move(done);
   if (peer < 0 || peer >= group.size()) {
     post.invalid = absl::StrCat("peer ", peer, " outside group of ", group.size());
   } else {
     post.info.peer = group.ranks[peer];
   }
-  if (count > 0 && buffer == nullptr) post.invalid = "null buffer";
-  return hub_->Submit(rank_, group, std::move(post));
+  if (count > 0 && send == nullptr && recv == nullptr) post.invalid = "null buffer";
+  return post;
+}
+
+}  // namespace
+
+CollectiveInfo InProcessCommunicator::Send(const ProcessGroup& group, int peer,
+                                           const void* buffer, int64_t count, DataType dtype,
+                                           DoneCallback done) {
+  return hub_->Submit(rank_, group,
+                      PointToPointPost(CollectiveOp::kSend, 0, group, peer, buffer, nullptr, count,
+                                       dtype, std::move(done)));
 }
 
 CollectiveInfo InProcessCommunicator::Recv(const ProcessGroup& group, int peer, void* buffer,
                                            int64_t count, DataType dtype, DoneCallback done) {
-  InProcessHub::Post post;
-  post.info.op = CollectiveOp::kRecv;
-  post.info.dtype = dtype;
-  post.info.count = count;
-  post.recv = buffer;
-  post.slot = 1;
-  post.done = std::move(done);
-  if (peer < 0 || peer >= group.size()) {
-    post.invalid = absl::StrCat("peer ", peer, " outside group of ", group.size());
-  } else {
-    post.info.peer = group.ranks[peer];
-  }
-  if (count > 0 && buffer == nullptr) post.invalid = "null buffer";
-  return hub_->Submit(rank_, group, std::move(post));
+  return hub_->Submit(rank_, group,
+                      PointToPointPost(CollectiveOp::kRecv, 1, group, peer, nullptr, buffer, count,
+                                       dtype, std::move(done)));
 }
 
 CollectiveInfo InProcessCommunicator::AllToAllV(
