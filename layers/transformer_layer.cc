@@ -199,14 +199,11 @@ void TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* st, cons
 
   // MLP block.
   st->d_fc2.Allocate(tr, t * h);
-  if (hidden_p > 0.0f) {
-    cpu::DropoutBackward(ctx, dy, st->d_fc2.data(), t * h, hidden_p,
-                         DropoutKey(c.seed, call.global_layer, DropoutSite::kMlpOutput,
-                                    call.iteration, call.micro_batch_id),
-                         0);
-  } else {
-    std::copy(dy, dy + t * h, st->d_fc2.data());
-  }
+  // DropoutBackward copies when hidden_p is 0.
+  cpu::DropoutBackward(ctx, dy, st->d_fc2.data(), t * h, hidden_p,
+                       DropoutKey(c.seed, call.global_layer, DropoutSite::kMlpOutput,
+                                  call.iteration, call.micro_batch_id),
+                       0);
   float* d_act = LayerScratch::Get(scratch->a, t * f);
   LinearBackwardInput(ctx, st->d_fc2.data(), P(ids_.fc2_weight), t, f, h, d_act);
   st->d_fc1.Allocate(tr, t * f1);
@@ -227,14 +224,10 @@ void TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* st, cons
 
   // Attention block.
   st->d_proj.Allocate(tr, t * h);
-  if (hidden_p > 0.0f) {
-    cpu::DropoutBackward(ctx, dx2, st->d_proj.data(), t * h, hidden_p,
-                         DropoutKey(c.seed, call.global_layer, DropoutSite::kAttentionOutput,
-                                    call.iteration, call.micro_batch_id),
-                         0);
-  } else {
-    std::copy(dx2, dx2 + t * h, st->d_proj.data());
-  }
+  cpu::DropoutBackward(ctx, dx2, st->d_proj.data(), t * h, hidden_p,
+                       DropoutKey(c.seed, call.global_layer, DropoutSite::kAttentionOutput,
+                                  call.iteration, call.micro_batch_id),
+                       0);
   float* d_context = LayerScratch::Get(scratch->a, t * pj);
   LinearBackwardInput(ctx, st->d_proj.data(), P(ids_.proj_weight), t, pj, h, d_context);
   const cpu::AttentionShape shape = Shape(call);
