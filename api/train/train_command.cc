@@ -194,8 +194,9 @@ absl::StatusOr<ResumePoint> MaybeLoad(const MegatronArgs& a, const layers::GptCo
 
 }  // namespace
 
-absl::StatusOr<actors::TrainingSummary> Train(const std::vector<std::string>& argv,
-                                              std::function<void(const std::string&)> print) {
+absl::StatusOr<actors::TrainingSummary> Train(
+    const std::vector<std::string>& argv, std::function<void(const std::string&)> print,
+    std::function<void(const actors::IterationLogRecord&)> on_iteration) {
   if (!print) print = PrintLine;
   // (all output below goes through `print`)
   MXMACA_ASSIGN_OR_RETURN(MegatronArgs args, ParseMegatronArgs(argv));
@@ -328,6 +329,7 @@ absl::StatusOr<actors::TrainingSummary> Train(const std::vector<std::string>& ar
   cc->gemm_peak_gflops = peak;
   cc->num_devices = 1;
   cc->print = print;
+  cc->on_iteration = std::move(on_iteration);
   cc->trace_file = args.trace_file;
 
   caf::actor_system_config cfg;

@@ -14,15 +14,19 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "actors/messages.h"
+#include "actors/training_log.h"
 
 namespace mxmaca::api {
 
 // Train: runs the training `args` describe and returns how it ended (the summary's
 // per-iteration losses are exact, for tests that compare runs bit for bit). Every log line
 // goes to `print` (stdout when empty). Errors as RunTrain's, except that a failure during
-// training is returned as a summary with ok = false.
-absl::StatusOr<actors::TrainingSummary> Train(const std::vector<std::string>& args,
-                                              std::function<void(const std::string&)> print = {});
+// training is returned as a summary with ok = false. `on_iteration`, when set, is called
+// after every training iteration (on the coordinator's thread; keep it short) with that
+// iteration's loss, grad norm, learning rate and throughput.
+absl::StatusOr<actors::TrainingSummary> Train(
+    const std::vector<std::string>& args, std::function<void(const std::string&)> print = {},
+    std::function<void(const actors::IterationLogRecord&)> on_iteration = {});
 
 // RunTrain: runs `mxmaca train <args>`; `args` excludes the program and subcommand names.
 // Errors: bad flags or combinations (naming them), unreadable data, tokenizer or
