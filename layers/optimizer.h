@@ -19,15 +19,21 @@
 
 namespace mxmaca::layers {
 
-// OptimizerTensor: one parameter tensor the optimizer updates. `param` and `grad` point
-// to `numel` fp32 values owned by the caller (the stage's parameter store) and must
-// outlive the optimizer.
+// OptimizerTensor: one parameter tensor, or one flat piece of it, that the optimizer
+// updates. `param` and `grad` point to `numel` fp32 values owned by the caller (the
+// stage's parameter store) and must outlive the optimizer. With the distributed
+// optimizer (layers/grad_buckets.h, DistributedOptimizerTensors) a DP rank updates only
+// pieces: the flat elements [flat_offset, flat_offset + numel) of the tensor held here
+// (C order over ParameterInfo::shard_shape; the whole logical tensor while the store
+// holds whole tensors), as Megatron's distrib_optimizer.py param_range does. AdamW is
+// elementwise, so pieces update exactly as the whole tensor would.
 struct OptimizerTensor {
   std::string name;         // logical name, e.g. "decoder.layers.0.mlp.linear_fc1.weight"
   float* param = nullptr;
   const float* grad = nullptr;
   int64_t numel = 0;
   bool apply_weight_decay = true;  // false for biases and norm weights
+  int64_t flat_offset = 0;         // first element of this piece in the tensor (0: whole)
 };
 
 // AdamWOptions: --adam-beta1, --adam-beta2, --adam-eps (Megatron's defaults).

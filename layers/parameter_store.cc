@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -88,9 +90,18 @@ absl::StatusOr<int> ParameterStore::Register(const ParameterSpec& spec) {
   return id;
 }
 
-void ParameterStore::Finalize() {
+void ParameterStore::Finalize(int64_t pad_to_multiple_of) {
+  if (pad_to_multiple_of <= 0 || pad_to_multiple_of % kAlignFloats != 0) {
+    // A caller bug (the value comes from code, e.g. dp * 16), not bad input.
+    std::fprintf(stderr,
+                 "ParameterStore::Finalize: pad_to_multiple_of %lld is not a positive multiple "
+                 "of %lld\n",
+                 static_cast<long long>(pad_to_multiple_of), static_cast<long long>(kAlignFloats));
+    std::abort();
+  }
   int64_t end = 0;
   if (!infos_.empty()) end = infos_.back().arena_offset + infos_.back().numel;
+  end = (end + pad_to_multiple_of - 1) / pad_to_multiple_of * pad_to_multiple_of;
   params_.assign(end, 0.0f);
   grads_.assign(end, 0.0f);
   finalized_ = true;

@@ -77,8 +77,12 @@ class ParameterStore {
   // Register: adds a tensor; returns its index. InvalidArgument on a duplicate name or a
   // shape with a dimension <= 0; FailedPrecondition after Finalize.
   absl::StatusOr<int> Register(const ParameterSpec& spec);
-  // Finalize: allocates the parameter and gradient arenas (zero-filled).
-  void Finalize();
+  // Finalize: allocates the parameter and gradient arenas (zero-filled). Their length is
+  // the end of the last tensor rounded up to a multiple of `pad_to_multiple_of` (elements),
+  // e.g. dp * 16 so the arena splits into data-parallel buckets and shards of whole 64-byte
+  // lines (layers/grad_buckets.h); the padding stays 0. `pad_to_multiple_of` must be a
+  // positive multiple of 16 (a caller bug otherwise: the store aborts with a message).
+  void Finalize(int64_t pad_to_multiple_of = 16);
   bool finalized() const { return finalized_; }
   // Initialize: sets every parameter to InitialValue(seed, spec, full index).
   void Initialize(uint64_t seed);
@@ -98,6 +102,8 @@ class ParameterStore {
   absl::Span<float> params_arena() { return absl::MakeSpan(params_); }
   absl::Span<float> grads_arena() { return absl::MakeSpan(grads_); }
   int64_t num_elements() const;  // sum of numel (no padding)
+  // arena_elements: the length of each arena, padding included (0 before Finalize).
+  int64_t arena_elements() const { return static_cast<int64_t>(params_.size()); }
 
   // OptimizerTensors: one entry per tensor, in registration order, for AdamWOptimizer
   // (apply_weight_decay = spec.weight_decay).
