@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "actors/checkpoint/flat_range.h"
 
 namespace mxmaca::actors {
 namespace {
@@ -13,8 +14,10 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
-absl::Status ReadInto(const checkpoint::CheckpointReader& reader, const std::string& name,
-                      const layers::ParameterInfo& info, float* out) {
+// CheckFullShape: NotFound if the checkpoint lacks `name`, InvalidArgument if its full
+// shape is not the model's.
+absl::Status CheckFullShape(const checkpoint::CheckpointReader& reader, const std::string& name,
+                            const layers::ParameterInfo& info) {
   absl::StatusOr<std::vector<int64_t>> full = reader.FullShape(name);
   if (!full.ok()) {
     return absl::NotFoundError(absl::StrCat("checkpoint iteration ", reader.iteration(),
@@ -26,24 +29,111 @@ absl::Status ReadInto(const checkpoint::CheckpointReader& reader, const std::str
         "checkpoint has ", name, " ", ShapeString(*full), ", model expects ",
         ShapeString(info.spec.shape), " (different model shape?)"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ReadInto(const checkpoint::CheckpointReader& reader, const std::string& name,
+                      const layers::ParameterInfo& info, float* out) {
+  absl::Status s = CheckFullShape(reader, name, info);
+  if (!s.ok()) return s;
   return reader.ReadSlice(name, info.shard_offset, info.shard_shape, out);
+}
+
+// PieceBox: one box of an optimizer entry, in full-tensor coordinates, and where its
+// values start inside the entry's buffer (an element index).
+struct PieceBox {
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> shape;
+  int64_t buffer_begin = 0;
+};
+
+// PieceBoxes: the boxes of optimizer entry `t` of tensor `info`: the held shard itself for
+// a whole entry, else the boxes of its flat range [flat_offset, flat_offset + numel) of
+// the shard (C order over shard_shape) moved by shard_offset. InvalidArgument for a range
+// outside the shard.
+absl::StatusOr<std::vector<PieceBox>> PieceBoxes(const layers::OptimizerTensor& t,
+                                                 const layers::ParameterInfo& info) {
+  if (t.flat_offset < 0 || t.numel < 0 || t.flat_offset + t.numel > info.numel) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer entry ", t.name, " covers elements [", t.flat_offset, ", ",
+        t.flat_offset + t.numel, ") of a tensor of ", info.numel, " elements ",
+        ShapeString(info.shard_shape)));
+  }
+  std::vector<PieceBox> out;
+  if (t.flat_offset == 0 && t.numel == info.numel) {
+    out.push_back({info.shard_offset, info.shard_shape, 0});
+    return out;
+  }
+  absl::StatusOr<std::vector<checkpoint::FlatRangeBox>> boxes =
+      checkpoint::FlatRangeToBoxes(info.shard_shape, t.flat_offset, t.flat_offset + t.numel);
+  if (!boxes.ok()) return boxes.status();
+  for (const checkpoint::FlatRangeBox& box : *boxes) {
+    PieceBox p;
+    p.offsets = box.offsets;
+    for (size_t d = 0; d < p.offsets.size(); ++d) p.offsets[d] += info.shard_offset[d];
+    p.shape = box.shape;
+    p.buffer_begin = box.flat_begin - t.flat_offset;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// AdamState: exp_avg (Adam's first moment) or exp_avg_sq (second), as named in checkpoints.
+struct AdamState {
+  const char* name;
+  bool second_moment;
+};
+constexpr AdamState kAdamStates[] = {{"exp_avg", false}, {"exp_avg_sq", true}};
+
+float* StateOf(layers::AdamWOptimizer& optimizer, size_t k, const AdamState& state) {
+  return state.second_moment ? optimizer.exp_avg_sq(k).data() : optimizer.exp_avg(k).data();
+}
+
+// ParameterOf: the index in `params` of optimizer entry `t`'s tensor.
+absl::StatusOr<int> ParameterOf(const layers::ParameterStore& params,
+                                const layers::OptimizerTensor& t) {
+  absl::StatusOr<int> index = params.Index(t.name);
+  if (!index.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer entry ", t.name, " is not a parameter of this stage's store"));
+  }
+  return *index;
 }
 
 }  // namespace
 
 absl::Status WriteStageShard(checkpoint::CheckpointWriter& writer, const std::string& writer_name,
                              const layers::ParameterStore& params,
-                             layers::AdamWOptimizer* optimizer) {
+                             layers::AdamWOptimizer* optimizer,
+                             const StageShardOptions& options) {
+  // Optimizer entries per parameter, in optimizer order (pieces come in arena order).
+  std::vector<std::vector<size_t>> entries_of(params.size());
+  const bool write_optimizer = optimizer != nullptr && options.optimizer_state;
+  if (write_optimizer) {
+    for (size_t k = 0; k < optimizer->tensors().size(); ++k) {
+      absl::StatusOr<int> index = ParameterOf(params, optimizer->tensors()[k]);
+      if (!index.ok()) return index.status();
+      entries_of[*index].push_back(k);
+    }
+  }
   std::vector<checkpoint::TensorShardView> views;
   for (int i = 0; i < params.size(); ++i) {
     const layers::ParameterInfo& info = params.info(i);
-    views.push_back({absl::StrCat("model/", info.spec.name), info.spec.shape, info.shard_offset,
-                     info.shard_shape, params.param(i)});
-    if (optimizer != nullptr) {
-      views.push_back({absl::StrCat("optimizer/exp_avg/", info.spec.name), info.spec.shape,
-                       info.shard_offset, info.shard_shape, optimizer->exp_avg(i).data()});
-      views.push_back({absl::StrCat("optimizer/exp_avg_sq/", info.spec.name), info.spec.shape,
-                       info.shard_offset, info.shard_shape, optimizer->exp_avg_sq(i).data()});
+    if (options.skip_parameter && options.skip_parameter(info)) continue;
+    if (options.parameters) {
+      views.push_back({absl::StrCat("model/", info.spec.name), info.spec.shape,
+                       info.shard_offset, info.shard_shape, params.param(i)});
+    }
+    for (size_t k : entries_of[i]) {
+      absl::StatusOr<std::vector<PieceBox>> boxes = PieceBoxes(optimizer->tensors()[k], info);
+      if (!boxes.ok()) return boxes.status();
+      for (const AdamState& state : kAdamStates) {
+        const float* data = StateOf(*optimizer, k, state);
+        for (const PieceBox& box : *boxes) {
+          views.push_back({absl::StrCat("optimizer/", state.name, "/", info.spec.name),
+                           info.spec.shape, box.offsets, box.shape, data + box.buffer_begin});
+        }
+      }
     }
   }
   return writer.WriteShard(writer_name, views);
@@ -62,14 +152,23 @@ absl::Status LoadStageParameters(const checkpoint::CheckpointReader& reader,
 absl::Status LoadOptimizerState(const checkpoint::CheckpointReader& reader,
                                 layers::AdamWOptimizer& optimizer,
                                 const layers::ParameterStore& params) {
-  for (int i = 0; i < params.size(); ++i) {
-    const layers::ParameterInfo& info = params.info(i);
-    absl::Status s = ReadInto(reader, absl::StrCat("optimizer/exp_avg/", info.spec.name), info,
-                              optimizer.exp_avg(i).data());
-    if (!s.ok()) return s;
-    s = ReadInto(reader, absl::StrCat("optimizer/exp_avg_sq/", info.spec.name), info,
-                 optimizer.exp_avg_sq(i).data());
-    if (!s.ok()) return s;
+  for (size_t k = 0; k < optimizer.tensors().size(); ++k) {
+    const layers::OptimizerTensor& t = optimizer.tensors()[k];
+    absl::StatusOr<int> index = ParameterOf(params, t);
+    if (!index.ok()) return index.status();
+    const layers::ParameterInfo& info = params.info(*index);
+    absl::StatusOr<std::vector<PieceBox>> boxes = PieceBoxes(t, info);
+    if (!boxes.ok()) return boxes.status();
+    for (const AdamState& state : kAdamStates) {
+      const std::string name = absl::StrCat("optimizer/", state.name, "/", info.spec.name);
+      absl::Status s = CheckFullShape(reader, name, info);
+      if (!s.ok()) return s;
+      float* data = StateOf(optimizer, k, state);
+      for (const PieceBox& box : *boxes) {
+        s = reader.ReadSlice(name, box.offsets, box.shape, data + box.buffer_begin);
+        if (!s.ok()) return s;
+      }
+    }
   }
   return absl::OkStatus();
 }
