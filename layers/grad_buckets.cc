@@ -99,6 +99,20 @@ std::vector<OptimizerTensor> DistributedOptimizerTensors(ParameterStore& store,
   return out;
 }
 
+std::vector<GradSpan> ShardGradSpans(ParameterStore& store, const DataParallelBuckets& buckets,
+                                     int rank) {
+  std::vector<GradSpan> out;
+  float* grads = store.grads_arena().data();
+  for (int b = 0; b < buckets.num_buckets(); ++b) {
+    const GradBucket shard = buckets.ShardOf(b, rank);
+    for (int i : buckets.TensorsOfBucket(b)) {
+      const GradBucket piece = Intersect(buckets.tensors[i], shard);
+      if (piece.size() > 0) out.push_back({grads + piece.begin, piece.size()});
+    }
+  }
+  return out;
+}
+
 double ShardGradNormSquared(const kernels::ExecContext& ctx, const ParameterStore& store,
                             const DataParallelBuckets& buckets, int rank,
                             const std::function<bool(const ParameterInfo&)>& counts) {

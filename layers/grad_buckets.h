@@ -30,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/exec_context.h"
+#include "layers/grad_clip.h"
 #include "layers/optimizer.h"
 #include "layers/parameter_store.h"
 
@@ -91,6 +92,12 @@ absl::StatusOr<DataParallelBuckets> BuildDataParallelBuckets(const ParameterStor
 std::vector<OptimizerTensor> DistributedOptimizerTensors(ParameterStore& store,
                                                          const DataParallelBuckets& buckets,
                                                          int rank);
+
+// ShardGradSpans: the gradients of the same pieces as DistributedOptimizerTensors (every
+// tensor, in arena order), for ClipGradsByTotalNorm on the shard a DP rank updates (Scale
+// is elementwise, so clipping the pieces of every rank equals clipping whole tensors).
+std::vector<GradSpan> ShardGradSpans(ParameterStore& store, const DataParallelBuckets& buckets,
+                                     int rank);
 
 // ShardGradNormSquared: sum of g^2 (fp64) over the gradient elements DP rank `rank` owns
 // (ShardOf every bucket), counting only tensors with counts(store.info(i)) true (the

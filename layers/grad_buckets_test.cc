@@ -266,6 +266,41 @@ TEST_CASE("AdamW over per-rank pieces equals whole-tensor AdamW bit for bit") {
                     initial.params_arena().size() * sizeof(float)) != 0);
 }
 
+TEST_CASE("Clipping every rank's ShardGradSpans equals clipping whole tensors bit for bit") {
+  std::mt19937 rng(31337);
+  const int dp = 4;
+  ParameterStore whole, sharded;
+  std::mt19937 shape_rng(12);
+  RegisterRandomTensors(shape_rng, &whole);
+  shape_rng.seed(12);
+  RegisterRandomTensors(shape_rng, &sharded);
+  whole.Finalize(16 * dp);
+  sharded.Finalize(16 * dp);
+  FillRandom(rng, whole.grads_arena(), 3.0f);
+  ZeroPadding(whole, whole.grads_arena());
+  std::memcpy(sharded.grads_arena().data(), whole.grads_arena().data(),
+              whole.grads_arena().size() * sizeof(float));
+  auto b = BuildDataParallelBuckets(sharded, dp, 200);
+  REQUIRE(b.ok());
+  kernels::ExecContext ctx;
+  const std::vector<GradSpan> all = whole.GradSpans();
+  const double norm = std::sqrt(GradNormSquared(ctx, all));
+  const double max_norm = 0.25 * norm;  // forces clipping
+  REQUIRE(ClipGradsByTotalNorm(ctx, all, norm, max_norm) < 1.0);
+  for (int r = 0; r < dp; ++r) {
+    const std::vector<GradSpan> spans = ShardGradSpans(sharded, *b, r);
+    const std::vector<OptimizerTensor> pieces = DistributedOptimizerTensors(sharded, *b, r);
+    REQUIRE(spans.size() == pieces.size());
+    for (size_t k = 0; k < spans.size(); ++k) {
+      CHECK(spans[k].grad == pieces[k].grad);
+      CHECK(spans[k].numel == pieces[k].numel);
+    }
+    ClipGradsByTotalNorm(ctx, spans, norm, max_norm);
+  }
+  CHECK(std::memcmp(whole.grads_arena().data(), sharded.grads_arena().data(),
+                    whole.grads_arena().size() * sizeof(float)) == 0);
+}
+
 TEST_CASE("ShardGradNormSquared sums the owned shard only, counting the chosen tensors") {
   std::mt19937 rng(555);
   for (int trial = 0; trial < 20; ++trial) {
