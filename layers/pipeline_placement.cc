@@ -181,14 +181,15 @@ absl::StatusOr<PipelinePlacement> FromLayout(const PipelinePlacementConfig& c) {
                                 " L, expected exactly one E (embedding) and one L (loss)"));
   }
   if (stages.front().empty() || stages.front().front() != 'E') {
-    return Invalid(absl::StrCat(where, ": E must be the first symbol of virtual stage 0 "
-                                       "(pipeline rank 0, chunk 0); stage 0 is '",
+    return Invalid(absl::StrCat(where,
+                                ": E must be the first symbol of virtual stage 0 "
+                                "(pipeline rank 0, chunk 0); stage 0 is '",
                                 stages.front(), "'"));
   }
   if (stages.back().empty() || stages.back().back() != 'L') {
     return Invalid(absl::StrCat(where, ": L must be the last symbol of the last virtual stage ",
-                                n - 1, " (pipeline rank ", p - 1, ", chunk ", v - 1,
-                                "); it is '", stages.back(), "'"));
+                                n - 1, " (pipeline rank ", p - 1, ", chunk ", v - 1, "); it is '",
+                                stages.back(), "'"));
   }
   if (num_t != c.num_layers) {
     return Invalid(absl::StrCat(where, ": ", num_t, " transformer layers (t), expected ",
@@ -209,8 +210,7 @@ absl::StatusOr<PipelinePlacement> FromFlags(const PipelinePlacementConfig& c) {
         c.decoder_first_pipeline_num_layers ? "--decoder-first-pipeline-num-layers"
                                             : "--decoder-last-pipeline-num-layers",
         " cannot be combined with ",
-        emb ? "--account-for-embedding-in-pipeline-split"
-            : "--account-for-loss-in-pipeline-split",
+        emb ? "--account-for-embedding-in-pipeline-split" : "--account-for-loss-in-pipeline-split",
         " (Megatron: uneven first/last stages exclude accounting for the embedding/loss)"));
   }
 
@@ -219,11 +219,11 @@ absl::StatusOr<PipelinePlacement> FromFlags(const PipelinePlacementConfig& c) {
   if (c.num_layers_per_virtual_pipeline_stage) {
     const int64_t per_vstage = *c.num_layers_per_virtual_pipeline_stage;
     if (uneven) {
-      return Invalid(absl::StrCat(
-          "--num-layers-per-virtual-pipeline-stage cannot be combined with ",
-          c.decoder_first_pipeline_num_layers ? "--decoder-first-pipeline-num-layers"
-                                              : "--decoder-last-pipeline-num-layers",
-          "; use --num-virtual-stages-per-pipeline-rank with uneven pipeline stages"));
+      return Invalid(
+          absl::StrCat("--num-layers-per-virtual-pipeline-stage cannot be combined with ",
+                       c.decoder_first_pipeline_num_layers ? "--decoder-first-pipeline-num-layers"
+                                                           : "--decoder-last-pipeline-num-layers",
+                       "; use --num-virtual-stages-per-pipeline-rank with uneven pipeline stages"));
     }
     if (per_vstage < 1) {
       return Invalid(absl::StrCat("--num-layers-per-virtual-pipeline-stage: got ", per_vstage,
@@ -236,11 +236,10 @@ absl::StatusOr<PipelinePlacement> FromFlags(const PipelinePlacementConfig& c) {
                                   p));
     }
     if ((L + extras) / p % per_vstage != 0) {
-      return Invalid(absl::StrCat("layers per pipeline rank ", (L + extras) / p,
-                                  " (--num-layers ", L, extras ? absl::StrCat(" + ", extras) : "",
-                                  " / --pipeline-model-parallel-size ", p,
-                                  ") is not divisible by --num-layers-per-virtual-pipeline-stage ",
-                                  per_vstage));
+      return Invalid(absl::StrCat(
+          "layers per pipeline rank ", (L + extras) / p, " (--num-layers ", L,
+          extras ? absl::StrCat(" + ", extras) : "", " / --pipeline-model-parallel-size ", p,
+          ") is not divisible by --num-layers-per-virtual-pipeline-stage ", per_vstage));
     }
     v = (L + extras) / p / per_vstage;
   } else if (c.num_virtual_stages_per_pipeline_rank) {
@@ -259,6 +258,14 @@ absl::StatusOr<PipelinePlacement> FromFlags(const PipelinePlacementConfig& c) {
         "--pipeline-model-parallel-size > 1"));
   }
 
+  if (v > L + extras) {
+    // Every split below needs at least one layer per chunk of some rank; refusing here
+    // also keeps a mistyped v from sizing the tables.
+    return Invalid(absl::StrCat("virtual pipeline size ", v, " is more than --num-layers ", L,
+                                extras ? absl::StrCat(" + ", extras) : "",
+                                ": a --pipeline-model-parallel-size ", p, " x ", v,
+                                " split has empty model chunks"));
+  }
   std::vector<int64_t> counts(p * v, 0);  // transformer layers per virtual stage g
   if (uneven) {
     if (p == 1) {
@@ -274,10 +281,9 @@ absl::StatusOr<PipelinePlacement> FromFlags(const PipelinePlacementConfig& c) {
       const char* flag;
       int64_t rank;
     };
-    for (const Edge& e : {Edge{c.decoder_first_pipeline_num_layers,
-                               "--decoder-first-pipeline-num-layers", 0},
-                          Edge{c.decoder_last_pipeline_num_layers,
-                               "--decoder-last-pipeline-num-layers", p - 1}}) {
+    for (const Edge& e :
+         {Edge{c.decoder_first_pipeline_num_layers, "--decoder-first-pipeline-num-layers", 0},
+          Edge{c.decoder_last_pipeline_num_layers, "--decoder-last-pipeline-num-layers", p - 1}}) {
       if (!e.value) continue;
       if (*e.value <= 0) {
         return Invalid(absl::StrCat(e.flag, ": got ", *e.value, ", expected > 0"));
@@ -322,17 +328,16 @@ absl::StatusOr<PipelinePlacement> FromFlags(const PipelinePlacementConfig& c) {
     for (int64_t g = 0; g < p * v; ++g) counts[g] = per_rank[g % p] / v;
   } else {
     const int64_t total = L + extras;
-    const std::string what =
-        extras ? absl::StrCat("--num-layers ", L, " + ", extras,
-                              " (embedding/loss accounted in the pipeline split)")
-               : absl::StrCat("--num-layers ", L);
+    const std::string what = extras
+                                 ? absl::StrCat("--num-layers ", L, " + ", extras,
+                                                " (embedding/loss accounted in the pipeline split)")
+                                 : absl::StrCat("--num-layers ", L);
     if (total % p != 0) {
       return Invalid(absl::StrCat(what, " is not divisible by --pipeline-model-parallel-size ", p));
     }
     if (total % (p * v) != 0) {
       return Invalid(absl::StrCat(what, " is not divisible by --pipeline-model-parallel-size ", p,
-                                  " x virtual pipeline size ", v, " = ", p * v,
-                                  " virtual stages"));
+                                  " x virtual pipeline size ", v, " = ", p * v, " virtual stages"));
     }
     std::fill(counts.begin(), counts.end(), total / (p * v));
     // total is a positive multiple of p v, so each count is >= 1 before these (and the
@@ -389,10 +394,11 @@ absl::StatusOr<PipelinePlacement> BuildPipelinePlacement(const PipelinePlacement
   }
   if (c.pipeline_model_parallel_layout) vp_flags.push_back("--pipeline-model-parallel-layout");
   if (vp_flags.size() > 1) {
-    return Invalid(absl::StrCat("at most one of --num-layers-per-virtual-pipeline-stage, "
-                                "--num-virtual-stages-per-pipeline-rank and "
-                                "--pipeline-model-parallel-layout may be set; got ",
-                                absl::StrJoin(vp_flags, " and ")));
+    return Invalid(
+        absl::StrCat("at most one of --num-layers-per-virtual-pipeline-stage, "
+                     "--num-virtual-stages-per-pipeline-rank and "
+                     "--pipeline-model-parallel-layout may be set; got ",
+                     absl::StrJoin(vp_flags, " and ")));
   }
   if (c.pipeline_model_parallel_layout) {
     std::vector<std::string> conflicts;
@@ -437,8 +443,8 @@ std::string PipelinePlacement::Describe() const {
       if (s.num_layers() == 0) {
         absl::StrAppend(&out, "no transformer layers");
       } else {
-        absl::StrAppend(&out, "layers [", s.first_layer, ", ", s.last_layer, ") (",
-                        s.num_layers(), s.num_layers() == 1 ? " layer)" : " layers)");
+        absl::StrAppend(&out, "layers [", s.first_layer, ", ", s.last_layer, ") (", s.num_layers(),
+                        s.num_layers() == 1 ? " layer)" : " layers)");
       }
       if (s.has_embedding) absl::StrAppend(&out, " + embedding (E)");
       if (s.has_loss_head) absl::StrAppend(&out, " + loss head (L)");

@@ -99,8 +99,7 @@ PipelinePlacementConfig WithLayout(int64_t num_layers, int64_t p, const std::str
 //     uneven, no VP: 0 on rank 0, else middle_rank * middle/middle_ranks + first
 TEST_CASE("even split without virtual stages", "[placement]") {
   // L=8, p=2: build 8/2 = 4; offset r*4.
-  CheckPlacement(Build(Flags(8, 2)), 2, 1,
-                 {{0, 0, 0, 4, true, false}, {1, 0, 4, 8, false, true}});
+  CheckPlacement(Build(Flags(8, 2)), 2, 1, {{0, 0, 0, 4, true, false}, {1, 0, 4, 8, false, true}});
   // p = 1: everything on one stage.
   CheckPlacement(Build(Flags(5, 1)), 1, 1, {{0, 0, 0, 5, true, true}});
 }
@@ -140,10 +139,9 @@ TEST_CASE("uneven first and last stages", "[placement]") {
   // offsets 0, 3, 6; rank 2 builds 4.
   PipelinePlacementConfig d = Flags(10, 3);
   d.decoder_last_pipeline_num_layers = 4;
-  CheckPlacement(Build(d), 3, 1,
-                 {{0, 0, 0, 3, true, false},
-                  {1, 0, 3, 6, false, false},
-                  {2, 0, 6, 10, false, true}});
+  CheckPlacement(
+      Build(d), 3, 1,
+      {{0, 0, 0, 3, true, false}, {1, 0, 3, 6, false, false}, {2, 0, 6, 10, false, true}});
 
   // Only first, p=2 (the other rank is the one middle rank): L=9, first=2 -> rank 1 has 7.
   PipelinePlacementConfig e = Flags(9, 2);
@@ -227,10 +225,9 @@ TEST_CASE("virtual size 1 is not interleaved, also with p = 1", "[placement]") {
 }
 
 TEST_CASE("layout string places layers, empty stages allowed", "[placement]") {
-  CheckPlacement(Build(WithLayout(11, 3, "Ettt|tttt|ttttL")), 3, 1,
-                 {{0, 0, 0, 3, true, false},
-                  {1, 0, 3, 7, false, false},
-                  {2, 0, 7, 11, false, true}});
+  CheckPlacement(
+      Build(WithLayout(11, 3, "Ettt|tttt|ttttL")), 3, 1,
+      {{0, 0, 0, 3, true, false}, {1, 0, 3, 7, false, false}, {2, 0, 7, 11, false, true}});
   // "E|(tt|)*2,t*3L" expands to E | tt | tt | tttL: 4 stages, p=2 -> v=2; stage g on rank
   // g % 2, chunk g / 2.
   CheckPlacement(Build(WithLayout(7, 2, "E|(tt|)*2,t*3L")), 2, 2,
@@ -246,15 +243,13 @@ TEST_CASE("layout string places layers, empty stages allowed", "[placement]") {
   CHECK((*stages)[29] == "tt");
   CHECK((*stages)[30] == "L");
   // Empty middle stage, one stage with everything, repeated separators, t*0.
-  CheckPlacement(Build(WithLayout(4, 3, "Ett||ttL")), 3, 1,
-                 {{0, 0, 0, 2, true, false},
-                  {1, 0, 2, 2, false, false},
-                  {2, 0, 2, 4, false, true}});
+  CheckPlacement(
+      Build(WithLayout(4, 3, "Ett||ttL")), 3, 1,
+      {{0, 0, 0, 2, true, false}, {1, 0, 2, 2, false, false}, {2, 0, 2, 4, false, true}});
   CheckPlacement(Build(WithLayout(3, 1, "Et*3L")), 1, 1, {{0, 0, 0, 3, true, true}});
-  CheckPlacement(Build(WithLayout(2, 3, "Et|*2t*0tL")), 3, 1,
-                 {{0, 0, 0, 1, true, false},
-                  {1, 0, 1, 1, false, false},
-                  {2, 0, 1, 2, false, true}});
+  CheckPlacement(
+      Build(WithLayout(2, 3, "Et|*2t*0tL")), 3, 1,
+      {{0, 0, 0, 1, true, false}, {1, 0, 1, 1, false, false}, {2, 0, 1, 2, false, true}});
   // Commas are cosmetic, also inside a count (Megatron strips them first).
   CheckPlacement(Build(WithLayout(12, 1, "Et*1,2L")), 1, 1, {{0, 0, 0, 12, true, true}});
 }
@@ -306,7 +301,8 @@ TEST_CASE("round trip: flags -> ToLayoutString -> layout -> same placement", "[p
     const PipelinePlacement a = Build(c);
     const std::string text = a.ToLayoutString();
     INFO("layout " << text);
-    const PipelinePlacement b = Build(WithLayout(c.num_layers, c.pipeline_model_parallel_size, text));
+    const PipelinePlacement b =
+        Build(WithLayout(c.num_layers, c.pipeline_model_parallel_size, text));
     CheckSame(a, b);
     CHECK(b.ToLayoutString() == text);
   }
@@ -361,6 +357,9 @@ TEST_CASE("indivisible even splits name num_layers, p and v", "[placement][error
   PipelinePlacementConfig e = Flags(12, 2);
   e.num_layers_per_virtual_pipeline_stage = 4;  // 6 per rank, not divisible by 4
   ExpectError(e, {"layers per pipeline rank 6", "--num-layers-per-virtual-pipeline-stage 4"});
+  PipelinePlacementConfig f = Flags(8, 2);
+  f.num_virtual_stages_per_pipeline_rank = int64_t{1} << 40;
+  ExpectError(f, {"virtual pipeline size 1099511627776", "--num-layers 8"});
   ExpectError(Flags(0, 1), {"--num-layers: got 0"});
   ExpectError(Flags(4, 0), {"--pipeline-model-parallel-size: got 0"});
 }
@@ -382,13 +381,13 @@ TEST_CASE("conflicting flags are errors naming both", "[placement][errors]") {
   PipelinePlacementConfig d = Flags(8, 2);
   d.decoder_last_pipeline_num_layers = 4;
   d.account_for_embedding_in_pipeline_split = true;
-  ExpectError(d, {"--decoder-last-pipeline-num-layers",
-                  "--account-for-embedding-in-pipeline-split"});
+  ExpectError(d,
+              {"--decoder-last-pipeline-num-layers", "--account-for-embedding-in-pipeline-split"});
   PipelinePlacementConfig e = Flags(8, 2);
   e.decoder_first_pipeline_num_layers = 2;
   e.num_layers_per_virtual_pipeline_stage = 1;
-  ExpectError(e, {"--num-layers-per-virtual-pipeline-stage",
-                  "--decoder-first-pipeline-num-layers"});
+  ExpectError(e,
+              {"--num-layers-per-virtual-pipeline-stage", "--decoder-first-pipeline-num-layers"});
 }
 
 TEST_CASE("interleaving needs p > 1", "[placement][errors]") {
@@ -432,11 +431,9 @@ TEST_CASE("bad uneven first/last values", "[placement][errors]") {
   ExpectError(g, {"layers per middle pipeline rank 5", "virtual pipeline size 2"});
 }
 
-TEST_CASE("layout syntax errors name the position and what was expected",
-          "[placement][errors]") {
+TEST_CASE("layout syntax errors name the position and what was expected", "[placement][errors]") {
   ExpectError(WithLayout(4, 2, "Ett|txtL"), {"position 5", "got 'x'", "expected one of E"});
-  ExpectError(WithLayout(4, 2, "Ett|((t)*2)*1L"),
-              {"position 5", "got '('", "groups do not nest"});
+  ExpectError(WithLayout(4, 2, "Ett|((t)*2)*1L"), {"position 5", "got '('", "groups do not nest"});
   ExpectError(WithLayout(4, 2, "Ett|(tt|L"), {"position 9", "end of string", "position 4"});
   ExpectError(WithLayout(4, 2, "Ett|(ttL)"), {"position 9", "'*<count>' after ')'"});
   ExpectError(WithLayout(4, 2, "Ett|ttL)"), {"position 7", "closes nothing"});
@@ -449,8 +446,8 @@ TEST_CASE("layout syntax errors name the position and what was expected",
 }
 
 TEST_CASE("layout content errors", "[placement][errors]") {
-  ExpectError(WithLayout(4, 2, "Ett|tt|L"), {"3 virtual stages", "multiple of",
-                                              "--pipeline-model-parallel-size 2"});
+  ExpectError(WithLayout(4, 2, "Ett|tt|L"),
+              {"3 virtual stages", "multiple of", "--pipeline-model-parallel-size 2"});
   ExpectError(WithLayout(4, 2, "Ett|ttmL"), {"'m'", "MTP"});
   ExpectError(WithLayout(4, 2, "tEt|ttL"), {"E must be the first symbol of virtual stage 0"});
   ExpectError(WithLayout(4, 2, "|EttttL"), {"E must be the first symbol of virtual stage 0"});

@@ -16,12 +16,12 @@ int64_t FullLayerBytes(const GptConfig& c, int64_t b, int64_t s, bool keep_probs
   const int64_t t = b * s, h = c.hidden_size, np = c.num_attention_heads, ng = c.query_groups(),
                 hn = c.head_dim();
   const bool ln = c.normalization == Normalization::kLayerNorm;
-  int64_t elems = 4 * t * h;             // input, ln1_out, residual2, ln2_out
-  elems += (ln ? 4 : 2) * t;             // ln1/ln2 rstd (+ mean with LayerNorm)
-  elems += b * np * s * hn;              // q
-  elems += 2 * b * ng * s * hn;          // k, v
-  if (keep_probs) elems += b * np * s * s;  // softmax probabilities
-  elems += t * c.attention_projection_size();  // context
+  int64_t elems = 4 * t * h;                          // input, ln1_out, residual2, ln2_out
+  elems += (ln ? 4 : 2) * t;                          // ln1/ln2 rstd (+ mean with LayerNorm)
+  elems += b * np * s * hn;                           // q
+  elems += 2 * b * ng * s * hn;                       // k, v
+  if (keep_probs) elems += b * np * s * s;            // softmax probabilities
+  elems += t * c.attention_projection_size();         // context
   elems += t * c.fc1_size() + t * c.ffn_hidden_size;  // fc1_out, act_out
   return elems * kF32;
 }
@@ -60,11 +60,11 @@ int64_t StashBytesPerMicroBatch(const GptConfig& c, const StageLayout& layout,
 
   if (layout.has_loss_head) {
     const bool ln = c.normalization == Normalization::kLayerNorm;
-    int64_t elems = 2 * t * h;            // final_input, lnf_out
-    elems += (ln ? 2 : 1) * t;            // lnf rstd (+ mean)
-    elems += t * c.padded_vocab_size;     // logits
-    elems += 2 * t;                       // lse, loss_mask
-    bytes += elems * kF32 + t * kI32;     // + labels
+    int64_t elems = 2 * t * h;         // final_input, lnf_out
+    elems += (ln ? 2 : 1) * t;         // lnf rstd (+ mean)
+    elems += t * c.padded_vocab_size;  // logits
+    elems += 2 * t;                    // lse, loss_mask
+    bytes += elems * kF32 + t * kI32;  // + labels
   }
   return bytes;
 }
@@ -80,14 +80,14 @@ int64_t CountStageParameters(const GptConfig& c, const StageLayout& layout) {
       n += c.max_position_embeddings * h;
     }
   }
-  int64_t per_layer = (ln ? 4 : 2) * h;                     // two norms
-  per_layer += c.qkv_size() * h + (bias ? c.qkv_size() : 0);  // linear_qkv
+  int64_t per_layer = (ln ? 4 : 2) * h;                             // two norms
+  per_layer += c.qkv_size() * h + (bias ? c.qkv_size() : 0);        // linear_qkv
   per_layer += h * c.attention_projection_size() + (bias ? h : 0);  // linear_proj
-  per_layer += c.fc1_size() * h + (bias ? c.fc1_size() : 0);  // linear_fc1
-  per_layer += h * c.ffn_hidden_size + (bias ? h : 0);        // linear_fc2
+  per_layer += c.fc1_size() * h + (bias ? c.fc1_size() : 0);        // linear_fc1
+  per_layer += h * c.ffn_hidden_size + (bias ? h : 0);              // linear_fc2
   n += layout.num_layers() * per_layer;
   if (layout.has_loss_head) {
-    n += (ln ? 2 : 1) * h;  // final norm
+    n += (ln ? 2 : 1) * h;                                           // final norm
     if (!c.tied_embeddings() || !layout.has_embedding) n += vp * h;  // output layer / tied copy
   }
   return n;

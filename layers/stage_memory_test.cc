@@ -239,9 +239,9 @@ TEST_CASE("EstimateStageMemory arithmetic", "[memory]") {
 
 TEST_CASE("FormatStageMemory prints MB of 2^20 bytes on one line", "[memory]") {
   StageMemoryEstimate e;
-  e.parameter_bytes = 3 << 20;        // 3.00 MB
-  e.gradient_bytes = 3 << 20;         // 3.00 MB
-  e.optimizer_bytes = 3 << 19;        // 1.50 MB
+  e.parameter_bytes = 3 << 20;         // 3.00 MB
+  e.gradient_bytes = 3 << 20;          // 3.00 MB
+  e.optimizer_bytes = 3 << 19;         // 1.50 MB
   e.activation_bytes = (5 << 20) / 4;  // 1.25 MB
   e.stashed_microbatches = 4;
   const std::string line = FormatStageMemory(2, 2, e);
