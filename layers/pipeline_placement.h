@@ -84,13 +84,14 @@ struct PipelinePlacement {
 // (InvalidArgument, naming the flags and values involved): L < 1 or p < 1; two of the
 // VP-size flags (or a VP flag and the layout); the layout with first/last or
 // account_for_*; first/last with account_for_*; v > 1 with p == 1 (Megatron needs p > 1
-// to interleave); v < 1 or v > L + extras; first/last with p == 1, with --num-layers-per-virtual-pipeline-stage,
-// <= 0, not divisible by v, leaving a negative remainder, or a remainder that the middle
-// ranks (or their chunks) do not divide, or that is not 0 when there are no middle ranks;
-// L (+ extras) not divisible by p, or by p v; layout syntax errors (position and
-// character, what was expected), 'm' (MTP layers, unsupported), a stage count that p
-// does not divide, E not first in virtual stage 0, L not last in the last virtual stage,
-// E or L not exactly once, or a count of t other than L.
+// to interleave); v < 1 or v > L + extras; first/last with p == 1, with
+// --num-layers-per-virtual-pipeline-stage, <= 0, not divisible by v, leaving a negative
+// remainder, or a remainder that the middle ranks (or their chunks) do not divide, or
+// that is not 0 when there are no middle ranks; L (+ extras) not divisible by p, or by
+// p v; layout syntax errors (position and character, what was expected), 'm' (MTP
+// layers, unsupported), a stage count that p does not divide, E not first in virtual
+// stage 0, L not last in the last virtual stage, E or L not exactly once, or a count of
+// t other than L.
 absl::StatusOr<PipelinePlacement> BuildPipelinePlacement(const PipelinePlacementConfig& config);
 
 // ParsePipelineLayout: the layout string expanded to one string per virtual stage over
