@@ -28,19 +28,33 @@ using Clock = std::chrono::steady_clock;
 enum class Phase { kIdle, kTrain, kStep, kEval, kSave, kDone };
 
 // Sums over the reports of the stages for the phase in progress.
+// Per-rank values are kept and summed in rank order (SumInRankOrder), so the totals do
+// not depend on the order the reports arrived in.
 struct PhaseReports {
   int pending = 0;
+  std::vector<double> rank_loss_sum, rank_tokens, rank_grad_norm_sq;
   double loss_sum = 0.0;
   double num_tokens = 0.0;
   double grad_norm_sq = 0.0;
   bool grads_finite = true;
   int64_t peak_activation_bytes = 0;
-  std::vector<double> stage_busy;
+  std::vector<double> stage_busy;  // per pipeline rank, mean over DP replicas
   double wall = 0.0;
-  void Reset(int stages) {
+  void Reset(int ranks, int pipeline_size) {
     *this = PhaseReports();
-    pending = stages;
-    stage_busy.assign(stages, 0.0);
+    pending = ranks;
+    rank_loss_sum.assign(ranks, 0.0);
+    rank_tokens.assign(ranks, 0.0);
+    rank_grad_norm_sq.assign(ranks, 0.0);
+    stage_busy.assign(pipeline_size, 0.0);
+  }
+  void SumInRankOrder() {
+    loss_sum = num_tokens = grad_norm_sq = 0.0;
+    for (size_t i = 0; i < rank_loss_sum.size(); ++i) {
+      loss_sum += rank_loss_sum[i];
+      num_tokens += rank_tokens[i];
+      grad_norm_sq += rank_grad_norm_sq[i];
+    }
   }
 };
 
@@ -207,7 +221,7 @@ void LogIfDue(CoordinatorPointer self) {
   r.model_gflops_per_second = flops_per_device_per_s / 1e9;
   r.gemm_peak_gflops = c.gemm_peak_gflops;
   r.peak_activation_mb = static_cast<double>(iv.peak_activation_bytes) / (1024.0 * 1024.0);
-  if (c.stages.size() > 1 && iv.stage_wall > 0) {
+  if (c.pipeline_size > 1 && iv.stage_wall > 0) {
     for (double busy : iv.stage_busy) {
       r.stage_bubble_fraction.push_back(std::max(0.0, 1.0 - busy / iv.stage_wall));
     }
@@ -216,21 +230,37 @@ void LogIfDue(CoordinatorPointer self) {
   iv = LogInterval();
 }
 
+void ResetReports(CoordinatorState& st) {
+  st.reports.Reset(static_cast<int>(st.cfg->stages.size()), st.cfg->pipeline_size);
+}
+
+// Sends `run` to every stage actor with its pipeline rank's op list.
+void SendToStages(CoordinatorPointer self, RunStageIteration run,
+                  const std::optional<scheduler::PipelineSchedule>& schedule,
+                  const scheduler::StageSchedule& fallback) {
+  const CoordinatorConfig& c = *self->state.cfg;
+  for (size_t rank = 0; rank < c.stages.size(); ++rank) {
+    const size_t pipeline_rank = rank / static_cast<size_t>(c.data_parallel_size);
+    run.schedule = schedule ? schedule->stages.at(pipeline_rank) : fallback;
+    self->send(c.stages[rank], run);
+  }
+}
+
 void StartIteration(CoordinatorPointer self) {
   auto& st = self->state;
   CoordinatorConfig& c = *st.cfg;
   ++st.iteration;
   st.phase = Phase::kTrain;
   st.iteration_start = Clock::now();
-  st.reports.Reset(static_cast<int>(c.stages.size()));
+  ResetReports(st);
   RunStageIteration run;
   run.iteration = st.iteration;
   run.eval = false;
   run.num_microbatches = c.num_microbatches;
-  run.first_global_microbatch = (st.iteration - 1) * c.num_microbatches;
+  run.first_global_microbatch =
+      (st.iteration - 1) * c.num_microbatches * static_cast<int64_t>(c.data_parallel_size);
   run.calculate_per_token_loss = c.calculate_per_token_loss;
-  run.schedule = scheduler::SingleStageSchedule(c.num_microbatches);
-  for (const StageActorHandle& stage : c.stages) self->send(stage, run);
+  SendToStages(self, run, c.train_schedule, scheduler::SingleStageSchedule(c.num_microbatches));
   self->send(c.data, ProduceMicroBatches{st.iteration, false, c.consumed_train_samples,
                                          c.num_microbatches});
 }
@@ -238,15 +268,14 @@ void StartIteration(CoordinatorPointer self) {
 void StartEvalIteration(CoordinatorPointer self) {
   auto& st = self->state;
   CoordinatorConfig& c = *st.cfg;
-  st.reports.Reset(static_cast<int>(c.stages.size()));
+  ResetReports(st);
   RunStageIteration run;
   run.iteration = st.iteration;
   run.eval = true;
   run.num_microbatches = c.num_microbatches;
   run.first_global_microbatch = 0;  // no dropout in evaluation
   run.calculate_per_token_loss = c.calculate_per_token_loss;
-  run.schedule = scheduler::ForwardOnlySchedule(c.num_microbatches);
-  for (const StageActorHandle& stage : c.stages) self->send(stage, run);
+  SendToStages(self, run, c.eval_schedule, scheduler::ForwardOnlySchedule(c.num_microbatches));
   self->send(c.data, ProduceMicroBatches{st.iteration, true, c.consumed_valid_samples,
                                          c.num_microbatches});
 }
@@ -275,15 +304,17 @@ void StartSave(CoordinatorPointer self, bool then_finish) {
     return;
   }
   st.writer = std::make_shared<checkpoint::CheckpointWriter>(std::move(*writer));
-  st.reports.Reset(static_cast<int>(c.stages.size()));
+  ResetReports(st);
   auto shared_writer = st.writer;
+  auto write_shard = c.write_shard;
   for (const StageActorHandle& stage : c.stages) {
     SaveCheckpointShard msg;
     msg.iteration = st.iteration;
-    msg.write_shard = [shared_writer](int32_t stage_index, StageProgram& program,
-                                      layers::AdamWOptimizer& optimizer) {
-      return WriteStageShard(*shared_writer, absl::StrCat("stage", stage_index),
-                             program.parameters(), &optimizer);
+    msg.write_shard = [shared_writer, write_shard](
+                          const StageIdentity& id, StageProgram& program,
+                          const std::vector<std::shared_ptr<layers::AdamWOptimizer>>& opts) {
+      if (!write_shard) return absl::FailedPreconditionError("no checkpoint writer configured");
+      return write_shard(id, program, opts, *shared_writer);
     };
     self->send(stage, msg);
   }
@@ -470,7 +501,10 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
           }
           st.trace = std::move(*writer);
           for (size_t i = 0; i < st.cfg->stages.size(); ++i) {
-            st.trace->NameTrack(static_cast<int32_t>(i), absl::StrCat("stage ", i));
+            const int dp = st.cfg->data_parallel_size;
+            st.trace->NameTrack(static_cast<int32_t>(i),
+                                dp == 1 ? absl::StrCat("stage ", i)
+                                        : absl::StrCat("stage ", i / dp, " dp ", i % dp));
           }
         }
         st.iteration = st.cfg->start_iteration;
@@ -499,16 +533,21 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
           for (const TraceSpan& span : d.spans) st.trace->Add(span);
         }
         PhaseReports& r = st.reports;
-        r.loss_sum += d.loss_sum;
-        r.num_tokens += d.num_tokens;
-        r.grad_norm_sq += d.grad_norm_sq;
+        if (d.stage < 0 || d.stage >= static_cast<int32_t>(r.rank_loss_sum.size())) {
+          Finish(self, false, absl::StrCat("coordinator: report from unknown rank ", d.stage));
+          return;
+        }
+        r.rank_loss_sum[d.stage] = d.loss_sum;
+        r.rank_tokens[d.stage] = d.num_tokens;
+        r.rank_grad_norm_sq[d.stage] = d.grad_norm_sq;
         r.grads_finite = r.grads_finite && d.grads_finite;
         r.peak_activation_bytes = std::max(r.peak_activation_bytes, d.peak_activation_bytes);
-        if (d.stage >= 0 && d.stage < static_cast<int32_t>(r.stage_busy.size())) {
-          r.stage_busy[d.stage] = d.busy_seconds;
+        if (d.pipeline_rank >= 0 && d.pipeline_rank < static_cast<int32_t>(r.stage_busy.size())) {
+          r.stage_busy[d.pipeline_rank] += d.busy_seconds / st.cfg->data_parallel_size;
         }
         r.wall = std::max(r.wall, d.wall_seconds);
         if (--r.pending > 0) return;
+        r.SumInRankOrder();
         if (expect_eval) {
           OnEvalReports(self);
         } else {

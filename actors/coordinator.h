@@ -26,9 +26,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/checkpoint/checkpoint_writer.h"
 #include "actors/messages.h"
 #include "actors/training_log.h"
 #include "layers/lr_schedule.h"
+#include "scheduler/pipeline_schedule.h"
 
 namespace mxmaca::actors {
 
@@ -56,7 +58,19 @@ struct CoordinatorConfig {
   int64_t save_interval = 0;                // 0: save only at the end (when save_dir)
   nlohmann::json checkpoint_args;           // stored in every checkpoint's metadata
   std::optional<layers::OptimizerParamScheduler> scheduler;  // required
-  std::vector<StageActorHandle> stages;     // pipeline order
+  // stages: every stage actor, by global rank (rank = pipeline rank * dp + dp rank).
+  std::vector<StageActorHandle> stages;
+  int32_t pipeline_size = 1;                // P
+  int32_t data_parallel_size = 1;           // dp
+  // Per-pipeline-rank op lists for training and evaluation (scheduler::BuildSchedule);
+  // empty: the single-stage defaults (SingleStageSchedule / ForwardOnlySchedule).
+  std::optional<scheduler::PipelineSchedule> train_schedule;
+  std::optional<scheduler::PipelineSchedule> eval_schedule;
+  // write_shard for SaveCheckpointShard (stage_checkpoint.h); required with save_dir.
+  std::function<absl::Status(const StageIdentity&, StageProgram&,
+                             const std::vector<std::shared_ptr<layers::AdamWOptimizer>>&,
+                             checkpoint::CheckpointWriter&)>
+      write_shard;
   DataActorHandle data;
   double flops_per_iteration = 0.0;         // Megatron's num_floating_point_operations
   double gemm_peak_gflops = 0.0;            // measured at start-up (0 = unknown)

@@ -34,32 +34,35 @@ DataActorHandle::behavior_type DataBehavior(DataPointer self, DataActorConfig co
           return;
         }
         const int64_t b = c.micro_batch_size, len = c.seq_length + 1;
+        const int64_t dp = static_cast<int64_t>(c.recipients.size());
         st.samples.resize(static_cast<size_t>(b * len));
         for (int32_t k = 0; k < req.num_microbatches; ++k) {
-          for (int64_t i = 0; i < b; ++i) {
-            const int64_t index = req.first_sample + k * b + i;
-            if (index >= ds->size()) {
-              self->send(c.coordinator,
-                         DataFailed{req.iteration,
-                                    absl::StrCat(split, " sample ", index, " requested but the ",
-                                                 split, " split has ", ds->size(), " samples")});
-              return;
+          for (int64_t r = 0; r < dp; ++r) {
+            for (int64_t i = 0; i < b; ++i) {
+              const int64_t index = req.first_sample + (k * dp + r) * b + i;
+              if (index >= ds->size()) {
+                self->send(c.coordinator,
+                           DataFailed{req.iteration,
+                                      absl::StrCat(split, " sample ", index,
+                                                   " requested but the ", split, " split has ",
+                                                   ds->size(), " samples")});
+                return;
+              }
+              absl::Status s =
+                  ds->GetSample(index, absl::MakeSpan(st.samples.data() + i * len, len));
+              if (!s.ok()) {
+                self->send(c.coordinator,
+                           DataFailed{req.iteration,
+                                      absl::StrCat(split, " sample ", index, ": ", s.message())});
+                return;
+              }
             }
-            absl::Status s =
-                ds->GetSample(index, absl::MakeSpan(st.samples.data() + i * len, len));
-            if (!s.ok()) {
-              self->send(c.coordinator,
-                         DataFailed{req.iteration, absl::StrCat(split, " sample ", index, ": ",
-                                                                s.message())});
-              return;
-            }
+            auto batch = std::make_shared<const data::GptMicroBatch>(data::BuildGptMicroBatch(
+                st.samples, b, c.seq_length, c.eod, c.eod_mask_loss, c.reset_position_ids,
+                c.reset_attention_mask));
+            const MicroBatchData msg{req.iteration, k, req.eval, batch};
+            for (const StageActorHandle& to : c.recipients[r]) self->send(to, msg);
           }
-          auto batch = std::make_shared<const data::GptMicroBatch>(data::BuildGptMicroBatch(
-              st.samples, b, c.seq_length, c.eod, c.eod_mask_loss, c.reset_position_ids,
-              c.reset_attention_mask));
-          MicroBatchData msg{req.iteration, k, req.eval, batch};
-          self->send(c.first_stage, msg);
-          if (c.last_stage != c.first_stage) self->send(c.last_stage, msg);
         }
       },
   };

@@ -3,16 +3,19 @@
 //
 // For each ProduceMicroBatches request it reads the global batch's samples in Megatron's
 // order (megatron/legacy/data/data_samplers.py MegatronPretrainingSampler: consecutive
-// samples from the consumed-samples position; micro-batch k holds samples
-// [first + k·b, first + (k+1)·b)), builds tokens / labels / loss mask / position ids /
-// document starts (data::BuildGptMicroBatch) and sends each micro-batch to the first
-// stage (which embeds the tokens) and the last stage (which needs labels and mask) as a
-// shared, immutable payload.
+// samples from the consumed-samples position, taken dp·b at a time, DP rank r getting
+// the r-th b of each group; so micro-batch k of replica r holds samples
+// [first + (k·dp + r)·b, first + (k·dp + r + 1)·b)), builds tokens / labels / loss mask /
+// position ids / document starts (data::BuildGptMicroBatch) and sends each micro-batch,
+// as one shared, immutable payload, to the stages of replica r that read data: the first
+// (which embeds the tokens), the last (labels and mask) and, with
+// --reset-attention-mask, every stage (document starts).
 #ifndef MXMACA_ACTORS_DATA_ACTOR_H_
 #define MXMACA_ACTORS_DATA_ACTOR_H_
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "actors/messages.h"
 #include "data/gpt_dataset.h"
@@ -29,8 +32,9 @@ struct DataActorConfig {
   bool eod_mask_loss = false;
   bool reset_position_ids = false;
   bool reset_attention_mask = false;
-  StageActorHandle first_stage;
-  StageActorHandle last_stage;
+  // recipients[r]: the stage actors of DP replica r that receive its micro-batches
+  // (each once); recipients.size() is the data-parallel size.
+  std::vector<std::vector<StageActorHandle>> recipients;
   CoordinatorActor coordinator;
 };
 

@@ -1,14 +1,39 @@
 // actors/gpt_stage_program.cc: see gpt_stage_program.h.
 #include "actors/gpt_stage_program.h"
 
+#include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace mxmaca::actors {
+
+GptStageProgram::GptStageProgram(std::vector<std::unique_ptr<layers::GptStage>> chunks,
+                                 bool reset_attention_mask)
+    : chunks_(std::move(chunks)), reset_attention_mask_(reset_attention_mask) {}
+
+GptStageProgram::GptStageProgram(std::unique_ptr<layers::GptStage> stage,
+                                 bool reset_attention_mask)
+    : reset_attention_mask_(reset_attention_mask) {
+  chunks_.push_back(std::move(stage));
+}
+
+absl::StatusOr<layers::GptStage*> GptStageProgram::Chunk(const MicroBatchKey& key) {
+  if (key.chunk < 0 || key.chunk >= num_chunks()) {
+    return absl::InvalidArgumentError(absl::StrCat("model chunk ", key.chunk,
+                                                   " out of range: this stage has ",
+                                                   num_chunks(), " chunk(s)"));
+  }
+  return chunks_[key.chunk].get();
+}
 
 absl::Status GptStageProgram::Forward(const MicroBatchKey& key,
                                       const data::GptMicroBatch& batch,
                                       const Activation* input, ForwardResult* result) {
-  const layers::StageLayout& layout = stage_->layout();
+  absl::StatusOr<layers::GptStage*> chunk = Chunk(key);
+  if (!chunk.ok()) return chunk.status();
+  layers::GptStage& stage = **chunk;
+  const layers::StageLayout& layout = stage.layout();
   layers::MicroBatchInput in;
   in.micro_batch_id = key.global_microbatch;
   in.iteration = key.iteration;
@@ -27,12 +52,14 @@ absl::Status GptStageProgram::Forward(const MicroBatchKey& key,
     in.loss_mask = batch.loss_mask;
   }
   layers::StageOutput out;
-  absl::Status s = key.eval ? stage_->EvalForward(in, &out) : stage_->Forward(in, &out);
+  BeginCall(key.chunk);
+  absl::Status s = key.eval ? stage.EvalForward(in, &out) : stage.Forward(in, &out);
+  EndCall(key.chunk);
   if (!s.ok()) return s;
   result->loss_sum = out.loss_sum;
   result->num_tokens = out.num_tokens;
   if (!layout.has_loss_head) {
-    result->output.shape = {batch.b, batch.s, stage_->config().hidden_size};
+    result->output.shape = {batch.b, batch.s, stage.config().hidden_size};
     result->output.data = std::make_shared<const std::vector<float>>(std::move(out.hidden));
   }
   return absl::OkStatus();
@@ -41,10 +68,15 @@ absl::Status GptStageProgram::Forward(const MicroBatchKey& key,
 absl::Status GptStageProgram::BackwardInput(const MicroBatchKey& key,
                                             const Activation* d_output,
                                             float loss_grad_scale, Activation* d_input) {
+  absl::StatusOr<layers::GptStage*> chunk = Chunk(key);
+  if (!chunk.ok()) return chunk.status();
   absl::Span<const float> dout;
   if (d_output != nullptr && d_output->data) dout = *d_output->data;
   std::vector<float> din;
-  absl::Status s = stage_->BackwardInput(key.global_microbatch, dout, loss_grad_scale, &din);
+  BeginCall(key.chunk);
+  absl::Status s =
+      (*chunk)->BackwardInput(key.global_microbatch, dout, loss_grad_scale, &din);
+  EndCall(key.chunk);
   if (!s.ok()) return s;
   if (d_input != nullptr && !din.empty()) {
     d_input->shape = {static_cast<int64_t>(din.size())};
@@ -54,7 +86,45 @@ absl::Status GptStageProgram::BackwardInput(const MicroBatchKey& key,
 }
 
 absl::Status GptStageProgram::BackwardWeight(const MicroBatchKey& key) {
-  return stage_->BackwardWeight(key.global_microbatch);
+  absl::StatusOr<layers::GptStage*> chunk = Chunk(key);
+  if (!chunk.ok()) return chunk.status();
+  BeginCall(key.chunk);
+  absl::Status s = (*chunk)->BackwardWeight(key.global_microbatch);
+  EndCall(key.chunk);
+  return s;
+}
+
+int GptStageProgram::tied_embedding_parameter(int chunk) const {
+  const layers::GptStage& stage = *chunks_[chunk];
+  const layers::StageLayout& layout = stage.layout();
+  if (!stage.config().tied_embeddings()) return -1;
+  if (layout.has_embedding && layout.has_loss_head) return -1;  // both ends here
+  if (!layout.has_embedding && !layout.has_loss_head) return -1;
+  return stage.parameter_ids().word_embeddings;
+}
+
+bool GptStageProgram::is_tied_copy(int chunk, int param) const {
+  const layers::GptStage& stage = *chunks_[chunk];
+  return !stage.layout().has_embedding && param == stage.parameter_ids().word_embeddings &&
+         param >= 0;
+}
+
+void GptStageProgram::BeginCall(int chunk) { chunks_[chunk]->ResetPeakActivationBytes(); }
+
+void GptStageProgram::EndCall(int chunk) {
+  // Exact stage peak: the other chunks' stashes are unchanged during the call, and the
+  // called chunk's tracker saw its own peak within the call.
+  int64_t others = 0;
+  for (int c = 0; c < num_chunks(); ++c) {
+    if (c != chunk) others += chunks_[c]->live_activation_bytes();
+  }
+  peak_ = std::max(peak_, others + chunks_[chunk]->peak_activation_bytes());
+}
+
+void GptStageProgram::ResetPeakActivationBytes() {
+  int64_t live = 0;
+  for (const auto& c : chunks_) live += c->live_activation_bytes();
+  peak_ = live;
 }
 
 }  // namespace mxmaca::actors

@@ -1,41 +1,56 @@
-// actors/gpt_stage_program.h: StageProgram over the GPT layers (layers::GptStage).
+// actors/gpt_stage_program.h: StageProgram over the GPT layers (layers::GptStage), one
+// GptStage per model chunk (virtual pipeline stage).
 //
 // Maps a micro-batch message (data::GptMicroBatch) and its MicroBatchKey to the layers'
-// MicroBatchInput: tokens, position ids and (with --reset-attention-mask) document starts
-// on the first stage, labels and loss mask on the last; the key's global micro-batch id
-// and iteration select the dropout masks. Eval ops run EvalForward (no dropout, no stash).
+// MicroBatchInput: tokens and position ids on the chunk with the embedding, labels and
+// loss mask on the chunk with the loss head, document starts everywhere with
+// --reset-attention-mask; the key's global micro-batch id and iteration select the
+// dropout masks. Eval ops run EvalForward (no dropout, no stash).
 #ifndef MXMACA_ACTORS_GPT_STAGE_PROGRAM_H_
 #define MXMACA_ACTORS_GPT_STAGE_PROGRAM_H_
 
 #include <memory>
+#include <vector>
 
 #include "actors/stage_program.h"
 #include "layers/gpt_stage.h"
 
 namespace mxmaca::actors {
 
-// GptStageProgram: owns the stage's layers.
+// GptStageProgram: owns the stage's chunks (chunks[c] = model chunk c).
 class GptStageProgram : public StageProgram {
  public:
   // reset_attention_mask: pass the batch's document starts to attention (else causal).
-  GptStageProgram(std::unique_ptr<layers::GptStage> stage, bool reset_attention_mask)
-      : stage_(std::move(stage)), reset_attention_mask_(reset_attention_mask) {}
+  // chunks: at least one; their layouts come from the pipeline placement.
+  GptStageProgram(std::vector<std::unique_ptr<layers::GptStage>> chunks,
+                  bool reset_attention_mask);
+  // Single-chunk convenience.
+  GptStageProgram(std::unique_ptr<layers::GptStage> stage, bool reset_attention_mask);
 
+  int num_chunks() const override { return static_cast<int>(chunks_.size()); }
   absl::Status Forward(const MicroBatchKey& key, const data::GptMicroBatch& batch,
                        const Activation* input, ForwardResult* result) override;
   absl::Status BackwardInput(const MicroBatchKey& key, const Activation* d_output,
                              float loss_grad_scale, Activation* d_input) override;
   absl::Status BackwardWeight(const MicroBatchKey& key) override;
 
-  layers::ParameterStore& parameters() override { return stage_->parameters(); }
-  int64_t peak_activation_bytes() const override { return stage_->peak_activation_bytes(); }
-  void ResetPeakActivationBytes() override { stage_->ResetPeakActivationBytes(); }
+  layers::ParameterStore& parameters(int chunk) override { return chunks_[chunk]->parameters(); }
+  int tied_embedding_parameter(int chunk) const override;
+  bool is_tied_copy(int chunk, int param) const override;
+  int64_t peak_activation_bytes() const override { return peak_; }
+  void ResetPeakActivationBytes() override;
 
-  layers::GptStage& stage() { return *stage_; }
+  layers::GptStage& stage(int chunk = 0) { return *chunks_[chunk]; }
 
  private:
-  std::unique_ptr<layers::GptStage> stage_;
+  absl::StatusOr<layers::GptStage*> Chunk(const MicroBatchKey& key);
+  // Around each F/B/W call: track the stage's peak stash over all chunks.
+  void BeginCall(int chunk);
+  void EndCall(int chunk);
+
+  std::vector<std::unique_ptr<layers::GptStage>> chunks_;
   bool reset_attention_mask_;
+  int64_t peak_ = 0;
 };
 
 }  // namespace mxmaca::actors

@@ -35,8 +35,10 @@ enum class Direction : uint8_t { kForward, kBackward };
 
 // ---- Coordinator -> StageActor ----
 
-// RunStageIteration: run `schedule` for `iteration`. Micro-batch k of the iteration has
-// global id first_global_microbatch + k. eval: forward only, no stash, no gradients.
+// RunStageIteration: run `schedule` (this stage's op list) for `iteration`. Micro-batch k
+// of DP replica r has global id first_global_microbatch + k * dp + r (Megatron's sampler
+// interleaves replicas within each group of dp micro-batches), so dropout masks do not
+// depend on the data-parallel size. eval: forward only, no stash, no gradients.
 struct RunStageIteration {
   int64_t iteration = 0;
   bool eval = false;
@@ -60,13 +62,54 @@ struct ApplyOptimizerStep {
 
 // ---- DataActor -> StageActor ----
 
-// MicroBatchData: the data of one micro-batch (tokens/positions for the first stage,
-// labels/loss mask for the last).
+// MicroBatchData: the data of one micro-batch of this stage's DP replica (tokens/positions
+// for the first stage, labels/loss mask for the last, document starts for all with
+// --reset-attention-mask).
 struct MicroBatchData {
   int64_t iteration = 0;
   int32_t microbatch = 0;
   bool eval = false;
   std::shared_ptr<const data::GptMicroBatch> batch;
+};
+
+// ---- StageActor -> StageActor ----
+
+// ActivationMessage: a forward activation [b, s, h] (kForward, to the next virtual stage)
+// or an input gradient [b, s, h] (kBackward, to the previous one) of one micro-batch.
+// `chunk` is the RECEIVING model chunk. The payload is shared and immutable; the receiver
+// drops its reference once the op that consumes it has run.
+struct ActivationMessage {
+  int64_t iteration = 0;
+  bool eval = false;
+  int32_t microbatch = 0;
+  int32_t chunk = 0;
+  Direction direction = Direction::kForward;
+  int32_t from_rank = 0;  // sender's global rank (for error messages)
+  Activation tensor;
+};
+
+// ---- communicator callback -> its StageActor ----
+
+// CollectiveKind: what a finished collective was for.
+enum class CollectiveKind : uint8_t { kEmbeddingGrad, kGradBucket, kParamGather };
+
+// CollectiveDone: one posted collective completed (ok) or failed with `error` (a
+// mismatch or timeout report naming group, op, sequence and bytes).
+struct CollectiveDone {
+  int64_t iteration = 0;
+  CollectiveKind kind = CollectiveKind::kGradBucket;
+  int32_t chunk = 0;
+  int32_t bucket = 0;
+  bool ok = true;
+  std::string error;
+};
+
+// GradsPosted: the strand scaled chunk `chunk`'s gradients and posted `num_collectives`
+// collectives for them (their CollectiveDone messages may arrive before or after this).
+struct GradsPosted {
+  int64_t iteration = 0;
+  int32_t chunk = 0;
+  int32_t num_collectives = 0;
 };
 
 // ---- StageActor -> Coordinator ----
@@ -76,7 +119,9 @@ struct MicroBatchData {
 // gradients that count toward the global norm (unscaled, fp64); busy/idle seconds of
 // its compute strand over the iteration.
 struct StageIterationDone {
-  int32_t stage = 0;
+  int32_t stage = 0;            // global rank of the stage actor (pipeline-major grid order)
+  int32_t pipeline_rank = 0;
+  int32_t data_parallel_rank = 0;
   int64_t iteration = 0;
   bool eval = false;
   double loss_sum = 0.0;
@@ -136,6 +181,7 @@ struct OpFinished {
   bool ok = true;
   std::string error;
   ForwardResult forward;  // for F ops
+  Activation d_input;     // for B ops (not on the first virtual stage)
 };
 
 // StepFinished: the strand applied the optimizer step.
@@ -145,6 +191,7 @@ struct StepFinished {
   int64_t duration_us = 0;
   bool ok = true;
   std::string error;
+  int32_t gather_collectives = 0;  // distributed optimizer: parameter all-gathers posted
 };
 
 // GradNormFinished: the strand computed the gradient statistics after the last op.
@@ -154,12 +201,22 @@ struct GradNormFinished {
   bool finite = true;
 };
 
+// StageIdentity: a stage actor's place in the grid.
+struct StageIdentity {
+  int32_t rank = 0;  // global rank
+  int32_t pipeline_rank = 0;
+  int32_t data_parallel_rank = 0;
+  bool distributed_optimizer = false;
+};
+
 // SaveCheckpointShard: run `write_shard` on the stage's strand (between iterations, so
 // parameters and optimizer state are quiescent); it writes this stage's shard of the
-// checkpoint being assembled for `iteration`.
+// checkpoint being assembled for `iteration` (optimizers: one per model chunk).
 struct SaveCheckpointShard {
   int64_t iteration = 0;
-  std::function<absl::Status(int32_t stage, StageProgram&, layers::AdamWOptimizer&)>
+  std::function<absl::Status(
+      const StageIdentity&, StageProgram&,
+      const std::vector<std::shared_ptr<layers::AdamWOptimizer>>& optimizers)>
       write_shard;
 };
 
@@ -206,6 +263,9 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::SaveCheckpointShard)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::RunTraining)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::TrainingSummary)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::ShardSaved)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::ActivationMessage)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::CollectiveDone)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::GradsPosted)
 
 namespace mxmaca::actors {
 
@@ -221,7 +281,8 @@ using StageActorHandle =
     caf::typed_actor<caf::reacts_to<RunStageIteration>, caf::reacts_to<MicroBatchData>,
                      caf::reacts_to<ApplyOptimizerStep>, caf::reacts_to<OpFinished>,
                      caf::reacts_to<StepFinished>, caf::reacts_to<GradNormFinished>,
-                     caf::reacts_to<SaveCheckpointShard>>;
+                     caf::reacts_to<SaveCheckpointShard>, caf::reacts_to<ActivationMessage>,
+                     caf::reacts_to<CollectiveDone>, caf::reacts_to<GradsPosted>>;
 
 // DataActorHandle: the data loader (see data_actor.h).
 using DataActorHandle = caf::typed_actor<caf::reacts_to<ProduceMicroBatches>>;

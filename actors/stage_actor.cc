@@ -1,6 +1,7 @@
 // actors/stage_actor.cc: see stage_actor.h.
 #include "actors/stage_actor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <exception>
@@ -15,12 +16,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/elementwise.h"
-#include "layers/grad_clip.h"
 
 namespace mxmaca::actors {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using scheduler::OpKind;
 
 double SecondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -40,23 +41,60 @@ absl::Status RunGuarded(Fn&& fn) {
 
 // (iteration, eval, micro-batch) -> that micro-batch's data.
 using BatchKey = std::tuple<int64_t, bool, int32_t>;
+// (iteration, eval, direction, receiving chunk, micro-batch) -> a neighbour's tensor.
+using InboxKey = std::tuple<int64_t, bool, Direction, int32_t, int32_t>;
+
+// Per-chunk gradient synchronisation of the running iteration.
+struct ChunkSync {
+  bool started = false;
+  bool embedding_pending = false;
+  int32_t posted = -1;  // collectives posted for the buckets; -1 = not yet known
+  int32_t done = 0;
+  bool finished = false;
+};
 
 struct StageState {
   StageActorConfig cfg;
-  bool active = false;         // an iteration's schedule is in progress
-  bool finishing = false;      // all ops done, waiting for the grad-norm task
+  bool active = false;     // an iteration's schedule is in progress
+  bool finishing = false;  // all ops done, waiting for gradient sync / the grad norm
   RunStageIteration run;
   size_t next_op = 0;
   bool op_running = false;
+  std::vector<size_t> last_w;  // per chunk: index of its last W in the schedule
+  std::vector<ChunkSync> sync;
   std::map<BatchKey, std::shared_ptr<const data::GptMicroBatch>> batches;
-  std::map<int32_t, double> microbatch_tokens;  // last stage: unmasked tokens per mb
+  std::map<InboxKey, Activation> inbox;
+  std::map<int32_t, double> microbatch_tokens;  // last virtual stage: unmasked tokens per mb
   double loss_sum = 0.0;
   double num_tokens = 0.0;
   double busy_seconds = 0.0;
   Clock::time_point start;
   std::vector<TraceSpan> spans;  // with cfg.trace
+  // Optimizer step / parameter all-gather.
+  int64_t gather_iteration = -1;
+  int32_t gather_posted = -1;
+  int32_t gather_done = 0;
+  bool gather_pending = false;      // parameters not yet all-gathered: no op may start
+  bool step_reply_pending = false;  // StageStepDone waits for the all-gather
+  StepFinished step_finished;
+  std::vector<SaveCheckpointShard> deferred_saves;
+  bool failed = false;
 
-  std::string Name() const { return absl::StrCat("stage ", cfg.stage); }
+  std::string Name() const { return StageActorName(cfg); }
+  int32_t num_chunks() const { return cfg.program->num_chunks(); }
+  int32_t virtual_stage(int32_t chunk) const {
+    return scheduler::VirtualStage(chunk, cfg.pipeline_rank, cfg.pipeline_size);
+  }
+  bool first_virtual(int32_t chunk) const { return virtual_stage(chunk) == 0; }
+  bool last_virtual(int32_t chunk) const {
+    return virtual_stage(chunk) == cfg.pipeline_size * num_chunks() - 1;
+  }
+  bool needs_batch(int32_t chunk) const {
+    return cfg.reset_attention_mask || first_virtual(chunk) || last_virtual(chunk);
+  }
+  int32_t rank_of(int32_t pipeline_rank) const {
+    return pipeline_rank * cfg.data_parallel_size + cfg.data_parallel_rank;
+  }
 };
 
 using StagePointer = StageActorHandle::stateful_pointer<StageState>;
@@ -64,8 +102,10 @@ using StagePointer = StageActorHandle::stateful_pointer<StageState>;
 void Fail(StagePointer self, int64_t iteration, int32_t microbatch, const std::string& op,
           const std::string& message) {
   auto& st = self->state;
-  self->send(st.cfg.coordinator,
-             StageFailed{st.Name(), iteration, microbatch, op, message});
+  if (st.failed) return;  // the first failure ends the job; do not pile on
+  st.failed = true;
+  st.active = false;
+  self->send(st.cfg.coordinator, StageFailed{st.Name(), iteration, microbatch, op, message});
 }
 
 MicroBatchKey KeyFor(const StageState& st, const scheduler::PipelineOp& op) {
@@ -73,15 +113,18 @@ MicroBatchKey KeyFor(const StageState& st, const scheduler::PipelineOp& op) {
   key.iteration = st.run.iteration;
   key.microbatch = op.microbatch;
   key.chunk = op.chunk;
-  key.global_microbatch = st.run.first_global_microbatch + op.microbatch;
+  key.global_microbatch = st.run.first_global_microbatch +
+                          static_cast<int64_t>(op.microbatch) * st.cfg.data_parallel_size +
+                          st.cfg.data_parallel_rank;
   key.eval = st.run.eval;
   return key;
 }
 
-// Builds the report of the iteration in progress (grad statistics filled by the caller).
 StageIterationDone MakeReport(const StageState& st) {
   StageIterationDone done;
-  done.stage = st.cfg.stage;
+  done.stage = st.cfg.rank;
+  done.pipeline_rank = st.cfg.pipeline_rank;
+  done.data_parallel_rank = st.cfg.data_parallel_rank;
   done.iteration = st.run.iteration;
   done.eval = st.run.eval;
   done.loss_sum = st.loss_sum;
@@ -92,14 +135,148 @@ StageIterationDone MakeReport(const StageState& st) {
   return done;
 }
 
-// Moves the recorded spans into a report (MakeReport copies nothing big).
 void AttachSpans(StageState& st, StageIterationDone* done) {
   done->spans = std::move(st.spans);
   st.spans.clear();
 }
 
-// After the last op: eval reports at once; training first computes the gradient
-// statistics on the strand (after the last W) and reports in the GradNormFinished handler.
+void AddSpan(StageState& st, std::string name, const char* category, int64_t start_us,
+             int64_t duration_us, int32_t microbatch) {
+  if (!st.cfg.trace) return;
+  TraceSpan span;
+  span.name = std::move(name);
+  span.category = category;
+  span.track = st.cfg.rank;
+  span.start_us = start_us;
+  span.duration_us = duration_us;
+  span.iteration = st.run.iteration;
+  span.microbatch = microbatch;
+  st.spans.push_back(std::move(span));
+}
+
+// A DoneCallback that turns a collective's completion into a message to the actor.
+transport::DoneCallback ToMessage(StageActorHandle me, int64_t iteration, CollectiveKind kind,
+                                  int32_t chunk, int32_t bucket) {
+  return [me, iteration, kind, chunk, bucket](const transport::CollectiveInfo& info,
+                                              absl::Status s) {
+    CollectiveDone d{iteration, kind, chunk, bucket, s.ok(), ""};
+    if (!s.ok()) d.error = absl::StrCat(info.ToString(), ": ", s.message());
+    caf::anon_send(me, std::move(d));
+  };
+}
+
+// ---- gradient synchronisation ----
+
+void MaybeReport(StagePointer self);
+
+// Posts chunk c's bucket reductions from the strand (after every op posted before).
+void PostBuckets(StagePointer self, int32_t chunk) {
+  auto& st = self->state;
+  ChunkSync& cs = st.sync[chunk];
+  const StageActorConfig& c = st.cfg;
+  if (c.data_parallel_size == 1 || !c.data_parallel_group) {
+    cs.posted = 0;
+    cs.finished = true;
+    MaybeReport(self);
+    return;
+  }
+  auto program = c.program;
+  auto* comm = c.comm;
+  const transport::ProcessGroup group = *c.data_parallel_group;
+  const layers::DataParallelBuckets buckets = c.buckets[chunk];
+  const bool reduce_scatter = c.distributed_optimizer;
+  const float scale =
+      c.calculate_per_token_loss ? 1.0f : 1.0f / static_cast<float>(c.data_parallel_size);
+  const kernels::ExecContext exec = c.exec;
+  const int64_t iteration = st.run.iteration;
+  StageActorHandle me = self;
+  c.strand->Post([=] {
+    absl::Span<float> grads = program->parameters(chunk).grads_arena();
+    // Megatron's DDP: gradient_scaling_factor = 1 / dp before the sum (an average).
+    if (scale != 1.0f) kernels::cpu::Scale(exec, grads.data(), grads.size(), scale);
+    const int32_t n = static_cast<int32_t>(buckets.buckets.size());
+    // Last bucket first: the order backward produces gradients in (Megatron's buckets are
+    // built in reverse parameter order for the same reason).
+    for (int32_t b = n - 1; b >= 0; --b) {
+      const layers::GradBucket& bk = buckets.buckets[b];
+      float* base = grads.data() + bk.begin;
+      const int64_t len = bk.end - bk.begin;
+      auto done = ToMessage(me, iteration, CollectiveKind::kGradBucket, chunk, b);
+      if (reduce_scatter) {
+        const int64_t shard = len / group.size();
+        comm->ReduceScatterSum(group, base, base + group.rank_in_group * shard, shard,
+                               std::move(done));
+      } else {
+        comm->AllReduceSum(group, base, base, len, std::move(done));
+      }
+    }
+    caf::anon_send(me, GradsPosted{iteration, chunk, n});
+  });
+}
+
+// Starts chunk c's synchronisation: tied-embedding sum first (if any), then buckets.
+void StartChunkSync(StagePointer self, int32_t chunk) {
+  auto& st = self->state;
+  ChunkSync& cs = st.sync[chunk];
+  if (cs.started) return;
+  cs.started = true;
+  const int param = st.cfg.program->tied_embedding_parameter(chunk);
+  if (param >= 0 && st.cfg.embedding_group && st.cfg.embedding_group->size() > 1) {
+    cs.embedding_pending = true;
+    auto program = st.cfg.program;
+    auto* comm = st.cfg.comm;
+    const transport::ProcessGroup group = *st.cfg.embedding_group;
+    auto done = ToMessage(self, st.run.iteration, CollectiveKind::kEmbeddingGrad, chunk, -1);
+    st.cfg.strand->Post([program, comm, group, chunk, param, done] {
+      layers::ParameterStore& store = program->parameters(chunk);
+      float* g = store.grad(param);
+      comm->AllReduceSum(group, g, g, store.info(param).numel, done);
+    });
+    return;
+  }
+  PostBuckets(self, chunk);
+}
+
+// After all ops and every chunk's sync: the grad norm of this rank's shard, then report.
+void MaybeReport(StagePointer self) {
+  auto& st = self->state;
+  if (!st.finishing || st.failed) return;
+  for (const ChunkSync& cs : st.sync) {
+    if (!cs.finished) return;
+  }
+  st.finishing = false;  // the norm task is posted once
+  auto program = st.cfg.program;
+  auto exec = st.cfg.exec;
+  auto buckets = st.cfg.buckets;
+  const int32_t dp_rank = st.cfg.data_parallel_rank;
+  StageActorHandle me = self;
+  const int64_t iteration = st.run.iteration;
+  st.cfg.strand->Post([program, exec, buckets, dp_rank, me, iteration] {
+    double sq = 0.0;
+    for (int c = 0; c < program->num_chunks(); ++c) {
+      const layers::ParameterStore& store = program->parameters(c);
+      const std::function<bool(const layers::ParameterInfo&)> counts =
+          [&](const layers::ParameterInfo& info) {
+            const int id = store.Index(info.spec.name).value_or(-1);
+            return !program->is_tied_copy(c, id);
+          };
+      sq += layers::ShardGradNormSquared(exec, store, buckets[c], dp_rank, counts);
+    }
+    caf::anon_send(me, GradNormFinished{iteration, sq, std::isfinite(sq)});
+  });
+}
+
+void OnChunkCollectiveDone(StagePointer self, int32_t chunk) {
+  auto& st = self->state;
+  ChunkSync& cs = st.sync[chunk];
+  if (cs.posted >= 0 && cs.done == cs.posted && !cs.finished) {
+    cs.finished = true;
+    MaybeReport(self);
+  }
+}
+
+// ---- the op loop ----
+
 void FinishIteration(StagePointer self) {
   auto& st = self->state;
   if (st.run.eval) {
@@ -110,20 +287,14 @@ void FinishIteration(StagePointer self) {
     return;
   }
   st.finishing = true;
-  auto program = st.cfg.program;
-  auto exec = st.cfg.exec;
-  StageActorHandle me = self;
-  const int64_t iteration = st.run.iteration;
-  st.cfg.strand->Post([program, exec, me, iteration] {
-    std::vector<layers::GradSpan> spans = program->parameters().GradSpans();
-    const double sq = layers::GradNormSquared(exec, spans);
-    caf::anon_send(me, GradNormFinished{iteration, sq, std::isfinite(sq)});
-  });
+  // Without --overlap-grad-reduce the reductions start now, last chunk first.
+  for (int32_t c = st.num_chunks() - 1; c >= 0; --c) StartChunkSync(self, c);
+  MaybeReport(self);
 }
 
 void TryAdvance(StagePointer self) {
   auto& st = self->state;
-  if (!st.active || st.op_running || st.finishing) return;
+  if (!st.active || st.op_running || st.finishing || st.gather_pending || st.failed) return;
   if (st.next_op == st.run.schedule.size()) {
     FinishIteration(self);
     return;
@@ -132,10 +303,10 @@ void TryAdvance(StagePointer self) {
   const MicroBatchKey key = KeyFor(st, op);
   const size_t op_index = st.next_op;
   const int64_t iteration = st.run.iteration;
+  const bool eval = st.run.eval;
   auto program = st.cfg.program;
   StageActorHandle me = self;
 
-  // Runs `body` on the strand, timed, and reports OpFinished to this actor.
   auto post = [&](auto body) {
     st.op_running = true;
     st.cfg.strand->Post([me, op_index, iteration, body] {
@@ -153,37 +324,237 @@ void TryAdvance(StagePointer self) {
   };
 
   switch (op.kind) {
-    case scheduler::OpKind::kForward: {
+    case OpKind::kForward: {
       std::shared_ptr<const data::GptMicroBatch> batch;
-      if (st.cfg.is_first || st.cfg.is_last) {
-        auto it = st.batches.find(BatchKey{iteration, st.run.eval, op.microbatch});
+      if (st.needs_batch(op.chunk)) {
+        auto it = st.batches.find(BatchKey{iteration, eval, op.microbatch});
         if (it == st.batches.end()) return;  // wait for the data
         batch = it->second;
       }
-      post([program, key, batch](OpFinished* msg) {
-        static const data::GptMicroBatch kEmpty;
-        return program->Forward(key, batch ? *batch : kEmpty, nullptr, &msg->forward);
-      });
-      return;
-    }
-    case scheduler::OpKind::kBackwardInput: {
-      float scale = 1.0f;
-      if (st.cfg.is_last && !st.run.calculate_per_token_loss) {
-        // Megatron (schedules.py forward_step): each micro-batch's loss is divided by its
-        // token count and by the number of micro-batches.
-        const double tokens = std::max(1.0, st.microbatch_tokens[op.microbatch]);
-        scale = static_cast<float>(1.0 / (tokens * st.run.num_microbatches));
+      Activation input;
+      if (!st.first_virtual(op.chunk)) {
+        auto it = st.inbox.find(
+            InboxKey{iteration, eval, Direction::kForward, op.chunk, op.microbatch});
+        if (it == st.inbox.end()) return;  // wait for the previous stage
+        input = std::move(it->second);
+        st.inbox.erase(it);
       }
-      post([program, key, scale](OpFinished*) {
-        Activation d_input;
-        return program->BackwardInput(key, nullptr, scale, &d_input);
+      post([program, key, batch, input](OpFinished* msg) {
+        static const data::GptMicroBatch kEmpty;
+        return program->Forward(key, batch ? *batch : kEmpty,
+                                input.data ? &input : nullptr, &msg->forward);
       });
       return;
     }
-    case scheduler::OpKind::kBackwardWeight:
+    case OpKind::kBackwardInput: {
+      float scale = 1.0f;
+      Activation d_output;
+      if (st.last_virtual(op.chunk)) {
+        if (!st.run.calculate_per_token_loss) {
+          // Megatron (schedules.py forward_step): each micro-batch's loss is divided by
+          // its token count and by the number of micro-batches (per DP replica).
+          const double tokens = std::max(1.0, st.microbatch_tokens[op.microbatch]);
+          scale = static_cast<float>(1.0 / (tokens * st.run.num_microbatches));
+        }
+      } else {
+        auto it = st.inbox.find(
+            InboxKey{iteration, eval, Direction::kBackward, op.chunk, op.microbatch});
+        if (it == st.inbox.end()) return;  // wait for the next stage's gradient
+        d_output = std::move(it->second);
+        st.inbox.erase(it);
+      }
+      post([program, key, scale, d_output](OpFinished* msg) {
+        return program->BackwardInput(key, d_output.data ? &d_output : nullptr, scale,
+                                      &msg->d_input);
+      });
+      return;
+    }
+    case OpKind::kBackwardWeight:
       post([program, key](OpFinished*) { return program->BackwardWeight(key); });
       return;
   }
+}
+
+// Sends an F output or B input-gradient to the neighbouring virtual stage.
+void SendToNeighbour(StagePointer self, const scheduler::PipelineOp& op, Direction dir,
+                     Activation tensor) {
+  auto& st = self->state;
+  const int32_t p = st.cfg.pipeline_size;
+  int32_t to_pipeline_rank, to_chunk;
+  if (dir == Direction::kForward) {
+    const bool wrap = st.cfg.pipeline_rank == p - 1;
+    to_pipeline_rank = wrap ? 0 : st.cfg.pipeline_rank + 1;
+    to_chunk = wrap ? op.chunk + 1 : op.chunk;
+  } else {
+    const bool wrap = st.cfg.pipeline_rank == 0;
+    to_pipeline_rank = wrap ? p - 1 : st.cfg.pipeline_rank - 1;
+    to_chunk = wrap ? op.chunk - 1 : op.chunk;
+  }
+  const int32_t to = st.rank_of(to_pipeline_rank);
+  ActivationMessage msg{st.run.iteration, st.run.eval, op.microbatch, to_chunk, dir,
+                        st.cfg.rank, std::move(tensor)};
+  if (to == st.cfg.rank) {  // p == 1 with several chunks: deliver locally
+    st.inbox[InboxKey{msg.iteration, msg.eval, dir, to_chunk, op.microbatch}] =
+        std::move(msg.tensor);
+    return;
+  }
+  self->send(st.cfg.peers->by_rank.at(static_cast<size_t>(to)), std::move(msg));
+}
+
+void OnOpFinished(StagePointer self, OpFinished& f) {
+  auto& st = self->state;
+  if (st.failed) return;
+  if (!st.active || f.iteration != st.run.iteration || f.op_index != st.next_op) {
+    Fail(self, f.iteration, -1, "op",
+         absl::StrCat("unexpected completion of op ", f.op_index, " of iteration ",
+                      f.iteration, " (running op ", st.next_op, " of iteration ",
+                      st.run.iteration, ")"));
+    return;
+  }
+  const scheduler::PipelineOp op = st.run.schedule[f.op_index];
+  st.op_running = false;
+  st.busy_seconds += f.seconds;
+  if (!f.ok) {
+    Fail(self, f.iteration, op.microbatch, scheduler::ToString(op), f.error);
+    return;
+  }
+  AddSpan(st, (st.run.eval ? "eval " : "") + scheduler::ToString(op),
+          st.run.eval ? "eval" : "compute", f.start_us, static_cast<int64_t>(f.seconds * 1e6),
+          op.microbatch);
+  const BatchKey bkey{st.run.iteration, st.run.eval, op.microbatch};
+  switch (op.kind) {
+    case OpKind::kForward:
+      st.loss_sum += f.forward.loss_sum;
+      st.num_tokens += f.forward.num_tokens;
+      if (st.last_virtual(op.chunk)) st.microbatch_tokens[op.microbatch] = f.forward.num_tokens;
+      if (!st.last_virtual(op.chunk)) {
+        SendToNeighbour(self, op, Direction::kForward, std::move(f.forward.output));
+      }
+      break;
+    case OpKind::kBackwardInput:
+      if (!st.first_virtual(op.chunk)) {
+        SendToNeighbour(self, op, Direction::kBackward, std::move(f.d_input));
+      }
+      break;
+    case OpKind::kBackwardWeight:
+      if (st.cfg.overlap_grad_reduce && f.op_index == st.last_w[op.chunk]) {
+        StartChunkSync(self, op.chunk);  // this chunk's gradients are final
+      }
+      break;
+  }
+  ++st.next_op;
+  // The data of a micro-batch is dropped after its last use on this stage.
+  if (st.next_op == st.run.schedule.size()) {
+    for (auto it = st.batches.begin(); it != st.batches.end();) {
+      it = std::get<0>(it->first) == st.run.iteration && std::get<1>(it->first) == st.run.eval
+               ? st.batches.erase(it)
+               : std::next(it);
+    }
+  }
+  TryAdvance(self);
+}
+
+// ---- optimizer step ----
+
+void ReplyStep(StagePointer self) {
+  auto& st = self->state;
+  const StepFinished& f = st.step_finished;
+  StageStepDone done{st.cfg.rank, f.iteration, {}};
+  if (st.cfg.trace) {
+    done.spans.push_back(TraceSpan{"optimizer", "optimizer", st.cfg.rank, f.start_us,
+                                   f.duration_us, f.iteration, -1});
+  }
+  self->send(st.cfg.coordinator, std::move(done));
+}
+
+void RunSave(StagePointer self, SaveCheckpointShard save) {
+  auto& st = self->state;
+  auto program = st.cfg.program;
+  auto optimizers = st.cfg.optimizers;
+  StageIdentity id{st.cfg.rank, st.cfg.pipeline_rank, st.cfg.data_parallel_rank,
+                   st.cfg.distributed_optimizer};
+  CoordinatorActor coordinator = st.cfg.coordinator;
+  st.cfg.strand->Post([program, optimizers, id, coordinator, save] {
+    absl::Status s = RunGuarded([&] { return save.write_shard(id, *program, optimizers); });
+    ShardSaved msg{id.rank, save.iteration, s.ok(), std::string(s.message())};
+    caf::anon_send(coordinator, std::move(msg));
+  });
+}
+
+void OnGatherDone(StagePointer self) {
+  auto& st = self->state;
+  if (st.gather_posted < 0 || st.gather_done < st.gather_posted) return;
+  st.gather_pending = false;
+  st.gather_posted = -1;
+  if (st.step_reply_pending) {
+    st.step_reply_pending = false;
+    ReplyStep(self);
+  }
+  for (SaveCheckpointShard& save : st.deferred_saves) RunSave(self, std::move(save));
+  st.deferred_saves.clear();
+  TryAdvance(self);
+}
+
+void ApplyStep(StagePointer self, const ApplyOptimizerStep& step) {
+  auto& st = self->state;
+  auto program = st.cfg.program;
+  auto optimizers = st.cfg.optimizers;
+  auto exec = st.cfg.exec;
+  StageActorHandle me = self;
+  const bool gather = st.cfg.distributed_optimizer && st.cfg.data_parallel_size > 1 &&
+                      st.cfg.data_parallel_group && !step.skip;
+  auto* comm = st.cfg.comm;
+  std::optional<transport::ProcessGroup> group = st.cfg.data_parallel_group;
+  auto buckets = st.cfg.buckets;
+  if (gather) {
+    st.gather_pending = true;
+    st.gather_iteration = step.iteration;
+    st.gather_posted = -1;
+    st.gather_done = 0;
+  }
+  st.cfg.strand->Post([=] {
+    StepFinished msg;
+    msg.iteration = step.iteration;
+    msg.start_us = TraceClockMicros();
+    absl::Status s = RunGuarded([&]() -> absl::Status {
+      for (int c = 0; c < program->num_chunks(); ++c) {
+        layers::ParameterStore& params = program->parameters(c);
+        if (!step.skip) {
+          absl::Span<float> g = params.grads_arena();
+          for (const double factor : {step.grad_scale, step.clip_coeff}) {
+            if (factor != 1.0) {
+              kernels::cpu::Scale(exec, g.data(), g.size(), static_cast<float>(factor));
+            }
+          }
+          optimizers[c]->Step(exec, step.lr, step.weight_decay);
+        }
+        params.ZeroGrads();
+      }
+      return absl::OkStatus();
+    });
+    msg.duration_us = TraceClockMicros() - msg.start_us;
+    msg.ok = s.ok();
+    if (!s.ok()) msg.error = std::string(s.message());
+    int32_t posted = 0;
+    if (gather && s.ok()) {
+      // Distributed optimizer: every rank updated its shard; gather the parameters.
+      for (int c = 0; c < program->num_chunks(); ++c) {
+        float* params = program->parameters(c).params_arena().data();
+        const layers::DataParallelBuckets& bs = buckets[c];
+        for (int32_t b = 0; b < static_cast<int32_t>(bs.buckets.size()); ++b) {
+          const layers::GradBucket& bk = bs.buckets[b];
+          const int64_t shard = (bk.end - bk.begin) / group->size();
+          float* base = params + bk.begin;
+          comm->AllGather(*group, base + group->rank_in_group * shard, base, shard,
+                          transport::DataType::kFloat32,
+                          ToMessage(me, step.iteration, CollectiveKind::kParamGather, c, b));
+          ++posted;
+        }
+      }
+    }
+    msg.gather_collectives = posted;
+    caf::anon_send(me, std::move(msg));
+  });
 }
 
 StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfig config) {
@@ -191,6 +562,7 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
   return {
       [=](RunStageIteration& run) {
         auto& st = self->state;
+        if (st.failed) return;
         if (st.active) {
           Fail(self, run.iteration, -1, "run",
                absl::StrCat("iteration ", run.iteration, " started while iteration ",
@@ -205,6 +577,18 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
         st.num_tokens = 0.0;
         st.busy_seconds = 0.0;
         st.microbatch_tokens.clear();
+        st.sync.assign(static_cast<size_t>(st.num_chunks()), ChunkSync{});
+        st.last_w.assign(static_cast<size_t>(st.num_chunks()), st.run.schedule.size());
+        for (size_t i = 0; i < st.run.schedule.size(); ++i) {
+          const scheduler::PipelineOp& op = st.run.schedule[i];
+          if (op.chunk < 0 || op.chunk >= st.num_chunks()) {
+            Fail(self, st.run.iteration, op.microbatch, scheduler::ToString(op),
+                 absl::StrCat("the schedule names model chunk ", op.chunk,
+                              " but this stage has ", st.num_chunks()));
+            return;
+          }
+          if (op.kind == OpKind::kBackwardWeight) st.last_w[op.chunk] = i;
+        }
         st.start = Clock::now();
         st.cfg.program->ResetPeakActivationBytes();
         TryAdvance(self);
@@ -218,117 +602,109 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
         st.batches[BatchKey{d.iteration, d.eval, d.microbatch}] = std::move(d.batch);
         TryAdvance(self);
       },
-      [=](OpFinished& f) {
+      [=](ActivationMessage& m) {
         auto& st = self->state;
-        if (!st.active || f.iteration != st.run.iteration || f.op_index != st.next_op) {
-          Fail(self, f.iteration, -1, "op",
-               absl::StrCat("unexpected completion of op ", f.op_index, " of iteration ",
-                            f.iteration, " (running op ", st.next_op, " of iteration ",
-                            st.run.iteration, ")"));
+        if (!m.tensor.data) {
+          Fail(self, m.iteration, m.microbatch, "recv",
+               absl::StrCat("empty tensor from rank ", m.from_rank));
           return;
         }
-        const scheduler::PipelineOp op = st.run.schedule[f.op_index];
-        st.op_running = false;
-        st.busy_seconds += f.seconds;
-        if (!f.ok) {
-          st.active = false;
-          Fail(self, f.iteration, op.microbatch, scheduler::ToString(op), f.error);
+        const InboxKey key{m.iteration, m.eval, m.direction, m.chunk, m.microbatch};
+        if (st.inbox.count(key) != 0) {
+          Fail(self, m.iteration, m.microbatch, "recv",
+               absl::StrCat("a second ",
+                            m.direction == Direction::kForward ? "activation" : "gradient",
+                            " for chunk ", m.chunk, " from rank ", m.from_rank));
           return;
         }
-        if (st.cfg.trace) {
-          TraceSpan span;
-          span.name = (st.run.eval ? "eval " : "") + scheduler::ToString(op);
-          span.category = st.run.eval ? "eval" : "compute";
-          span.track = st.cfg.stage;
-          span.start_us = f.start_us;
-          span.duration_us = static_cast<int64_t>(f.seconds * 1e6);
-          span.iteration = f.iteration;
-          span.microbatch = op.microbatch;
-          st.spans.push_back(std::move(span));
-        }
-        const BatchKey bkey{st.run.iteration, st.run.eval, op.microbatch};
-        if (op.kind == scheduler::OpKind::kForward) {
-          st.loss_sum += f.forward.loss_sum;
-          st.num_tokens += f.forward.num_tokens;
-          st.microbatch_tokens[op.microbatch] = f.forward.num_tokens;
-          if (st.run.eval) st.batches.erase(bkey);
-        } else if (op.kind == scheduler::OpKind::kBackwardWeight) {
-          st.batches.erase(bkey);
-        }
-        ++st.next_op;
+        st.inbox.emplace(key, std::move(m.tensor));
         TryAdvance(self);
+      },
+      [=](OpFinished& f) { OnOpFinished(self, f); },
+      [=](GradsPosted& g) {
+        auto& st = self->state;
+        if (st.failed || g.iteration != st.run.iteration) return;
+        st.sync[g.chunk].posted = g.num_collectives;
+        OnChunkCollectiveDone(self, g.chunk);
+      },
+      [=](CollectiveDone& d) {
+        auto& st = self->state;
+        if (st.failed) return;
+        if (!d.ok) {
+          Fail(self, d.iteration, -1,
+               d.kind == CollectiveKind::kParamGather ? "param all-gather"
+               : d.kind == CollectiveKind::kEmbeddingGrad ? "embedding grad all-reduce"
+                                                          : "grad reduce",
+               d.error);
+          return;
+        }
+        switch (d.kind) {
+          case CollectiveKind::kEmbeddingGrad:
+            st.sync[d.chunk].embedding_pending = false;
+            PostBuckets(self, d.chunk);
+            break;
+          case CollectiveKind::kGradBucket:
+            ++st.sync[d.chunk].done;
+            OnChunkCollectiveDone(self, d.chunk);
+            break;
+          case CollectiveKind::kParamGather:
+            ++st.gather_done;
+            OnGatherDone(self);
+            break;
+        }
       },
       [=](GradNormFinished& g) {
         auto& st = self->state;
+        if (st.failed) return;
         StageIterationDone done = MakeReport(st);
         done.grad_norm_sq = g.grad_norm_sq;
         done.grads_finite = g.finite;
         AttachSpans(st, &done);
         st.active = false;
         st.finishing = false;
-        self->send(st.cfg.coordinator, done);
+        self->send(st.cfg.coordinator, std::move(done));
       },
       [=](ApplyOptimizerStep& step) {
-        auto& st = self->state;
-        auto program = st.cfg.program;
-        auto optimizer = st.cfg.optimizer;
-        auto exec = st.cfg.exec;
-        StageActorHandle me = self;
-        st.cfg.strand->Post([program, optimizer, exec, me, step] {
-          StepFinished msg;
-          msg.iteration = step.iteration;
-          msg.start_us = TraceClockMicros();
-          absl::Status s = RunGuarded([&]() -> absl::Status {
-            layers::ParameterStore& params = program->parameters();
-            if (!step.skip) {
-              std::vector<layers::GradSpan> spans = params.GradSpans();
-              for (const double factor : {step.grad_scale, step.clip_coeff}) {
-                if (factor == 1.0) continue;
-                for (const layers::GradSpan& g : spans) {
-                  kernels::cpu::Scale(exec, g.grad, g.numel, static_cast<float>(factor));
-                }
-              }
-              optimizer->Step(exec, step.lr, step.weight_decay);
-            }
-            params.ZeroGrads();
-            return absl::OkStatus();
-          });
-          msg.duration_us = TraceClockMicros() - msg.start_us;
-          msg.ok = s.ok();
-          if (!s.ok()) msg.error = std::string(s.message());
-          caf::anon_send(me, std::move(msg));
-        });
+        if (self->state.failed) return;
+        ApplyStep(self, step);
       },
       [=](StepFinished& f) {
         auto& st = self->state;
+        if (st.failed) return;
         if (!f.ok) {
           Fail(self, f.iteration, -1, "optimizer", f.error);
           return;
         }
-        StageStepDone done{st.cfg.stage, f.iteration, {}};
-        if (st.cfg.trace) {
-          done.spans.push_back(TraceSpan{"optimizer", "optimizer", st.cfg.stage, f.start_us,
-                                         f.duration_us, f.iteration, -1});
+        st.step_finished = f;
+        if (st.gather_pending) {
+          st.gather_posted = f.gather_collectives;
+          if (!st.cfg.overlap_param_gather) {
+            st.step_reply_pending = true;  // report once the parameters are gathered
+            OnGatherDone(self);
+            return;
+          }
         }
-        self->send(st.cfg.coordinator, std::move(done));
+        ReplyStep(self);  // --overlap-param-gather: the next op waits for the gather
+        if (st.gather_pending) OnGatherDone(self);
       },
       [=](SaveCheckpointShard& save) {
         auto& st = self->state;
-        auto program = st.cfg.program;
-        auto optimizer = st.cfg.optimizer;
-        const int32_t stage = st.cfg.stage;
-        CoordinatorActor coordinator = st.cfg.coordinator;
-        st.cfg.strand->Post([program, optimizer, stage, coordinator, save] {
-          absl::Status s =
-              RunGuarded([&] { return save.write_shard(stage, *program, *optimizer); });
-          ShardSaved msg{stage, save.iteration, s.ok(), std::string(s.message())};
-          caf::anon_send(coordinator, std::move(msg));
-        });
+        if (st.gather_pending) {
+          st.deferred_saves.push_back(std::move(save));
+          return;
+        }
+        RunSave(self, std::move(save));
       },
   };
 }
 
 }  // namespace
+
+std::string StageActorName(const StageActorConfig& c) {
+  if (c.data_parallel_size == 1) return absl::StrCat("stage ", c.pipeline_rank);
+  return absl::StrCat("stage ", c.pipeline_rank, " (data-parallel rank ", c.data_parallel_rank,
+                      ")");
+}
 
 StageActorHandle SpawnStageActor(caf::actor_system& system, StageActorConfig config) {
   return system.spawn(StageBehavior, std::move(config));

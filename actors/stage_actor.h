@@ -2,44 +2,93 @@
 //
 // DESIGN.md: an actor owns its parameters, its optimizer state and its device stream
 // (here a compute Strand of the process's ComputePool). It executes exactly the op list
-// (F/B/W per micro-batch) the coordinator hands it for an iteration: an op starts when it
-// is next in the list and its inputs have arrived (the micro-batch's data; later, the
-// neighbouring stages' activations and gradients); it runs on the strand and reports back
-// by message, so the CAF worker never blocks on compute. After its last op the stage
-// reports its loss and gradient statistics to the coordinator and waits for the optimizer
-// decision (step, or skip on NaN/Inf).
+// (F/B/W per micro-batch and model chunk) the coordinator hands it for an iteration: an op
+// starts when it is next in the list and its inputs have arrived — the micro-batch's data
+// (first and last virtual stage), the previous virtual stage's activation (F) or the next
+// one's input gradient (B), each an ActivationMessage from the neighbouring stage actor.
+// Ops run on the strand and report back by message, so the CAF worker never blocks on
+// compute.
+//
+// Gradient synchronisation (Megatron-Core finalize_model_grads and DDP,
+// megatron/core/distributed/): when a chunk's last W of the iteration has run (at once
+// with --overlap-grad-reduce, else after the whole schedule), its gradients are final:
+//   1. tied word embeddings: the first virtual stage's embedding gradient and the last
+//      one's copy are summed (all-reduce over the embedding group), so both copies take
+//      identical optimizer steps;
+//   2. data parallel: the gradients are scaled by 1/dp (Megatron's averaging; not with
+//      --calculate-per-token-loss) and reduced per bucket, last bucket first — all-reduce,
+//      or reduce-scatter with --use-distributed-optimizer.
+// The embedding sum comes first so the distributed optimizer's shards (which cut the
+// two copies differently) see the summed value. Then the stage computes the squared
+// grad norm of the shard it owns (every logical parameter counted once: the tied copy is
+// skipped, and each DP rank reads only its shard of every bucket) and reports. The
+// optimizer step follows the coordinator's decision; with the distributed optimizer each
+// rank updates its shard and the parameters are all-gathered per bucket (before the next
+// op of this stage with --overlap-param-gather, else before the step is reported).
+// Every collective error (mismatch, timeout) fails the job naming the actor.
 #ifndef MXMACA_ACTORS_STAGE_ACTOR_H_
 #define MXMACA_ACTORS_STAGE_ACTOR_H_
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "actors/compute_pool.h"
 #include "actors/messages.h"
 #include "actors/stage_program.h"
 #include "kernels/exec_context.h"
+#include "layers/grad_buckets.h"
 #include "layers/optimizer.h"
+#include "transport/communicator.h"
+#include "transport/process_group.h"
 
 namespace mxmaca::actors {
 
+// PipelinePeers: every stage actor of the job, indexed by global rank
+// (rank = pipeline_rank * data_parallel_size + data_parallel_rank, Megatron's order with
+// TP = CP = 1). Filled by whoever spawns the actors, before the first iteration.
+struct PipelinePeers {
+  std::vector<StageActorHandle> by_rank;
+};
+
 // StageActorConfig: what a StageActor is spawned with.
 struct StageActorConfig {
-  int32_t stage = 0;                 // pipeline rank
-  bool is_first = true;              // owns the embedding (consumes tokens)
-  bool is_last = true;               // owns the loss head (consumes labels)
-  kernels::ExecContext exec;         // passed to the optimizer kernels
+  int32_t rank = 0;                  // global rank
+  int32_t pipeline_rank = 0;         // p index
+  int32_t pipeline_size = 1;         // P
+  int32_t data_parallel_rank = 0;    // r
+  int32_t data_parallel_size = 1;    // dp
+  // reset_attention_mask: every chunk needs the micro-batch's data (document starts).
+  bool reset_attention_mask = false;
+  kernels::ExecContext exec;         // passed to the optimizer and reduction kernels
   CoordinatorActor coordinator;
+  std::shared_ptr<const PipelinePeers> peers;
   std::shared_ptr<Strand> strand;
-  // program and optimizer: shared with the strand's tasks (which may outlive a message).
+  // program and optimizers (one per model chunk): shared with the strand's tasks.
   std::shared_ptr<StageProgram> program;
-  std::shared_ptr<layers::AdamWOptimizer> optimizer;
+  std::vector<std::shared_ptr<layers::AdamWOptimizer>> optimizers;
+  // Data parallel and tied embeddings. comm may be null when dp == 1 and no embedding
+  // group of size 2 exists. buckets[c]: chunk c's gradient buckets (dp == 1: one bucket
+  // over the arena, used for the grad norm only).
+  transport::Communicator* comm = nullptr;
+  std::optional<transport::ProcessGroup> data_parallel_group;
+  std::optional<transport::ProcessGroup> embedding_group;  // size 2: first + last stage
+  std::vector<layers::DataParallelBuckets> buckets;
+  bool distributed_optimizer = false;
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
+  bool calculate_per_token_loss = false;
   // trace: record a span per op (and optimizer step) and send them with the reports.
   bool trace = false;
 };
 
 // SpawnStageActor: spawns the actor in `system`.
 StageActorHandle SpawnStageActor(caf::actor_system& system, StageActorConfig config);
+
+// StageActorName: "stage p" or "stage p (data-parallel rank r)" for messages.
+std::string StageActorName(const StageActorConfig& config);
 
 }  // namespace mxmaca::actors
 

@@ -42,28 +42,45 @@ struct ForwardResult {
   double num_tokens = 0.0;
 };
 
-// StageProgram: see file comment. Calls come from one strand at a time (never
-// concurrently), in schedule order. Errors are absl::Status (bad shapes, missing stash).
+// StageProgram: see file comment. A stage may own several model chunks (virtual
+// pipeline stages, interleaved 1F1B): MicroBatchKey::chunk selects one. Calls come from
+// one strand at a time (never concurrently), in schedule order. Errors are absl::Status
+// (bad shapes, missing stash, chunk out of range).
 class StageProgram {
  public:
   virtual ~StageProgram() = default;
 
+  // num_chunks: model chunks on this stage (v; 1 without virtual stages).
+  virtual int num_chunks() const = 0;
+
   // Forward: F for `key`. `batch` is the micro-batch's data (tokens and positions for
-  // the first stage, labels and loss mask for the last); `input` is the previous stage's
-  // output (null on the first stage).
+  // the chunk with the embedding, labels and loss mask for the one with the loss head,
+  // document starts everywhere with --reset-attention-mask); `input` is the previous
+  // virtual stage's output (null on the first).
   virtual absl::Status Forward(const MicroBatchKey& key, const data::GptMicroBatch& batch,
                                const Activation* input, ForwardResult* result) = 0;
-  // BackwardInput: B for `key`. `d_output` is the next stage's input gradient (null on
-  // the last stage, which starts from its loss with dL/d(loss_sum) = loss_grad_scale).
-  // Writes the gradient w.r.t. this stage's input into d_input (unused on the first stage).
+  // BackwardInput: B for `key`. `d_output` is the next virtual stage's input gradient
+  // (null on the last, which starts from its loss with dL/d(loss_sum) = loss_grad_scale).
+  // Writes the gradient w.r.t. this chunk's input into d_input (left empty on the first
+  // virtual stage).
   virtual absl::Status BackwardInput(const MicroBatchKey& key, const Activation* d_output,
                                      float loss_grad_scale, Activation* d_input) = 0;
   // BackwardWeight: W for `key`: accumulates weight gradients, frees the stash.
   virtual absl::Status BackwardWeight(const MicroBatchKey& key) = 0;
 
-  // parameters: the stage's parameters and gradients.
-  virtual layers::ParameterStore& parameters() = 0;
-  // peak_activation_bytes: the largest total stash held so far (bytes);
+  // parameters: chunk `chunk`'s parameters and gradients (0 <= chunk < num_chunks()).
+  virtual layers::ParameterStore& parameters(int chunk) = 0;
+  // tied_embedding_parameter: the index in parameters(chunk) of the word-embedding
+  // tensor that is shared with the output layer on ANOTHER stage (Megatron's embedding
+  // group: the first virtual stage's embedding and the last one's copy), whose
+  // gradients are summed across the two; -1 when the chunk has none (untied
+  // embeddings, or one stage holding both ends).
+  virtual int tied_embedding_parameter(int chunk) const = 0;
+  // is_tied_copy: parameter `param` of chunk `chunk` duplicates a tensor another stage
+  // owns (the last stage's copy of the tied word embeddings): it is not counted in the
+  // global grad norm and not written to checkpoints.
+  virtual bool is_tied_copy(int chunk, int param) const = 0;
+  // peak_activation_bytes: the largest total stash held so far over all chunks (bytes);
   // ResetPeakActivationBytes starts a new measurement.
   virtual int64_t peak_activation_bytes() const = 0;
   virtual void ResetPeakActivationBytes() = 0;

@@ -100,11 +100,16 @@ GptStage::GptStage(const GptConfig& config, const StageLayout& layout)
 }
 
 absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& config,
-                                                           const StageLayout& layout) {
+                                                           const StageLayout& layout,
+                                                           int64_t arena_multiple) {
   MXMACA_RETURN_IF_ERROR(config.Validate());
+  if (arena_multiple <= 0 || arena_multiple % 16 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GptStage: arena_multiple ", arena_multiple, " is not a positive multiple of 16"));
+  }
   std::unique_ptr<GptStage> stage(new GptStage(config, layout));
   MXMACA_ASSIGN_OR_RETURN(stage->ids_, RegisterGptParameters(config, layout, &stage->store_));
-  stage->store_.Finalize();
+  stage->store_.Finalize(arena_multiple);
   for (const LayerParameterIds& ids : stage->ids_.layers) {
     stage->layers_.emplace_back(&stage->store_, ids);
   }

@@ -73,8 +73,11 @@ class GptStage {
  public:
   // Create: validates the config and layout (InvalidArgument naming the field), registers
   // and allocates the parameters (zero; call InitializeParameters or load a checkpoint).
+  // arena_multiple: the parameter/gradient arenas are padded to a multiple of this many
+  // elements (a multiple of 16; data parallelism needs dp * 16, see grad_buckets.h).
   static absl::StatusOr<std::unique_ptr<GptStage>> Create(const GptConfig& config,
-                                                          const StageLayout& layout);
+                                                          const StageLayout& layout,
+                                                          int64_t arena_multiple = 16);
 
   const GptConfig& config() const { return config_; }
   const StageLayout& layout() const { return layout_; }

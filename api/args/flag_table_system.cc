@@ -35,7 +35,7 @@ constexpr FlagSpec kDistributed[] = {
     V("--wgrad-deferral-limit", kInt, "0", kNote, kRSchedule),
     F("--no-align-grad-reduce", "align_grad_reduce", kNote, kRDdp),
     V("--ddp-num-buckets", kInt, "None", kNote, kRDdp),
-    V("--ddp-bucket-size", kInt, "None", kNote, kRDdp),
+    V("--ddp-bucket-size", kInt, "None", kImpl),
     T("--ddp-pad-buckets-for-high-nccl-busbw", kNote, kRDdp),
     T("--ddp-reduce-scatter-with-fp32-accumulation", kNote, kRDdp),
     T("--ddp-average-in-collective", kNote, kRDdp),
@@ -447,6 +447,13 @@ constexpr FlagSpec kMxmaca[] = {
            "write a Chrome/Perfetto trace of every actor's F/B/W timeline")),
     Ours(V("--num-threads", kInt, "None", kImpl,
            "CPU compute threads; default: the number of cores")),
+    Ours(V("--world-size", kInt, "None", kImpl,
+           "ranks of this job run in this process (the in-process backend); data parallel "
+           "size = world size / (tensor x pipeline x context parallel); default: "
+           "tensor x pipeline x context parallel (data parallel 1)")),
+    Ours(V("--pipeline-schedule", kStr, "None", kImpl,
+           "1f1b, gpipe, interleaved-1f1b or zb-h1; default: Megatron's choice (interleaved "
+           "1F1B with virtual stages, else 1F1B)")),
 };
 
 }  // namespace

@@ -285,6 +285,11 @@ const absl::flat_hash_map<std::string, Binding>& Bindings() {
       MXMACA_BIND(max_consecutive_nan_iterations),
       MXMACA_BIND(trace_file),
       MXMACA_BIND(num_threads),
+      // dest "world_size" (the flag); MegatronArgs::world_size is the derived value.
+      {"world_size", Binding{&Set<&MegatronArgs::world_size_flag>,
+                             &Get<&MegatronArgs::world_size_flag>}},
+      MXMACA_BIND(pipeline_schedule),
+      MXMACA_BIND(ddp_bucket_size),
   };
   return *bindings;
 }

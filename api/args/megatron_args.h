@@ -203,6 +203,13 @@ struct MegatronArgs {
   std::optional<std::string> trace_file;
   // --num-threads N: CPU compute threads; derived = std::thread::hardware_concurrency().
   std::optional<int64_t> num_threads;
+  // --world-size N: ranks run in this process; None = tp * pp * cp (DP 1).
+  std::optional<int64_t> world_size_flag;
+  // --pipeline-schedule NAME: scheduler::ParseScheduleKind; None = Megatron's choice.
+  std::optional<std::string> pipeline_schedule;
+  // --ddp-bucket-size N (elements per data-parallel gradient bucket; None = Megatron's
+  // max(40M, 1M x dp)).
+  std::optional<int64_t> ddp_bucket_size;
 
   // ---- Derived by ValidateAndDeriveArgs (not flags) ----
   int64_t world_size = 1;          // from the launcher

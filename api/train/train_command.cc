@@ -29,8 +29,13 @@
 #include "api/data_config/gpt_data_config.h"
 #include "api/train/checkpoint_args.h"
 #include "api/train/gemm_peak.h"
+#include "api/train/parallel_setup.h"
+#include "api/train/stage_ranks.h"
 #include "api/train/train_setup.h"
 #include "base/status_macros.h"
+#include "transport/collective_watchdog.h"
+#include "transport/inprocess_communicator.h"
+#include "transport/rank_grid.h"
 #include "data/gpt2_bpe_tokenizer.h"
 #include "data/gpt_dataset_builder.h"
 #include "layers/flops.h"
@@ -48,9 +53,8 @@ void PrintLine(const std::string& line) {
 // The MegatronArgs fields `mxmaca train` honours today. A flag the parser accepts into any
 // other field (it is implemented somewhere in MXMACA's flag table, e.g. for a later
 // parallel layout) is an error when set, never silently ignored. The *_parallel_size
-// fields are listed because CheckSupportedLayout checks their values; the overlap and
-// distributed-optimizer flags and --sequence-parallel change nothing on one device
-// (Megatron also turns sequence parallelism off at TP 1).
+// fields are listed because CheckSupportedLayout checks their values; --sequence-parallel
+// changes nothing at TP 1 (Megatron also turns it off there).
 constexpr const char* kHonouredDests[] = {
     "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "kv_channels",
     "group_query_attention", "num_query_groups", "max_position_embeddings",
@@ -73,7 +77,13 @@ constexpr const char* kHonouredDests[] = {
     "data_cache_path", "seq_length", "vocab_file", "merge_file", "tokenizer_type",
     "vocab_size", "reset_position_ids", "reset_attention_mask", "eod_mask_loss",
     "create_attention_mask_in_dataloader", "num_workers", "dataloader_type", "log_interval",
-    "max_consecutive_nan_iterations", "num_threads", "trace_file", "help"};
+    "max_consecutive_nan_iterations", "num_threads", "trace_file", "help",
+    // Pipeline and data parallelism (in-process ranks).
+    "world_size", "pipeline_schedule", "ddp_bucket_size", "distributed_timeout_minutes",
+    "num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank",
+    "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+    "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+    "pipeline_model_parallel_layout"};
 
 absl::Status CheckHonouredFlags(const MegatronArgs& a) {
   std::vector<std::string> rejected;
@@ -116,13 +126,14 @@ absl::Status CheckSupportedLayout(const MegatronArgs& a) {
     const char* flag;
     int64_t value;
   } sizes[] = {{"--tensor-model-parallel-size", a.tensor_model_parallel_size},
-               {"--pipeline-model-parallel-size", a.pipeline_model_parallel_size},
                {"--context-parallel-size", a.context_parallel_size},
                {"--expert-model-parallel-size", a.expert_model_parallel_size}};
   for (const auto& s : sizes) {
     if (s.value != 1) {
       return absl::UnimplementedError(absl::StrCat(
-          s.flag, " ", s.value, ": this build of mxmaca train runs one device (size 1) only"));
+          s.flag, " ", s.value,
+          ": this build of mxmaca train runs pipeline and data parallelism only (size 1 "
+          "expected)"));
     }
   }
   return absl::OkStatus();
@@ -150,7 +161,7 @@ struct ResumePoint {
 // any checkpoint starts from scratch (with a notice); a half-written or unreadable one is an
 // error.
 absl::StatusOr<ResumePoint> MaybeLoad(const MegatronArgs& a, const layers::GptConfig& model,
-                                      layers::GptStage& stage, layers::AdamWOptimizer& optimizer,
+                                      std::vector<StageRank>& ranks,
                                       const std::function<void(const std::string&)>& print) {
   ResumePoint rp;
   if (!a.load) return rp;
@@ -166,7 +177,11 @@ absl::StatusOr<ResumePoint> MaybeLoad(const MegatronArgs& a, const layers::GptCo
                           actors::checkpoint::CheckpointReader::Open(dir));
   MXMACA_RETURN_IF_ERROR(CheckModelMatchesCheckpoint(model, reader.args(), reader.dir()));
   MXMACA_RETURN_IF_ERROR(reader.VerifyChecksums());  // silent data corruption -> error
-  MXMACA_RETURN_IF_ERROR(actors::LoadStageParameters(reader, stage.parameters()));
+  for (StageRank& r : ranks) {
+    for (int c = 0; c < r.program->num_chunks(); ++c) {
+      MXMACA_RETURN_IF_ERROR(actors::LoadStageParameters(reader, r.program->parameters(c)));
+    }
+  }
   const nlohmann::json& st = reader.state();
   if (!a.finetune) {
     try {
@@ -178,9 +193,13 @@ absl::StatusOr<ResumePoint> MaybeLoad(const MegatronArgs& a, const layers::GptCo
         rp.scheduler_num_steps = st.at("opt_param_scheduler").at("num_steps").get<int64_t>();
       }
       if (!a.no_load_optim) {
-        MXMACA_RETURN_IF_ERROR(
-            actors::LoadOptimizerState(reader, optimizer, stage.parameters()));
-        optimizer.set_step(st.at("optimizer_step").get<int64_t>());
+        for (StageRank& r : ranks) {
+          for (int c = 0; c < r.program->num_chunks(); ++c) {
+            MXMACA_RETURN_IF_ERROR(actors::LoadOptimizerState(reader, *r.optimizers[c],
+                                                              r.program->parameters(c)));
+            r.optimizers[c]->set_step(st.at("optimizer_step").get<int64_t>());
+          }
+        }
       }
     } catch (const nlohmann::json::exception& e) {
       return absl::DataLossError(
@@ -190,6 +209,42 @@ absl::StatusOr<ResumePoint> MaybeLoad(const MegatronArgs& a, const layers::GptCo
   print(absl::StrFormat("  successfully loaded checkpoint from %s at iteration %d", dir,
                             reader.iteration()));
   return rp;
+}
+
+// MakeShardWriter: what each stage actor writes into a checkpoint. Parameters come from
+// DP replica 0 only (the replicas hold the same values); Adam state from replica 0, or
+// from every replica with the distributed optimizer (each writes its pieces). The last
+// stage's copy of tied word embeddings is not written (the first stage's is the tensor).
+// Shards are named "stage<p>" (pipeline rank p, chunk 0, replica 0; a single-device
+// checkpoint is "stage0"), with "_chunk<c>" / "_dp<r>" appended for other chunks/replicas.
+std::function<absl::Status(const actors::StageIdentity&, actors::StageProgram&,
+                           const std::vector<std::shared_ptr<layers::AdamWOptimizer>>&,
+                           actors::checkpoint::CheckpointWriter&)>
+MakeShardWriter(bool distributed_optimizer) {
+  return [distributed_optimizer](
+             const actors::StageIdentity& id, actors::StageProgram& program,
+             const std::vector<std::shared_ptr<layers::AdamWOptimizer>>& optimizers,
+             actors::checkpoint::CheckpointWriter& writer) -> absl::Status {
+    const bool parameters = id.data_parallel_rank == 0;
+    const bool optimizer_state = distributed_optimizer || id.data_parallel_rank == 0;
+    if (!parameters && !optimizer_state) return absl::OkStatus();
+    for (int c = 0; c < program.num_chunks(); ++c) {
+      layers::ParameterStore& store = program.parameters(c);
+      actors::StageShardOptions options;
+      options.parameters = parameters;
+      options.optimizer_state = optimizer_state;
+      options.skip_parameter = [&program, &store, c](const layers::ParameterInfo& info) {
+        absl::StatusOr<int> index = store.Index(info.spec.name);
+        return index.ok() && program.is_tied_copy(c, *index);
+      };
+      std::string name = absl::StrCat("stage", id.pipeline_rank);
+      if (c > 0) absl::StrAppend(&name, "_chunk", c);
+      if (id.data_parallel_rank > 0) absl::StrAppend(&name, "_dp", id.data_parallel_rank);
+      MXMACA_RETURN_IF_ERROR(
+          actors::WriteStageShard(writer, name, store, optimizers[c].get(), options));
+    }
+    return absl::OkStatus();
+  };
 }
 
 }  // namespace
@@ -206,7 +261,14 @@ absl::StatusOr<actors::TrainingSummary> Train(
   }
   MXMACA_RETURN_IF_ERROR(CheckHonouredFlags(args));
   for (const std::string& n : args.notices) print(n);
-  MXMACA_RETURN_IF_ERROR(ValidateAndDeriveArgs(&args, /*world_size=*/1));
+  const int64_t model_parallel =
+      args.tensor_model_parallel_size * args.pipeline_model_parallel_size * args.context_parallel_size;
+  const int64_t world_size = args.world_size_flag.value_or(model_parallel);
+  if (world_size < 1 || world_size > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--world-size ", world_size, ": expected 1 ... 4096 in-process ranks"));
+  }
+  MXMACA_RETURN_IF_ERROR(ValidateAndDeriveArgs(&args, static_cast<int>(world_size)));
   MXMACA_RETURN_IF_ERROR(CheckSupportedLayout(args));
 
   // Tokenizer (vocabulary size and end-of-document id).
@@ -237,29 +299,28 @@ absl::StatusOr<actors::TrainingSummary> Train(
         ": MXMACA supports GPT2BPETokenizer and NullTokenizer"));
   }
 
-  // Model.
+  // Model, placement, schedules (parallel_setup.h) and the ranks' state.
   MXMACA_ASSIGN_OR_RETURN(layers::GptConfig model, GptConfigFromArgs(args, vocab_size));
-  layers::StageLayout layout;
-  layout.first_layer = 0;
-  layout.last_layer = model.num_layers;
-  layout.has_embedding = true;
-  layout.has_loss_head = true;
+  MXMACA_ASSIGN_OR_RETURN(ParallelSetup parallel, BuildParallelSetup(args, model));
+  print(parallel.Describe());
   print("building GPT model ...");
-  MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<layers::GptStage> stage,
-                          layers::GptStage::Create(model, layout));
-  stage->InitializeParameters();
-  const int64_t num_params = stage->parameters().num_elements();
-  print(absl::StrFormat(
-      " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): %d", num_params));
-  print(absl::StrFormat(
-      " > memory (MB) on stage 0: parameters %.1f, gradients %.1f, optimizer state %.1f",
-      num_params * 4.0 / 1048576, num_params * 4.0 / 1048576, num_params * 8.0 / 1048576));
-
-  layers::AdamWOptions adam{static_cast<float>(args.adam_beta1), static_cast<float>(args.adam_beta2),
-                            static_cast<float>(args.adam_eps)};
-  auto optimizer = std::make_shared<layers::AdamWOptimizer>(
-      adam, stage->parameters().OptimizerTensors());
-
+  StageRankOptions rank_options;
+  rank_options.data_parallel_size = parallel.data_parallel_size;
+  rank_options.distributed_optimizer = args.use_distributed_optimizer;
+  rank_options.bucket_elements = args.ddp_bucket_size.value_or(0);
+  rank_options.adam = layers::AdamWOptions{static_cast<float>(args.adam_beta1),
+                                           static_cast<float>(args.adam_beta2),
+                                           static_cast<float>(args.adam_eps)};
+  rank_options.reset_attention_mask = args.reset_attention_mask;
+  MXMACA_ASSIGN_OR_RETURN(std::vector<StageRank> ranks,
+                          BuildStageRanks(model, parallel.placement, rank_options));
+  for (const StageRank& r : ranks) {
+    if (r.data_parallel_rank != 0) continue;
+    print(absl::StrFormat(
+        " > number of parameters on (tensor, pipeline) model parallel rank (0, %d): %d",
+        r.pipeline_rank, r.num_parameters));
+  }
+  for (const std::string& line : MemoryReport(parallel, model, ranks, args)) print(line);
   // A --save directory that cannot be written fails now, not at the first save.
   if (args.save) MXMACA_RETURN_IF_ERROR(CheckWritableDirectory(*args.save, "--save"));
 
@@ -268,7 +329,7 @@ absl::StatusOr<actors::TrainingSummary> Train(
                           SchedulerConfigFromArgs(args));
   MXMACA_ASSIGN_OR_RETURN(layers::OptimizerParamScheduler scheduler,
                           layers::OptimizerParamScheduler::Create(sched_config));
-  MXMACA_ASSIGN_OR_RETURN(ResumePoint resume, MaybeLoad(args, model, *stage, *optimizer, print));
+  MXMACA_ASSIGN_OR_RETURN(ResumePoint resume, MaybeLoad(args, model, ranks, print));
   if (resume.scheduler_num_steps >= 0) scheduler.SetNumSteps(resume.scheduler_num_steps);
 
   // Data.
@@ -291,9 +352,13 @@ absl::StatusOr<actors::TrainingSummary> Train(
   std::shared_ptr<const data::SampleDataset> valid(std::move(splits.valid));
 
   // Runtime.
+  // Runtime: one compute strand per rank on a pool of min(ranks, threads) threads; each op
+  // uses threads / pool threads OpenMP threads (results do not depend on the count).
   const int threads = static_cast<int>(*args.num_threads);
+  const int world = static_cast<int>(ranks.size());
+  const int pool_threads = std::max(1, std::min(world, threads));
   kernels::ExecContext exec;
-  exec.num_threads = threads;
+  exec.num_threads = std::max(1, threads / pool_threads);
   exec.precision = model.precision;
   const double peak = MeasureGemmPeakGflops(exec);
   print(absl::StrFormat(" > measured GEMM peak: %.1f GFLOP/s (%s, %d thread%s)", peak,
@@ -310,7 +375,12 @@ absl::StatusOr<actors::TrainingSummary> Train(
   cc->skipped_iterations = resume.skipped_iterations;
   cc->global_batch_size = gbs;
   cc->micro_batch_size = mbs;
-  cc->num_microbatches = static_cast<int32_t>(gbs / (mbs * args.data_parallel_size));
+  cc->num_microbatches = parallel.num_microbatches;
+  cc->pipeline_size = parallel.pipeline_size;
+  cc->data_parallel_size = parallel.data_parallel_size;
+  cc->train_schedule = parallel.train_schedule;
+  cc->eval_schedule = parallel.eval_schedule;
+  cc->write_shard = MakeShardWriter(args.use_distributed_optimizer);
   cc->seq_length = model.seq_length;
   cc->calculate_per_token_loss = args.calculate_per_token_loss;
   cc->clip_grad = args.clip_grad;
@@ -332,22 +402,50 @@ absl::StatusOr<actors::TrainingSummary> Train(
   cc->on_iteration = std::move(on_iteration);
   cc->trace_file = args.trace_file;
 
+  // The in-process communicator outlives the pool (strand tasks post collectives), and the
+  // watchdog fails any collective older than --distributed-timeout-minutes on every rank.
+  transport::InProcessHub::Options hub_options;
+  hub_options.timeout = absl::Minutes(args.distributed_timeout_minutes);
+  transport::InProcessHub hub(world, hub_options);
+  transport::CollectiveWatchdog watchdog(
+      absl::Seconds(1), [&hub](absl::Time now) { return hub.CheckTimeouts(now); },
+      [](std::vector<absl::Status>) {});  // each stuck rank's actor reports the failure
+
   caf::actor_system_config cfg;
   cfg.set("scheduler.max-threads", 1);  // CAF workers only route messages
   caf::actor_system system{cfg};
-  actors::ComputePool pool(1);  // one stage: its kernels use `threads` OpenMP threads
+  actors::ComputePool pool(pool_threads);
   actors::CoordinatorActor coordinator = actors::SpawnCoordinator(system, cc);
 
-  actors::StageActorConfig sc;
-  sc.stage = 0;
-  sc.exec = exec;
-  sc.coordinator = coordinator;
-  sc.strand = pool.MakeStrand();
-  sc.program = std::make_shared<actors::GptStageProgram>(std::move(stage),
-                                                         args.reset_attention_mask);
-  sc.optimizer = optimizer;
-  sc.trace = args.trace_file.has_value();
-  actors::StageActorHandle stage_actor = actors::SpawnStageActor(system, sc);
+  MXMACA_ASSIGN_OR_RETURN(transport::RankGrid grid,
+                          transport::RankGrid::Create(world, 1, parallel.pipeline_size));
+  auto peers = std::make_shared<actors::PipelinePeers>();
+  for (StageRank& r : ranks) {
+    MXMACA_ASSIGN_OR_RETURN(transport::RankView view, grid.ForRank(r.rank));
+    actors::StageActorConfig sc;
+    sc.rank = r.rank;
+    sc.pipeline_rank = r.pipeline_rank;
+    sc.pipeline_size = parallel.pipeline_size;
+    sc.data_parallel_rank = r.data_parallel_rank;
+    sc.data_parallel_size = parallel.data_parallel_size;
+    sc.reset_attention_mask = args.reset_attention_mask;
+    sc.exec = exec;
+    sc.coordinator = coordinator;
+    sc.peers = peers;
+    sc.strand = pool.MakeStrand();
+    sc.program = r.program;
+    sc.optimizers = r.optimizers;
+    sc.comm = hub.ForRank(r.rank);
+    if (parallel.data_parallel_size > 1) sc.data_parallel_group = view.data_parallel_group();
+    sc.embedding_group = view.embedding_group();
+    sc.buckets = r.buckets;
+    sc.distributed_optimizer = args.use_distributed_optimizer;
+    sc.overlap_grad_reduce = args.overlap_grad_reduce;
+    sc.overlap_param_gather = args.overlap_param_gather;
+    sc.calculate_per_token_loss = args.calculate_per_token_loss;
+    sc.trace = args.trace_file.has_value();
+    peers->by_rank.push_back(actors::SpawnStageActor(system, std::move(sc)));
+  }
 
   actors::DataActorConfig dc;
   dc.train = train;
@@ -358,18 +456,24 @@ absl::StatusOr<actors::TrainingSummary> Train(
   dc.eod_mask_loss = args.eod_mask_loss;
   dc.reset_position_ids = args.reset_position_ids;
   dc.reset_attention_mask = args.reset_attention_mask;
-  dc.first_stage = stage_actor;
-  dc.last_stage = stage_actor;
+  dc.recipients.resize(static_cast<size_t>(parallel.data_parallel_size));
+  for (const StageRank& r : ranks) {
+    const bool reads_data = r.pipeline_rank == 0 ||
+                            r.pipeline_rank == parallel.pipeline_size - 1 ||
+                            args.reset_attention_mask;
+    if (reads_data) dc.recipients[r.data_parallel_rank].push_back(peers->by_rank[r.rank]);
+  }
   dc.coordinator = coordinator;
-  cc->stages = {stage_actor};
+  cc->stages = peers->by_rank;
   cc->data = actors::SpawnDataActor(system, dc);
 
   if (resume.iteration >= train_iters) {
     print(absl::StrFormat("nothing to train: the checkpoint is at iteration %d and --train-iters is %d",
                           resume.iteration, train_iters));
   } else {
-    print(absl::StrFormat("training ... (iterations %d to %d, global batch %d = %d micro-batches of %d)",
-                          resume.iteration + 1, train_iters, gbs, cc->num_microbatches, mbs));
+    print(absl::StrFormat("training ... (iterations %d to %d, global batch %d = %d micro-batches of %d x %d data-parallel replicas)",
+                          resume.iteration + 1, train_iters, gbs, cc->num_microbatches, mbs,
+                          parallel.data_parallel_size));
   }
   actors::TrainingSummary summary;
   bool got = false;
@@ -383,13 +487,15 @@ absl::StatusOr<actors::TrainingSummary> Train(
               got = true;
             },
             [&](caf::error& err) { caf_error = system.render(err); });
-    for (const auto& a : {caf::actor_cast<caf::actor>(coordinator),
-                          caf::actor_cast<caf::actor>(stage_actor),
-                          caf::actor_cast<caf::actor>(cc->data)}) {
-      self->send_exit(a, caf::exit_reason::user_shutdown);
+    self->send_exit(caf::actor_cast<caf::actor>(coordinator), caf::exit_reason::user_shutdown);
+    self->send_exit(caf::actor_cast<caf::actor>(cc->data), caf::exit_reason::user_shutdown);
+    for (const auto& a : peers->by_rank) {
+      self->send_exit(caf::actor_cast<caf::actor>(a), caf::exit_reason::user_shutdown);
     }
   }
+  watchdog.Stop();
   cc->stages.clear();
+  peers->by_rank.clear();
   cc->data = nullptr;
   if (!got) return absl::InternalError(absl::StrCat("coordinator ended without a summary: ", caf_error));
   if (!summary.ok) return summary;

@@ -1,0 +1,55 @@
+// api/train/stage_ranks.h: the model state of every in-process rank of a PP x DP job.
+//
+// For each global rank (Megatron's order with TP = CP = 1: rank = pipeline_rank * dp +
+// data_parallel_rank) the GptStage of every model chunk the placement gives its pipeline
+// rank (initialised from (seed, parameter name), so every layout starts from the same
+// weights), the chunk's data-parallel gradient buckets (layers/grad_buckets.h) and its
+// AdamW optimizer — over whole tensors, or over this rank's pieces with the distributed
+// optimizer.
+#ifndef MXMACA_API_TRAIN_STAGE_RANKS_H_
+#define MXMACA_API_TRAIN_STAGE_RANKS_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "actors/gpt_stage_program.h"
+#include "layers/gpt_config.h"
+#include "layers/grad_buckets.h"
+#include "layers/optimizer.h"
+#include "layers/pipeline_placement.h"
+
+namespace mxmaca::api {
+
+// StageRank: one rank's program (chunks), optimizers and buckets (one per chunk).
+struct StageRank {
+  int32_t rank = 0;
+  int32_t pipeline_rank = 0;
+  int32_t data_parallel_rank = 0;
+  std::shared_ptr<actors::GptStageProgram> program;
+  std::vector<std::shared_ptr<layers::AdamWOptimizer>> optimizers;
+  std::vector<layers::DataParallelBuckets> buckets;
+  int64_t num_parameters = 0;  // over the rank's chunks
+};
+
+// StageRankOptions: how to build the ranks.
+struct StageRankOptions {
+  int32_t data_parallel_size = 1;
+  bool distributed_optimizer = false;
+  // Elements per gradient bucket (--ddp-bucket-size); <= 0: Megatron's default
+  // max(40,000,000, 1,000,000 x dp).
+  int64_t bucket_elements = 0;
+  layers::AdamWOptions adam;
+  bool reset_attention_mask = false;
+};
+
+// BuildStageRanks: placement.pipeline_model_parallel_size x data_parallel_size ranks, in
+// rank order. Errors: the layers' (invalid config or layout, naming the field).
+absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& model,
+                                                       const layers::PipelinePlacement& placement,
+                                                       const StageRankOptions& options);
+
+}  // namespace mxmaca::api
+
+#endif  // MXMACA_API_TRAIN_STAGE_RANKS_H_
