@@ -38,6 +38,7 @@ struct PhaseReports {
   double grad_norm_sq = 0.0;
   bool grads_finite = true;
   int64_t peak_activation_bytes = 0;
+  std::vector<int64_t> rank_peak_activation_bytes;
   std::vector<double> stage_busy;  // per pipeline rank, mean over DP replicas
   double wall = 0.0;
   void Reset(int ranks, int pipeline_size) {
@@ -46,6 +47,7 @@ struct PhaseReports {
     rank_loss_sum.assign(ranks, 0.0);
     rank_tokens.assign(ranks, 0.0);
     rank_grad_norm_sq.assign(ranks, 0.0);
+    rank_peak_activation_bytes.assign(ranks, 0);
     stage_busy.assign(pipeline_size, 0.0);
   }
   void SumInRankOrder() {
@@ -104,6 +106,10 @@ struct CoordinatorState {
   // Throughput (iterations after the first, which includes warm-up).
   double timed_seconds = 0.0;
   int64_t timed_iterations = 0;
+  // Busy seconds per pipeline rank and the stages' wall time, summed over the timed
+  // iterations (for TrainingSummary::stage_bubble_fraction).
+  std::vector<double> bubble_busy;
+  double bubble_wall = 0.0;
   Clock::time_point iteration_start;
   std::unique_ptr<ChromeTraceWriter> trace;
 };
@@ -130,6 +136,11 @@ void Finish(CoordinatorPointer self, bool ok, std::string error) {
   st.summary.error = error;
   st.summary.last_iteration = st.iteration;
   st.summary.skipped_iterations = st.total_skipped;
+  st.summary.stage_bubble_fraction.clear();
+  for (double busy : st.bubble_busy) {
+    st.summary.stage_bubble_fraction.push_back(
+        st.bubble_wall > 0 ? std::max(0.0, 1.0 - busy / st.bubble_wall) : 0.0);
+  }
   if (st.timed_iterations > 0 && st.timed_seconds > 0) {
     st.summary.mean_tokens_per_second =
         static_cast<double>(st.timed_iterations * st.cfg->global_batch_size * st.cfg->seq_length) /
@@ -391,6 +402,16 @@ void OnStepDone(CoordinatorPointer self) {
   iv.peak_activation_bytes = std::max(iv.peak_activation_bytes, st.reports.peak_activation_bytes);
   st.summary.peak_activation_bytes =
       std::max(st.summary.peak_activation_bytes, st.reports.peak_activation_bytes);
+  std::vector<int64_t>& rank_peak = st.summary.rank_peak_activation_bytes;
+  rank_peak.resize(st.reports.rank_peak_activation_bytes.size(), 0);
+  for (size_t i = 0; i < rank_peak.size(); ++i) {
+    rank_peak[i] = std::max(rank_peak[i], st.reports.rank_peak_activation_bytes[i]);
+  }
+  if (st.iteration > st.summary.first_iteration + 1) {  // the first iteration warms up
+    st.bubble_busy.resize(st.reports.stage_busy.size(), 0.0);
+    for (size_t i = 0; i < st.bubble_busy.size(); ++i) st.bubble_busy[i] += st.reports.stage_busy[i];
+    st.bubble_wall += st.reports.wall;
+  }
   if (c.on_iteration) {
     IterationLogRecord r;
     r.now = absl::Now();
@@ -542,6 +563,7 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
         r.rank_grad_norm_sq[d.stage] = d.grad_norm_sq;
         r.grads_finite = r.grads_finite && d.grads_finite;
         r.peak_activation_bytes = std::max(r.peak_activation_bytes, d.peak_activation_bytes);
+        r.rank_peak_activation_bytes[d.stage] = d.peak_activation_bytes;
         if (d.pipeline_rank >= 0 && d.pipeline_rank < static_cast<int32_t>(r.stage_busy.size())) {
           r.stage_busy[d.pipeline_rank] += d.busy_seconds / st.cfg->data_parallel_size;
         }

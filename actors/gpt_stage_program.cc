@@ -39,6 +39,12 @@ absl::Status GptStageProgram::Forward(const MicroBatchKey& key,
   in.iteration = key.iteration;
   in.micro_batch_size = batch.b;
   in.seq_length = batch.s;
+  // A middle virtual stage gets no micro-batch data (without --reset-attention-mask):
+  // its b and s come from the activation [b, s, h].
+  if (batch.b == 0 && input != nullptr && input->shape.size() == 3) {
+    in.micro_batch_size = input->shape[0];
+    in.seq_length = input->shape[1];
+  }
   // Every stage's attention needs the document starts (--reset-attention-mask).
   if (reset_attention_mask_) in.doc_start = batch.doc_start;
   if (layout.has_embedding) {
@@ -59,7 +65,7 @@ absl::Status GptStageProgram::Forward(const MicroBatchKey& key,
   result->loss_sum = out.loss_sum;
   result->num_tokens = out.num_tokens;
   if (!layout.has_loss_head) {
-    result->output.shape = {batch.b, batch.s, stage.config().hidden_size};
+    result->output.shape = {in.micro_batch_size, in.seq_length, stage.config().hidden_size};
     result->output.data = std::make_shared<const std::vector<float>>(std::move(out.hidden));
   }
   return absl::OkStatus();

@@ -168,6 +168,11 @@ struct TrainingSummary {
   std::vector<std::pair<int64_t, double>> valid_losses;  // (iteration, lm loss)
   double mean_tokens_per_second = 0.0;      // over all iterations after the first
   int64_t peak_activation_bytes = 0;        // largest stash of any stage
+  std::vector<int64_t> rank_peak_activation_bytes;  // per rank, largest stash (bytes)
+  // Per pipeline rank: idle share of the iteration wall time (1 - busy / wall, busy
+  // averaged over DP replicas, wall = the slowest rank's), over the iterations after the
+  // first.
+  std::vector<double> stage_bubble_fraction;
 };
 
 // ---- compute strand -> its own StageActor ----

@@ -10,19 +10,15 @@
 #include <memory>
 #include <optional>
 
-#include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
-#include <caf/scoped_actor.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "actors/checkpoint/checkpoint_reader.h"
-#include "actors/compute_pool.h"
 #include "actors/coordinator.h"
 #include "actors/data_actor.h"
 #include "actors/gpt_stage_program.h"
-#include "actors/stage_actor.h"
+#include "actors/pipeline_runtime.h"
 #include "actors/stage_checkpoint.h"
 #include "api/args/flags_doc.h"
 #include "api/args/megatron_args.h"
@@ -33,9 +29,6 @@
 #include "api/train/stage_ranks.h"
 #include "api/train/train_setup.h"
 #include "base/status_macros.h"
-#include "transport/collective_watchdog.h"
-#include "transport/inprocess_communicator.h"
-#include "transport/rank_grid.h"
 #include "data/gpt2_bpe_tokenizer.h"
 #include "data/gpt_dataset_builder.h"
 #include "layers/flops.h"
@@ -402,51 +395,6 @@ absl::StatusOr<actors::TrainingSummary> Train(
   cc->on_iteration = std::move(on_iteration);
   cc->trace_file = args.trace_file;
 
-  // The in-process communicator outlives the pool (strand tasks post collectives), and the
-  // watchdog fails any collective older than --distributed-timeout-minutes on every rank.
-  transport::InProcessHub::Options hub_options;
-  hub_options.timeout = absl::Minutes(args.distributed_timeout_minutes);
-  transport::InProcessHub hub(world, hub_options);
-  transport::CollectiveWatchdog watchdog(
-      absl::Seconds(1), [&hub](absl::Time now) { return hub.CheckTimeouts(now); },
-      [](std::vector<absl::Status>) {});  // each stuck rank's actor reports the failure
-
-  caf::actor_system_config cfg;
-  cfg.set("scheduler.max-threads", 1);  // CAF workers only route messages
-  caf::actor_system system{cfg};
-  actors::ComputePool pool(pool_threads);
-  actors::CoordinatorActor coordinator = actors::SpawnCoordinator(system, cc);
-
-  MXMACA_ASSIGN_OR_RETURN(transport::RankGrid grid,
-                          transport::RankGrid::Create(world, 1, parallel.pipeline_size));
-  auto peers = std::make_shared<actors::PipelinePeers>();
-  for (StageRank& r : ranks) {
-    MXMACA_ASSIGN_OR_RETURN(transport::RankView view, grid.ForRank(r.rank));
-    actors::StageActorConfig sc;
-    sc.rank = r.rank;
-    sc.pipeline_rank = r.pipeline_rank;
-    sc.pipeline_size = parallel.pipeline_size;
-    sc.data_parallel_rank = r.data_parallel_rank;
-    sc.data_parallel_size = parallel.data_parallel_size;
-    sc.reset_attention_mask = args.reset_attention_mask;
-    sc.exec = exec;
-    sc.coordinator = coordinator;
-    sc.peers = peers;
-    sc.strand = pool.MakeStrand();
-    sc.program = r.program;
-    sc.optimizers = r.optimizers;
-    sc.comm = hub.ForRank(r.rank);
-    if (parallel.data_parallel_size > 1) sc.data_parallel_group = view.data_parallel_group();
-    sc.embedding_group = view.embedding_group();
-    sc.buckets = r.buckets;
-    sc.distributed_optimizer = args.use_distributed_optimizer;
-    sc.overlap_grad_reduce = args.overlap_grad_reduce;
-    sc.overlap_param_gather = args.overlap_param_gather;
-    sc.calculate_per_token_loss = args.calculate_per_token_loss;
-    sc.trace = args.trace_file.has_value();
-    peers->by_rank.push_back(actors::SpawnStageActor(system, std::move(sc)));
-  }
-
   actors::DataActorConfig dc;
   dc.train = train;
   dc.valid = valid;
@@ -456,16 +404,24 @@ absl::StatusOr<actors::TrainingSummary> Train(
   dc.eod_mask_loss = args.eod_mask_loss;
   dc.reset_position_ids = args.reset_position_ids;
   dc.reset_attention_mask = args.reset_attention_mask;
-  dc.recipients.resize(static_cast<size_t>(parallel.data_parallel_size));
-  for (const StageRank& r : ranks) {
-    const bool reads_data = r.pipeline_rank == 0 ||
-                            r.pipeline_rank == parallel.pipeline_size - 1 ||
-                            args.reset_attention_mask;
-    if (reads_data) dc.recipients[r.data_parallel_rank].push_back(peers->by_rank[r.rank]);
+
+  actors::PipelineRuntimeOptions ro;
+  ro.pipeline_size = parallel.pipeline_size;
+  ro.data_parallel_size = parallel.data_parallel_size;
+  ro.compute_threads = pool_threads;
+  ro.exec = exec;
+  ro.reset_attention_mask = args.reset_attention_mask;
+  ro.distributed_optimizer = args.use_distributed_optimizer;
+  ro.overlap_grad_reduce = args.overlap_grad_reduce;
+  ro.overlap_param_gather = args.overlap_param_gather;
+  ro.calculate_per_token_loss = args.calculate_per_token_loss;
+  ro.trace = args.trace_file.has_value();
+  ro.collective_timeout = absl::Minutes(args.distributed_timeout_minutes);
+  std::vector<actors::PipelineRank> job_ranks;
+  for (StageRank& r : ranks) {
+    job_ranks.push_back(actors::PipelineRank{r.rank, r.pipeline_rank, r.data_parallel_rank,
+                                             r.program, r.optimizers, r.buckets});
   }
-  dc.coordinator = coordinator;
-  cc->stages = peers->by_rank;
-  cc->data = actors::SpawnDataActor(system, dc);
 
   if (resume.iteration >= train_iters) {
     print(absl::StrFormat("nothing to train: the checkpoint is at iteration %d and --train-iters is %d",
@@ -475,29 +431,8 @@ absl::StatusOr<actors::TrainingSummary> Train(
                           resume.iteration + 1, train_iters, gbs, cc->num_microbatches, mbs,
                           parallel.data_parallel_size));
   }
-  actors::TrainingSummary summary;
-  bool got = false;
-  std::string caf_error;
-  {
-    caf::scoped_actor self{system};
-    self->request(coordinator, caf::infinite, actors::RunTraining{})
-        .receive(
-            [&](const actors::TrainingSummary& s) {
-              summary = s;
-              got = true;
-            },
-            [&](caf::error& err) { caf_error = system.render(err); });
-    self->send_exit(caf::actor_cast<caf::actor>(coordinator), caf::exit_reason::user_shutdown);
-    self->send_exit(caf::actor_cast<caf::actor>(cc->data), caf::exit_reason::user_shutdown);
-    for (const auto& a : peers->by_rank) {
-      self->send_exit(caf::actor_cast<caf::actor>(a), caf::exit_reason::user_shutdown);
-    }
-  }
-  watchdog.Stop();
-  cc->stages.clear();
-  peers->by_rank.clear();
-  cc->data = nullptr;
-  if (!got) return absl::InternalError(absl::StrCat("coordinator ended without a summary: ", caf_error));
+  MXMACA_ASSIGN_OR_RETURN(actors::TrainingSummary summary,
+                          actors::RunPipelineJob(std::move(job_ranks), ro, cc, dc));
   if (!summary.ok) return summary;
   if (summary.last_iteration > summary.first_iteration) print(absl::StrFormat(
       "[after training is done] iterations %d..%d, skipped %d, mean %.0f tokens/s, peak "

@@ -1,0 +1,127 @@
+// actors/pipeline_runtime.cc: see pipeline_runtime.h.
+#include "actors/pipeline_runtime.h"
+
+#include <utility>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "actors/compute_pool.h"
+#include "actors/stage_actor.h"
+#include "transport/collective_watchdog.h"
+#include "transport/inprocess_communicator.h"
+#include "transport/rank_grid.h"
+
+namespace mxmaca::actors {
+
+absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
+                                               const PipelineRuntimeOptions& options,
+                                               std::shared_ptr<CoordinatorConfig> cc,
+                                               DataActorConfig dc) {
+  const int32_t p = options.pipeline_size, dp = options.data_parallel_size;
+  const int world = p * dp;
+  if (p < 1 || dp < 1 || static_cast<int>(ranks.size()) != world) {
+    return absl::InvalidArgumentError(absl::StrCat("RunPipelineJob: ", ranks.size(),
+                                                   " ranks for pipeline ", p,
+                                                   " x data parallel ", dp));
+  }
+  for (int i = 0; i < world; ++i) {
+    const PipelineRank& r = ranks[static_cast<size_t>(i)];
+    if (r.rank != i || r.pipeline_rank != i / dp || r.data_parallel_rank != i % dp ||
+        !r.program || static_cast<int>(r.optimizers.size()) != r.program->num_chunks() ||
+        static_cast<int>(r.buckets.size()) != r.program->num_chunks()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "RunPipelineJob: rank entry ", i, " is not rank ", i, " (pipeline ", i / dp,
+          ", data parallel ", i % dp, ") with a program and one optimizer and bucket set per chunk"));
+    }
+  }
+  absl::StatusOr<transport::RankGrid> grid = transport::RankGrid::Create(world, 1, p);
+  if (!grid.ok()) return grid.status();
+
+  // The hub outlives the pool (strand tasks post collectives); the watchdog fails any
+  // collective older than the timeout on every rank that posted it.
+  transport::InProcessHub::Options hub_options;
+  hub_options.timeout = options.collective_timeout;
+  transport::InProcessHub hub(world, hub_options);
+  transport::CollectiveWatchdog watchdog(
+      options.watchdog_period, [&hub](absl::Time now) { return hub.CheckTimeouts(now); },
+      [](std::vector<absl::Status>) {});  // each stuck rank's actor reports its failure
+
+  caf::actor_system_config cfg;
+  cfg.set("scheduler.max-threads", 1);  // CAF workers only route messages
+  caf::actor_system system{cfg};
+  ComputePool pool(options.compute_threads);
+  cc->pipeline_size = p;
+  cc->data_parallel_size = dp;
+  CoordinatorActor coordinator = SpawnCoordinator(system, cc);
+
+  auto peers = std::make_shared<PipelinePeers>();
+  for (PipelineRank& r : ranks) {
+    absl::StatusOr<transport::RankView> view = grid->ForRank(r.rank);
+    if (!view.ok()) return view.status();
+    StageActorConfig sc;
+    sc.rank = r.rank;
+    sc.pipeline_rank = r.pipeline_rank;
+    sc.pipeline_size = p;
+    sc.data_parallel_rank = r.data_parallel_rank;
+    sc.data_parallel_size = dp;
+    sc.reset_attention_mask = options.reset_attention_mask;
+    sc.exec = options.exec;
+    sc.coordinator = coordinator;
+    sc.peers = peers;
+    sc.strand = pool.MakeStrand();
+    sc.program = r.program;
+    sc.optimizers = r.optimizers;
+    sc.comm = hub.ForRank(r.rank);
+    if (dp > 1) sc.data_parallel_group = view->data_parallel_group();
+    sc.embedding_group = view->embedding_group();
+    sc.buckets = r.buckets;
+    sc.distributed_optimizer = options.distributed_optimizer;
+    sc.overlap_grad_reduce = options.overlap_grad_reduce;
+    sc.overlap_param_gather = options.overlap_param_gather;
+    sc.calculate_per_token_loss = options.calculate_per_token_loss;
+    sc.trace = options.trace;
+    peers->by_rank.push_back(SpawnStageActor(system, std::move(sc)));
+  }
+
+  dc.recipients.assign(static_cast<size_t>(dp), {});
+  for (const PipelineRank& r : ranks) {
+    const bool reads_data =
+        r.pipeline_rank == 0 || r.pipeline_rank == p - 1 || options.reset_attention_mask;
+    if (reads_data) dc.recipients[r.data_parallel_rank].push_back(peers->by_rank[r.rank]);
+  }
+  dc.coordinator = coordinator;
+  cc->stages = peers->by_rank;
+  cc->data = SpawnDataActor(system, dc);
+
+  TrainingSummary summary;
+  bool got = false;
+  std::string caf_error;
+  {
+    caf::scoped_actor self{system};
+    self->request(coordinator, caf::infinite, RunTraining{})
+        .receive(
+            [&](const TrainingSummary& s) {
+              summary = s;
+              got = true;
+            },
+            [&](caf::error& err) { caf_error = system.render(err); });
+    self->send_exit(caf::actor_cast<caf::actor>(coordinator), caf::exit_reason::user_shutdown);
+    self->send_exit(caf::actor_cast<caf::actor>(cc->data), caf::exit_reason::user_shutdown);
+    for (const auto& a : peers->by_rank) {
+      self->send_exit(caf::actor_cast<caf::actor>(a), caf::exit_reason::user_shutdown);
+    }
+  }
+  watchdog.Stop();
+  cc->stages.clear();
+  peers->by_rank.clear();
+  cc->data = nullptr;
+  if (!got) {
+    return absl::InternalError(absl::StrCat("coordinator ended without a summary: ", caf_error));
+  }
+  return summary;
+}
+
+}  // namespace mxmaca::actors

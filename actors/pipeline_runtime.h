@@ -1,0 +1,75 @@
+// actors/pipeline_runtime.h: runs a PP x DP job with every rank in this process — the
+// in-process runtime behind `mxmaca train`, the public API, the parity tests and the
+// synthetic-time benchmarks.
+//
+// It spawns, in one CAF actor system (scheduler.max-threads = 1: CAF workers only route
+// messages), the Coordinator, the DataActor and one StageActor per rank (rank =
+// pipeline_rank * dp + data_parallel_rank, Megatron's order with TP = CP = 1), each with
+// its own compute strand on a ComputePool; the ranks' collectives go through an
+// InProcessHub (transport/inprocess_communicator.h) watched by a CollectiveWatchdog, so a
+// collective that does not complete within the timeout fails on every rank that posted
+// it, with a report naming group, op, sequence and bytes, and the job ends with it.
+// Then it sends RunTraining and waits for the summary.
+#ifndef MXMACA_ACTORS_PIPELINE_RUNTIME_H_
+#define MXMACA_ACTORS_PIPELINE_RUNTIME_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "actors/coordinator.h"
+#include "actors/data_actor.h"
+#include "actors/messages.h"
+#include "actors/stage_program.h"
+#include "kernels/exec_context.h"
+#include "layers/grad_buckets.h"
+#include "layers/optimizer.h"
+
+namespace mxmaca::actors {
+
+// PipelineRank: one rank's state, handed to its StageActor.
+struct PipelineRank {
+  int32_t rank = 0;
+  int32_t pipeline_rank = 0;
+  int32_t data_parallel_rank = 0;
+  std::shared_ptr<StageProgram> program;
+  std::vector<std::shared_ptr<layers::AdamWOptimizer>> optimizers;  // one per chunk
+  std::vector<layers::DataParallelBuckets> buckets;                 // one per chunk
+};
+
+// PipelineRuntimeOptions: the job's layout and runtime settings.
+struct PipelineRuntimeOptions {
+  int32_t pipeline_size = 1;
+  int32_t data_parallel_size = 1;
+  int compute_threads = 1;     // ComputePool threads (strands share them)
+  kernels::ExecContext exec;   // per-op context (threads per op, precision)
+  bool reset_attention_mask = false;
+  bool distributed_optimizer = false;
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
+  bool calculate_per_token_loss = false;
+  bool trace = false;          // stage actors record spans (with CoordinatorConfig::trace_file)
+  absl::Duration collective_timeout = absl::Minutes(10);  // --distributed-timeout-minutes
+  absl::Duration watchdog_period = absl::Seconds(1);
+};
+
+// RunPipelineJob: runs the job to its end (see file comment). `ranks` must hold
+// pipeline_size * data_parallel_size entries in rank order; `coordinator` is the run
+// (its stages/data/pipeline sizes are filled here); `data` the data actor's settings
+// (recipients and coordinator are filled here: the first and last pipeline rank of each
+// replica, and every rank with reset_attention_mask). Returns the coordinator's summary
+// (ok = false with the error naming actor, iteration, micro-batch and op when a rank
+// failed). Errors: InvalidArgument for a rank list that does not match the sizes;
+// Internal when the coordinator ended without a summary.
+absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
+                                               const PipelineRuntimeOptions& options,
+                                               std::shared_ptr<CoordinatorConfig> coordinator,
+                                               DataActorConfig data);
+
+}  // namespace mxmaca::actors
+
+#endif  // MXMACA_ACTORS_PIPELINE_RUNTIME_H_
