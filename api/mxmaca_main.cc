@@ -10,7 +10,8 @@
 #include "api/generate/generate_command.h"
 #include "api/inspect/inspect_data_command.h"
 #include "api/preprocess/preprocess_command.h"
-#include "api/train/train_command.h"
+#include "base/status_macros.h"
+#include "mxmaca/runtime.h"
 
 namespace {
 
@@ -25,6 +26,13 @@ constexpr char kUsage[] =
     "\n"
     "docs/FLAGS.md lists every Megatron flag and what MXMACA does with it.\n";
 
+// RunTrainJob: `mxmaca train` through the public API (mxmaca/runtime.h), as an embedding
+// program would run it; errors as api::RunTrain's.
+absl::Status RunTrainJob(const std::vector<std::string>& args) {
+  MXMACA_ASSIGN_OR_RETURN(mxmaca::Job job, mxmaca::Job::FromMegatronArgs(args));
+  return job.Run().status();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -36,7 +44,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 2, argv + argc);
   absl::Status status;
   if (command == "train") {
-    status = mxmaca::api::RunTrain(args);
+    status = RunTrainJob(args);
   } else if (command == "preprocess") {
     status = mxmaca::api::RunPreprocess(args);
   } else if (command == "inspect-data") {

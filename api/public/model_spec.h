@@ -1,4 +1,4 @@
-// mxmaca/model_spec.h: a model as an ordered graph of layer specs (public API).
+// mxmaca/model_spec.h (api/public/): a model as an ordered graph of layer specs (public API).
 //
 // Defines LayerSpec (one node: Embedding, TransformerLayer, FinalNorm, OutputLayer or
 // Loss), ModelSpec (the ordered graph, with the ModelSpec::Gpt builder for the common
@@ -13,8 +13,8 @@
 // with b = micro-batch, s = sequence, h = hidden, V = vocabulary. Each field names the
 // Megatron flag it becomes (Job::MegatronArgs() prints the whole command line) and keeps
 // Megatron's default.
-#ifndef MXMACA_API_MXMACA_MODEL_SPEC_H_
-#define MXMACA_API_MXMACA_MODEL_SPEC_H_
+#ifndef MXMACA_API_PUBLIC_MODEL_SPEC_H_
+#define MXMACA_API_PUBLIC_MODEL_SPEC_H_
 
 #include <cstdint>
 #include <string>
@@ -51,8 +51,8 @@ struct EmbeddingSpec {
   // --max-position-embeddings; 0 = the sequence length (TrainerOptions::seq_length).
   int64_t max_position_embeddings = 0;
   PositionEmbedding position_embedding = PositionEmbedding::kLearnedAbsolute;
-  int64_t rotary_base = 10000;   // --rotary-base (kRope only; an int, as Megatron's)
-  double rotary_percent = 1.0;   // --rotary-percent, in (0, 1] (kRope only)
+  int64_t rotary_base = 10000;  // --rotary-base (kRope only; an int, as Megatron's)
+  double rotary_percent = 1.0;  // --rotary-percent, in (0, 1] (kRope only)
 };
 
 // TransformerLayerSpec: one pre-norm decoder layer: x + Attn(Norm(x)), then
@@ -98,8 +98,8 @@ struct LossSpec {
 };
 
 // LayerSpec: one node of the graph.
-using LayerSpec = std::variant<EmbeddingSpec, TransformerLayerSpec, FinalNormSpec,
-                               OutputLayerSpec, LossSpec>;
+using LayerSpec =
+    std::variant<EmbeddingSpec, TransformerLayerSpec, FinalNormSpec, OutputLayerSpec, LossSpec>;
 
 // LayerKindName: "Embedding", "TransformerLayer", "FinalNorm", "OutputLayer" or "Loss".
 const char* LayerKindName(const LayerSpec& layer);
@@ -107,12 +107,12 @@ const char* LayerKindName(const LayerSpec& layer);
 // GptShape: the common GPT in one struct, for ModelSpec::Gpt. Zero means "Megatron's
 // default" where the field says so.
 struct GptShape {
-  int64_t num_layers = 0;           // L >= 1
-  int64_t hidden_size = 0;          // h
-  int64_t num_attention_heads = 0;  // np
-  int64_t num_query_groups = 0;     // ng; 0 = np
-  int64_t ffn_hidden_size = 0;      // f; 0 = Megatron's default
-  int64_t vocab_size = 0;           // V; 0 = the tokenizer's
+  int64_t num_layers = 0;               // L >= 1
+  int64_t hidden_size = 0;              // h
+  int64_t num_attention_heads = 0;      // np
+  int64_t num_query_groups = 0;         // ng; 0 = np
+  int64_t ffn_hidden_size = 0;          // f; 0 = Megatron's default
+  int64_t vocab_size = 0;               // V; 0 = the tokenizer's
   int64_t max_position_embeddings = 0;  // 0 = the sequence length
   PositionEmbedding position_embedding = PositionEmbedding::kLearnedAbsolute;
   Normalization normalization = Normalization::kLayerNorm;
@@ -165,4 +165,4 @@ class ModelSpec {
 
 }  // namespace mxmaca
 
-#endif  // MXMACA_API_MXMACA_MODEL_SPEC_H_
+#endif  // MXMACA_API_PUBLIC_MODEL_SPEC_H_

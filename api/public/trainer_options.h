@@ -1,4 +1,4 @@
-// mxmaca/trainer_options.h: what a training job does besides the model and the layout
+// mxmaca/trainer_options.h (api/public/): what a training job does besides the model and the layout
 // (public API): batch, sequence, iterations, learning-rate schedule, optimizer, data,
 // tokenizer, checkpoints, logging, evaluation, seed, threads, trace.
 //
@@ -6,8 +6,8 @@
 // default (megatron/training/arguments.py, core_v0.15.0); a field left at Megatron's
 // default produces no flag. Combinations are checked when the job runs, by the same
 // code as `mxmaca train` (ValidateAndDeriveArgs in api/args/megatron_args.h).
-#ifndef MXMACA_API_MXMACA_TRAINER_OPTIONS_H_
-#define MXMACA_API_MXMACA_TRAINER_OPTIONS_H_
+#ifndef MXMACA_API_PUBLIC_TRAINER_OPTIONS_H_
+#define MXMACA_API_PUBLIC_TRAINER_OPTIONS_H_
 
 #include <cstdint>
 #include <optional>
@@ -18,13 +18,13 @@ namespace mxmaca {
 
 // LearningRateSchedule: Megatron's OptimizerParamScheduler (warmup, then decay).
 struct LearningRateSchedule {
-  std::optional<double> lr;                  // --lr (peak); required by the runtime
-  double min_lr = 0.0;                       // --min-lr (floor after decay)
-  std::string decay_style = "linear";        // --lr-decay-style: constant|linear|cosine
-  std::optional<int64_t> decay_iters;        // --lr-decay-iters; empty = train_iters
-  int64_t warmup_iters = 0;                  // --lr-warmup-iters
-  std::optional<double> warmup_fraction;     // --lr-warmup-fraction (of decay_iters)
-  double warmup_init = 0.0;                  // --lr-warmup-init (lr at step 0 of warmup)
+  std::optional<double> lr;               // --lr (peak); required by the runtime
+  double min_lr = 0.0;                    // --min-lr (floor after decay)
+  std::string decay_style = "linear";     // --lr-decay-style: constant|linear|cosine
+  std::optional<int64_t> decay_iters;     // --lr-decay-iters; empty = train_iters
+  int64_t warmup_iters = 0;               // --lr-warmup-iters
+  std::optional<double> warmup_fraction;  // --lr-warmup-fraction (of decay_iters)
+  double warmup_init = 0.0;               // --lr-warmup-init (lr at step 0 of warmup)
 };
 
 // OptimizerOptions: AdamW (Megatron's "adam" is AdamW) with global-norm clipping.
@@ -75,9 +75,9 @@ struct TrainerOptions {
   std::string load;           // --load (folder); "" = start from the initial weights
 
   // ---- Logging and evaluation ----
-  int64_t log_interval = 100;   // --log-interval (iterations per log line)
-  int64_t eval_interval = 1000; // --eval-interval (iterations between validations)
-  int64_t eval_iters = 100;     // --eval-iters (batches per validation); 0 = no validation
+  int64_t log_interval = 100;    // --log-interval (iterations per log line)
+  int64_t eval_interval = 1000;  // --eval-interval (iterations between validations)
+  int64_t eval_iters = 100;      // --eval-iters (batches per validation); 0 = no validation
 
   // ---- Initialisation, precision, runtime ----
   int64_t seed = 1234;            // --seed (weights and dropout masks)
@@ -94,4 +94,4 @@ struct TrainerOptions {
 
 }  // namespace mxmaca
 
-#endif  // MXMACA_API_MXMACA_TRAINER_OPTIONS_H_
+#endif  // MXMACA_API_PUBLIC_TRAINER_OPTIONS_H_

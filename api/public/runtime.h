@@ -1,4 +1,4 @@
-// mxmaca/runtime.h: embedding MXMACA training in a C++ program (public API).
+// mxmaca/runtime.h (api/public/): embedding MXMACA training in a C++ program (public API).
 //
 // Defines Runtime (process-wide defaults; owns no global state), Job (one training run:
 // a model, a layout and trainer options, or a pretrain_gpt.py command line) with
@@ -14,8 +14,8 @@
 //                           job.Run([](const mxmaca::IterationMetrics& m) { ... }));
 //
 // See docs/API.md and examples/embed/embed_main.cc.
-#ifndef MXMACA_API_MXMACA_RUNTIME_H_
-#define MXMACA_API_MXMACA_RUNTIME_H_
+#ifndef MXMACA_API_PUBLIC_RUNTIME_H_
+#define MXMACA_API_PUBLIC_RUNTIME_H_
 
 #include <cstdint>
 #include <functional>
@@ -33,12 +33,12 @@ namespace mxmaca {
 
 // IterationMetrics: one training iteration, as the runtime measured it.
 struct IterationMetrics {
-  int64_t iteration = 0;         // 1-based, counting from the start (resumed runs continue)
-  int64_t train_iters = 0;       // the last iteration of the run (--train-iters)
-  int64_t consumed_samples = 0;  // sequences consumed so far, this iteration included
-  double lm_loss = 0.0;          // token-weighted mean cross-entropy (nats); NaN if non-finite
-  double grad_norm = 0.0;        // global L2 norm of the gradients before clipping
-  double learning_rate = 0.0;    // after this iteration's scheduler step (as Megatron logs it)
+  int64_t iteration = 0;           // 1-based, counting from the start (resumed runs continue)
+  int64_t train_iters = 0;         // the last iteration of the run (--train-iters)
+  int64_t consumed_samples = 0;    // sequences consumed so far, this iteration included
+  double lm_loss = 0.0;            // token-weighted mean cross-entropy (nats); NaN if non-finite
+  double grad_norm = 0.0;          // global L2 norm of the gradients before clipping
+  double learning_rate = 0.0;      // after this iteration's scheduler step (as Megatron logs it)
   double tokens_per_second = 0.0;  // global batch x seq length / this iteration's wall time
   double elapsed_ms = 0.0;         // this iteration's wall time, milliseconds
   bool skipped = false;            // the optimizer step was skipped (non-finite loss or grads)
@@ -60,9 +60,9 @@ struct ValidationLoss {
 // JobResult: how a run ended (mirrors the runtime's TrainingSummary). Losses are exact
 // (bit for bit what the runtime computed), so runs can be compared.
 struct JobResult {
-  int64_t first_iteration = 0;     // the iteration the run resumed from (0 = fresh)
-  int64_t last_iteration = 0;      // the last iteration run
-  int64_t skipped_iterations = 0;  // total, including any before a resume
+  int64_t first_iteration = 0;       // the iteration the run resumed from (0 = fresh)
+  int64_t last_iteration = 0;        // the last iteration run
+  int64_t skipped_iterations = 0;    // total, including any before a resume
   std::vector<double> train_losses;  // per iteration run, in order (NaN for a NaN iteration)
   std::vector<double> grad_norms;    // per iteration run, in order
   std::vector<ValidationLoss> valid_losses;
@@ -121,12 +121,13 @@ class Runtime {
   explicit Runtime(Options options) : options_(std::move(options)) {}
 
   // CreateJob: validates `model` (ModelSpec::Validate), the parallel sizes (>= 1, at
-  // most one virtual-stage field, a schedule name this build can pass on) and the
-  // options that need no files (seq_length and train_iters > 0, micro_batch_size >= 1,
-  // tokenizer/vocabulary consistency), then translates them into pretrain_gpt.py flags.
-  // Errors: InvalidArgument naming the field and value; Unimplemented for a layout the
-  // flag table cannot express yet (naming the missing flag). Everything that needs files
-  // or crosses many flags is checked by Job::Run, as `mxmaca train` checks it.
+  // most one virtual-stage field, a known schedule name) and the options that need no
+  // files (seq_length and train_iters > 0, micro_batch_size >= 1, tokenizer/vocabulary
+  // consistency), then translates them into pretrain_gpt.py flags (parsed once, so a bad
+  // extra_megatron_args flag fails here). Errors: InvalidArgument naming the field and
+  // value (or the flag). Everything that needs files or crosses many flags (batch
+  // divisibility, layers per stage, a schedule that does not fit the layout, ...) is
+  // checked by Job::Run, exactly as `mxmaca train` checks it.
   absl::StatusOr<Job> CreateJob(const ModelSpec& model, const ParallelConfig& parallel,
                                 const TrainerOptions& options) const;
 
@@ -138,4 +139,4 @@ class Runtime {
 
 }  // namespace mxmaca
 
-#endif  // MXMACA_API_MXMACA_RUNTIME_H_
+#endif  // MXMACA_API_PUBLIC_RUNTIME_H_

@@ -1,4 +1,4 @@
-// api/mxmaca/runtime.cc: see runtime.h. The translation ModelSpec + ParallelConfig +
+// api/public/runtime.cc: see runtime.h. The translation ModelSpec + ParallelConfig +
 // TrainerOptions -> pretrain_gpt.py flags lives here; a field at Megatron's default (a
 // default-constructed api::MegatronArgs) produces no flag, so the command line is short.
 #include "mxmaca/runtime.h"
@@ -11,18 +11,12 @@
 #include "absl/strings/str_join.h"
 #include "actors/messages.h"
 #include "actors/training_log.h"
-#include "api/args/flag_table.h"
 #include "api/args/megatron_args.h"
 #include "api/train/train_command.h"
 #include "base/status_macros.h"
 
 namespace mxmaca {
 namespace {
-
-// MXMACA's own flags the layout needs; the job passes them only when this build's flag
-// table has them (see ParallelConfig::data and ParallelConfig::schedule).
-constexpr char kWorldSizeFlag[] = "--world-size";
-constexpr char kScheduleFlag[] = "--pipeline-schedule";
 
 // FormatDouble: the shortest "%g" text that parses back to exactly `v`.
 std::string FormatDouble(double v) {
@@ -118,42 +112,26 @@ absl::Status AddParallelFlags(const ParallelConfig& p, FlagList& f) {
   MXMACA_RETURN_IF_ERROR(CheckPositive("ParallelConfig::data", p.data, 1));
   MXMACA_RETURN_IF_ERROR(CheckPositive("ParallelConfig::context", p.context, 1));
   MXMACA_RETURN_IF_ERROR(CheckPositive("ParallelConfig::expert", p.expert, 1));
+  MXMACA_RETURN_IF_ERROR(CheckPositive("ParallelConfig::ddp_bucket_size", p.ddp_bucket_size, 0));
   MXMACA_RETURN_IF_ERROR(
       CheckPositive("ParallelConfig::layers_per_virtual_stage", p.layers_per_virtual_stage, 0));
   MXMACA_RETURN_IF_ERROR(
       CheckPositive("ParallelConfig::virtual_stages_per_rank", p.virtual_stages_per_rank, 0));
-  const bool virtual_stages = p.layers_per_virtual_stage > 0 || p.virtual_stages_per_rank > 0;
   if (p.layers_per_virtual_stage > 0 && p.virtual_stages_per_rank > 0) {
     return absl::InvalidArgumentError(
         "ParallelConfig: set layers_per_virtual_stage or virtual_stages_per_rank, not both "
         "(Megatron's --num-layers-per-virtual-pipeline-stage and "
         "--num-virtual-stages-per-pipeline-rank are exclusive)");
   }
-  std::string schedule_flag_value;
-  if (p.schedule == "1f1b") {
-    if (virtual_stages) {
-      return absl::InvalidArgumentError(
-          "ParallelConfig::schedule \"1f1b\" with virtual stages set: that is \"interleaved\" "
-          "(or clear the virtual-stage fields)");
-    }
-  } else if (p.schedule == "interleaved" || p.schedule == "interleaved-1f1b") {
-    if (!virtual_stages) {
-      return absl::InvalidArgumentError(
-          "ParallelConfig::schedule \"interleaved\" needs layers_per_virtual_stage or "
-          "virtual_stages_per_rank");
-    }
-  } else if (p.schedule == "gpipe" || p.schedule == "zb-h1") {
-    if (api::FindFlag(kScheduleFlag) == nullptr) {
-      return absl::UnimplementedError(absl::StrCat(
-          "ParallelConfig::schedule \"", p.schedule, "\": this build's `mxmaca train` has no ",
-          kScheduleFlag, " flag yet (Megatron's own schedules, \"1f1b\" and \"interleaved\", "
-          "work)"));
-    }
-    schedule_flag_value = p.schedule;
-  } else if (!p.schedule.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ParallelConfig::schedule \"", p.schedule,
-        "\": expected \"\", \"1f1b\", \"interleaved\", \"gpipe\" or \"zb-h1\""));
+  // The schedule's name as --pipeline-schedule spells it (scheduler::ParseScheduleKind);
+  // whether it fits the layout (e.g. interleaved needs virtual stages) is Train's check.
+  std::string schedule = p.schedule == "interleaved" ? "interleaved-1f1b" : p.schedule;
+  if (!schedule.empty() && schedule != "1f1b" && schedule != "interleaved-1f1b" &&
+      schedule != "gpipe" && schedule != "zb-h1") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ParallelConfig::schedule \"", p.schedule,
+                     "\": expected \"\" (Megatron's choice), \"1f1b\", \"interleaved\", \"gpipe\" "
+                     "or \"zb-h1\""));
   }
 
   f.Int("--tensor-model-parallel-size", p.tensor, 1);
@@ -168,14 +146,10 @@ absl::Status AddParallelFlags(const ParallelConfig& p, FlagList& f) {
   f.Int("--expert-model-parallel-size", p.expert, 1);
   f.Bool("--sequence-parallel", p.sequence_parallel);
   f.Bool("--use-distributed-optimizer", p.distributed_optimizer);
-  if (!schedule_flag_value.empty()) f.Value(kScheduleFlag, schedule_flag_value);
-  if (p.WorldSize() > 1 && api::FindFlag(kWorldSizeFlag) != nullptr) {
-    f.Int(kWorldSizeFlag, p.WorldSize());
-  } else if (p.data > 1) {
-    return absl::UnimplementedError(absl::StrCat(
-        "ParallelConfig::data ", p.data, ": data parallelism needs the world size (", p.WorldSize(),
-        " ranks), and this build's `mxmaca train` has no ", kWorldSizeFlag, " flag yet"));
-  }
+  if (p.ddp_bucket_size > 0) f.Int("--ddp-bucket-size", p.ddp_bucket_size);
+  if (!schedule.empty()) f.Value("--pipeline-schedule", schedule);
+  // --world-size defaults to TP x PP x CP (DP 1), so it is needed only for DP > 1.
+  if (p.data > 1) f.Int("--world-size", p.WorldSize());
   return absl::OkStatus();
 }
 
@@ -213,7 +187,8 @@ absl::Status AddTokenizerFlags(const ModelSpec& model, const TokenizerOptions& t
 // CheckTrainerOptions: the sizes every job needs, before anything is derived from them.
 absl::Status CheckTrainerOptions(const TrainerOptions& o) {
   MXMACA_RETURN_IF_ERROR(CheckPositive("TrainerOptions::micro_batch_size", o.micro_batch_size, 1));
-  MXMACA_RETURN_IF_ERROR(CheckPositive("TrainerOptions::global_batch_size", o.global_batch_size, 0));
+  MXMACA_RETURN_IF_ERROR(
+      CheckPositive("TrainerOptions::global_batch_size", o.global_batch_size, 0));
   MXMACA_RETURN_IF_ERROR(CheckPositive("TrainerOptions::seq_length", o.seq_length, 1));
   MXMACA_RETURN_IF_ERROR(CheckPositive("TrainerOptions::train_iters", o.train_iters, 1));
   return CheckPositive("TrainerOptions::num_threads", o.num_threads, 0);

@@ -1,14 +1,13 @@
-// api/mxmaca/model_spec_test.cc: ModelSpec::Gpt and ModelSpec::Validate (which graphs the
+// api/public/model_spec_test.cc: ModelSpec::Gpt and ModelSpec::Validate (which graphs the
 // runtime accepts, and that every rejection names the layer index, kind and problem).
 #include "mxmaca/model_spec.h"
 
+#include <catch2/catch.hpp>
 #include <random>
 #include <string>
 
-#include <catch2/catch.hpp>
-
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 
 namespace mxmaca {
 namespace {
@@ -73,7 +72,8 @@ TEST_CASE("Validate rejects graphs out of order, naming the layer") {
 
   ModelSpec no_embedding;
   no_embedding.Add(layer).Add(FinalNormSpec{}).Add(OutputLayerSpec{}).Add(LossSpec{});
-  CHECK(absl::StartsWith(Error(no_embedding), "layer 0 (TransformerLayer): the first layer must be the Embedding"));
+  CHECK(absl::StartsWith(Error(no_embedding),
+                         "layer 0 (TransformerLayer): the first layer must be the Embedding"));
 
   ModelSpec no_layers;
   no_layers.Add(EmbeddingSpec{}).Add(FinalNormSpec{}).Add(OutputLayerSpec{}).Add(LossSpec{});
@@ -86,7 +86,8 @@ TEST_CASE("Validate rejects graphs out of order, naming the layer") {
 
   ModelSpec after_loss = ModelSpec::Gpt(SmallShape());
   after_loss.Add(layer);
-  CHECK(absl::StartsWith(Error(after_loss), "layer 7 (TransformerLayer): nothing may follow the Loss"));
+  CHECK(absl::StartsWith(Error(after_loss),
+                         "layer 7 (TransformerLayer): nothing may follow the Loss"));
 
   ModelSpec second_embedding;
   second_embedding.Add(EmbeddingSpec{}).Add(layer).Add(EmbeddingSpec{}).Add(FinalNormSpec{});
@@ -98,7 +99,8 @@ TEST_CASE("Validate rejects graphs out of order, naming the layer") {
   ModelSpec split_layers;
   split_layers.Add(EmbeddingSpec{}).Add(layer).Add(FinalNormSpec{}).Add(layer);
   split_layers.Add(OutputLayerSpec{}).Add(LossSpec{});
-  CHECK(absl::StartsWith(Error(split_layers), "layer 3 (TransformerLayer): expected an OutputLayer"));
+  CHECK(
+      absl::StartsWith(Error(split_layers), "layer 3 (TransformerLayer): expected an OutputLayer"));
 }
 
 TEST_CASE("Validate names heterogeneous transformer layers as not supported yet") {
@@ -120,7 +122,8 @@ TEST_CASE("Validate names heterogeneous transformer layers as not supported yet"
       }
     }
     const std::string e = Error(spec);
-    CHECK(absl::StartsWith(e, absl::StrCat("layer ", odd, " (TransformerLayer): differs from layer 1 "
+    CHECK(absl::StartsWith(e, absl::StrCat("layer ", odd,
+                                           " (TransformerLayer): differs from layer 1 "
                                            "in hidden_size (32 vs 64)")));
     CHECK(absl::StrContains(e, "heterogeneous transformer layers are not supported yet"));
   }
@@ -141,7 +144,12 @@ TEST_CASE("Validate checks layer fields") {
   CHECK(absl::StrContains(Error(with_layer([](auto& t) { t.num_attention_heads = 5; })),
                           "layer 1 (TransformerLayer): hidden_size 32 is not divisible by "
                           "num_attention_heads 5"));
-  CHECK(with_layer([](auto& t) { t.num_attention_heads = 5; t.kv_channels = 8; }).Validate().ok());
+  CHECK(with_layer([](auto& t) {
+          t.num_attention_heads = 5;
+          t.kv_channels = 8;
+        })
+            .Validate()
+            .ok());
   CHECK(absl::StrContains(Error(with_layer([](auto& t) { t.num_query_groups = 3; })),
                           "num_attention_heads 4 is not divisible by num_query_groups 3"));
   CHECK(with_layer([](auto& t) { t.num_query_groups = 2; }).Validate().ok());
@@ -154,7 +162,9 @@ TEST_CASE("Validate checks layer fields") {
   CHECK(with_layer([](auto& t) {
           t.add_bias_linear = false;
           t.activation = Activation::kSwiGlu;
-        }).Validate().ok());
+        })
+            .Validate()
+            .ok());
   CHECK(absl::StrContains(Error(with_layer([](auto& t) { t.hidden_size = 0; })),
                           "hidden_size 0 is not > 0"));
   CHECK(absl::StrContains(Error(with_layer([](auto& t) { t.norm_epsilon = 0; })),
@@ -167,7 +177,8 @@ TEST_CASE("Validate checks layer fields") {
   ModelSpec bad_rope;
   bad_rope.Add(e);
   for (size_t i = 1; i < rope.layers().size(); ++i) bad_rope.Add(rope.layers()[i]);
-  CHECK(absl::StartsWith(Error(bad_rope), "layer 0 (Embedding): rotary_percent 0 is not in (0, 1]"));
+  CHECK(
+      absl::StartsWith(Error(bad_rope), "layer 0 (Embedding): rotary_percent 0 is not in (0, 1]"));
 
   ModelSpec rms_final;
   const ModelSpec base = ModelSpec::Gpt(SmallShape());
@@ -178,8 +189,9 @@ TEST_CASE("Validate checks layer fields") {
       rms_final.Add(base.layers()[i]);
     }
   }
-  CHECK(absl::StartsWith(Error(rms_final), "layer 4 (FinalNorm): its normalization and epsilon "
-                                           "must be the transformer layers'"));
+  CHECK(absl::StartsWith(Error(rms_final),
+                         "layer 4 (FinalNorm): its normalization and epsilon "
+                         "must be the transformer layers'"));
 }
 
 }  // namespace

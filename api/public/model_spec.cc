@@ -1,4 +1,4 @@
-// api/mxmaca/model_spec.cc: see model_spec.h.
+// api/public/model_spec.cc: see model_spec.h.
 #include "mxmaca/model_spec.h"
 
 #include <cmath>
@@ -50,10 +50,12 @@ std::string FirstDifference(const TransformerLayerSpec& a, const TransformerLaye
 
 absl::Status CheckEmbedding(size_t i, const LayerSpec& node) {
   const auto& e = std::get<EmbeddingSpec>(node);
-  if (e.vocab_size < 0) return LayerError(i, node, absl::StrCat("vocab_size ", e.vocab_size, " < 0"));
+  if (e.vocab_size < 0)
+    return LayerError(i, node, absl::StrCat("vocab_size ", e.vocab_size, " < 0"));
   if (e.make_vocab_size_divisible_by < 1) {
-    return LayerError(i, node, absl::StrCat("make_vocab_size_divisible_by ",
-                                            e.make_vocab_size_divisible_by, " < 1"));
+    return LayerError(
+        i, node,
+        absl::StrCat("make_vocab_size_divisible_by ", e.make_vocab_size_divisible_by, " < 1"));
   }
   if (e.max_position_embeddings < 0) {
     return LayerError(i, node,
@@ -73,32 +75,35 @@ absl::Status CheckEmbedding(size_t i, const LayerSpec& node) {
 
 absl::Status CheckTransformer(size_t i, const LayerSpec& node) {
   const auto& t = std::get<TransformerLayerSpec>(node);
-  if (t.hidden_size <= 0) return LayerError(i, node, absl::StrCat("hidden_size ", t.hidden_size, " is not > 0"));
+  if (t.hidden_size <= 0)
+    return LayerError(i, node, absl::StrCat("hidden_size ", t.hidden_size, " is not > 0"));
   if (t.num_attention_heads <= 0) {
     return LayerError(i, node,
                       absl::StrCat("num_attention_heads ", t.num_attention_heads, " is not > 0"));
   }
   if (t.kv_channels < 0 || t.num_query_groups < 0 || t.ffn_hidden_size < 0) {
-    return LayerError(i, node, "kv_channels, num_query_groups and ffn_hidden_size must be >= 0 "
-                               "(0 = Megatron's default)");
+    return LayerError(i, node,
+                      "kv_channels, num_query_groups and ffn_hidden_size must be >= 0 "
+                      "(0 = Megatron's default)");
   }
   if (t.kv_channels == 0 && t.hidden_size % t.num_attention_heads != 0) {
-    return LayerError(i, node, absl::StrCat("hidden_size ", t.hidden_size,
-                                            " is not divisible by num_attention_heads ",
-                                            t.num_attention_heads, " (or set kv_channels)"));
+    return LayerError(
+        i, node,
+        absl::StrCat("hidden_size ", t.hidden_size, " is not divisible by num_attention_heads ",
+                     t.num_attention_heads, " (or set kv_channels)"));
   }
   if (t.num_query_groups > 0 && t.num_attention_heads % t.num_query_groups != 0) {
-    return LayerError(i, node, absl::StrCat("num_attention_heads ", t.num_attention_heads,
-                                            " is not divisible by num_query_groups ",
-                                            t.num_query_groups));
+    return LayerError(i, node,
+                      absl::StrCat("num_attention_heads ", t.num_attention_heads,
+                                   " is not divisible by num_query_groups ", t.num_query_groups));
   }
   if (!(t.norm_epsilon > 0.0) || !std::isfinite(t.norm_epsilon)) {
     return LayerError(i, node, absl::StrCat("norm_epsilon ", t.norm_epsilon, " is not > 0"));
   }
   if (!IsProbability(t.hidden_dropout) || !IsProbability(t.attention_dropout)) {
-    return LayerError(i, node, absl::StrCat("dropouts must be in [0, 1) (hidden_dropout ",
-                                            t.hidden_dropout, ", attention_dropout ",
-                                            t.attention_dropout, ")"));
+    return LayerError(i, node,
+                      absl::StrCat("dropouts must be in [0, 1) (hidden_dropout ", t.hidden_dropout,
+                                   ", attention_dropout ", t.attention_dropout, ")"));
   }
   if (t.activation == Activation::kGeluTanh && !t.add_bias_linear) {
     return LayerError(i, node,
@@ -120,8 +125,8 @@ bool operator==(const TransformerLayerSpec& a, const TransformerLayerSpec& b) {
 }
 
 const char* LayerKindName(const LayerSpec& layer) {
-  static const char* const kNames[] = {"Embedding", "TransformerLayer", "FinalNorm",
-                                       "OutputLayer", "Loss"};
+  static const char* const kNames[] = {"Embedding", "TransformerLayer", "FinalNorm", "OutputLayer",
+                                       "Loss"};
   return kNames[layer.index()];
 }
 
@@ -191,26 +196,29 @@ absl::Status ModelSpec::Validate() const {
   const int kKinds[] = {kFinalNorm, kOutput, kLoss};
   for (int k = 0; k < 3; ++k, ++i) {
     if (i >= n) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the model ends after layer ", n - 1, " (", LayerKindName(layers_[n - 1]),
-          "): expected ", kExpected[k]));
+      return absl::InvalidArgumentError(absl::StrCat("the model ends after layer ", n - 1, " (",
+                                                     LayerKindName(layers_[n - 1]), "): expected ",
+                                                     kExpected[k]));
     }
     if (layers_[i].index() != kKinds[k]) {
       std::string problem = absl::StrCat("expected ", kExpected[k], " here");
       if (layers_[i].index() == kEmbedding) {
         problem += "; a second Embedding is not supported";
       } else if (layers_[i].index() == kTransformer) {
-        problem += "; transformer layers must be consecutive (interleaving other layers "
-                   "between them is not supported yet)";
+        problem +=
+            "; transformer layers must be consecutive (interleaving other layers "
+            "between them is not supported yet)";
       }
       return LayerError(i, layers_[i],
-                        absl::StrCat(problem, " (supported today: Embedding, TransformerLayer x L, "
-                                              "FinalNorm, OutputLayer, Loss)"));
+                        absl::StrCat(problem,
+                                     " (supported today: Embedding, TransformerLayer x L, "
+                                     "FinalNorm, OutputLayer, Loss)"));
     }
   }
   if (i < n) {
-    return LayerError(i, layers_[i], "nothing may follow the Loss (supported today: Embedding, "
-                                     "TransformerLayer x L, FinalNorm, OutputLayer, Loss)");
+    return LayerError(i, layers_[i],
+                      "nothing may follow the Loss (supported today: Embedding, "
+                      "TransformerLayer x L, FinalNorm, OutputLayer, Loss)");
   }
 
   if (absl::Status s = CheckEmbedding(0, layers_[0]); !s.ok()) return s;
@@ -236,7 +244,8 @@ absl::Status ModelSpec::Validate() const {
 }
 
 EmbeddingSpec ModelSpec::Embedding() const {
-  if (!layers_.empty() && layers_[0].index() == kEmbedding) return std::get<EmbeddingSpec>(layers_[0]);
+  if (!layers_.empty() && layers_[0].index() == kEmbedding)
+    return std::get<EmbeddingSpec>(layers_[0]);
   return EmbeddingSpec{};
 }
 

@@ -1,4 +1,4 @@
-// mxmaca/parallel_config.h: how a model is laid out over ranks (public API).
+// mxmaca/parallel_config.h (api/public/): how a model is laid out over ranks (public API).
 //
 // ParallelConfig holds the sizes of Megatron's parallel dimensions and the pipeline
 // schedule. World size = tensor x context x data x pipeline; ranks are ordered
@@ -8,8 +8,8 @@
 // layout is accepted is decided by the runtime when the job runs (the same checks as
 // `mxmaca train`: e.g. layers divisible by the pipeline size, global batch divisible by
 // micro-batch x data).
-#ifndef MXMACA_API_MXMACA_PARALLEL_CONFIG_H_
-#define MXMACA_API_MXMACA_PARALLEL_CONFIG_H_
+#ifndef MXMACA_API_PUBLIC_PARALLEL_CONFIG_H_
+#define MXMACA_API_PUBLIC_PARALLEL_CONFIG_H_
 
 #include <cstdint>
 #include <string>
@@ -25,21 +25,25 @@ struct ParallelConfig {
   int64_t layers_per_virtual_stage = 0;
   // --num-virtual-stages-per-pipeline-rank: model chunks per pipeline rank.
   int64_t virtual_stages_per_rank = 0;
-  // DP: data-parallel replicas. Megatron derives it as world / (TP x PP x CP); the job
-  // passes the world size TP x CP x DP x PP to the runtime (MXMACA's --world-size flag,
-  // in-process ranks). DP > 1 is an error when this build's flag table has no such flag.
+  // DP: data-parallel replicas. Megatron derives DP as world / (TP x PP x CP); the job
+  // passes the world size TP x CP x DP x PP as MXMACA's --world-size (in-process ranks)
+  // when DP > 1.
   int64_t data = 1;
-  int64_t context = 1;  // --context-parallel-size (CP)
-  int64_t expert = 1;   // --expert-model-parallel-size (EP; MoE models only)
+  int64_t context = 1;             // --context-parallel-size (CP)
+  int64_t expert = 1;              // --expert-model-parallel-size (EP; MoE models only)
   bool sequence_parallel = false;  // --sequence-parallel (with TP > 1)
-  // Pipeline schedule: "" = Megatron's (1F1B, interleaved 1F1B when virtual stages are
-  // set); "1f1b" and "interleaved" name Megatron's explicitly (they must agree with the
-  // virtual-stage fields). "gpipe" and "zb-h1" are MXMACA's schedules (scheduler/); they
-  // need MXMACA's --pipeline-schedule flag, and are an error while the flag table lacks it.
+  // --pipeline-schedule (MXMACA's flag; scheduler/schedule_factory.h): "" = Megatron's
+  // choice (interleaved 1F1B with virtual stages, else 1F1B); "1f1b"; "interleaved" (or
+  // "interleaved-1f1b", needs virtual stages); "gpipe"; "zb-h1" (zero bubble H1). Any
+  // other name is InvalidArgument at CreateJob; a schedule that does not fit the layout
+  // is an error from Job::Run.
   std::string schedule;
   // --use-distributed-optimizer: optimizer state (and the fp32 master weights) sharded
   // over the data-parallel ranks (ZeRO-1); bit-identical to the unsharded optimizer.
   bool distributed_optimizer = false;
+  // --ddp-bucket-size: elements per data-parallel gradient bucket; 0 = Megatron's default
+  // (max(40M, 1M x DP)).
+  int64_t ddp_bucket_size = 0;
 
   // WorldSize: tensor x context x data x pipeline (the number of ranks).
   int64_t WorldSize() const { return tensor * context * data * pipeline; }
@@ -47,4 +51,4 @@ struct ParallelConfig {
 
 }  // namespace mxmaca
 
-#endif  // MXMACA_API_MXMACA_PARALLEL_CONFIG_H_
+#endif  // MXMACA_API_PUBLIC_PARALLEL_CONFIG_H_
