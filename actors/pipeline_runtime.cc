@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "actors/compute_pool.h"
 #include "actors/stage_actor.h"
+#include "scheduler/schedule_validator.h"
 #include "transport/collective_watchdog.h"
 #include "transport/inprocess_communicator.h"
 #include "transport/rank_grid.h"
@@ -35,6 +36,23 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
       return absl::InvalidArgumentError(absl::StrCat(
           "RunPipelineJob: rank entry ", i, " is not rank ", i, " (pipeline ", i / dp,
           ", data parallel ", i % dp, ") with a program and one optimizer and bucket set per chunk"));
+    }
+  }
+  // A StageActor runs exactly the op list it is given: prove the lists first.
+  for (const auto* schedule : {&cc->train_schedule, &cc->eval_schedule}) {
+    if (!schedule->has_value()) continue;
+    const scheduler::PipelineSchedule& s = **schedule;
+    if (s.num_stages != p || s.num_microbatches != cc->num_microbatches ||
+        s.num_chunks != ranks[0].program->num_chunks()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "schedule '", s.name, "' is for ", s.num_stages, " stages x ", s.num_chunks,
+          " chunks x ", s.num_microbatches, " micro-batches; the job has ", p, " x ",
+          ranks[0].program->num_chunks(), " x ", cc->num_microbatches));
+    }
+    absl::Status valid = scheduler::ValidateSchedule(s);
+    if (!valid.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("schedule '", s.name, "' rejected: ", valid.message()));
     }
   }
   absl::StatusOr<transport::RankGrid> grid = transport::RankGrid::Create(world, 1, p);

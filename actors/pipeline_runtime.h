@@ -63,7 +63,10 @@ struct PipelineRuntimeOptions {
 // (recipients and coordinator are filled here: the first and last pipeline rank of each
 // replica, and every rank with reset_attention_mask). Returns the coordinator's summary
 // (ok = false with the error naming actor, iteration, micro-batch and op when a rank
-// failed). Errors: InvalidArgument for a rank list that does not match the sizes;
+// failed). The coordinator's train/eval schedules, when set, must match the job (stages,
+// chunks, micro-batches) and pass scheduler::ValidateSchedule (complete, FIFO channels,
+// no circular wait), else InvalidArgument quoting the validator — nothing runs.
+// Errors: InvalidArgument for a rank list that does not match the sizes;
 // Internal when the coordinator ended without a summary.
 absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
                                                const PipelineRuntimeOptions& options,
