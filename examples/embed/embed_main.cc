@@ -2,9 +2,10 @@
 //
 // Shows the public API (docs/API.md): a GPT defined in C++ as a ModelSpec, a layout
 // (ParallelConfig) and TrainerOptions, turned into a Job by a Runtime; Job::Run trains
-// and calls back once per iteration. The job is a tiny GPT (2 layers, hidden 64) on
-// Megatron's mock data for 20 iterations; each iteration's loss is printed, and the
-// equivalent `mxmaca train` command line is printed first. Exit code 1 on any error.
+// and calls back once per iteration. The job is a tiny GPT (2 layers, hidden 64, two
+// pipeline stages) on Megatron's mock data for 20 iterations; each iteration's loss is
+// printed, and the equivalent `mxmaca train` command line is printed first. Exit code 1
+// on any error.
 //
 //   bazel run //examples/embed:embed              # or: bazel-bin/examples/embed/embed
 #include <cmath>
@@ -26,8 +27,9 @@ int main() {
   shape.attention_dropout = 0.0;
   const mxmaca::ModelSpec model = mxmaca::ModelSpec::Gpt(shape);
 
-  // One device; set pipeline/data/tensor sizes here to lay the model out over more ranks.
+  // Two pipeline stages (one layer each, a stage actor per stage) under 1F1B, in-process.
   mxmaca::ParallelConfig parallel;
+  parallel.pipeline = 2;
 
   mxmaca::TrainerOptions options;
   options.micro_batch_size = 4;
@@ -59,7 +61,7 @@ int main() {
                 static_cast<long long>(m.iteration), static_cast<long long>(m.train_iters),
                 m.lm_loss, m.grad_norm, m.learning_rate, m.tokens_per_second);
   });
-  if (!result.ok()) {
+  if (!result.ok() || result->train_losses.empty()) {
     std::fprintf(stderr, "embed: %s\n", result.status().ToString().c_str());
     return 1;
   }
