@@ -7,6 +7,10 @@
 # Idempotent: the corpus and the dataset are made once; training resumes from
 # $OUT/checkpoints (and ends at once when the run is complete).
 #   OUT=out/kjv TRAIN_ITERS=300 bash examples/train_kjv.sh
+# Extra arguments go to `mxmaca train` (later flags win), e.g. pipeline x data parallel
+# with 4 in-process ranks and a Perfetto trace:
+#   OUT=out/kjv_pp2dp2 bash examples/train_kjv.sh --pipeline-model-parallel-size 2 \
+#     --world-size 4 --micro-batch-size 2 --trace-file out/kjv_pp2dp2/trace.json
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,7 +52,7 @@ echo "=== train"
   --vocab-file "$VOCAB_DIR/encoder.json" --merge-file "$VOCAB_DIR/vocab.bpe" \
   --log-interval 10 --eval-interval 100 --eval-iters 4 \
   --save "$OUT/checkpoints" --load "$OUT/checkpoints" --save-interval 100 \
-  --num-threads "$THREADS"
+  --num-threads "$THREADS" "$@"
 
 echo "=== generate"
 "$MXMACA" generate --load "$OUT/checkpoints" --prompt "And God said" \
