@@ -36,7 +36,7 @@ struct IterationMetrics {
   int64_t iteration = 0;           // 1-based, counting from the start (resumed runs continue)
   int64_t train_iters = 0;         // the last iteration of the run (--train-iters)
   int64_t consumed_samples = 0;    // sequences consumed so far, this iteration included
-  double lm_loss = 0.0;            // token-weighted mean cross-entropy (nats); NaN if non-finite
+  double lm_loss = 0.0;            // token-weighted mean cross-entropy (nats); NaN/Inf if so
   double grad_norm = 0.0;          // global L2 norm of the gradients before clipping
   double learning_rate = 0.0;      // after this iteration's scheduler step (as Megatron logs it)
   double tokens_per_second = 0.0;  // global batch x seq length / this iteration's wall time
