@@ -18,6 +18,7 @@
 #include "actors/checkpoint/checkpoint_writer.h"
 #include "actors/stage_checkpoint.h"
 #include "actors/trace.h"
+#include "scheduler/edge_slots.h"
 #include "scheduler/pipeline_schedule.h"
 
 namespace mxmaca::actors {
@@ -112,6 +113,8 @@ struct CoordinatorState {
   double bubble_wall = 0.0;
   Clock::time_point iteration_start;
   std::unique_ptr<ChromeTraceWriter> trace;
+  // Per-stage payload quotas of the train and eval schedules (scheduler/edge_slots.h).
+  std::optional<scheduler::EdgeSlots> train_slots, eval_slots;
 };
 
 using CoordinatorPointer = CoordinatorActor::stateful_pointer<CoordinatorState>;
@@ -245,14 +248,19 @@ void ResetReports(CoordinatorState& st) {
   st.reports.Reset(static_cast<int>(st.cfg->stages.size()), st.cfg->pipeline_size);
 }
 
-// Sends `run` to every stage actor with its pipeline rank's op list.
+// Sends `run` to every stage actor with its pipeline rank's op list and channel quotas.
 void SendToStages(CoordinatorPointer self, RunStageIteration run,
                   const std::optional<scheduler::PipelineSchedule>& schedule,
+                  const std::optional<scheduler::EdgeSlots>& slots,
                   const scheduler::StageSchedule& fallback) {
   const CoordinatorConfig& c = *self->state.cfg;
   for (size_t rank = 0; rank < c.stages.size(); ++rank) {
     const size_t pipeline_rank = rank / static_cast<size_t>(c.data_parallel_size);
     run.schedule = schedule ? schedule->stages.at(pipeline_rank) : fallback;
+    if (slots) {
+      run.forward_slots = slots->forward.at(pipeline_rank);
+      run.backward_slots = slots->backward.at(pipeline_rank);
+    }
     self->send(c.stages[rank], run);
   }
 }
@@ -271,7 +279,8 @@ void StartIteration(CoordinatorPointer self) {
   run.first_global_microbatch =
       (st.iteration - 1) * c.num_microbatches * static_cast<int64_t>(c.data_parallel_size);
   run.calculate_per_token_loss = c.calculate_per_token_loss;
-  SendToStages(self, run, c.train_schedule, scheduler::SingleStageSchedule(c.num_microbatches));
+  SendToStages(self, run, c.train_schedule, st.train_slots,
+               scheduler::SingleStageSchedule(c.num_microbatches));
   self->send(c.data, ProduceMicroBatches{st.iteration, false, c.consumed_train_samples,
                                          c.num_microbatches});
 }
@@ -286,7 +295,8 @@ void StartEvalIteration(CoordinatorPointer self) {
   run.num_microbatches = c.num_microbatches;
   run.first_global_microbatch = 0;  // no dropout in evaluation
   run.calculate_per_token_loss = c.calculate_per_token_loss;
-  SendToStages(self, run, c.eval_schedule, scheduler::ForwardOnlySchedule(c.num_microbatches));
+  SendToStages(self, run, c.eval_schedule, st.eval_slots,
+               scheduler::ForwardOnlySchedule(c.num_microbatches));
   self->send(c.data, ProduceMicroBatches{st.iteration, true, c.consumed_valid_samples,
                                          c.num_microbatches});
 }
@@ -514,6 +524,18 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
           return st.promise;
         }
         st.run_start = Clock::now();
+        for (auto [schedule, slots] :
+             {std::make_pair(&st.cfg->train_schedule, &st.train_slots),
+              std::make_pair(&st.cfg->eval_schedule, &st.eval_slots)}) {
+          if (!schedule->has_value()) continue;
+          absl::StatusOr<scheduler::EdgeSlots> quotas = scheduler::EdgeQuotas(**schedule);
+          if (!quotas.ok()) {
+            Finish(self, false, absl::StrCat("schedule '", (*schedule)->name,
+                                             "': ", quotas.status().message()));
+            return st.promise;
+          }
+          *slots = std::move(*quotas);
+        }
         if (st.cfg->trace_file) {
           auto writer = ChromeTraceWriter::Open(*st.cfg->trace_file);
           if (!writer.ok()) {

@@ -58,6 +58,7 @@ absl::Status GptStageProgram::Forward(const MicroBatchKey& key,
     in.loss_mask = batch.loss_mask;
   }
   layers::StageOutput out;
+  out.hidden = std::move(result->output);  // the recycled buffer (GptStage assigns into it)
   BeginCall(key.chunk);
   absl::Status s = key.eval ? stage.EvalForward(in, &out) : stage.Forward(in, &out);
   EndCall(key.chunk);
@@ -65,30 +66,26 @@ absl::Status GptStageProgram::Forward(const MicroBatchKey& key,
   result->loss_sum = out.loss_sum;
   result->num_tokens = out.num_tokens;
   if (!layout.has_loss_head) {
-    result->output.shape = {in.micro_batch_size, in.seq_length, stage.config().hidden_size};
-    result->output.data = std::make_shared<const std::vector<float>>(std::move(out.hidden));
+    result->output_shape = {in.micro_batch_size, in.seq_length, stage.config().hidden_size};
   }
+  result->output = std::move(out.hidden);
   return absl::OkStatus();
 }
 
 absl::Status GptStageProgram::BackwardInput(const MicroBatchKey& key,
                                             const Activation* d_output,
-                                            float loss_grad_scale, Activation* d_input) {
+                                            float loss_grad_scale,
+                                            std::vector<float>* d_input) {
   absl::StatusOr<layers::GptStage*> chunk = Chunk(key);
   if (!chunk.ok()) return chunk.status();
   absl::Span<const float> dout;
   if (d_output != nullptr && d_output->data) dout = *d_output->data;
-  std::vector<float> din;
+  std::vector<float> scratch;
   BeginCall(key.chunk);
-  absl::Status s =
-      (*chunk)->BackwardInput(key.global_microbatch, dout, loss_grad_scale, &din);
+  absl::Status s = (*chunk)->BackwardInput(key.global_microbatch, dout, loss_grad_scale,
+                                           d_input != nullptr ? d_input : &scratch);
   EndCall(key.chunk);
-  if (!s.ok()) return s;
-  if (d_input != nullptr && !din.empty()) {
-    d_input->shape = {static_cast<int64_t>(din.size())};
-    d_input->data = std::make_shared<const std::vector<float>>(std::move(din));
-  }
-  return absl::OkStatus();
+  return s;
 }
 
 absl::Status GptStageProgram::BackwardWeight(const MicroBatchKey& key) {

@@ -31,7 +31,7 @@ class GptStageProgram : public StageProgram {
   absl::Status Forward(const MicroBatchKey& key, const data::GptMicroBatch& batch,
                        const Activation* input, ForwardResult* result) override;
   absl::Status BackwardInput(const MicroBatchKey& key, const Activation* d_output,
-                             float loss_grad_scale, Activation* d_input) override;
+                             float loss_grad_scale, std::vector<float>* d_input) override;
   absl::Status BackwardWeight(const MicroBatchKey& key) override;
 
   layers::ParameterStore& parameters(int chunk) override { return chunks_[chunk]->parameters(); }

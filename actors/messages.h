@@ -46,6 +46,11 @@ struct RunStageIteration {
   int64_t first_global_microbatch = 0;
   bool calculate_per_token_loss = false;
   scheduler::StageSchedule schedule;
+  // Payload slots of this stage's outgoing channels (scheduler/edge_slots.h EdgeQuotas):
+  // a sending op waits while that many of its channel's payloads are in flight.
+  // 0 = unlimited (single stage, or no quota computed).
+  int32_t forward_slots = 0;
+  int32_t backward_slots = 0;
 };
 
 // ApplyOptimizerStep: after every stage reported the iteration: multiply the gradients by
@@ -102,6 +107,12 @@ struct CollectiveDone {
   int32_t bucket = 0;
   bool ok = true;
   std::string error;
+};
+
+// SlotReleased: a payload of this stage's `channel` (0 = activations, 1 = gradients) was
+// released by its consumer (actors/activation_pool.h).
+struct SlotReleased {
+  int32_t channel = 0;
 };
 
 // GradsPosted: the strand scaled chunk `chunk`'s gradients and posted `num_collectives`
@@ -185,8 +196,8 @@ struct OpFinished {
   double seconds = 0.0;
   bool ok = true;
   std::string error;
-  ForwardResult forward;  // for F ops
-  Activation d_input;     // for B ops (not on the first virtual stage)
+  ForwardResult forward;         // for F ops
+  std::vector<float> d_input;    // for B ops (not on the first virtual stage)
 };
 
 // StepFinished: the strand applied the optimizer step.
@@ -271,6 +282,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::ShardSaved)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::ActivationMessage)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::CollectiveDone)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::GradsPosted)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::SlotReleased)
 
 namespace mxmaca::actors {
 
@@ -287,7 +299,8 @@ using StageActorHandle =
                      caf::reacts_to<ApplyOptimizerStep>, caf::reacts_to<OpFinished>,
                      caf::reacts_to<StepFinished>, caf::reacts_to<GradNormFinished>,
                      caf::reacts_to<SaveCheckpointShard>, caf::reacts_to<ActivationMessage>,
-                     caf::reacts_to<CollectiveDone>, caf::reacts_to<GradsPosted>>;
+                     caf::reacts_to<CollectiveDone>, caf::reacts_to<GradsPosted>,
+                     caf::reacts_to<SlotReleased>>;
 
 // DataActorHandle: the data loader (see data_actor.h).
 using DataActorHandle = caf::typed_actor<caf::reacts_to<ProduceMicroBatches>>;

@@ -15,6 +15,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "actors/activation_pool.h"
 #include "kernels/cpu/elementwise.h"
 
 namespace mxmaca::actors {
@@ -57,6 +58,7 @@ struct StageState {
   StageActorConfig cfg;
   bool active = false;     // an iteration's schedule is in progress
   bool finishing = false;  // all ops done, waiting for gradient sync / the grad norm
+  bool norm_posted = false;  // the grad-norm task of this iteration is on the strand
   RunStageIteration run;
   size_t next_op = 0;
   bool op_running = false;
@@ -79,6 +81,10 @@ struct StageState {
   StepFinished step_finished;
   std::vector<SaveCheckpointShard> deferred_saves;
   bool failed = false;
+  // Pooled payloads of the two outgoing channels (0 = activations, 1 = gradients) and how
+  // many are in flight (taken when the sending op starts, back when the consumer is done).
+  std::shared_ptr<ActivationPool> pool;
+  int32_t in_flight[2] = {0, 0};
 
   std::string Name() const { return StageActorName(cfg); }
   int32_t num_chunks() const { return cfg.program->num_chunks(); }
@@ -91,6 +97,18 @@ struct StageState {
   }
   bool needs_batch(int32_t chunk) const {
     return cfg.reset_attention_mask || first_virtual(chunk) || last_virtual(chunk);
+  }
+  // sends_on: the channel op `kind` of `chunk` sends on, or -1 (none, or a local hand-over
+  // between chunks of a one-stage pipeline).
+  int32_t sends_on(OpKind kind, int32_t chunk) const {
+    if (cfg.pipeline_size == 1) return -1;
+    if (kind == OpKind::kForward && !last_virtual(chunk)) return 0;
+    if (kind == OpKind::kBackwardInput && !first_virtual(chunk)) return 1;
+    return -1;
+  }
+  bool slot_free(int32_t channel) const {
+    const int32_t quota = channel == 0 ? run.forward_slots : run.backward_slots;
+    return channel < 0 || quota <= 0 || in_flight[channel] < quota;
   }
   int32_t rank_of(int32_t pipeline_rank) const {
     return pipeline_rank * cfg.data_parallel_size + cfg.data_parallel_rank;
@@ -240,11 +258,11 @@ void StartChunkSync(StagePointer self, int32_t chunk) {
 // After all ops and every chunk's sync: the grad norm of this rank's shard, then report.
 void MaybeReport(StagePointer self) {
   auto& st = self->state;
-  if (!st.finishing || st.failed) return;
+  if (!st.finishing || st.norm_posted || st.failed) return;
   for (const ChunkSync& cs : st.sync) {
     if (!cs.finished) return;
   }
-  st.finishing = false;  // the norm task is posted once
+  st.norm_posted = true;  // once; `finishing` stays set until the report is sent
   auto program = st.cfg.program;
   auto exec = st.cfg.exec;
   auto buckets = st.cfg.buckets;
@@ -307,11 +325,24 @@ void TryAdvance(StagePointer self) {
   auto program = st.cfg.program;
   StageActorHandle me = self;
 
+  // An op that sends waits for a free slot of its channel (back-pressure); when it is
+  // posted it takes the slot and a pooled buffer for its output.
+  const int32_t channel = st.sends_on(op.kind, op.chunk);
+  if (!st.slot_free(channel)) return;  // a SlotReleased message retries
   auto post = [&](auto body) {
     st.op_running = true;
-    st.cfg.strand->Post([me, op_index, iteration, body] {
+    std::vector<float> buffer;
+    if (channel >= 0) {
+      ++st.in_flight[channel];
+      buffer = st.pool->Take();
+    }
+    const OpKind kind = op.kind;
+    st.cfg.strand->Post([me, op_index, iteration, body, kind,
+                         buffer = std::move(buffer)]() mutable {
       OpFinished msg;
       msg.iteration = iteration;
+      if (kind == OpKind::kForward) msg.forward.output = std::move(buffer);
+      if (kind == OpKind::kBackwardInput) msg.d_input = std::move(buffer);
       msg.op_index = op_index;
       msg.start_us = TraceClockMicros();
       const auto t0 = Clock::now();
@@ -375,9 +406,11 @@ void TryAdvance(StagePointer self) {
   }
 }
 
-// Sends an F output or B input-gradient to the neighbouring virtual stage.
+// Sends an F output or B input-gradient to the neighbouring virtual stage: published from
+// the stage's pool on its channel (the slot was taken when the op started), or handed over
+// locally between chunks of a one-stage pipeline.
 void SendToNeighbour(StagePointer self, const scheduler::PipelineOp& op, Direction dir,
-                     Activation tensor) {
+                     std::vector<int64_t> shape, std::vector<float> values) {
   auto& st = self->state;
   const int32_t p = st.cfg.pipeline_size;
   int32_t to_pipeline_rank, to_chunk;
@@ -391,6 +424,12 @@ void SendToNeighbour(StagePointer self, const scheduler::PipelineOp& op, Directi
     to_chunk = wrap ? op.chunk - 1 : op.chunk;
   }
   const int32_t to = st.rank_of(to_pipeline_rank);
+  const int32_t channel = st.sends_on(op.kind, op.chunk);
+  Activation tensor;
+  tensor.shape = std::move(shape);
+  tensor.data = channel >= 0
+                    ? st.pool->Publish(std::move(values), channel)
+                    : std::make_shared<const std::vector<float>>(std::move(values));
   ActivationMessage msg{st.run.iteration, st.run.eval, op.microbatch, to_chunk, dir,
                         st.cfg.rank, std::move(tensor)};
   if (to == st.cfg.rank) {  // p == 1 with several chunks: deliver locally
@@ -428,12 +467,14 @@ void OnOpFinished(StagePointer self, OpFinished& f) {
       st.num_tokens += f.forward.num_tokens;
       if (st.last_virtual(op.chunk)) st.microbatch_tokens[op.microbatch] = f.forward.num_tokens;
       if (!st.last_virtual(op.chunk)) {
-        SendToNeighbour(self, op, Direction::kForward, std::move(f.forward.output));
+        SendToNeighbour(self, op, Direction::kForward, f.forward.output_shape,
+                        std::move(f.forward.output));
       }
       break;
     case OpKind::kBackwardInput:
       if (!st.first_virtual(op.chunk)) {
-        SendToNeighbour(self, op, Direction::kBackward, std::move(f.d_input));
+        const std::vector<int64_t> shape{static_cast<int64_t>(f.d_input.size())};
+        SendToNeighbour(self, op, Direction::kBackward, shape, std::move(f.d_input));
       }
       break;
     case OpKind::kBackwardWeight:
@@ -559,6 +600,9 @@ void ApplyStep(StagePointer self, const ApplyOptimizerStep& step) {
 
 StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfig config) {
   self->state.cfg = std::move(config);
+  StageActorHandle me = self;
+  self->state.pool = ActivationPool::Create(
+      [me](int32_t channel) { caf::anon_send(me, SlotReleased{channel}); });
   return {
       [=](RunStageIteration& run) {
         auto& st = self->state;
@@ -572,6 +616,7 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
         st.run = std::move(run);
         st.active = true;
         st.finishing = false;
+        st.norm_posted = false;
         st.next_op = 0;
         st.loss_sum = 0.0;
         st.num_tokens = 0.0;
@@ -621,6 +666,11 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
         TryAdvance(self);
       },
       [=](OpFinished& f) { OnOpFinished(self, f); },
+      [=](const SlotReleased& r) {
+        auto& st = self->state;
+        if (r.channel == 0 || r.channel == 1) --st.in_flight[r.channel];
+        TryAdvance(self);
+      },
       [=](GradsPosted& g) {
         auto& st = self->state;
         if (st.failed || g.iteration != st.run.iteration) return;

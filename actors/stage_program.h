@@ -34,10 +34,14 @@ struct Activation {
   std::shared_ptr<const std::vector<float>> data;
 };
 
-// ForwardResult: what F produced: the output activation (non-last stages) or, on the
-// last stage, the sum of masked token losses and the number of unmasked tokens.
+// ForwardResult: what F produced: the output activation (not on the last virtual stage)
+// or, on the last, the sum of masked token losses and the number of unmasked tokens.
+// `output` holds, on entry, a buffer recycled from the stage's ActivationPool (any size;
+// fill it with assign/resize so its capacity is reused) and, on return, the output
+// activation's values; the actor publishes it as the message payload.
 struct ForwardResult {
-  Activation output;
+  std::vector<int64_t> output_shape;  // [b, s, h]
+  std::vector<float> output;
   double loss_sum = 0.0;
   double num_tokens = 0.0;
 };
@@ -61,10 +65,10 @@ class StageProgram {
                                const Activation* input, ForwardResult* result) = 0;
   // BackwardInput: B for `key`. `d_output` is the next virtual stage's input gradient
   // (null on the last, which starts from its loss with dL/d(loss_sum) = loss_grad_scale).
-  // Writes the gradient w.r.t. this chunk's input into d_input (left empty on the first
-  // virtual stage).
+  // Writes the gradient w.r.t. this chunk's input, [b, s, h], into d_input (on entry a
+  // recycled pool buffer, as ForwardResult::output; left empty on the first virtual stage).
   virtual absl::Status BackwardInput(const MicroBatchKey& key, const Activation* d_output,
-                                     float loss_grad_scale, Activation* d_input) = 0;
+                                     float loss_grad_scale, std::vector<float>* d_input) = 0;
   // BackwardWeight: W for `key`: accumulates weight gradients, frees the stash.
   virtual absl::Status BackwardWeight(const MicroBatchKey& key) = 0;
 

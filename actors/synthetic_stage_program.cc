@@ -93,8 +93,7 @@ absl::StatusOr<std::unique_ptr<SyntheticStageProgram>> SyntheticStageProgram::Cr
 }
 
 SyntheticStageProgram::SyntheticStageProgram(const SyntheticStageOptions& options)
-    : options_(options),
-      tiny_(std::make_shared<const std::vector<float>>(1, 0.0f)) {
+    : options_(options) {
   stash_bytes_ = options_.stash_bytes >= 0 ? options_.stash_bytes
                                            : options_.micro_batch_size * options_.seq_length *
                                                  options_.hidden_size *
@@ -130,21 +129,19 @@ absl::Status SyntheticStageProgram::Check(const MicroBatchKey& key, OpKind op) c
   return absl::InternalError(absl::StrCat("injected failure at ", where));
 }
 
-Activation SyntheticStageProgram::MakeTensor(const Activation* from, float fill) const {
-  Activation out;
-  out.shape = {options_.micro_batch_size, options_.seq_length, options_.hidden_size};
+void SyntheticStageProgram::MakeTensor(const Activation* from, float fill,
+                                       std::vector<float>* out) const {
   if (!options_.real_payload) {
-    out.data = tiny_;
-    return out;
+    out->assign(1, 0.0f);  // the one-float payload
+    return;
   }
   const size_t n = static_cast<size_t>(options_.micro_batch_size * options_.seq_length *
                                        options_.hidden_size);
   if (from != nullptr && from->data) {
-    out.data = std::make_shared<const std::vector<float>>(*from->data);  // the copy measured
+    out->assign(from->data->begin(), from->data->end());  // the copy measured
   } else {
-    out.data = std::make_shared<const std::vector<float>>(n, fill);
+    out->assign(n, fill);
   }
-  return out;
 }
 
 absl::Status SyntheticStageProgram::Forward(const MicroBatchKey& key, const data::GptMicroBatch&,
@@ -178,7 +175,8 @@ absl::Status SyntheticStageProgram::Forward(const MicroBatchKey& key, const data
     result->loss_sum = options_.loss_per_token * tokens;
     result->num_tokens = tokens;
   } else {
-    result->output = MakeTensor(first_virtual(key.chunk) ? nullptr : input, 1.0f);
+    result->output_shape = {options_.micro_batch_size, options_.seq_length, options_.hidden_size};
+    MakeTensor(first_virtual(key.chunk) ? nullptr : input, 1.0f, &result->output);
   }
   WaitUntil(start, options_.chunks[key.chunk].forward);
   return absl::OkStatus();
@@ -186,7 +184,7 @@ absl::Status SyntheticStageProgram::Forward(const MicroBatchKey& key, const data
 
 absl::Status SyntheticStageProgram::BackwardInput(const MicroBatchKey& key,
                                                   const Activation* d_output, float,
-                                                  Activation* d_input) {
+                                                  std::vector<float>* d_input) {
   const Clock::time_point start = Clock::now();
   if (absl::Status s = Check(key, OpKind::kBackwardInput); !s.ok()) return s;
   if (stash_.count(std::make_pair(key.chunk, key.global_microbatch)) == 0) {
@@ -198,7 +196,7 @@ absl::Status SyntheticStageProgram::BackwardInput(const MicroBatchKey& key,
                                                    ": no output gradient"));
   }
   if (!first_virtual(key.chunk) && d_input != nullptr) {
-    *d_input = MakeTensor(last_virtual(key.chunk) ? nullptr : d_output, 0.5f);
+    MakeTensor(last_virtual(key.chunk) ? nullptr : d_output, 0.5f, d_input);
   }
   WaitUntil(start, options_.chunks[key.chunk].backward_input);
   return absl::OkStatus();

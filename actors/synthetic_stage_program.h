@@ -116,7 +116,7 @@ class SyntheticStageProgram : public StageProgram {
   absl::Status Forward(const MicroBatchKey& key, const data::GptMicroBatch& batch,
                        const Activation* input, ForwardResult* result) override;
   absl::Status BackwardInput(const MicroBatchKey& key, const Activation* d_output,
-                             float loss_grad_scale, Activation* d_input) override;
+                             float loss_grad_scale, std::vector<float>* d_input) override;
   absl::Status BackwardWeight(const MicroBatchKey& key) override;
 
   layers::ParameterStore& parameters(int chunk) override { return *stores_[chunk]; }
@@ -139,12 +139,12 @@ class SyntheticStageProgram : public StageProgram {
   absl::Status Check(const MicroBatchKey& key, scheduler::OpKind op) const;
   // MakeTensor: an Activation [b, s, h]: a copy of `from` (real payload with an input),
   // b * s * h values `fill` (real payload, no input) or the shared one-float payload.
-  Activation MakeTensor(const Activation* from, float fill) const;
+  // Writes into `out` (a recycled pool buffer).
+  void MakeTensor(const Activation* from, float fill, std::vector<float>* out) const;
 
   SyntheticStageOptions options_;
   int64_t stash_bytes_ = 0;
   std::vector<std::unique_ptr<layers::ParameterStore>> stores_;
-  std::shared_ptr<const std::vector<float>> tiny_;  // the one-float payload, shared
   // (chunk, global micro-batch) -> stashed bytes.
   std::map<std::pair<int32_t, int64_t>, int64_t> stash_;
   int64_t live_ = 0;

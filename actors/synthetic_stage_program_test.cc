@@ -38,7 +38,7 @@ TEST_CASE("SyntheticStageProgram: F, B and W take at least their declared times"
   REQUIRE(program.ok());
   data::GptMicroBatch batch;
   ForwardResult fr;
-  Activation d_input;
+  std::vector<float> d_input;
   // sleep_until never returns early, so each lower bound holds on any machine; upper
   // bounds are not asserted (a loaded CI machine may wake a thread late).
   for (int mb = 0; mb < 2; ++mb) {
@@ -52,7 +52,7 @@ TEST_CASE("SyntheticStageProgram: F, B and W take at least their declared times"
     REQUIRE((*program)->BackwardWeight(Key(mb)).ok());
     CHECK(Seconds(t0) >= 0.005);
   }
-  CHECK(d_input.data == nullptr);  // the first virtual stage sends no input gradient
+  CHECK(d_input.empty());  // the first virtual stage sends no input gradient
 }
 
 TEST_CASE("SyntheticStageProgram: outputs, loss, payload and stash follow the declaration") {
@@ -80,24 +80,24 @@ TEST_CASE("SyntheticStageProgram: outputs, loss, payload and stash follow the de
   data::GptMicroBatch batch;
   ForwardResult f0, f1;
   REQUIRE((*p0)->Forward(Key(0), batch, nullptr, &f0).ok());
-  CHECK(f0.output.shape == std::vector<int64_t>{b, s, h});
-  REQUIRE(f0.output.data != nullptr);
-  CHECK(static_cast<int64_t>(f0.output.data->size()) == b * s * h);
+  CHECK(f0.output_shape == std::vector<int64_t>{b, s, h});
+  CHECK(static_cast<int64_t>(f0.output.size()) == b * s * h);
+  const Activation a0{f0.output_shape, std::make_shared<const std::vector<float>>(f0.output)};
   CHECK(f0.loss_sum == 0.0);
   // The last stage rejects a missing input, then produces the declared loss.
   CHECK((*p1)->Forward(Key(0), batch, nullptr, &f1).code() ==
         absl::StatusCode::kInvalidArgument);
-  REQUIRE((*p1)->Forward(Key(0), batch, &f0.output, &f1).ok());
+  REQUIRE((*p1)->Forward(Key(0), batch, &a0, &f1).ok());
   CHECK(f1.num_tokens == static_cast<double>(b * s));
   CHECK(f1.loss_sum == Approx(loss * static_cast<double>(b * s)).epsilon(1e-12));
-  CHECK(f1.output.data == nullptr);
+  CHECK(f1.output.empty());
 
-  Activation g1, g0;
+  std::vector<float> g1, g0;
   REQUIRE((*p1)->BackwardInput(Key(0), nullptr, 1.0f, &g1).ok());
-  REQUIRE(g1.data != nullptr);
-  CHECK(static_cast<int64_t>(g1.data->size()) == b * s * h);
-  REQUIRE((*p0)->BackwardInput(Key(0), &g1, 1.0f, &g0).ok());
-  CHECK(g0.data == nullptr);
+  CHECK(static_cast<int64_t>(g1.size()) == b * s * h);
+  const Activation a1{{b, s, h}, std::make_shared<const std::vector<float>>(g1)};
+  REQUIRE((*p0)->BackwardInput(Key(0), &a1, 1.0f, &g0).ok());
+  CHECK(g0.empty());
 
   // Stash: two F on stage 0 hold two stashes; W frees them; B/W without F fail.
   REQUIRE((*p0)->Forward(Key(1), batch, nullptr, &f0).ok());
@@ -110,7 +110,7 @@ TEST_CASE("SyntheticStageProgram: outputs, loss, payload and stash follow the de
   (*p0)->ResetPeakActivationBytes();
   CHECK((*p0)->peak_activation_bytes() == 0);
   CHECK((*p0)->BackwardWeight(Key(1)).code() == absl::StatusCode::kFailedPrecondition);
-  CHECK((*p0)->BackwardInput(Key(5), &g1, 1.0f, &g0).code() ==
+  CHECK((*p0)->BackwardInput(Key(5), &a1, 1.0f, &g0).code() ==
         absl::StatusCode::kFailedPrecondition);
   CHECK((*p0)->Forward(Key(0, /*chunk=*/1), batch, nullptr, &f0).code() ==
         absl::StatusCode::kInvalidArgument);

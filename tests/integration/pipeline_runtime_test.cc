@@ -136,7 +136,7 @@ class FaultyProgram : public actors::StageProgram {
     return inner_->Forward(key, batch, input, result);
   }
   absl::Status BackwardInput(const actors::MicroBatchKey& key, const actors::Activation* d_output,
-                             float loss_grad_scale, actors::Activation* d_input) override {
+                             float loss_grad_scale, std::vector<float>* d_input) override {
     if (absl::Status s = Inject(key, OpKind::kBackwardInput); !s.ok()) return s;
     return inner_->BackwardInput(key, d_output, loss_grad_scale, d_input);
   }
@@ -373,6 +373,14 @@ TEST_CASE("stage actors run a hand-written schedule op for op, with 1F1B's numer
                    {"F0 F1 F2 B0 W0 F3 B1 B2 W2 W1 B3 W3",
                     "F0 B0 F1 B1 W0 F2 W1 B2 F3 B3 W3 W2"});
   REQUIRE(scheduler::ValidateSchedule(odd).ok());
+  scheduler::ScheduleOptions so;
+  so.num_stages = 2;
+  so.num_microbatches = 4;
+  const absl::StatusOr<PipelineSchedule> one_f_one_b = scheduler::BuildSchedule(so);
+  REQUIRE(one_f_one_b.ok());
+  for (int stage = 0; stage < 2; ++stage) {
+    CHECK_FALSE(one_f_one_b->stages[stage] == odd.stages[stage]);
+  }
   JobSpec spec;
   spec.p = 2;
   spec.global_batch = 4;  // m = 4
@@ -433,6 +441,7 @@ TEST_CASE("invalid hand-made schedules are rejected before anything runs") {
     const char* what;
     PipelineSchedule schedule;
     std::vector<std::string> expected;  // parts of the validator's message
+    int64_t global_batch = 0;           // 0: the schedule's micro-batch count
   };
   const std::vector<Case> cases = {
       {"missing W",
@@ -447,12 +456,19 @@ TEST_CASE("invalid hand-made schedules are rejected before anything runs") {
        HandSchedule("cycle", 2, {"F0 B0 W0 F1 B1 W1", "F0 F1 B0 W0 B1 W1"}),
        {"schedule 'cycle' rejected", "circular wait", "stage 0 waits at B0",
         "stage 1 waits at F1"}},
+      // A valid list for 4 micro-batches handed to a job of 8: too few for the job.
+      {"fewer micro-batches than the job",
+       HandSchedule("short", 4, {"F0 F1 F2 B0 W0 F3 B1 B2 W2 W1 B3 W3",
+                                 "F0 B0 F1 B1 W0 F2 W1 B2 F3 B3 W3 W2"}),
+       {"schedule 'short' is for 2 stages x 1 chunks x 4 micro-batches",
+        "the job has 2 x 1 x 8"},
+       8},
   };
   for (const Case& c : cases) {
     INFO(c.what);
     JobSpec spec;
     spec.p = 2;
-    spec.global_batch = c.schedule.num_microbatches;
+    spec.global_batch = c.global_batch > 0 ? c.global_batch : c.schedule.num_microbatches;
     spec.schedule = c.schedule;
     const JobResult r = RunJob(spec);
     REQUIRE_FALSE(r.summary.ok());
