@@ -23,7 +23,7 @@ def _impl(ctx):
     if has_cuda:
         ctx.symlink(cuda_path + "/include", "include")
         ctx.symlink(cuda_path + "/lib64", "lib64")
-        build.append('cc_library(name = "headers", hdrs = glob(["include/**/*.h", "include/**/*.hpp"]), includes = ["include"])')
+        build.append('cc_library(name = "headers", hdrs = glob(["include/**"]), includes = ["include"])')
         for name, lib in _LIBS.items():
             build.append(
                 'cc_library(name = "%s", deps = [":headers"], linkopts = ["-L%s/lib64", "-Wl,-rpath,%s/lib64", "-l%s"])' %
