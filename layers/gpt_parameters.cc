@@ -24,12 +24,60 @@ ParameterSpec NormWeight(std::string name, int64_t n) {
   return {std::move(name), {n}, ParameterInit::kOnes, 0.0f, false, false};
 }
 
+// Split: how a tensor is divided over the TP ranks (tensor_parallel.h).
+enum class Split { kReplicated, kRows, kColumns, kGateUpRows };
+
+// RegisterSplit: registers TP rank `r` of `p`'s shard of `spec`. kRows: dim 0 split
+// (column-parallel weights and biases, vocab rows); kColumns: dim 1 split (row-parallel
+// weights); kGateUpRows: dim 0 = [gate; up], the same rows of each (shard_chunks 2).
+absl::StatusOr<int> RegisterSplit(ParameterStore* store, const ParameterSpec& spec, Split split,
+                                  int r, int p) {
+  if (p == 1 || split == Split::kReplicated) return store->Register(spec);
+  std::vector<int64_t> offset(spec.shape.size(), 0), shape = spec.shape;
+  int64_t chunks = 1;
+  switch (split) {
+    case Split::kReplicated:
+      break;
+    case Split::kRows:
+      shape[0] = spec.shape[0] / p;
+      offset[0] = r * shape[0];
+      break;
+    case Split::kColumns:
+      shape[1] = spec.shape[1] / p;
+      offset[1] = r * shape[1];
+      break;
+    case Split::kGateUpRows:
+      chunks = 2;
+      shape[0] = spec.shape[0] / p;  // f/p rows of gate and f/p of up
+      offset[0] = r * (spec.shape[0] / 2 / p);
+      break;
+  }
+  return store->RegisterShard(spec, offset, shape, chunks);
+}
+
 }  // namespace
 
 absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
                                                       const StageLayout& layout,
-                                                      ParameterStore* store) {
+                                                      ParameterStore* store, int tp_rank,
+                                                      int tp_size) {
   MXMACA_RETURN_IF_ERROR(config.Validate());
+  if (tp_size < 1 || tp_rank < 0 || tp_rank >= tp_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor parallel rank ", tp_rank, " of ", tp_size, " is out of range"));
+  }
+  for (const auto& [what, v] :
+       {std::pair<const char*, int64_t>{"--num-attention-heads", config.num_attention_heads},
+        {"--num-query-groups (query groups)", config.query_groups()},
+        {"--ffn-hidden-size", config.ffn_hidden_size},
+        {"padded vocabulary size", config.padded_vocab_size}}) {
+    if (v % tp_size != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " ", v, " is not divisible by --tensor-model-parallel-size ", tp_size));
+    }
+  }
+  const int r = tp_rank, p = tp_size;
+  const Split fc1_split = config.swiglu ? Split::kGateUpRows : Split::kRows;
   if (layout.first_layer < 0 || layout.first_layer > layout.last_layer ||
       layout.last_layer > config.num_layers) {
     return absl::InvalidArgumentError(
@@ -48,7 +96,7 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
     ParameterSpec word =
         Weight("embedding.word_embeddings.weight", {config.padded_vocab_size, h}, std);
     word.tied = config.tied_embeddings();
-    MXMACA_ASSIGN_OR_RETURN(ids.word_embeddings, store->Register(word));
+    MXMACA_ASSIGN_OR_RETURN(ids.word_embeddings, RegisterSplit(store, word, Split::kRows, r, p));
     if (config.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute) {
       MXMACA_ASSIGN_OR_RETURN(ids.position_embeddings,
                               store->Register(Weight("embedding.position_embeddings.weight",
@@ -56,48 +104,59 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
     }
   }
   for (int64_t l = layout.first_layer; l < layout.last_layer; ++l) {
-    LayerParameterIds p;
+    LayerParameterIds ids_l;
     auto name = [l](const char* suffix) { return LayerParameterName(l, suffix); };
-    MXMACA_ASSIGN_OR_RETURN(p.input_norm_weight,
+    MXMACA_ASSIGN_OR_RETURN(ids_l.input_norm_weight,
                             store->Register(NormWeight(name("input_layernorm.weight"), h)));
     if (layer_norm) {
-      MXMACA_ASSIGN_OR_RETURN(p.input_norm_bias,
+      MXMACA_ASSIGN_OR_RETURN(ids_l.input_norm_bias,
                               store->Register(Bias(name("input_layernorm.bias"), h)));
     }
-    MXMACA_ASSIGN_OR_RETURN(p.qkv_weight,
-                            store->Register(Weight(name("self_attention.linear_qkv.weight"),
-                                                   {config.qkv_size(), h}, std)));
+    MXMACA_ASSIGN_OR_RETURN(
+        ids_l.qkv_weight,
+        RegisterSplit(store,
+                      Weight(name("self_attention.linear_qkv.weight"), {config.qkv_size(), h}, std),
+                      Split::kRows, r, p));
     if (bias) {
       MXMACA_ASSIGN_OR_RETURN(
-          p.qkv_bias,
-          store->Register(Bias(name("self_attention.linear_qkv.bias"), config.qkv_size())));
+          ids_l.qkv_bias,
+          RegisterSplit(store, Bias(name("self_attention.linear_qkv.bias"), config.qkv_size()),
+                        Split::kRows, r, p));
     }
-    MXMACA_ASSIGN_OR_RETURN(
-        p.proj_weight, store->Register(Weight(name("self_attention.linear_proj.weight"),
-                                              {h, config.attention_projection_size()}, out_std)));
+    MXMACA_ASSIGN_OR_RETURN(ids_l.proj_weight,
+                            RegisterSplit(store,
+                                          Weight(name("self_attention.linear_proj.weight"),
+                                                 {h, config.attention_projection_size()}, out_std),
+                                          Split::kColumns, r, p));
     if (bias) {
-      MXMACA_ASSIGN_OR_RETURN(p.proj_bias,
+      MXMACA_ASSIGN_OR_RETURN(ids_l.proj_bias,
                               store->Register(Bias(name("self_attention.linear_proj.bias"), h)));
     }
-    MXMACA_ASSIGN_OR_RETURN(p.mlp_norm_weight,
+    MXMACA_ASSIGN_OR_RETURN(ids_l.mlp_norm_weight,
                             store->Register(NormWeight(name("pre_mlp_layernorm.weight"), h)));
     if (layer_norm) {
-      MXMACA_ASSIGN_OR_RETURN(p.mlp_norm_bias,
+      MXMACA_ASSIGN_OR_RETURN(ids_l.mlp_norm_bias,
                               store->Register(Bias(name("pre_mlp_layernorm.bias"), h)));
     }
-    MXMACA_ASSIGN_OR_RETURN(p.fc1_weight, store->Register(Weight(name("mlp.linear_fc1.weight"),
-                                                                 {config.fc1_size(), h}, std)));
+    MXMACA_ASSIGN_OR_RETURN(
+        ids_l.fc1_weight,
+        RegisterSplit(store, Weight(name("mlp.linear_fc1.weight"), {config.fc1_size(), h}, std),
+                      fc1_split, r, p));
     if (bias) {
       MXMACA_ASSIGN_OR_RETURN(
-          p.fc1_bias, store->Register(Bias(name("mlp.linear_fc1.bias"), config.fc1_size())));
+          ids_l.fc1_bias, RegisterSplit(store, Bias(name("mlp.linear_fc1.bias"), config.fc1_size()),
+                                        fc1_split, r, p));
     }
-    MXMACA_ASSIGN_OR_RETURN(p.fc2_weight,
-                            store->Register(Weight(name("mlp.linear_fc2.weight"),
-                                                   {h, config.ffn_hidden_size}, out_std)));
+    MXMACA_ASSIGN_OR_RETURN(
+        ids_l.fc2_weight,
+        RegisterSplit(store,
+                      Weight(name("mlp.linear_fc2.weight"), {h, config.ffn_hidden_size}, out_std),
+                      Split::kColumns, r, p));
     if (bias) {
-      MXMACA_ASSIGN_OR_RETURN(p.fc2_bias, store->Register(Bias(name("mlp.linear_fc2.bias"), h)));
+      MXMACA_ASSIGN_OR_RETURN(ids_l.fc2_bias,
+                              store->Register(Bias(name("mlp.linear_fc2.bias"), h)));
     }
-    ids.layers.push_back(p);
+    ids.layers.push_back(ids_l);
   }
   if (layout.has_loss_head) {
     MXMACA_ASSIGN_OR_RETURN(ids.final_norm_weight,
@@ -111,13 +170,15 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
         ParameterSpec word =
             Weight("embedding.word_embeddings.weight", {config.padded_vocab_size, h}, std);
         word.tied = true;
-        MXMACA_ASSIGN_OR_RETURN(ids.word_embeddings, store->Register(word));
+        MXMACA_ASSIGN_OR_RETURN(ids.word_embeddings,
+                                RegisterSplit(store, word, Split::kRows, r, p));
       }
       ids.output_weight = ids.word_embeddings;
     } else {
       MXMACA_ASSIGN_OR_RETURN(
           ids.output_weight,
-          store->Register(Weight("output_layer.weight", {config.padded_vocab_size, h}, std)));
+          RegisterSplit(store, Weight("output_layer.weight", {config.padded_vocab_size, h}, std),
+                        Split::kRows, r, p));
     }
   }
   return ids;

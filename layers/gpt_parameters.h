@@ -83,11 +83,17 @@ struct GptParameterIds {
 std::string LayerParameterName(int64_t layer, const std::string& suffix);
 
 // RegisterGptParameters: registers the stage's tensors (in the order of the table above)
-// in `store` (not yet finalized). InvalidArgument for an invalid config or layout
-// (first_layer > last_layer, last_layer > L); errors of ParameterStore::Register.
+// in `store` (not yet finalized). With tensor parallelism (tp_size > 1) each tensor is
+// registered as TP rank `tp_rank`'s shard (full shape, shard offsets; the split of
+// layers/tensor_parallel.h), so ParameterStore::Initialize gives every rank the slice of
+// the single-device tensor. InvalidArgument for an invalid config or layout
+// (first_layer > last_layer, last_layer > L), a TP rank out of [0, tp_size), or heads,
+// query groups, ffn size or padded vocab not divisible by tp_size; errors of
+// ParameterStore::Register.
 absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
                                                       const StageLayout& layout,
-                                                      ParameterStore* store);
+                                                      ParameterStore* store, int tp_rank = 0,
+                                                      int tp_size = 1);
 
 }  // namespace mxmaca::layers
 

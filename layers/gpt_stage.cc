@@ -2,6 +2,7 @@
 #include "layers/gpt_stage.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <utility>
 
@@ -94,21 +95,31 @@ absl::Status CheckIds(const char* what, absl::Span<const int32_t> ids, int64_t l
 }  // namespace
 
 GptStage::GptStage(const GptConfig& config, const StageLayout& layout)
-    : config_(config), layout_(layout) {
+    : config_(config), layer_config_(config), layout_(layout) {
   ctx_.num_threads = config.num_threads;
   ctx_.precision = config.precision;
 }
 
 absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& config,
                                                            const StageLayout& layout,
-                                                           int64_t arena_multiple) {
+                                                           int64_t arena_multiple,
+                                                           const TensorParallelContext* tp) {
   MXMACA_RETURN_IF_ERROR(config.Validate());
   if (arena_multiple <= 0 || arena_multiple % 16 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "GptStage: arena_multiple ", arena_multiple, " is not a positive multiple of 16"));
+    return absl::InvalidArgumentError(absl::StrCat("GptStage: arena_multiple ", arena_multiple,
+                                                   " is not a positive multiple of 16"));
   }
+  TensorParallelContext tp_ctx;
+  if (tp != nullptr) tp_ctx = *tp;
+  MXMACA_RETURN_IF_ERROR(ValidateTensorParallelContext(tp_ctx));
+  MXMACA_RETURN_IF_ERROR(
+      ValidateTensorParallelConfig(config, tp_ctx.size, tp_ctx.sequence_parallel));
   std::unique_ptr<GptStage> stage(new GptStage(config, layout));
-  MXMACA_ASSIGN_OR_RETURN(stage->ids_, RegisterGptParameters(config, layout, &stage->store_));
+  stage->tp_ = tp_ctx;
+  stage->layer_config_ = LocalLayerConfig(config, tp_ctx.size);
+  stage->vocab_ = VocabShardOf(config, tp_ctx.rank, tp_ctx.size);
+  MXMACA_ASSIGN_OR_RETURN(
+      stage->ids_, RegisterGptParameters(config, layout, &stage->store_, tp_ctx.rank, tp_ctx.size));
   stage->store_.Finalize(arena_multiple);
   for (const LayerParameterIds& ids : stage->ids_.layers) {
     stage->layers_.emplace_back(&stage->store_, ids);
@@ -144,6 +155,12 @@ absl::Status GptStage::ValidateInput(const MicroBatchInput& in, Mode mode) const
         absl::StrCat("micro-batch ", in.micro_batch_id, ": micro_batch_size ", b, " x seq_length ",
                      s, ", expected both > 0 and seq_length <= ", config_.seq_length));
   }
+  if (tp_.sp() && s % tp_.size != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("micro-batch ", in.micro_batch_id, ": seq_length ", s,
+                     " is not divisible by --tensor-model-parallel-size ", tp_.size,
+                     " (--sequence-parallel shards the sequence)"));
+  }
   const bool learned = config_.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute;
   if (layout_.has_embedding) {
     MXMACA_RETURN_IF_ERROR(CheckSize("tokens", in.tokens.size(), t));
@@ -154,7 +171,8 @@ absl::Status GptStage::ValidateInput(const MicroBatchInput& in, Mode mode) const
           CheckIds("position_ids", in.position_ids, config_.max_position_embeddings));
     }
   } else {
-    MXMACA_RETURN_IF_ERROR(CheckSize("hidden", in.hidden.size(), t * config_.hidden_size));
+    MXMACA_RETURN_IF_ERROR(
+        CheckSize("hidden", in.hidden.size(), local_tokens(b, s) * config_.hidden_size));
   }
   if (!in.doc_start.empty()) {
     MXMACA_RETURN_IF_ERROR(CheckSize("doc_start", in.doc_start.size(), t));
@@ -178,8 +196,9 @@ absl::Status GptStage::ValidateInput(const MicroBatchInput& in, Mode mode) const
 
 LayerCall GptStage::MakeCall(const MicroBatchStash& st, int local_layer, bool training) {
   LayerCall call;
-  call.config = &config_;
+  call.config = &layer_config_;
   call.ctx = ctx_;
+  call.tp = &tp_;
   call.global_layer = layout_.first_layer + local_layer;
   call.b = st.b;
   call.s = st.s;
@@ -195,13 +214,111 @@ LayerCall GptStage::MakeCall(const MicroBatchStash& st, int local_layer, bool tr
   return call;
 }
 
+namespace {
+
+// HiddenDropout{Forward,Backward}: dropout of this rank's [rows, h] hidden states with
+// masks keyed by the global [b, s, h] element index (under SP one offset per sequence).
+void StageDropout(const kernels::ExecContext& ctx, const TensorParallelContext& tp, bool forward,
+                  const float* x, float* y, int64_t b, int64_t s, int64_t h, float p,
+                  kernels::RngKey key) {
+  if (!tp.sp()) {
+    if (forward) {
+      cpu::DropoutForward(ctx, x, y, b * s * h, p, key, 0);
+    } else {
+      cpu::DropoutBackward(ctx, x, y, b * s * h, p, key, 0);
+    }
+    return;
+  }
+  const int64_t n = (s / tp.size) * h;
+  for (int64_t bi = 0; bi < b; ++bi) {
+    const int64_t offset = SequenceShardIndexOffset(tp, bi, s, h);
+    if (forward) {
+      cpu::DropoutForward(ctx, x + bi * n, y + bi * n, n, p, key, offset);
+    } else {
+      cpu::DropoutBackward(ctx, x + bi * n, y + bi * n, n, p, key, offset);
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status GptStage::EmbeddingForward(const MicroBatchInput& in, bool training, float* x0,
+                                        MicroBatchStash* st, MemoryTracker* tracker) {
+  const int64_t b = in.micro_batch_size, s = in.seq_length, t = b * s, h = config_.hidden_size;
+  // Full [T, h] embedding: here x0 itself, except under SP (scattered afterwards).
+  std::vector<float> full_buf;
+  float* full = x0;
+  if (tp_.sp()) {
+    full_buf.resize(t * h);
+    full = full_buf.data();
+  }
+  if (tp_.size == 1) {
+    cpu::EmbeddingForward(ctx_, in.tokens.data(), t, store_.param(ids_.word_embeddings), h, full,
+                          false);
+  } else {
+    // VocabParallelEmbedding: this shard's rows (others zero), summed over TP. Each row
+    // is non-zero on exactly one rank, so the sum is exact.
+    cpu::VocabShardEmbeddingForward(ctx_, in.tokens.data(), t, store_.param(ids_.word_embeddings),
+                                    vocab_.start, vocab_.rows, h, full, false);
+    MXMACA_RETURN_IF_ERROR(ReduceFromTensorParallelRegion(tp_, full, t * h));
+  }
+  if (ids_.position_embeddings >= 0) {
+    std::vector<int32_t> pos(in.position_ids.begin(), in.position_ids.end());
+    if (pos.empty()) {
+      pos.resize(t);
+      for (int64_t i = 0; i < t; ++i) pos[i] = static_cast<int32_t>(i % s);
+    }
+    cpu::EmbeddingForward(ctx_, pos.data(), t, store_.param(ids_.position_embeddings), h, full,
+                          true);
+    if (training) CopyInto(&st->position_ids, tracker, absl::Span<const int32_t>(pos));
+  }
+  if (tp_.sp()) ScatterToSequenceParallelRegion(tp_, full, b, s, h, x0);
+  if (training) CopyInto(&st->tokens, tracker, in.tokens);
+  if (training && config_.hidden_dropout > 0.0f) {
+    StageDropout(
+        ctx_, tp_, true, x0, x0, b, s, h, config_.hidden_dropout,
+        DropoutKey(config_.seed, -1, DropoutSite::kEmbedding, in.iteration, in.micro_batch_id));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GptStage::VocabParallelCrossEntropy(const MicroBatchStash& st, const int32_t* labels,
+                                                 float* loss, float* lse) {
+  // Megatron's _VocabParallelCrossEntropy over this rank's logits [T, VP/p]: global row
+  // max (all-gather of the shard maxima: the communicator has no max reduction), shard
+  // sums of exp(x - max) summed over TP, the target logit from the shard that holds it
+  // (summed over TP: exact, one non-zero term). Padding columns never enter.
+  const int64_t t = st.b * st.s, vl = vocab_.rows, p = tp_.size;
+  const float* logits = st.logits.data();
+  std::vector<float> local_max(t), maxima(p * t), sum_exp(t), target(t, 0.0f);
+  cpu::CrossEntropyRowMax(ctx_, logits, t, vl, vocab_.real, local_max.data());
+  MXMACA_RETURN_IF_ERROR(AllGather(tp_, local_max.data(), maxima.data(), t));
+  for (int64_t i = 0; i < t; ++i) {
+    float m = maxima[i];
+    for (int64_t r = 1; r < p; ++r) m = std::max(m, maxima[r * t + i]);
+    local_max[i] = m;
+  }
+  cpu::CrossEntropySumExp(ctx_, logits, local_max.data(), t, vl, vocab_.real, sum_exp.data());
+  MXMACA_RETURN_IF_ERROR(AllReduceSum(tp_, sum_exp.data(), t));
+  for (int64_t i = 0; i < t; ++i) {
+    const int64_t c = labels[i] - vocab_.start;
+    if (c >= 0 && c < vocab_.real) target[i] = logits[i * vl + c];
+  }
+  MXMACA_RETURN_IF_ERROR(AllReduceSum(tp_, target.data(), t));
+  for (int64_t i = 0; i < t; ++i) {
+    lse[i] = local_max[i] + std::log(sum_exp[i]);
+    loss[i] = lse[i] - target[i];
+  }
+  return absl::OkStatus();
+}
+
 absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBatchStash* st,
                                   StageOutput* output) {
   MXMACA_RETURN_IF_ERROR(ValidateInput(in, mode));
   const bool training = mode == Mode::kTrain;
   MemoryTracker* tracker = training ? &tracker_ : &eval_tracker_;
   const int64_t b = in.micro_batch_size, s = in.seq_length, t = b * s, h = config_.hidden_size,
-                vp = config_.padded_vocab_size;
+                tl = local_tokens(b, s), vl = vocab_.rows;
   const int n = static_cast<int>(layers_.size());
   st->micro_batch_id = in.micro_batch_id;
   st->iteration = in.iteration;
@@ -211,43 +328,25 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
   CopyInto(&st->doc_start, tracker, in.doc_start);
   *output = StageOutput();
 
-  // hidden_in(i): the input buffer of local layer i; i == n: the stage's output.
+  // hidden_in(i): the input buffer of local layer i ([tl, h]); i == n: the stage's output.
   auto hidden_in = [&](int i) -> float* {
     if (i < n) {
-      st->layers[i].input.Allocate(tracker, t * h);
+      st->layers[i].input.Allocate(tracker, tl * h);
       return st->layers[i].input.data();
     }
     if (layout_.has_loss_head) {
-      st->final_input.Allocate(tracker, t * h);
+      st->final_input.Allocate(tracker, tl * h);
       return st->final_input.data();
     }
-    output->hidden.assign(t * h, 0.0f);
+    output->hidden.assign(tl * h, 0.0f);
     return output->hidden.data();
   };
 
   float* x0 = hidden_in(0);
   if (layout_.has_embedding) {
-    cpu::EmbeddingForward(ctx_, in.tokens.data(), t, store_.param(ids_.word_embeddings), h, x0,
-                          false);
-    if (ids_.position_embeddings >= 0) {
-      std::vector<int32_t> pos(in.position_ids.begin(), in.position_ids.end());
-      if (pos.empty()) {
-        pos.resize(t);
-        for (int64_t i = 0; i < t; ++i) pos[i] = static_cast<int32_t>(i % s);
-      }
-      cpu::EmbeddingForward(ctx_, pos.data(), t, store_.param(ids_.position_embeddings), h, x0,
-                            true);
-      if (training) CopyInto(&st->position_ids, tracker, absl::Span<const int32_t>(pos));
-    }
-    if (training) CopyInto(&st->tokens, tracker, in.tokens);
-    if (training && config_.hidden_dropout > 0.0f) {
-      cpu::DropoutForward(
-          ctx_, x0, x0, t * h, config_.hidden_dropout,
-          DropoutKey(config_.seed, -1, DropoutSite::kEmbedding, in.iteration, in.micro_batch_id),
-          0);
-    }
+    MXMACA_RETURN_IF_ERROR(EmbeddingForward(in, training, x0, st, tracker));
   } else {
-    std::memcpy(x0, in.hidden.data(), t * h * sizeof(float));
+    std::memcpy(x0, in.hidden.data(), tl * h * sizeof(float));
   }
 
   const bool selective = config_.recompute_granularity == RecomputeGranularity::kSelective;
@@ -261,37 +360,65 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
       } else if (selective) {
         keep = ForwardKeep::kNoProbs;
       }
-      layers_[i].Forward(call, &st->layers[i], out, keep, &scratch_);
+      MXMACA_RETURN_IF_ERROR(layers_[i].Forward(call, &st->layers[i], out, keep, &scratch_));
       if (!training || (chunk.recompute && i != chunk.begin)) st->layers[i].input.Free();
     }
   }
 
   if (!layout_.has_loss_head) return absl::OkStatus();
   const bool ln = config_.normalization == Normalization::kLayerNorm;
+  // Final norm on this rank's rows; with SP its output is gathered (the column-parallel
+  // output layer's input), lnf_out holding the full [T, h].
   st->lnf_out.Allocate(tracker, t * h);
-  if (ln) st->lnf_mean.Allocate(tracker, t);
-  st->lnf_rstd.Allocate(tracker, t);
+  if (ln) st->lnf_mean.Allocate(tracker, tl);
+  st->lnf_rstd.Allocate(tracker, tl);
+  std::vector<float> lnf_local;
+  float* lnf = st->lnf_out.data();
+  if (tp_.sp()) {
+    lnf_local.resize(tl * h);
+    lnf = lnf_local.data();
+  }
   NormForward(config_, ctx_, st->final_input.data(), store_.param(ids_.final_norm_weight),
-              ids_.final_norm_bias >= 0 ? store_.param(ids_.final_norm_bias) : nullptr, t, h,
-              st->lnf_out.data(), ln ? st->lnf_mean.data() : nullptr, st->lnf_rstd.data());
+              ids_.final_norm_bias >= 0 ? store_.param(ids_.final_norm_bias) : nullptr, tl, h, lnf,
+              ln ? st->lnf_mean.data() : nullptr, st->lnf_rstd.data());
+  if (tp_.sp()) {
+    MXMACA_RETURN_IF_ERROR(GatherFromSequenceParallelRegion(tp_, lnf, b, s, h, st->lnf_out.data()));
+  }
   const float* w_out = store_.param(ids_.output_weight);
   if (mode == Mode::kInference) {
     std::vector<float> last(b * h);
     for (int64_t bi = 0; bi < b; ++bi) {
       std::memcpy(&last[bi * h], st->lnf_out.data() + (bi * s + s - 1) * h, h * sizeof(float));
     }
-    output->logits.assign(b * vp, 0.0f);
-    cpu::Gemm(ctx_, false, true, b, vp, h, 1.0f, last.data(), h, w_out, h, 0.0f,
-              output->logits.data(), vp);
+    std::vector<float> local_logits;
+    float* logits_out = nullptr;
+    output->logits.assign(b * config_.padded_vocab_size, 0.0f);
+    if (tp_.size == 1) {
+      logits_out = output->logits.data();
+    } else {
+      local_logits.resize(b * vl);
+      logits_out = local_logits.data();
+    }
+    cpu::Gemm(ctx_, false, true, b, vl, h, 1.0f, last.data(), h, w_out, h, 0.0f, logits_out, vl);
+    if (tp_.size > 1) {
+      MXMACA_RETURN_IF_ERROR(
+          GatherFromTensorParallelRegion(tp_, logits_out, b, vl, output->logits.data()));
+    }
     return absl::OkStatus();
   }
-  st->logits.Allocate(tracker, t * vp);
-  cpu::Gemm(ctx_, false, true, t, vp, h, 1.0f, st->lnf_out.data(), h, w_out, h, 0.0f,
-            st->logits.data(), vp);
+  // Output layer (column-parallel over the vocabulary): this rank's logits [T, VP/p].
+  st->logits.Allocate(tracker, t * vl);
+  cpu::Gemm(ctx_, false, true, t, vl, h, 1.0f, st->lnf_out.data(), h, w_out, h, 0.0f,
+            st->logits.data(), vl);
   st->lse.Allocate(tracker, t);
   output->token_losses.assign(t, 0.0f);
-  cpu::CrossEntropyForward(ctx_, st->logits.data(), in.labels.data(), t, vp, config_.vocab_size,
-                           output->token_losses.data(), st->lse.data());
+  if (tp_.size == 1) {
+    cpu::CrossEntropyForward(ctx_, st->logits.data(), in.labels.data(), t, vl, config_.vocab_size,
+                             output->token_losses.data(), st->lse.data());
+  } else {
+    MXMACA_RETURN_IF_ERROR(VocabParallelCrossEntropy(*st, in.labels.data(),
+                                                     output->token_losses.data(), st->lse.data()));
+  }
   if (in.loss_mask.empty()) {
     st->loss_mask.Allocate(tracker, t);
     std::fill(st->loss_mask.data(), st->loss_mask.data() + t, 1.0f);
@@ -334,46 +461,78 @@ absl::Status GptStage::InferenceForward(const MicroBatchInput& input, StageOutpu
   return RunForward(input, Mode::kInference, &st, output);
 }
 
-void GptStage::RecomputeChunk(const Chunk& chunk, MicroBatchStash* st) {
-  const int64_t t = st->b * st->s, h = config_.hidden_size;
+absl::Status GptStage::RecomputeChunk(const Chunk& chunk, MicroBatchStash* st) {
+  const int64_t tl = local_tokens(st->b, st->s), h = config_.hidden_size;
   const bool selective = config_.recompute_granularity == RecomputeGranularity::kSelective;
   std::vector<float> discard;
   for (int i = chunk.begin; i < chunk.end; ++i) {
     const LayerCall call = MakeCall(*st, i, true);
     float* out;
     if (i + 1 < chunk.end) {
-      st->layers[i + 1].input.Allocate(&tracker_, t * h);
+      st->layers[i + 1].input.Allocate(&tracker_, tl * h);
       out = st->layers[i + 1].input.data();
     } else {
-      discard.resize(t * h);  // the chunk's output was passed on in F already
+      discard.resize(tl * h);  // the chunk's output was passed on in F already
       out = discard.data();
     }
-    layers_[i].Forward(call, &st->layers[i], out,
-                       selective ? ForwardKeep::kNoProbs : ForwardKeep::kAll, &scratch_);
+    MXMACA_RETURN_IF_ERROR(layers_[i].Forward(call, &st->layers[i], out,
+                                              selective ? ForwardKeep::kNoProbs : ForwardKeep::kAll,
+                                              &scratch_));
   }
+  return absl::OkStatus();
 }
 
-void GptStage::HeadBackwardInput(MicroBatchStash* st, float loss_grad_scale, float* d_final_input) {
-  const int64_t t = st->b * st->s, h = config_.hidden_size, vp = config_.padded_vocab_size;
+absl::Status GptStage::HeadBackwardInput(MicroBatchStash* st, float loss_grad_scale,
+                                         float* d_final_input) {
+  const int64_t t = st->b * st->s, tl = local_tokens(st->b, st->s), h = config_.hidden_size,
+                vl = vocab_.rows;
   const bool ln = config_.normalization == Normalization::kLayerNorm;
   dloss_.resize(t);
   for (int64_t i = 0; i < t; ++i) dloss_[i] = loss_grad_scale * st->loss_mask.data()[i];
-  cpu::CrossEntropyBackward(ctx_, st->logits.data(), st->labels.data(), st->lse.data(),
-                            dloss_.data(), t, vp, config_.vocab_size, st->logits.data());
+  if (tp_.size == 1) {
+    cpu::CrossEntropyBackward(ctx_, st->logits.data(), st->labels.data(), st->lse.data(),
+                              dloss_.data(), t, vl, config_.vocab_size, st->logits.data());
+  } else {
+    // Shard-local targets (-1: not in this shard) with the global logsumexp: exactly the
+    // vocab-parallel gradient (cross_entropy.h).
+    std::vector<int32_t> local_targets(t);
+    for (int64_t i = 0; i < t; ++i) {
+      const int64_t c = st->labels.data()[i] - vocab_.start;
+      local_targets[i] = c >= 0 && c < vocab_.real ? static_cast<int32_t>(c) : -1;
+    }
+    cpu::CrossEntropyBackward(ctx_, st->logits.data(), local_targets.data(), st->lse.data(),
+                              dloss_.data(), t, vl, vocab_.real, st->logits.data());
+  }
   st->lse.Free();
-  st->d_lnf_out.Allocate(&tracker_, t * h);
-  cpu::Gemm(ctx_, false, false, t, h, vp, 1.0f, st->logits.data(), vp,
-            store_.param(ids_.output_weight), h, 0.0f, st->d_lnf_out.data(), h);
+  // Output layer's input gradient: partial over the vocab shards, summed over TP
+  // (reduce-scattered to this rank's rows with SP).
+  st->d_lnf_out.Allocate(&tracker_, tl * h);
+  std::vector<float> partial_buf;
+  float* partial = st->d_lnf_out.data();
+  if (tp_.sp()) {
+    partial_buf.resize(t * h);
+    partial = partial_buf.data();
+  }
+  cpu::Gemm(ctx_, false, false, t, h, vl, 1.0f, st->logits.data(), vl,
+            store_.param(ids_.output_weight), h, 0.0f, partial, h);
+  if (tp_.sp()) {
+    MXMACA_RETURN_IF_ERROR(
+        ReduceScatterToSequenceParallelRegion(tp_, partial, st->b, st->s, h, st->d_lnf_out.data()));
+  } else {
+    MXMACA_RETURN_IF_ERROR(ReduceFromTensorParallelRegion(tp_, partial, t * h));
+  }
   NormBackwardInput(config_, ctx_, st->d_lnf_out.data(), st->final_input.data(),
                     store_.param(ids_.final_norm_weight), ln ? st->lnf_mean.data() : nullptr,
-                    st->lnf_rstd.data(), t, h, d_final_input);
+                    st->lnf_rstd.data(), tl, h, d_final_input);
+  return absl::OkStatus();
 }
 
-void GptStage::HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* sink) {
-  const int64_t t = st->b * st->s, h = config_.hidden_size, vp = config_.padded_vocab_size;
+absl::Status GptStage::HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* sink) {
+  const int64_t t = st->b * st->s, tl = local_tokens(st->b, st->s), h = config_.hidden_size,
+                vl = vocab_.rows;
   const bool ln = config_.normalization == Normalization::kLayerNorm;
   float* dw = sink->Begin(ids_.output_weight);
-  cpu::Gemm(ctx_, true, false, vp, h, t, 1.0f, st->logits.data(), vp, st->lnf_out.data(), h, 0.0f,
+  cpu::Gemm(ctx_, true, false, vl, h, t, 1.0f, st->logits.data(), vl, st->lnf_out.data(), h, 0.0f,
             dw, h);
   // Tied with this stage's embedding: the embedding's W adds its part before End.
   const bool tied_here = ids_.output_weight == ids_.word_embeddings && layout_.has_embedding;
@@ -381,7 +540,12 @@ void GptStage::HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* sink) {
   float* dg = sink->Begin(ids_.final_norm_weight);
   float* db = ln ? sink->Begin(ids_.final_norm_bias) : nullptr;
   NormBackwardWeight(config_, ctx_, st->d_lnf_out.data(), st->final_input.data(),
-                     ln ? st->lnf_mean.data() : nullptr, st->lnf_rstd.data(), t, h, dg, db);
+                     ln ? st->lnf_mean.data() : nullptr, st->lnf_rstd.data(), tl, h, dg, db);
+  if (tp_.sp()) {
+    // This rank's rows only: sum over TP so every rank holds the same gradient.
+    MXMACA_RETURN_IF_ERROR(AllReduceSum(tp_, dg, h));
+    if (db != nullptr) MXMACA_RETURN_IF_ERROR(AllReduceSum(tp_, db, h));
+  }
   sink->End(ids_.final_norm_weight);
   if (ln) sink->End(ids_.final_norm_bias);
   for (StashBuffer<float>* buf : {&st->logits, &st->lnf_out, &st->lnf_mean, &st->lnf_rstd,
@@ -389,12 +553,19 @@ void GptStage::HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* sink) {
     buf->Free();
   }
   st->labels.Free();
+  return absl::OkStatus();
 }
 
 void GptStage::EmbeddingBackwardWeight(MicroBatchStash* st, WeightGradSink* sink) {
+  // d_embedding is the full [T, h] (gathered under SP), the same on every TP rank.
   const int64_t t = st->b * st->s, h = config_.hidden_size;
   float* dw = sink->Begin(ids_.word_embeddings);
-  cpu::EmbeddingBackward(ctx_, st->tokens.data(), t, st->d_embedding.data(), h, dw);
+  if (tp_.size == 1) {
+    cpu::EmbeddingBackward(ctx_, st->tokens.data(), t, st->d_embedding.data(), h, dw);
+  } else {
+    cpu::VocabShardEmbeddingBackward(ctx_, st->tokens.data(), t, st->d_embedding.data(),
+                                     vocab_.start, vocab_.rows, h, dw);
+  }
   sink->End(ids_.word_embeddings);
   if (ids_.position_embeddings >= 0) {
     float* dp = sink->Begin(ids_.position_embeddings);
@@ -438,47 +609,61 @@ absl::Status GptStage::RunBackward(int64_t micro_batch_id, absl::Span<const floa
     return absl::FailedPreconditionError(
         absl::StrCat("BackwardInput of micro-batch ", micro_batch_id, " already ran"));
   }
-  const int64_t t = st->b * st->s, h = config_.hidden_size;
+  const int64_t t = st->b * st->s, tl = local_tokens(st->b, st->s), h = config_.hidden_size;
   if (!layout_.has_loss_head) {
-    MXMACA_RETURN_IF_ERROR(CheckSize("d_output", d_output.size(), t * h));
+    MXMACA_RETURN_IF_ERROR(CheckSize("d_output", d_output.size(), tl * h));
   }
   const bool direct = !forward_order_.empty() && forward_order_.front() == micro_batch_id;
   std::unique_ptr<WeightGradSink> sink;
   if (fused) sink = MakeSink(st, direct);
 
-  grad_a_.resize(t * h);
-  grad_b_.resize(t * h);
+  grad_a_.resize(tl * h);
+  grad_b_.resize(tl * h);
   float* d_cur = grad_a_.data();
   float* d_next = grad_b_.data();
   if (layout_.has_loss_head) {
-    HeadBackwardInput(st, loss_grad_scale, d_cur);
-    if (fused) HeadBackwardWeight(st, sink.get());
+    MXMACA_RETURN_IF_ERROR(HeadBackwardInput(st, loss_grad_scale, d_cur));
+    if (fused) MXMACA_RETURN_IF_ERROR(HeadBackwardWeight(st, sink.get()));
   } else {
-    std::memcpy(d_cur, d_output.data(), t * h * sizeof(float));
+    std::memcpy(d_cur, d_output.data(), tl * h * sizeof(float));
   }
   for (auto chunk = chunks_.rbegin(); chunk != chunks_.rend(); ++chunk) {
-    if (chunk->recompute) RecomputeChunk(*chunk, st);
+    if (chunk->recompute) MXMACA_RETURN_IF_ERROR(RecomputeChunk(*chunk, st));
     for (int i = chunk->end - 1; i >= chunk->begin; --i) {
       const LayerCall call = MakeCall(*st, i, true);
-      layers_[i].BackwardInput(call, &st->layers[i], d_cur, d_next, &scratch_);
+      MXMACA_RETURN_IF_ERROR(
+          layers_[i].BackwardInput(call, &st->layers[i], d_cur, d_next, &scratch_));
       std::swap(d_cur, d_next);
-      if (fused) layers_[i].BackwardWeight(call, &st->layers[i], sink.get());
+      if (fused) {
+        MXMACA_RETURN_IF_ERROR(layers_[i].BackwardWeight(call, &st->layers[i], sink.get()));
+      }
     }
   }
   if (layout_.has_embedding) {
+    // d_embedding: the gradient of the embedding sum, full [T, h] (under SP the local
+    // rows' dropout backward, then gathered: the conjugate of the forward scatter).
     st->d_embedding.Allocate(&tracker_, t * h);
+    std::vector<float> local_buf;
+    float* local = st->d_embedding.data();
+    if (tp_.sp()) {
+      local_buf.resize(tl * h);
+      local = local_buf.data();
+    }
     if (config_.hidden_dropout > 0.0f) {
-      cpu::DropoutBackward(
-          ctx_, d_cur, st->d_embedding.data(), t * h, config_.hidden_dropout,
-          DropoutKey(config_.seed, -1, DropoutSite::kEmbedding, st->iteration, st->micro_batch_id),
-          0);
+      StageDropout(
+          ctx_, tp_, false, d_cur, local, st->b, st->s, h, config_.hidden_dropout,
+          DropoutKey(config_.seed, -1, DropoutSite::kEmbedding, st->iteration, st->micro_batch_id));
     } else {
-      std::memcpy(st->d_embedding.data(), d_cur, t * h * sizeof(float));
+      std::memcpy(local, d_cur, tl * h * sizeof(float));
+    }
+    if (tp_.sp()) {
+      MXMACA_RETURN_IF_ERROR(
+          GatherFromSequenceParallelRegion(tp_, local, st->b, st->s, h, st->d_embedding.data()));
     }
     if (fused) EmbeddingBackwardWeight(st, sink.get());
     if (d_input != nullptr) d_input->clear();
   } else if (d_input != nullptr) {
-    d_input->assign(d_cur, d_cur + t * h);
+    d_input->assign(d_cur, d_cur + tl * h);
   }
   st->phase = MicroBatchStash::Phase::kBackwardInputDone;
   if (fused) {
@@ -518,9 +703,10 @@ absl::Status GptStage::BackwardWeight(int64_t micro_batch_id) {
   }
   const bool direct = !forward_order_.empty() && forward_order_.front() == micro_batch_id;
   std::unique_ptr<WeightGradSink> sink = MakeSink(st, direct);
-  if (layout_.has_loss_head) HeadBackwardWeight(st, sink.get());
+  if (layout_.has_loss_head) MXMACA_RETURN_IF_ERROR(HeadBackwardWeight(st, sink.get()));
   for (int i = static_cast<int>(layers_.size()) - 1; i >= 0; --i) {
-    layers_[i].BackwardWeight(MakeCall(*st, i, true), &st->layers[i], sink.get());
+    MXMACA_RETURN_IF_ERROR(
+        layers_[i].BackwardWeight(MakeCall(*st, i, true), &st->layers[i], sink.get()));
   }
   if (layout_.has_embedding) EmbeddingBackwardWeight(st, sink.get());
   st->doc_start.Free();

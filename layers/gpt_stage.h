@@ -20,6 +20,17 @@
 // been added. So interleavings such as F1 F2 B1 B2 W2 W1 give bit-identical gradients to
 // F1 B1 W1 F2 B2 W2.
 //
+// Tensor parallelism (layers/tensor_parallel.h): Create with a TensorParallelContext of
+// size p > 1 makes this the stage of TP rank r: its parameters are the rank's shards (the
+// slices of the single-device tensors), F/B/W call the TP collectives (blocking; every TP
+// rank of the stage must run the same F/B/W sequence on the same micro-batches, each on
+// its own thread), and the results equal the single-device stage's within fp32 rounding:
+// losses identical on every TP rank; gradients of split tensors are the rank's slices,
+// gradients of replicated tensors equal on every rank bit for bit. With sequence
+// parallelism, hidden/d_output/d_input are [b, s/p, h]: the rank's positions
+// [r s/p, (r+1) s/p) of every sequence (tensor_parallel.h). Tokens, labels, loss_mask,
+// position_ids and doc_start are always the full [b, s] on every rank.
+//
 // Not thread-safe: one caller (the stage actor) at a time.
 #ifndef MXMACA_LAYERS_GPT_STAGE_H_
 #define MXMACA_LAYERS_GPT_STAGE_H_
@@ -38,6 +49,7 @@
 #include "layers/gpt_parameters.h"
 #include "layers/micro_batch_stash.h"
 #include "layers/parameter_store.h"
+#include "layers/tensor_parallel.h"
 #include "layers/transformer_layer.h"
 
 namespace mxmaca::layers {
@@ -54,14 +66,16 @@ struct MicroBatchInput {
                                            // positions; empty = 0..s-1 in every row
   absl::Span<const int32_t> doc_start;     // [b, s] (--reset-attention-mask): query t attends
                                            // keys j with doc_start[t] <= j <= t; empty = causal
-  absl::Span<const float> hidden;          // [b, s, h]: stages without the embedding
+  absl::Span<const float> hidden;          // [b, s, h] ([b, s/p, h] with SP): stages
+                                           // without the embedding
   absl::Span<const int32_t> labels;        // [b, s] in [0, V): last stage (not for inference)
   absl::Span<const float> loss_mask;       // [b, s]: last stage; empty = all ones
 };
 
 // StageOutput: what Forward / EvalForward / InferenceForward return.
 struct StageOutput {
-  std::vector<float> hidden;        // [b, s, h]: stages without the loss head
+  std::vector<float> hidden;        // [b, s, h] ([b, s/p, h] with SP): stages without the
+                                    // loss head
   std::vector<float> token_losses;  // [b, s] per-token cross-entropy (nats), unmasked: last stage
   double loss_sum = 0.0;            // sum of token_losses * loss_mask (fp64): last stage
   double num_tokens = 0.0;          // sum of loss_mask: last stage
@@ -75,23 +89,29 @@ class GptStage {
   // and allocates the parameters (zero; call InitializeParameters or load a checkpoint).
   // arena_multiple: the parameter/gradient arenas are padded to a multiple of this many
   // elements (a multiple of 16; data parallelism needs dp * 16, see grad_buckets.h).
-  static absl::StatusOr<std::unique_ptr<GptStage>> Create(const GptConfig& config,
-                                                          const StageLayout& layout,
-                                                          int64_t arena_multiple = 16);
+  // tp: this stage's TP rank (copied; the communicator must outlive the stage); nullptr
+  // or size 1: no tensor parallelism (the single-device code path, bit for bit).
+  // InvalidArgument also for a bad context (ValidateTensorParallelContext) or a config
+  // that does not split over tp->size ranks (ValidateTensorParallelConfig).
+  static absl::StatusOr<std::unique_ptr<GptStage>> Create(
+      const GptConfig& config, const StageLayout& layout, int64_t arena_multiple = 16,
+      const TensorParallelContext* tp = nullptr);
 
   const GptConfig& config() const { return config_; }
   const StageLayout& layout() const { return layout_; }
   ParameterStore& parameters() { return store_; }
   const ParameterStore& parameters() const { return store_; }
   const GptParameterIds& parameter_ids() const { return ids_; }
+  const TensorParallelContext& tensor_parallel() const { return tp_; }
   // InitializeParameters: every tensor from (config.seed, name, index) (parameter_store.h).
   void InitializeParameters() { store_.Initialize(config_.seed); }
 
   // Forward: training forward of one micro-batch; keeps its stash (recomputation per
   // config). Output: hidden [b, s, h], or on the last stage token_losses, loss_sum and
   // num_tokens. Errors: InvalidArgument for wrong span sizes or out-of-range ids /
-  // positions / labels / doc_start (naming the index and value); AlreadyExists when a
-  // stash for micro_batch_id is held.
+  // positions / labels / doc_start (naming the index and value), or, with SP, a seq_length
+  // not divisible by the TP size; AlreadyExists when a stash for micro_batch_id is held;
+  // errors of the TP collectives.
   absl::Status Forward(const MicroBatchInput& input, StageOutput* output);
 
   // BackwardInput: B of micro-batch `micro_batch_id`. Last stage: `loss_grad_scale` =
@@ -120,7 +140,8 @@ class GptStage {
   absl::Status EvalForward(const MicroBatchInput& input, StageOutput* output);
 
   // InferenceForward: as EvalForward, but the last stage returns logits [b, VP] of the
-  // last position (s - 1) of every row instead of losses (labels not needed).
+  // last position (s - 1) of every row instead of losses (labels not needed); with TP the
+  // vocab shards are gathered, so every rank returns the full [b, VP].
   absl::Status InferenceForward(const MicroBatchInput& input, StageOutput* output);
 
   // Stash accounting (bytes of training MicroBatchStash buffers; temporaries of a call and
@@ -147,17 +168,26 @@ class GptStage {
   absl::Status RunBackward(int64_t micro_batch_id, absl::Span<const float> d_output,
                            float loss_grad_scale, std::vector<float>* d_input, bool fused);
   LayerCall MakeCall(const MicroBatchStash& st, int local_layer, bool training);
-  void RecomputeChunk(const Chunk& chunk, MicroBatchStash* st);
-  void HeadBackwardInput(MicroBatchStash* st, float loss_grad_scale, float* d_final_input);
-  void HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* sink);
+  absl::Status RecomputeChunk(const Chunk& chunk, MicroBatchStash* st);
+  absl::Status EmbeddingForward(const MicroBatchInput& in, bool training, float* x0,
+                                MicroBatchStash* st, MemoryTracker* tracker);
+  absl::Status VocabParallelCrossEntropy(const MicroBatchStash& st, const int32_t* labels,
+                                         float* loss, float* lse);
+  absl::Status HeadBackwardInput(MicroBatchStash* st, float loss_grad_scale, float* d_final_input);
+  absl::Status HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* sink);
   void EmbeddingBackwardWeight(MicroBatchStash* st, WeightGradSink* sink);
+  // local_tokens: rows of this rank's hidden states: b s, or b s/p with SP.
+  int64_t local_tokens(int64_t b, int64_t s) const { return tp_.sp() ? b * (s / tp_.size) : b * s; }
   // Adds the stash's pending gradient (if any) to the arena and retires flushed stashes
   // in micro-batch order.
   void RetireInOrder();
   std::unique_ptr<WeightGradSink> MakeSink(MicroBatchStash* st, bool direct);
 
   GptConfig config_;
+  GptConfig layer_config_;  // LocalLayerConfig(config_, tp size): what the layers see
   StageLayout layout_;
+  TensorParallelContext tp_;  // size 1 without tensor parallelism
+  VocabShard vocab_;          // this rank's rows of the padded vocabulary
   kernels::ExecContext ctx_;
   ParameterStore store_;
   GptParameterIds ids_;

@@ -57,6 +57,13 @@ float InitialValue(uint64_t seed, const ParameterSpec& spec, int64_t index) {
 }
 
 absl::StatusOr<int> ParameterStore::Register(const ParameterSpec& spec) {
+  return RegisterShard(spec, std::vector<int64_t>(spec.shape.size(), 0), spec.shape, 1);
+}
+
+absl::StatusOr<int> ParameterStore::RegisterShard(const ParameterSpec& spec,
+                                                  const std::vector<int64_t>& shard_offset,
+                                                  const std::vector<int64_t>& shard_shape,
+                                                  int64_t shard_chunks) {
   if (finalized_) {
     return absl::FailedPreconditionError(
         absl::StrCat("ParameterStore::Register('", spec.name, "') after Finalize"));
@@ -64,22 +71,42 @@ absl::StatusOr<int> ParameterStore::Register(const ParameterSpec& spec) {
   if (index_.contains(spec.name)) {
     return absl::InvalidArgumentError(absl::StrCat("parameter '", spec.name, "' registered twice"));
   }
-  int64_t numel = 1;
   for (int64_t d : spec.shape) {
     if (d <= 0) {
       return absl::InvalidArgumentError(absl::StrCat("parameter '", spec.name, "': shape [",
                                                      absl::StrJoin(spec.shape, ", "),
                                                      "] has a dimension <= 0"));
     }
-    numel *= d;
   }
   if (spec.shape.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("parameter '", spec.name, "': empty shape"));
   }
+  const auto bad_shard = [&](const std::string& why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter '", spec.name, "' [", absl::StrJoin(spec.shape, ", "),
+                     "]: shard offset [", absl::StrJoin(shard_offset, ", "), "] shape [",
+                     absl::StrJoin(shard_shape, ", "), "] chunks ", shard_chunks, ": ", why));
+  };
+  if (shard_offset.size() != spec.shape.size() || shard_shape.size() != spec.shape.size()) {
+    return bad_shard("rank differs from the tensor's");
+  }
+  if (shard_chunks < 1 || spec.shape[0] % shard_chunks != 0 || shard_shape[0] % shard_chunks != 0) {
+    return bad_shard("dim 0 is not divisible by the chunk count");
+  }
+  int64_t numel = 1;
+  for (size_t d = 0; d < spec.shape.size(); ++d) {
+    const int64_t full = d == 0 ? spec.shape[0] / shard_chunks : spec.shape[d];
+    const int64_t extent = d == 0 ? shard_shape[0] / shard_chunks : shard_shape[d];
+    if (shard_offset[d] < 0 || extent <= 0 || shard_offset[d] + extent > full) {
+      return bad_shard(absl::StrCat("dim ", d, " does not fit"));
+    }
+    numel *= shard_shape[d];
+  }
   ParameterInfo info;
   info.spec = spec;
-  info.shard_offset.assign(spec.shape.size(), 0);
-  info.shard_shape = spec.shape;
+  info.shard_offset = shard_offset;
+  info.shard_shape = shard_shape;
+  info.shard_chunks = shard_chunks;
   info.numel = numel;
   int64_t end = 0;
   if (!infos_.empty()) end = infos_.back().arena_offset + infos_.back().numel;
@@ -88,6 +115,41 @@ absl::StatusOr<int> ParameterStore::Register(const ParameterSpec& spec) {
   infos_.push_back(std::move(info));
   index_[spec.name] = id;
   return id;
+}
+
+bool ParameterInfo::is_whole() const { return shard_chunks == 1 && shard_shape == spec.shape; }
+
+int64_t ParameterInfo::FullIndex(int64_t local) const {
+  const size_t n = shard_shape.size();
+  int64_t full = 0, stride = 1;
+  // Digits of `local` in shard_shape, last dim first; dim 0 carries the chunk.
+  for (size_t d = n; d-- > 0;) {
+    const int64_t i = local % shard_shape[d];
+    local /= shard_shape[d];
+    int64_t row = shard_offset[d] + i;
+    if (d == 0 && shard_chunks > 1) {
+      const int64_t per_chunk = shard_shape[0] / shard_chunks;
+      row = (i / per_chunk) * (spec.shape[0] / shard_chunks) + shard_offset[0] + i % per_chunk;
+    }
+    full += row * stride;
+    stride *= spec.shape[d];
+  }
+  return full;
+}
+
+std::vector<ShardBox> ShardBoxes(const ParameterInfo& info) {
+  if (info.shard_chunks == 1) return {{info.shard_offset, info.shard_shape, 0}};
+  std::vector<ShardBox> boxes;
+  const int64_t local_rows = info.shard_shape[0] / info.shard_chunks;
+  const int64_t full_rows = info.spec.shape[0] / info.shard_chunks;
+  const int64_t box_numel = info.numel / info.shard_chunks;
+  for (int64_t c = 0; c < info.shard_chunks; ++c) {
+    ShardBox box{info.shard_offset, info.shard_shape, c * box_numel};
+    box.offset[0] = c * full_rows + info.shard_offset[0];
+    box.shape[0] = local_rows;
+    boxes.push_back(std::move(box));
+  }
+  return boxes;
 }
 
 void ParameterStore::Finalize(int64_t pad_to_multiple_of) {
@@ -111,14 +173,20 @@ void ParameterStore::Initialize(uint64_t seed) {
   for (int i = 0; i < size(); ++i) {
     const ParameterInfo& info = infos_[i];
     float* p = param(i);
-    // The shard is the whole tensor for now: shard element e is full element e.
     if (info.spec.init != ParameterInit::kNormal) {
       const float value = InitialValue(seed, info.spec, 0);
       std::fill(p, p + info.numel, value);
       continue;
     }
     const kernels::RngKey key{seed, ParameterStream(info.spec.name)};
-    for (int64_t e = 0; e < info.numel; ++e) p[e] = NormalAt(key, info.spec.init_std, e);
+    if (info.is_whole()) {
+      for (int64_t e = 0; e < info.numel; ++e) p[e] = NormalAt(key, info.spec.init_std, e);
+    } else {
+      // Shard element e is full element FullIndex(e): the slice of the full tensor.
+      for (int64_t e = 0; e < info.numel; ++e) {
+        p[e] = NormalAt(key, info.spec.init_std, info.FullIndex(e));
+      }
+    }
   }
 }
 

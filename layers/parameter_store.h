@@ -44,14 +44,44 @@ struct ParameterSpec {
 };
 
 // ParameterInfo: a registered tensor. The shard held here is [shard_offset, shard_offset +
-// shard_shape) of the full tensor (all of it for now: shard_offset 0, shard_shape = shape).
+// shard_shape) of the full tensor (the whole tensor without tensor parallelism:
+// shard_offset 0, shard_shape = shape), stored in C order over shard_shape.
+//
+// shard_chunks > 1 (tensor parallelism of SwiGLU's linear_fc1, whose rows are [gate; up]):
+// dim 0 of the FULL tensor is `shard_chunks` equal chunks of shape[0] / shard_chunks rows
+// and the shard holds the same row range of every chunk, chunk after chunk. shard_offset[0]
+// is then the first row WITHIN a chunk and shard_shape[0] the rows of all chunks together:
+// local row c * (shard_shape[0] / shard_chunks) + i is full row
+// c * (shape[0] / shard_chunks) + shard_offset[0] + i (Megatron's per-rank
+// [gate_shard; up_shard]). Such a shard is not one box of the full tensor: ShardBoxes
+// lists its boxes (a checkpoint writer/reader must use them, not shard_offset/shard_shape).
 struct ParameterInfo {
   ParameterSpec spec;
   std::vector<int64_t> shard_offset;
   std::vector<int64_t> shard_shape;
+  int64_t shard_chunks = 1;
   int64_t numel = 0;         // elements in the shard
   int64_t arena_offset = 0;  // first element in the arenas (a multiple of 16: 64-byte aligned)
+
+  // is_whole: the shard is the whole tensor (nothing split).
+  bool is_whole() const;
+  // FullIndex: the row-major index in the FULL tensor of shard element `local` (C order
+  // over shard_shape; shard_chunks respected).
+  int64_t FullIndex(int64_t local) const;
 };
+
+// ShardBox: one box of a shard: full-tensor offsets and extents, and the flat index in the
+// shard (C order over ParameterInfo::shard_shape) of the box's first element; the box's
+// elements are consecutive in the shard, in C order over `shape`.
+struct ShardBox {
+  std::vector<int64_t> offset;
+  std::vector<int64_t> shape;
+  int64_t local_offset = 0;
+};
+
+// ShardBoxes: the boxes that make up `info`'s shard: one box {shard_offset, shard_shape,
+// 0} when shard_chunks == 1, else one box per chunk, in local order.
+std::vector<ShardBox> ShardBoxes(const ParameterInfo& info);
 
 // ParameterStream: the RngKey stream of a tensor's initial values: MakeRngStream(
 // FNV-1a-64(name), 0x1A17, 0, 0) (kernels/philox.h); the tag keeps it apart from dropout
@@ -77,6 +107,15 @@ class ParameterStore {
   // Register: adds a tensor; returns its index. InvalidArgument on a duplicate name or a
   // shape with a dimension <= 0; FailedPrecondition after Finalize.
   absl::StatusOr<int> Register(const ParameterSpec& spec);
+  // RegisterShard: adds the shard [shard_offset, shard_offset + shard_shape) of the tensor
+  // `spec` (full shape), with `shard_chunks` as ParameterInfo documents. Errors of
+  // Register, and InvalidArgument when the shard does not fit in the full shape (rank
+  // mismatch, negative offset, extent <= 0, end past the dim; with chunks: shape[0] or
+  // shard_shape[0] not divisible by shard_chunks).
+  absl::StatusOr<int> RegisterShard(const ParameterSpec& spec,
+                                    const std::vector<int64_t>& shard_offset,
+                                    const std::vector<int64_t>& shard_shape,
+                                    int64_t shard_chunks = 1);
   // Finalize: allocates the parameter and gradient arenas (zero-filled). Their length is
   // the end of the last tensor rounded up to a multiple of `pad_to_multiple_of` (elements),
   // e.g. dp * 16 so the arena splits into data-parallel buckets and shards of whole 64-byte
@@ -84,7 +123,9 @@ class ParameterStore {
   // positive multiple of 16 (a caller bug otherwise: the store aborts with a message).
   void Finalize(int64_t pad_to_multiple_of = 16);
   bool finalized() const { return finalized_; }
-  // Initialize: sets every parameter to InitialValue(seed, spec, full index).
+  // Initialize: sets every parameter to InitialValue(seed, spec, full index) (the full
+  // index of each shard element: ParameterInfo::FullIndex), so any sharding holds the
+  // slice of the same full tensor.
   void Initialize(uint64_t seed);
   // ZeroGrads: the gradient arena to 0.
   void ZeroGrads();

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "base/status_macros.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
@@ -82,9 +83,22 @@ void LinearBackwardWeight(const ExecContext& ctx, const float* dy, const float* 
 
 bool IsLayerNorm(const GptConfig& c) { return c.normalization == Normalization::kLayerNorm; }
 
+int TpSize(const LayerCall& call) { return call.tp != nullptr ? call.tp->size : 1; }
+bool Sp(const LayerCall& call) { return call.tp != nullptr && call.tp->sp(); }
+// LocalTokens: rows of the layer's input/output on this rank: b s, or b s/p with SP.
+int64_t LocalTokens(const LayerCall& call) {
+  return Sp(call) ? call.b * (call.s / call.tp->size) : call.b * call.s;
+}
+
 cpu::AttentionShape Shape(const LayerCall& call) {
   const GptConfig& c = *call.config;
-  return {call.b, call.s, c.num_attention_heads, c.query_groups(), c.head_dim()};
+  cpu::AttentionShape shape{call.b, call.s, c.num_attention_heads, c.query_groups(), c.head_dim()};
+  if (TpSize(call) > 1) {
+    // This rank's heads are [r np/p, (r+1) np/p) of np: dropout keyed by the global head.
+    shape.dropout_head_offset = call.tp->rank * c.num_attention_heads;
+    shape.dropout_heads = c.num_attention_heads * call.tp->size;
+  }
+  return shape;
 }
 
 float AttentionDropout(const LayerCall& call) {
@@ -94,25 +108,86 @@ float HiddenDropout(const LayerCall& call) {
   return call.training ? call.config->hidden_dropout : 0.0f;
 }
 
+// HiddenDropoutForward / Backward: dropout of a [rows, h] activation of the residual
+// stream, masks keyed by the global element index of the [b, s, h] tensor (under SP the
+// local rows are each sequence's positions [r s/p, ...): one offset per sequence).
+void HiddenDropoutForward(const LayerCall& call, const float* x, float* y, int64_t h,
+                          kernels::RngKey key) {
+  const float p = HiddenDropout(call);
+  if (!Sp(call)) {
+    cpu::DropoutForward(call.ctx, x, y, call.b * call.s * h, p, key, 0);
+    return;
+  }
+  const int64_t n = (call.s / call.tp->size) * h;
+  for (int64_t bi = 0; bi < call.b; ++bi) {
+    cpu::DropoutForward(call.ctx, x + bi * n, y + bi * n, n, p, key,
+                        SequenceShardIndexOffset(*call.tp, bi, call.s, h));
+  }
+}
+void HiddenDropoutBackward(const LayerCall& call, const float* dy, float* dx, int64_t h,
+                           kernels::RngKey key) {
+  const float p = HiddenDropout(call);
+  if (!Sp(call)) {
+    cpu::DropoutBackward(call.ctx, dy, dx, call.b * call.s * h, p, key, 0);
+    return;
+  }
+  const int64_t n = (call.s / call.tp->size) * h;
+  for (int64_t bi = 0; bi < call.b; ++bi) {
+    cpu::DropoutBackward(call.ctx, dy + bi * n, dx + bi * n, n, p, key,
+                         SequenceShardIndexOffset(*call.tp, bi, call.s, h));
+  }
+}
+
+// RowParallelOutput: the partial product `partial` [T, h] of a row-parallel linear summed
+// over the TP ranks: all-reduced in place (returns partial), or with SP reduce-scattered
+// into `local` [T/p, h] (returns local). TP 1: partial unchanged.
+absl::StatusOr<float*> RowParallelOutput(const LayerCall& call, float* partial, float* local,
+                                         int64_t h) {
+  if (TpSize(call) == 1) return partial;
+  if (Sp(call)) {
+    MXMACA_RETURN_IF_ERROR(
+        ReduceScatterToSequenceParallelRegion(*call.tp, partial, call.b, call.s, h, local));
+    return local;
+  }
+  MXMACA_RETURN_IF_ERROR(ReduceFromTensorParallelRegion(*call.tp, partial, call.b * call.s * h));
+  return partial;
+}
+
+// NormGradsAllReduce: with SP the norm gradients of this micro-batch come from this
+// rank's rows only: sum them over TP so every rank holds the full (identical) gradient.
+absl::Status NormGradsAllReduce(const LayerCall& call, float* dgamma, float* dbeta, int64_t h) {
+  if (!Sp(call)) return absl::OkStatus();
+  MXMACA_RETURN_IF_ERROR(AllReduceSum(*call.tp, dgamma, h));
+  if (dbeta != nullptr) MXMACA_RETURN_IF_ERROR(AllReduceSum(*call.tp, dbeta, h));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-void TransformerLayer::Forward(const LayerCall& call, LayerStash* st, float* out, ForwardKeep keep,
-                               LayerScratch* scratch) const {
+absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, float* out,
+                                       ForwardKeep keep, LayerScratch* scratch) const {
   const GptConfig& c = *call.config;
   const ExecContext& ctx = call.ctx;
   MemoryTracker* tr = call.tracker;
-  const int64_t t = call.b * call.s, h = c.hidden_size, np = c.num_attention_heads,
-                ng = c.query_groups(), hn = c.head_dim(), qkv_n = c.qkv_size(),
-                pj = c.attention_projection_size(), f = c.ffn_hidden_size, f1 = c.fc1_size();
-  const bool ln = IsLayerNorm(c);
+  const int64_t t = call.b * call.s, tl = LocalTokens(call), h = c.hidden_size,
+                np = c.num_attention_heads, ng = c.query_groups(), hn = c.head_dim(),
+                qkv_n = c.qkv_size(), pj = c.attention_projection_size(), f = c.ffn_hidden_size,
+                f1 = c.fc1_size();
+  const bool ln = IsLayerNorm(c), sp = Sp(call);
   const float* x = st->input.data();
 
-  // Attention block.
+  // Attention block. With SP the norm runs on the local rows and its output is gathered
+  // (the column-parallel input); ln1_out keeps the full [T, h] for W.
   st->ln1_out.Allocate(tr, t * h);
-  if (ln) st->ln1_mean.Allocate(tr, t);
-  st->ln1_rstd.Allocate(tr, t);
-  NormForward(c, ctx, x, P(ids_.input_norm_weight), P(ids_.input_norm_bias), t, h,
-              st->ln1_out.data(), ln ? st->ln1_mean.data() : nullptr, st->ln1_rstd.data());
+  if (ln) st->ln1_mean.Allocate(tr, tl);
+  st->ln1_rstd.Allocate(tr, tl);
+  float* ln1_local = sp ? LayerScratch::Get(scratch->c, tl * h) : st->ln1_out.data();
+  NormForward(c, ctx, x, P(ids_.input_norm_weight), P(ids_.input_norm_bias), tl, h, ln1_local,
+              ln ? st->ln1_mean.data() : nullptr, st->ln1_rstd.data());
+  if (sp) {
+    MXMACA_RETURN_IF_ERROR(GatherFromSequenceParallelRegion(*call.tp, ln1_local, call.b, call.s, h,
+                                                            st->ln1_out.data()));
+  }
   float* qkv = LayerScratch::Get(scratch->a, t * qkv_n);
   LinearForward(ctx, st->ln1_out.data(), P(ids_.qkv_weight), P(ids_.qkv_bias), t, h, qkv_n, qkv);
   const cpu::AttentionShape shape = Shape(call);
@@ -136,23 +211,33 @@ void TransformerLayer::Forward(const LayerCall& call, LayerStash* st, float* out
                         st->probs.data(), o);
   st->context.Allocate(tr, t * pj);
   cpu::HeadsToTokens(ctx, shape, o, st->context.data());
-  float* proj = LayerScratch::Get(scratch->a, t * h);
-  LinearForward(ctx, st->context.data(), P(ids_.proj_weight), P(ids_.proj_bias), t, pj, h, proj);
+  // linear_proj (row-parallel): partial product, sum over TP, then the bias once.
+  float* proj_partial = LayerScratch::Get(scratch->a, t * h);
+  cpu::Gemm(ctx, false, true, t, h, pj, 1.0f, st->context.data(), pj, P(ids_.proj_weight), pj, 0.0f,
+            proj_partial, h);
+  MXMACA_ASSIGN_OR_RETURN(
+      float* proj, RowParallelOutput(call, proj_partial,
+                                     sp ? LayerScratch::Get(scratch->c, tl * h) : nullptr, h));
+  if (ids_.proj_bias >= 0) cpu::AddBias(ctx, proj, P(ids_.proj_bias), tl, h);
   if (HiddenDropout(call) > 0.0f) {
-    cpu::DropoutForward(ctx, proj, proj, t * h, HiddenDropout(call),
-                        DropoutKey(c.seed, call.global_layer, DropoutSite::kAttentionOutput,
-                                   call.iteration, call.micro_batch_id),
-                        0);
+    HiddenDropoutForward(call, proj, proj, h,
+                         DropoutKey(c.seed, call.global_layer, DropoutSite::kAttentionOutput,
+                                    call.iteration, call.micro_batch_id));
   }
-  st->residual2.Allocate(tr, t * h);
-  cpu::Add(ctx, x, proj, st->residual2.data(), t * h);
+  st->residual2.Allocate(tr, tl * h);
+  cpu::Add(ctx, x, proj, st->residual2.data(), tl * h);
 
   // MLP block.
   st->ln2_out.Allocate(tr, t * h);
-  if (ln) st->ln2_mean.Allocate(tr, t);
-  st->ln2_rstd.Allocate(tr, t);
-  NormForward(c, ctx, st->residual2.data(), P(ids_.mlp_norm_weight), P(ids_.mlp_norm_bias), t, h,
-              st->ln2_out.data(), ln ? st->ln2_mean.data() : nullptr, st->ln2_rstd.data());
+  if (ln) st->ln2_mean.Allocate(tr, tl);
+  st->ln2_rstd.Allocate(tr, tl);
+  float* ln2_local = sp ? LayerScratch::Get(scratch->c, tl * h) : st->ln2_out.data();
+  NormForward(c, ctx, st->residual2.data(), P(ids_.mlp_norm_weight), P(ids_.mlp_norm_bias), tl, h,
+              ln2_local, ln ? st->ln2_mean.data() : nullptr, st->ln2_rstd.data());
+  if (sp) {
+    MXMACA_RETURN_IF_ERROR(GatherFromSequenceParallelRegion(*call.tp, ln2_local, call.b, call.s, h,
+                                                            st->ln2_out.data()));
+  }
   st->fc1_out.Allocate(tr, t * f1);
   LinearForward(ctx, st->ln2_out.data(), P(ids_.fc1_weight), P(ids_.fc1_bias), t, h, f1,
                 st->fc1_out.data());
@@ -164,15 +249,20 @@ void TransformerLayer::Forward(const LayerCall& call, LayerStash* st, float* out
   } else {
     cpu::GeluForward(ctx, st->fc1_out.data(), st->act_out.data(), t * f);
   }
-  float* fc2 = LayerScratch::Get(scratch->a, t * h);
-  LinearForward(ctx, st->act_out.data(), P(ids_.fc2_weight), P(ids_.fc2_bias), t, f, h, fc2);
+  // linear_fc2 (row-parallel).
+  float* fc2_partial = LayerScratch::Get(scratch->a, t * h);
+  cpu::Gemm(ctx, false, true, t, h, f, 1.0f, st->act_out.data(), f, P(ids_.fc2_weight), f, 0.0f,
+            fc2_partial, h);
+  MXMACA_ASSIGN_OR_RETURN(
+      float* fc2, RowParallelOutput(call, fc2_partial,
+                                    sp ? LayerScratch::Get(scratch->c, tl * h) : nullptr, h));
+  if (ids_.fc2_bias >= 0) cpu::AddBias(ctx, fc2, P(ids_.fc2_bias), tl, h);
   if (HiddenDropout(call) > 0.0f) {
-    cpu::DropoutForward(ctx, fc2, fc2, t * h, HiddenDropout(call),
-                        DropoutKey(c.seed, call.global_layer, DropoutSite::kMlpOutput,
-                                   call.iteration, call.micro_batch_id),
-                        0);
+    HiddenDropoutForward(call, fc2, fc2, h,
+                         DropoutKey(c.seed, call.global_layer, DropoutSite::kMlpOutput,
+                                    call.iteration, call.micro_batch_id));
   }
-  cpu::Add(ctx, st->residual2.data(), fc2, out, t * h);
+  cpu::Add(ctx, st->residual2.data(), fc2, out, tl * h);
 
   switch (keep) {
     case ForwardKeep::kAll:
@@ -184,26 +274,32 @@ void TransformerLayer::Forward(const LayerCall& call, LayerStash* st, float* out
       st->FreeAllButInput();
       break;
   }
+  return absl::OkStatus();
 }
 
-void TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* st, const float* dy,
-                                     float* dx, LayerScratch* scratch) const {
+absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* st, const float* dy,
+                                             float* dx, LayerScratch* scratch) const {
   const GptConfig& c = *call.config;
   const ExecContext& ctx = call.ctx;
   MemoryTracker* tr = call.tracker;
-  const int64_t t = call.b * call.s, h = c.hidden_size, np = c.num_attention_heads,
-                ng = c.query_groups(), hn = c.head_dim(), qkv_n = c.qkv_size(),
-                pj = c.attention_projection_size(), f = c.ffn_hidden_size, f1 = c.fc1_size();
-  const bool ln = IsLayerNorm(c);
-  const float hidden_p = HiddenDropout(call);
+  const int64_t t = call.b * call.s, tl = LocalTokens(call), h = c.hidden_size,
+                np = c.num_attention_heads, ng = c.query_groups(), hn = c.head_dim(),
+                qkv_n = c.qkv_size(), pj = c.attention_projection_size(), f = c.ffn_hidden_size,
+                f1 = c.fc1_size();
+  const bool ln = IsLayerNorm(c), sp = Sp(call);
 
-  // MLP block.
+  // MLP block. d_fc2 is the gradient of fc2's (summed) output, kept in full [T, h] for W
+  // (with SP gathered from the local rows: the conjugate of the forward reduce-scatter).
   st->d_fc2.Allocate(tr, t * h);
-  // DropoutBackward copies when hidden_p is 0.
-  cpu::DropoutBackward(ctx, dy, st->d_fc2.data(), t * h, hidden_p,
-                       DropoutKey(c.seed, call.global_layer, DropoutSite::kMlpOutput,
-                                  call.iteration, call.micro_batch_id),
-                       0);
+  float* d_fc2_local = sp ? LayerScratch::Get(scratch->c, tl * h) : st->d_fc2.data();
+  // The dropout backward copies when the probability is 0.
+  HiddenDropoutBackward(call, dy, d_fc2_local, h,
+                        DropoutKey(c.seed, call.global_layer, DropoutSite::kMlpOutput,
+                                   call.iteration, call.micro_batch_id));
+  if (sp) {
+    MXMACA_RETURN_IF_ERROR(GatherFromSequenceParallelRegion(*call.tp, d_fc2_local, call.b, call.s,
+                                                            h, st->d_fc2.data()));
+  }
   float* d_act = LayerScratch::Get(scratch->a, t * f);
   LinearBackwardInput(ctx, st->d_fc2.data(), P(ids_.fc2_weight), t, f, h, d_act);
   st->d_fc1.Allocate(tr, t * f1);
@@ -215,19 +311,30 @@ void TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* st, cons
     cpu::GeluBackward(ctx, st->fc1_out.data(), d_act, st->d_fc1.data(), t * f);
   }
   st->fc1_out.Free();
-  st->d_ln2_out.Allocate(tr, t * h);
-  LinearBackwardInput(ctx, st->d_fc1.data(), P(ids_.fc1_weight), t, h, f1, st->d_ln2_out.data());
-  float* dx2 = LayerScratch::Get(scratch->c, t * h);
+  // linear_fc1 (column-parallel): input gradient summed over TP (or reduce-scattered).
+  st->d_ln2_out.Allocate(tr, tl * h);
+  {
+    float* partial = sp ? LayerScratch::Get(scratch->a, t * h) : st->d_ln2_out.data();
+    LinearBackwardInput(ctx, st->d_fc1.data(), P(ids_.fc1_weight), t, h, f1, partial);
+    MXMACA_ASSIGN_OR_RETURN(float* summed,
+                            RowParallelOutput(call, partial, st->d_ln2_out.data(), h));
+    (void)summed;  // == st->d_ln2_out.data() in every case
+  }
+  float* dx2 = LayerScratch::Get(scratch->c, tl * h);
   NormBackwardInput(c, ctx, st->d_ln2_out.data(), st->residual2.data(), P(ids_.mlp_norm_weight),
-                    ln ? st->ln2_mean.data() : nullptr, st->ln2_rstd.data(), t, h, dx2);
-  cpu::Add(ctx, dy, dx2, dx2, t * h);
+                    ln ? st->ln2_mean.data() : nullptr, st->ln2_rstd.data(), tl, h, dx2);
+  cpu::Add(ctx, dy, dx2, dx2, tl * h);
 
   // Attention block.
   st->d_proj.Allocate(tr, t * h);
-  cpu::DropoutBackward(ctx, dx2, st->d_proj.data(), t * h, hidden_p,
-                       DropoutKey(c.seed, call.global_layer, DropoutSite::kAttentionOutput,
-                                  call.iteration, call.micro_batch_id),
-                       0);
+  float* d_proj_local = sp ? LayerScratch::Get(scratch->d, tl * h) : st->d_proj.data();
+  HiddenDropoutBackward(call, dx2, d_proj_local, h,
+                        DropoutKey(c.seed, call.global_layer, DropoutSite::kAttentionOutput,
+                                   call.iteration, call.micro_batch_id));
+  if (sp) {
+    MXMACA_RETURN_IF_ERROR(GatherFromSequenceParallelRegion(*call.tp, d_proj_local, call.b, call.s,
+                                                            h, st->d_proj.data()));
+  }
   float* d_context = LayerScratch::Get(scratch->a, t * pj);
   LinearBackwardInput(ctx, st->d_proj.data(), P(ids_.proj_weight), t, pj, h, d_context);
   const cpu::AttentionShape shape = Shape(call);
@@ -261,19 +368,28 @@ void TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* st, cons
   }
   st->d_qkv.Allocate(tr, t * qkv_n);
   cpu::MergeQkvGrad(ctx, shape, dq, dk, dv, st->d_qkv.data());
-  st->d_ln1_out.Allocate(tr, t * h);
-  LinearBackwardInput(ctx, st->d_qkv.data(), P(ids_.qkv_weight), t, h, qkv_n, st->d_ln1_out.data());
+  // linear_qkv (column-parallel): input gradient summed over TP (or reduce-scattered).
+  st->d_ln1_out.Allocate(tr, tl * h);
+  {
+    float* partial = sp ? LayerScratch::Get(scratch->a, t * h) : st->d_ln1_out.data();
+    LinearBackwardInput(ctx, st->d_qkv.data(), P(ids_.qkv_weight), t, h, qkv_n, partial);
+    MXMACA_ASSIGN_OR_RETURN(float* summed,
+                            RowParallelOutput(call, partial, st->d_ln1_out.data(), h));
+    (void)summed;
+  }
   NormBackwardInput(c, ctx, st->d_ln1_out.data(), st->input.data(), P(ids_.input_norm_weight),
-                    ln ? st->ln1_mean.data() : nullptr, st->ln1_rstd.data(), t, h, dx);
-  cpu::Add(ctx, dx2, dx, dx, t * h);
+                    ln ? st->ln1_mean.data() : nullptr, st->ln1_rstd.data(), tl, h, dx);
+  cpu::Add(ctx, dx2, dx, dx, tl * h);
+  return absl::OkStatus();
 }
 
-void TransformerLayer::BackwardWeight(const LayerCall& call, LayerStash* st,
-                                      WeightGradSink* sink) const {
+absl::Status TransformerLayer::BackwardWeight(const LayerCall& call, LayerStash* st,
+                                              WeightGradSink* sink) const {
   const GptConfig& c = *call.config;
   const ExecContext& ctx = call.ctx;
-  const int64_t t = call.b * call.s, h = c.hidden_size, qkv_n = c.qkv_size(),
-                pj = c.attention_projection_size(), f = c.ffn_hidden_size, f1 = c.fc1_size();
+  const int64_t t = call.b * call.s, tl = LocalTokens(call), h = c.hidden_size,
+                qkv_n = c.qkv_size(), pj = c.attention_projection_size(), f = c.ffn_hidden_size,
+                f1 = c.fc1_size();
   const bool ln = IsLayerNorm(c);
 
   LinearBackwardWeight(ctx, st->d_fc2.data(), st->act_out.data(), t, f, h, ids_.fc2_weight,
@@ -284,7 +400,8 @@ void TransformerLayer::BackwardWeight(const LayerCall& call, LayerStash* st,
     float* dg = sink->Begin(ids_.mlp_norm_weight);
     float* db = ln ? sink->Begin(ids_.mlp_norm_bias) : nullptr;
     NormBackwardWeight(c, ctx, st->d_ln2_out.data(), st->residual2.data(),
-                       ln ? st->ln2_mean.data() : nullptr, st->ln2_rstd.data(), t, h, dg, db);
+                       ln ? st->ln2_mean.data() : nullptr, st->ln2_rstd.data(), tl, h, dg, db);
+    MXMACA_RETURN_IF_ERROR(NormGradsAllReduce(call, dg, db, h));
     sink->End(ids_.mlp_norm_weight);
     if (ln) sink->End(ids_.mlp_norm_bias);
   }
@@ -296,11 +413,13 @@ void TransformerLayer::BackwardWeight(const LayerCall& call, LayerStash* st,
     float* dg = sink->Begin(ids_.input_norm_weight);
     float* db = ln ? sink->Begin(ids_.input_norm_bias) : nullptr;
     NormBackwardWeight(c, ctx, st->d_ln1_out.data(), st->input.data(),
-                       ln ? st->ln1_mean.data() : nullptr, st->ln1_rstd.data(), t, h, dg, db);
+                       ln ? st->ln1_mean.data() : nullptr, st->ln1_rstd.data(), tl, h, dg, db);
+    MXMACA_RETURN_IF_ERROR(NormGradsAllReduce(call, dg, db, h));
     sink->End(ids_.input_norm_weight);
     if (ln) sink->End(ids_.input_norm_bias);
   }
   st->FreeAll();
+  return absl::OkStatus();
 }
 
 }  // namespace mxmaca::layers

@@ -18,17 +18,30 @@
 // turns those into weight gradients (dW = dY^T X, dbias = column sums, norm weights).
 // Dropout masks are a function of (seed, global layer, site, iteration, micro-batch,
 // element index) — see DropoutKey — so recomputation and any layout reproduce them.
+//
+// Tensor parallelism (layers/tensor_parallel.h): with LayerCall::tp of size p > 1 the
+// layer holds TP rank r's shards, LayerCall::config is LocalLayerConfig (np/p heads, ng/p
+// groups, f/p ffn: the widths above are the local ones), linear_qkv and linear_fc1 are
+// column-parallel (their input gradients all-reduced in B), linear_proj and linear_fc2
+// row-parallel (their outputs all-reduced in F, bias added after). With sequence
+// parallelism the layer's input/output, residuals, norms and hidden dropout are [b s/p, h]
+// (each sequence's positions [r s/p, (r+1) s/p)); the norm outputs are all-gathered before
+// the column-parallel linears, the row-parallel outputs reduce-scattered, and the norm
+// weight gradients all-reduced in W. Stash: ln1_out, ln2_out, d_proj, d_fc2 are then the
+// full [T, h] (gathered), the others local.
 #ifndef MXMACA_LAYERS_TRANSFORMER_LAYER_H_
 #define MXMACA_LAYERS_TRANSFORMER_LAYER_H_
 
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "kernels/exec_context.h"
 #include "layers/gpt_config.h"
 #include "layers/gpt_parameters.h"
 #include "layers/micro_batch_stash.h"
 #include "layers/parameter_store.h"
+#include "layers/tensor_parallel.h"
 
 namespace mxmaca::layers {
 
@@ -58,6 +71,8 @@ struct LayerCall {
   int64_t iteration = 0;
   int64_t micro_batch_id = 0;
   MemoryTracker* tracker = nullptr;  // stash allocation and accounting (nullptr: plain)
+  // tp: the TP rank's context (nullptr or size 1: no tensor parallelism). Not owned.
+  const TensorParallelContext* tp = nullptr;
 };
 
 // ForwardKeep: what F leaves in the stash.
@@ -107,21 +122,23 @@ class TransformerLayer {
   TransformerLayer(const ParameterStore* store, const LayerParameterIds& ids)
       : store_(store), ids_(ids) {}
 
-  // Forward: st->input holds x [T, h]; writes y [T, h] to `out` (not aliasing x) and
-  // leaves in `st` what `keep` says.
-  void Forward(const LayerCall& call, LayerStash* st, float* out, ForwardKeep keep,
-               LayerScratch* scratch) const;
+  // Forward: st->input holds x [T, h] ([b s/p, h] with SP); writes y of the same shape
+  // to `out` (not aliasing x) and leaves in `st` what `keep` says. Errors: only those of
+  // the TP collectives (tensor_parallel.h); none without TP.
+  absl::Status Forward(const LayerCall& call, LayerStash* st, float* out, ForwardKeep keep,
+                       LayerScratch* scratch) const;
 
-  // BackwardInput: from dy [T, h] writes dx [T, h] (may not alias dy). Requires the stash
+  // BackwardInput: from dy [T, h] writes dx [T, h] (may not alias dy; both [b s/p, h]
+  // with SP). Requires the stash
   // of Forward(kAll) or Forward(kNoProbs) (then the probabilities are recomputed from
   // the stashed q, k, v with the same kernel, so results are bit-identical). Frees the
   // forward tensors W does not need and saves the d_* tensors.
-  void BackwardInput(const LayerCall& call, LayerStash* st, const float* dy, float* dx,
-                     LayerScratch* scratch) const;
+  absl::Status BackwardInput(const LayerCall& call, LayerStash* st, const float* dy, float* dx,
+                             LayerScratch* scratch) const;
 
   // BackwardWeight: weight gradients of this micro-batch into `sink` (Begin/End per
   // tensor); frees the whole stash, input included.
-  void BackwardWeight(const LayerCall& call, LayerStash* st, WeightGradSink* sink) const;
+  absl::Status BackwardWeight(const LayerCall& call, LayerStash* st, WeightGradSink* sink) const;
 
  private:
   const float* P(int id) const { return id >= 0 ? store_->param(id) : nullptr; }

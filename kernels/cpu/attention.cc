@@ -123,6 +123,17 @@ void TokensToHeads(const ExecContext& ctx, const AttentionShape& sh, const float
   });
 }
 
+namespace {
+
+// DropoutRowHead: the (b, h) index of the dropout mask in the full [B, heads] grid
+// (AttentionShape::dropout_heads / dropout_head_offset); b * NH + h by default.
+inline int64_t DropoutRowHead(const AttentionShape& sh, int64_t b, int64_t h) {
+  if (sh.dropout_heads == 0) return b * sh.heads + h;
+  return b * sh.dropout_heads + sh.dropout_head_offset + h;
+}
+
+}  // namespace
+
 void AttentionForward(const ExecContext& ctx, const AttentionShape& sh, const float* q,
                       const float* k, const float* v, const int32_t* doc_start,
                       float softmax_scale, float dropout_p, RngKey key, float* probs,
@@ -155,7 +166,7 @@ void AttentionForward(const ExecContext& ctx, const AttentionShape& sh, const fl
           float* dst = Pd + i * S;
           std::fill(dst, dst + lo, 0.0f);
           DropoutRow(row, dst, lo, i + 1, dropout_p, drop_scale, key,
-                     static_cast<uint64_t>((bh * S + i) * S));
+                     static_cast<uint64_t>((DropoutRowHead(sh, b, h) * S + i) * S));
           std::fill(dst + i + 1, dst + S, 0.0f);
         }
       }
@@ -200,7 +211,8 @@ void AttentionBackward(const ExecContext& ctx, const AttentionShape& sh, const f
           if (dropout_p > 0.0f) {
             // The forward's mask, regenerated once for both uses: P' = P keep/(1-p)
             // for the dv GEMM, dP = dP' keep/(1-p).
-            const uint64_t row_base = static_cast<uint64_t>((bh * S + i) * S);
+            const uint64_t row_base =
+                static_cast<uint64_t>((DropoutRowHead(sh, b, h) * S + i) * S);
             float* pd = Pd + i * S;
             std::fill(pd, pd + lo, 0.0f);
             DropoutRow2(prow, pd, drow, drow, lo, i + 1, dropout_p, drop_scale, key, row_base);

@@ -32,8 +32,16 @@ namespace mxmaca::kernels::cpu {
 
 // AttentionShape: b = B, s = S, heads = NH, groups = NG (heads % groups == 0),
 // head_dim = D.
+// dropout_head_offset, dropout_heads: the heads here are heads [dropout_head_offset,
+// dropout_head_offset + NH) of a layer with dropout_heads heads (tensor parallelism splits
+// the heads); the dropout element index of (b, h, i, j) is then
+// ((b * dropout_heads + dropout_head_offset + h) * S + i) * S + j, the index in the full
+// [B, dropout_heads, S, S] tensor, so every split draws the single-device mask.
+// dropout_heads == 0 (the default): NH heads, offset 0 (the plain formula above).
 struct AttentionShape {
   int64_t b, s, heads, groups, head_dim;
+  int64_t dropout_head_offset = 0;
+  int64_t dropout_heads = 0;
 };
 
 // SplitQkv: splits Megatron's fused QKV projection output into head-major q, k, v.

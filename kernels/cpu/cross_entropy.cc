@@ -40,4 +40,24 @@ void CrossEntropyBackward(const ExecContext& ctx, const float* logits,
   });
 }
 
+void CrossEntropyRowMax(const ExecContext& ctx, const float* logits, int64_t n, int64_t vp,
+                        int64_t v, float* row_max) {
+  if (v == 0) {
+    for (int64_t i = 0; i < n; ++i) row_max[i] = -INFINITY;
+    return;
+  }
+  ParallelForRows(ctx, n, v, [&](int64_t i) { row_max[i] = MaxOf(logits + i * vp, v); });
+}
+
+void CrossEntropySumExp(const ExecContext& ctx, const float* logits, const float* shift,
+                        int64_t n, int64_t vp, int64_t v, float* sum_exp) {
+  if (v == 0) {
+    for (int64_t i = 0; i < n; ++i) sum_exp[i] = 0.0f;
+    return;
+  }
+  ParallelForRows(ctx, n, v, [&](int64_t i) {
+    sum_exp[i] = ExpShiftSum(logits + i * vp, shift[i], v, nullptr);
+  });
+}
+
 }  // namespace mxmaca::kernels::cpu

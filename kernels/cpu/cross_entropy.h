@@ -37,6 +37,18 @@ void CrossEntropyBackward(const ExecContext& ctx, const float* logits,
                           const int32_t* targets, const float* lse, const float* dloss,
                           int64_t n, int64_t vp, int64_t v, float* dlogits);
 
+// Vocab-parallel pieces (Megatron's _VocabParallelCrossEntropy: max all-reduce, sum-exp
+// all-reduce; the layer does the reductions across shards). Same per-row arithmetic as
+// CrossEntropyForward, so lse = max + log(sum) from them equals its lse on one shard.
+// CrossEntropyRowMax: row_max[i] = max_{c < v} logits[i, c]; -inf when v == 0 (a shard
+// of padding only). logits [N, VP], row_max [N].
+void CrossEntropyRowMax(const ExecContext& ctx, const float* logits, int64_t n, int64_t vp,
+                        int64_t v, float* row_max);
+// CrossEntropySumExp: sum_exp[i] = sum_{c < v} exp(logits[i, c] - shift[i]) (fp32, the
+// 8-lane order of CrossEntropyForward); 0 when v == 0. shift, sum_exp [N].
+void CrossEntropySumExp(const ExecContext& ctx, const float* logits, const float* shift,
+                        int64_t n, int64_t vp, int64_t v, float* sum_exp);
+
 }  // namespace mxmaca::kernels::cpu
 
 #endif  // MXMACA_KERNELS_CPU_CROSS_ENTROPY_H_
