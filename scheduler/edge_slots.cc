@@ -24,16 +24,22 @@ struct OpIo {
 
 OpIo IoOf(const PipelineSchedule& s, int32_t stage, const PipelineOp& op) {
   const int32_t p = s.num_stages, last = s.num_stages * s.num_chunks - 1;
-  const int32_t k = VirtualStage(op.chunk, stage, p);
+  const int32_t k = VirtualStage(s, op.chunk, stage);
+  auto stage_of = [&](int32_t virtual_stage) {
+    return StageChunkOf(virtual_stage, p, s.placement).stage;
+  };
   OpIo io;
   if (op.kind == OpKind::kForward) {
     if (k > 0) {
       io.receives = true;
       io.recv_virtual_stage = k;
       io.recv_forward = true;
-      io.recv_channel = 2 * ((stage - 1 + p) % p);
+      const int32_t from = stage_of(k - 1);
+      // A hand-over between chunks of one stage (p = 1, or the V's turn on stage p - 1)
+      // stays local: no channel, no slot.
+      io.recv_channel = from == stage ? -1 : 2 * from;
     }
-    if (k < last) {
+    if (k < last && stage_of(k + 1) != stage) {
       io.sends = true;
       io.send_channel = 2 * stage;
     }
@@ -42,18 +48,13 @@ OpIo IoOf(const PipelineSchedule& s, int32_t stage, const PipelineOp& op) {
       io.receives = true;
       io.recv_virtual_stage = k;
       io.recv_forward = false;
-      io.recv_channel = 2 * ((stage + 1) % p) + 1;
+      const int32_t from = stage_of(k + 1);
+      io.recv_channel = from == stage ? -1 : 2 * from + 1;
     }
-    if (k > 0) {
+    if (k > 0 && stage_of(k - 1) != stage) {
       io.sends = true;
       io.send_channel = 2 * stage + 1;
     }
-  }
-  // A stage sending to itself (p = 1) hands the payload over locally: no channel.
-  if (p == 1) {
-    io.send_channel = -1;
-    io.sends = false;
-    io.recv_channel = -1;
   }
   return io;
 }
@@ -93,7 +94,7 @@ absl::StatusOr<EdgeSlots> MinimumEdgeSlots(const PipelineSchedule& schedule) {
       while (next[s] < schedule.stages[s].size()) {
         const PipelineOp& op = schedule.stages[s][next[s]];
         const OpIo io = IoOf(schedule, s, op);
-        const int32_t k = VirtualStage(op.chunk, s, p);
+        const int32_t k = VirtualStage(schedule, op.chunk, s);
         const auto want = std::make_tuple(io.recv_forward, k, op.microbatch);
         if (io.receives && delivered.count(want) == 0) break;
         if (io.sends && in_flight[io.send_channel] >= quota[io.send_channel]) {
@@ -104,15 +105,13 @@ absl::StatusOr<EdgeSlots> MinimumEdgeSlots(const PipelineSchedule& schedule) {
           delivered.erase(want);
           if (io.recv_channel >= 0) --in_flight[io.recv_channel];
         }
-        if (io.sends) {
-          ++in_flight[io.send_channel];
-          const bool forward = op.kind == OpKind::kForward;
-          delivered.emplace(forward, forward ? k + 1 : k - 1, op.microbatch);
-        } else if (p == 1 && op.kind != OpKind::kBackwardWeight) {
-          // Local hand-over between chunks of a single stage.
-          const int32_t last = schedule.num_chunks - 1;
-          if (op.kind == OpKind::kForward && k < last) delivered.emplace(true, k + 1, op.microbatch);
-          if (op.kind == OpKind::kBackwardInput && k > 0) delivered.emplace(false, k - 1, op.microbatch);
+        if (io.sends) ++in_flight[io.send_channel];
+        // The output goes to the next (F) or previous (B) virtual stage, over a channel or
+        // handed over locally between chunks of this stage.
+        const int32_t last = p * schedule.num_chunks - 1;
+        if (op.kind == OpKind::kForward && k < last) delivered.emplace(true, k + 1, op.microbatch);
+        if (op.kind == OpKind::kBackwardInput && k > 0) {
+          delivered.emplace(false, k - 1, op.microbatch);
         }
         ++next[s];
         --remaining;
@@ -143,7 +142,7 @@ absl::StatusOr<EdgeSlots> UnitTimeEdgeSlots(const PipelineSchedule& schedule) {
       const PipelineOp& op = schedule.stages[s][i];
       const OpIo io = IoOf(schedule, s, op);
       if (!io.sends) continue;
-      const int32_t k = VirtualStage(op.chunk, s, p);
+      const int32_t k = VirtualStage(schedule, op.chunk, s);
       const bool forward = op.kind == OpKind::kForward;
       sent[{forward, forward ? k + 1 : k - 1, op.microbatch}] = {io.send_channel,
                                                                 timing->ops[s][i].start};
@@ -154,7 +153,7 @@ absl::StatusOr<EdgeSlots> UnitTimeEdgeSlots(const PipelineSchedule& schedule) {
       const PipelineOp& op = schedule.stages[s][i];
       const OpIo io = IoOf(schedule, s, op);
       if (!io.receives || io.recv_channel < 0) continue;
-      const int32_t k = VirtualStage(op.chunk, s, p);
+      const int32_t k = VirtualStage(schedule, op.chunk, s);
       auto it = sent.find({io.recv_forward, k, op.microbatch});
       if (it == sent.end()) continue;
       events[it->second.first].push_back({it->second.second, +1});

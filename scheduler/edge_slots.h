@@ -2,8 +2,12 @@
 // per-edge quotas of DESIGN.md "Messages reference pooled memory".
 //
 // A stage's F sends its output activation to the next virtual stage and its B sends the
-// input gradient to the previous one; each stage has two outgoing channels (forward to
-// stage s + 1 mod p, backward to stage s - 1 mod p; chunks share them). A payload takes a
+// input gradient to the previous one; each stage has two outgoing channels, one for
+// activations and one for gradients, shared by its chunks and receivers (interleaved
+// layout: activations to stage s + 1 mod p, gradients to s - 1 mod p; V shape: chunk 0
+// sends activations to s + 1 and gradients to s - 1, chunk 1 the other way round). A
+// hand-over between two chunks of one stage (p = 1, or the V's turn on stage p - 1) is
+// local and takes no slot. A payload takes a
 // slot of the sender's channel when the sending op starts (the op writes into it) and
 // gives it back when the receiving op has run (it copied what it keeps into its stash).
 // With a quota of q slots, the sender's next sending op waits while q payloads of that

@@ -39,10 +39,15 @@ StageSchedule ForwardOnlySchedule(int32_t num_microbatches) {
   return ops;
 }
 
+const char* PlacementName(Placement placement) {
+  return placement == Placement::kVShape ? "v-shape" : "interleaved";
+}
+
 std::string ToString(const PipelineSchedule& schedule) {
-  std::string s = absl::StrCat(schedule.name, " p=", schedule.num_stages,
-                               " v=", schedule.num_chunks, " m=", schedule.num_microbatches,
-                               schedule.forward_only ? " forward-only" : "", "\n");
+  std::string s = absl::StrCat(
+      schedule.name, " p=", schedule.num_stages, " v=", schedule.num_chunks,
+      " m=", schedule.num_microbatches, schedule.forward_only ? " forward-only" : "",
+      schedule.placement == Placement::kVShape ? " v-shape" : "", "\n");
   for (size_t stage = 0; stage < schedule.stages.size(); ++stage) {
     absl::StrAppend(&s, "stage ", stage, ": ", ToString(schedule.stages[stage]), "\n");
   }

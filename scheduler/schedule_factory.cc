@@ -8,6 +8,8 @@
 #include "scheduler/one_f_one_b.h"
 #include "scheduler/schedule_validator.h"
 #include "scheduler/zero_bubble_h1.h"
+#include "scheduler/zero_bubble_h2.h"
+#include "scheduler/zero_bubble_v.h"
 
 namespace mxmaca::scheduler {
 
@@ -16,9 +18,11 @@ absl::StatusOr<ScheduleKind> ParseScheduleKind(std::string_view name) {
   if (name == "1f1b") return ScheduleKind::kOneFOneB;
   if (name == "interleaved-1f1b" || name == "interleaved") return ScheduleKind::kInterleaved1F1B;
   if (name == "zb-h1") return ScheduleKind::kZeroBubbleH1;
+  if (name == "zb-h2") return ScheduleKind::kZeroBubbleH2;
+  if (name == "zb-v") return ScheduleKind::kZeroBubbleV;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown pipeline schedule '", std::string(name),
-                   "'; expected gpipe, 1f1b, interleaved-1f1b or zb-h1"));
+                   "'; expected gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2 or zb-v"));
 }
 
 std::string ScheduleKindName(ScheduleKind kind) {
@@ -31,13 +35,25 @@ std::string ScheduleKindName(ScheduleKind kind) {
       return "interleaved-1f1b";
     case ScheduleKind::kZeroBubbleH1:
       return "zb-h1";
+    case ScheduleKind::kZeroBubbleH2:
+      return "zb-h2";
+    case ScheduleKind::kZeroBubbleV:
+      return "zb-v";
   }
   return "unknown";
 }
 
 absl::StatusOr<PipelineSchedule> BuildSchedule(const ScheduleOptions& options) {
   absl::StatusOr<PipelineSchedule> schedule;
-  if (options.forward_only) {
+  if (options.kind == ScheduleKind::kZeroBubbleV) {
+    if (options.num_chunks != 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "zb-v: needs v = 2 model chunks per stage (V placement), got ", options.num_chunks));
+    }
+    schedule = options.forward_only
+                   ? ForwardOnlyVSchedule(options.num_stages, options.num_microbatches)
+                   : ZeroBubbleVSchedule(options.num_stages, options.num_microbatches);
+  } else if (options.forward_only) {
     schedule = ForwardOnlyPipelineSchedule(options.num_stages, options.num_chunks,
                                            options.num_microbatches, options.microbatch_group_size);
   } else if (options.kind == ScheduleKind::kInterleaved1F1B) {
@@ -49,6 +65,8 @@ absl::StatusOr<PipelineSchedule> BuildSchedule(const ScheduleOptions& options) {
         " need the interleaved-1f1b schedule"));
   } else if (options.kind == ScheduleKind::kZeroBubbleH1) {
     schedule = ZeroBubbleH1Schedule(options.num_stages, options.num_microbatches);
+  } else if (options.kind == ScheduleKind::kZeroBubbleH2) {
+    schedule = ZeroBubbleH2Schedule(options.num_stages, options.num_microbatches);
   } else if (options.kind == ScheduleKind::kGPipe) {
     schedule = GPipeSchedule(options.num_stages, options.num_microbatches);
   } else {

@@ -11,15 +11,16 @@ namespace mxmaca::scheduler {
 namespace {
 
 TEST_CASE("schedule names parse and print back") {
-  for (ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB,
-                            ScheduleKind::kInterleaved1F1B, ScheduleKind::kZeroBubbleH1}) {
+  for (ScheduleKind kind :
+       {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved1F1B,
+        ScheduleKind::kZeroBubbleH1, ScheduleKind::kZeroBubbleH2, ScheduleKind::kZeroBubbleV}) {
     auto parsed = ParseScheduleKind(ScheduleKindName(kind));
     REQUIRE(parsed.ok());
     CHECK(*parsed == kind);
   }
   CHECK(*ParseScheduleKind("interleaved") == ScheduleKind::kInterleaved1F1B);
-  CHECK_THAT(std::string(ParseScheduleKind("zb-v").status().message()),
-             Catch::Contains("unknown pipeline schedule 'zb-v'"));
+  CHECK_THAT(std::string(ParseScheduleKind("zb-2p").status().message()),
+             Catch::Contains("unknown pipeline schedule 'zb-2p'"));
 }
 
 TEST_CASE("BuildSchedule routes to the generators and validates") {
@@ -32,6 +33,21 @@ TEST_CASE("BuildSchedule routes to the generators and validates") {
   CHECK(BuildSchedule(options)->name == "1f1b");
   options.kind = ScheduleKind::kZeroBubbleH1;
   CHECK(BuildSchedule(options)->name == "zb-h1");
+  options.kind = ScheduleKind::kZeroBubbleH2;
+  CHECK(BuildSchedule(options)->name == "zb-h2");
+  options.kind = ScheduleKind::kZeroBubbleV;
+  options.num_chunks = 2;
+  auto v = BuildSchedule(options);
+  REQUIRE(v.ok());
+  CHECK(v->name == "zb-v");
+  CHECK(v->placement == Placement::kVShape);
+  options.forward_only = true;
+  auto v_eval = BuildSchedule(options);
+  REQUIRE(v_eval.ok());
+  CHECK(v_eval->forward_only);
+  CHECK(v_eval->placement == Placement::kVShape);
+  options.forward_only = false;
+  options.num_chunks = 1;
   options.kind = ScheduleKind::kInterleaved1F1B;
   options.num_chunks = 2;
   auto inter = BuildSchedule(options);
@@ -52,7 +68,15 @@ TEST_CASE("BuildSchedule rejects chunks without interleaving and bad sizes") {
   options.num_microbatches = 4;
   CHECK_THAT(std::string(BuildSchedule(options).status().message()),
              Catch::Contains("gpipe: model chunks per stage v = 2 need the interleaved-1f1b"));
+  options.kind = ScheduleKind::kZeroBubbleH2;
+  CHECK_THAT(std::string(BuildSchedule(options).status().message()),
+             Catch::Contains("zb-h2: model chunks per stage v = 2 need the interleaved-1f1b"));
+  options.kind = ScheduleKind::kZeroBubbleV;
+  options.num_chunks = 1;
+  CHECK_THAT(std::string(BuildSchedule(options).status().message()),
+             Catch::Contains("zb-v: needs v = 2 model chunks per stage (V placement), got 1"));
   options.kind = ScheduleKind::kInterleaved1F1B;
+  options.num_chunks = 2;
   options.num_microbatches = 1;
   CHECK(absl::IsInvalidArgument(BuildSchedule(options).status()));
 }

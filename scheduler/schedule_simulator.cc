@@ -35,9 +35,9 @@ struct Input {
 };
 
 // Inputs: what `op` on stage `stage` needs, in the order they are reported.
-std::vector<Input> Inputs(const PipelineOp& op, int32_t stage, int32_t num_stages,
+std::vector<Input> Inputs(const PipelineSchedule& schedule, const PipelineOp& op, int32_t stage,
                           int32_t num_virtual_stages) {
-  const int32_t k = VirtualStage(op.chunk, stage, num_stages);
+  const int32_t k = VirtualStage(schedule, op.chunk, stage);
   std::vector<Input> inputs;
   switch (op.kind) {
     case OpKind::kForward:
@@ -56,8 +56,9 @@ std::vector<Input> Inputs(const PipelineOp& op, int32_t stage, int32_t num_stage
   return inputs;
 }
 
-std::string Describe(const Input& input, int32_t num_stages) {
-  return ToString(PipelineOp{input.kind, input.mb, input.virtual_stage / num_stages});
+std::string Describe(const Input& input, const PipelineSchedule& schedule) {
+  const StageChunk at = StageChunkOf(input.virtual_stage, schedule.num_stages, schedule.placement);
+  return ToString(PipelineOp{input.kind, input.mb, at.chunk});
 }
 
 }  // namespace
@@ -118,7 +119,7 @@ absl::StatusOr<ScheduleTiming> SimulateSchedule(const PipelineSchedule& schedule
             op.chunk, ") is out of range: kind in [0, 3), micro-batch in [0, ",
             schedule.num_microbatches, "), chunk in [0, ", schedule.num_chunks, ")"));
       }
-      const size_t id = index(op.kind, VirtualStage(op.chunk, s, p), op.microbatch);
+      const size_t id = index(op.kind, VirtualStage(schedule, op.chunk, s), op.microbatch);
       if (listed[id]) {
         return absl::InvalidArgumentError(
             absl::StrCat("stage ", s, ": duplicate ", ToString(op), " at op ", i));
@@ -146,7 +147,7 @@ absl::StatusOr<ScheduleTiming> SimulateSchedule(const PipelineSchedule& schedule
         const PipelineOp& op = ops[next[s]];
         double start = free_at[s];
         bool ready = true;
-        for (const Input& in : Inputs(op, s, p, num_virtual_stages)) {
+        for (const Input& in : Inputs(schedule, op, s, num_virtual_stages)) {
           const size_t dep = index(in.kind, in.virtual_stage, in.mb);
           const double t = in.message ? output_ready[dep] : finish[dep];
           if (t == kNotYet) {
@@ -156,7 +157,7 @@ absl::StatusOr<ScheduleTiming> SimulateSchedule(const PipelineSchedule& schedule
           start = std::max(start, in.message ? t + costs.comm_latency : t);
         }
         if (!ready) break;
-        const int32_t k = VirtualStage(op.chunk, s, p);
+        const int32_t k = VirtualStage(schedule, op.chunk, s);
         const size_t id = index(op.kind, k, op.microbatch);
         const double duration = costs.per_stage[s][static_cast<int>(op.kind)];
         finish[id] = start + duration;
@@ -183,12 +184,12 @@ absl::StatusOr<ScheduleTiming> SimulateSchedule(const PipelineSchedule& schedule
     const StageSchedule& ops = schedule.stages[s];
     if (next[s] == ops.size()) continue;
     const PipelineOp& op = ops[next[s]];
-    for (const Input& in : Inputs(op, s, p, num_virtual_stages)) {
+    for (const Input& in : Inputs(schedule, op, s, num_virtual_stages)) {
       const size_t dep = index(in.kind, in.virtual_stage, in.mb);
       if ((in.message ? output_ready[dep] : finish[dep]) != kNotYet) continue;
-      const int32_t from = in.virtual_stage % p;
+      const int32_t from = StageChunkOf(in.virtual_stage, p, schedule.placement).stage;
       std::string what = absl::StrCat("stage ", s, " waits at ", ToString(op), " (op ", next[s],
-                                      ") for ", Describe(in, p));
+                                      ") for ", Describe(in, schedule));
       if (in.message) {
         absl::StrAppend(&what, " from stage ", from);
       } else {

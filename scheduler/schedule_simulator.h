@@ -2,12 +2,14 @@
 // reports per-stage busy/idle time, makespan and bubble fraction; counts stashes.
 //
 // Model: each stage runs its op list strictly in order, one op at a time; an op starts
-// when its stage is free and its inputs have arrived:
+// when its stage is free and its inputs have arrived (virtual stage k of an op on chunk c
+// of stage s: VirtualStage(schedule, c, s), i.e. the schedule's placement):
 //   F(mb) on virtual stage k > 0 needs F(mb) of virtual stage k - 1 (an activation);
 //   B(mb) on k < K - 1 (K = v * p) needs B(mb) of k + 1 (an input gradient); every B also
 //     needs its own F on the same stage (the stash);
 //   W(mb) on k needs B(mb) on k (same stage).
-// A message between different stages (or a stage and itself, p = 1 with v > 1) arrives
+// A message between different virtual stages (also between two chunks of one stage: p = 1
+// with v > 1, or stage p - 1 of a V-shape schedule) arrives
 // `comm_latency` after its sender's op ends; sends never block (actor messages, unbounded
 // mailboxes) and links are not a shared resource (no bandwidth contention). Because each
 // stage's order is fixed, the replay computes the exact event times (a longest path in the

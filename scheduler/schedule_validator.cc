@@ -89,22 +89,24 @@ absl::Status CheckChannels(const PipelineSchedule& schedule) {
     const StageSchedule& ops = schedule.stages[s];
     for (size_t i = 0; i < ops.size(); ++i) {
       const PipelineOp& op = ops[i];
-      const int32_t k = VirtualStage(op.chunk, s, p);
+      const int32_t k = VirtualStage(schedule, op.chunk, s);
       const int32_t index = static_cast<int32_t>(i);
       if (op.kind == OpKind::kForward) {
         if (k + 1 < num_virtual_stages) {
-          const int32_t to = (k + 1) % p;
-          sent[{s, to, 0}].push_back(
-              {PipelineOp{OpKind::kForward, op.microbatch, (k + 1) / p}, index, op});
+          const StageChunk to = StageChunkOf(k + 1, p, schedule.placement);
+          sent[{s, to.stage, 0}].push_back(
+              {PipelineOp{OpKind::kForward, op.microbatch, to.chunk}, index, op});
         }
-        if (k > 0) consumed[{(k - 1) % p, s, 0}].push_back({op, index});
+        if (k > 0) consumed[{StageChunkOf(k - 1, p, schedule.placement).stage, s, 0}].push_back({op, index});
       } else if (op.kind == OpKind::kBackwardInput) {
         if (k > 0) {
-          const int32_t to = (k - 1) % p;
-          sent[{s, to, 1}].push_back(
-              {PipelineOp{OpKind::kBackwardInput, op.microbatch, (k - 1) / p}, index, op});
+          const StageChunk to = StageChunkOf(k - 1, p, schedule.placement);
+          sent[{s, to.stage, 1}].push_back(
+              {PipelineOp{OpKind::kBackwardInput, op.microbatch, to.chunk}, index, op});
         }
-        if (k + 1 < num_virtual_stages) consumed[{(k + 1) % p, s, 1}].push_back({op, index});
+        if (k + 1 < num_virtual_stages) {
+          consumed[{StageChunkOf(k + 1, p, schedule.placement).stage, s, 1}].push_back({op, index});
+        }
       }
     }
   }

@@ -32,7 +32,8 @@ namespace mxmaca::scheduler {
 //      ("circular wait: stage 0 waits at B0 (op 2) for B0 from stage 1; stage 1 waits at
 //      F1 (op 1) for F1 from stage 0").
 // Each direction of each stage pair is one channel: activations go from virtual stage k
-// to k + 1, gradients from k + 1 to k (k = chunk * p + stage).
+// to k + 1, gradients from k + 1 to k, with k = VirtualStage(schedule, chunk, stage) (the
+// schedule's placement: Megatron's interleaved layout or ZB-V's V shape).
 absl::Status ValidateSchedule(const PipelineSchedule& schedule);
 
 }  // namespace mxmaca::scheduler
