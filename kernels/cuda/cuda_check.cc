@@ -24,4 +24,15 @@ CudaStatus InvalidArgumentAt(const std::string& what, const char* file, int line
                            ": invalid argument: " + what);
 }
 
+CudaStatus ProbeDevice() {
+  int count = 0;  // cudaErrorInsufficientDriver leaves it untouched
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    return CudaStatus::Error(std::string("no GPU: cudaGetDeviceCount returned ") +
+                             cudaGetErrorName(err));
+  }
+  if (count == 0) return CudaStatus::Error("no GPU: cudaGetDeviceCount found 0 devices");
+  return CudaStatus();
+}
+
 }  // namespace mxmaca::kernels::cuda

@@ -50,6 +50,12 @@ CudaStatus CudaErrorAt(cudaError_t err, const char* call, const char* file, int 
 CudaStatus CublasErrorAt(cublasStatus_t err, const char* call, const char* file, int line);
 CudaStatus InvalidArgumentAt(const std::string& what, const char* file, int line);
 
+// ProbeDevice: ok when at least one CUDA device is usable; otherwise an error whose
+// message is the skip reason tests print, e.g. "no GPU: cudaGetDeviceCount returned
+// cudaErrorInsufficientDriver" (what a machine without a driver reports) or "no GPU:
+// cudaGetDeviceCount found 0 devices".
+CudaStatus ProbeDevice();
+
 // StreamOf: the cudaStream_t of an ExecContext (nullptr = the legacy default stream).
 inline cudaStream_t StreamOf(const ExecContext& ctx) {
   return static_cast<cudaStream_t>(ctx.stream);

@@ -1,0 +1,452 @@
+// tests/gpu/gpu_check_numerics.cc: every kernels/cuda op against an fp64 reference
+// (reference.h) on seeded random inputs; norm-wise relative errors.
+// Bounds: fp32 paths 1e-5 (the bar; fp32 accumulation over at most a few
+// thousand terms stays near 1e-6). bf16 paths: at most 2x the error of the
+// bf16-emulated reference (operands rounded to bf16, exact product) against the exact
+// fp64 result. Bit-exact where the contract promises it: dropout masks (same Philox
+// stream as the CPU backend), layout permutations, AdamW against the CPU backend's fp32
+// operation order.
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/adamw.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/norm.h"
+#include "tests/gpu/check_util.h"
+#include "tests/gpu/reference.h"
+
+namespace mxmaca::gpu_check {
+namespace {
+
+namespace kc = ::mxmaca::kernels::cuda;
+using kernels::ExecContext;
+using kernels::Precision;
+using kernels::RngKey;
+
+constexpr double kFp32Bound = 1e-5;
+
+std::string Dims(std::initializer_list<int64_t> d) {
+  std::string s;
+  for (int64_t x : d) s += (s.empty() ? "" : "x") + std::to_string(x);
+  return s;
+}
+
+void CheckGemm(Table* t, kc::GemmHandle& gemm, std::mt19937_64& rng) {
+  const int64_t m = 192, n = 160, k = 320;
+  for (int tr = 0; tr < 4; ++tr) {
+    const bool ta = tr & 1, tb = tr & 2;
+    const std::string name = std::string("Gemm ") + (ta ? "T" : "N") + (tb ? "T" : "N");
+    const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+    auto a = Normal(rng, m * k), b = Normal(rng, k * n), c0 = Normal(rng, m * n);
+    Dev<float> da(a), db(b), dc(c0);
+    const Vec exact = Gemm(ta, tb, m, n, k, 0.7, a.data(), lda, b.data(), ldb, 0.3, c0.data(), false);
+    ExecContext ctx;
+    CK(kc::Gemm(ctx, gemm, ta, tb, m, n, k, 0.7f, da.get(), lda, db.get(), ldb, 0.3f, dc.get(), n));
+    t->Accuracy(name, Dims({m, n, k}), "fp32", RelErr(dc.Down(), exact), kFp32Bound);
+    // bf16 through cuBLASLt's FAST_16BF (fp32 pointers).
+    const Vec emul = Gemm(ta, tb, m, n, k, 0.7, a.data(), lda, b.data(), ldb, 0.3, c0.data(), true);
+    const double emul_err = RelErr(std::vector<double>(emul), exact);
+    dc.Up(c0);
+    ctx.precision = Precision::kBf16;
+    CK(kc::Gemm(ctx, gemm, ta, tb, m, n, k, 0.7f, da.get(), lda, db.get(), ldb, 0.3f, dc.get(), n));
+    t->Accuracy(name, Dims({m, n, k}), "bf16fast", RelErr(dc.Down(), exact), 2 * emul_err);
+    // bf16 operands (ConvertToBf16 then GemmBf16).
+    Dev<__nv_bfloat16> ha(a.size()), hb(b.size());
+    CK(kc::ConvertToBf16(ctx, da.get(), ha.get(), a.size()));
+    CK(kc::ConvertToBf16(ctx, db.get(), hb.get(), b.size()));
+    dc.Up(c0);
+    CK(kc::GemmBf16(ctx, gemm, ta, tb, m, n, k, 0.7f, ha.get(), lda, hb.get(), ldb, 0.3f, dc.get(), n));
+    t->Accuracy(name + " (GemmBf16)", Dims({m, n, k}), "bf16", RelErr(dc.Down(), exact), 2 * emul_err);
+  }
+  // Strided batched, beta = 0 with NaN in C (must be ignored).
+  const int64_t batch = 3, m2 = 64, n2 = 96, k2 = 128;
+  auto a = Normal(rng, batch * m2 * k2), b = Normal(rng, batch * n2 * k2);
+  std::vector<float> nan_c(batch * m2 * n2, NAN);
+  Dev<float> da(a), db(b), dc(nan_c);
+  ExecContext ctx;
+  CK(kc::GemmStridedBatched(ctx, gemm, false, true, m2, n2, k2, 1.0f, da.get(), k2, m2 * k2,
+                            db.get(), k2, n2 * k2, 0.0f, dc.get(), n2, m2 * n2, batch));
+  const auto got = dc.Down();
+  Vec exact;
+  for (int64_t i = 0; i < batch; ++i) {
+    Vec e = Gemm(false, true, m2, n2, k2, 1.0, a.data() + i * m2 * k2, k2,
+                 b.data() + i * n2 * k2, k2, 0.0, nullptr, false);
+    exact.insert(exact.end(), e.begin(), e.end());
+  }
+  t->Accuracy("GemmStridedBatched NT beta=0", Dims({batch, m2, n2, k2}), "fp32", RelErr(got, exact), kFp32Bound);
+}
+
+void CheckElementwise(Table* t, std::mt19937_64& rng) {
+  ExecContext ctx;
+  const int64_t rows = 384, cols = 768, n = rows * cols;
+  const std::string shape = Dims({rows, cols});
+  auto x = Normal(rng, n, 1.5f), y = Normal(rng, n), bias = Normal(rng, cols);
+  Dev<float> dx(x), dy(y), dbias(bias), dout(n);
+  {  // AddBias
+    Dev<float> d(y);
+    CK(kc::AddBias(ctx, d.get(), dbias.get(), rows, cols));
+    Vec ref(n);
+    for (int64_t i = 0; i < n; ++i) ref[i] = static_cast<double>(y[i]) + bias[i % cols];
+    t->Accuracy("AddBias", shape, "fp32", RelErr(d.Down(), ref), kFp32Bound);
+  }
+  {  // BiasGrad (accumulates onto bias)
+    Dev<float> d(bias);
+    CK(kc::BiasGrad(ctx, dy.get(), rows, cols, d.get()));
+    Vec ref = ToDouble(bias);
+    for (int64_t i = 0; i < n; ++i) ref[i % cols] += y[i];
+    t->Accuracy("BiasGrad", shape, "fp32", RelErr(d.Down(), ref), kFp32Bound);
+  }
+  {  // Add, Scale
+    CK(kc::Add(ctx, dx.get(), dy.get(), dout.get(), n));
+    Vec ref(n);
+    for (int64_t i = 0; i < n; ++i) ref[i] = static_cast<double>(x[i]) + y[i];
+    t->Accuracy("Add", shape, "fp32", RelErr(dout.Down(), ref), kFp32Bound);
+    Dev<float> d(x);
+    CK(kc::Scale(ctx, d.get(), n, 0.37f));
+    for (int64_t i = 0; i < n; ++i) ref[i] = static_cast<double>(x[i]) * 0.37f;
+    t->Accuracy("Scale", shape, "fp32", RelErr(d.Down(), ref), kFp32Bound);
+  }
+  {  // SumSquares
+    Dev<double> partials(kc::kSumSquaresPartials), out(1);
+    CK(kc::SumSquares(ctx, dx.get(), n, partials.get(), out.get()));
+    double ref = 0;
+    for (float v : x) ref += static_cast<double>(v) * v;
+    t->Accuracy("SumSquares", Dims({n}), "fp64acc", std::fabs(out.Down()[0] - ref) / ref, 1e-12);
+  }
+  struct Unary {
+    const char* name;
+    kc::CudaStatus (*fwd)(const ExecContext&, const float*, float*, int64_t);
+    kc::CudaStatus (*bwd)(const ExecContext&, const float*, const float*, float*, int64_t);
+    double (*f)(double);
+    double (*df)(double);
+  };
+  const Unary unary[] = {{"Gelu", kc::GeluForward, kc::GeluBackward, Gelu, GeluGrad},
+                         {"GeluTanh", kc::GeluTanhForward, kc::GeluTanhBackward, GeluTanh, GeluTanhGrad}};
+  for (const Unary& u : unary) {
+    CK(u.fwd(ctx, dx.get(), dout.get(), n));
+    Vec ref(n), dref(n);
+    for (int64_t i = 0; i < n; ++i) {
+      ref[i] = u.f(x[i]);
+      dref[i] = y[i] * u.df(x[i]);
+    }
+    t->Accuracy(std::string(u.name) + "Forward", shape, "fp32", RelErr(dout.Down(), ref), kFp32Bound);
+    CK(u.bwd(ctx, dx.get(), dy.get(), dout.get(), n));
+    t->Accuracy(std::string(u.name) + "Backward", shape, "fp32", RelErr(dout.Down(), dref), kFp32Bound);
+  }
+  {  // SwiGLU: x [rows, 2f], f = cols / 2.
+    const int64_t f = cols / 2;
+    Dev<float> dyf(std::vector<float>(y.begin(), y.begin() + rows * f));
+    CK(kc::SwigluForward(ctx, dx.get(), dout.get(), rows, f));
+    auto yf = dout.Down();
+    Vec ref(rows * f), dref(n);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < f; ++c) {
+        const double g = x[r * 2 * f + c], up = x[r * 2 * f + f + c], s = Sigmoid(g);
+        const double d = y[r * f + c];
+        ref[r * f + c] = g * s * up;
+        dref[r * 2 * f + c] = d * up * s * (1 + g * (1 - s));
+        dref[r * 2 * f + f + c] = d * g * s;
+      }
+    }
+    yf.resize(rows * f);
+    t->Accuracy("SwigluForward", Dims({rows, 2 * f}), "fp32", RelErr(yf, ref), kFp32Bound);
+    CK(kc::SwigluBackward(ctx, dx.get(), dyf.get(), dout.get(), rows, f));
+    t->Accuracy("SwigluBackward", Dims({rows, 2 * f}), "fp32", RelErr(dout.Down(), dref), kFp32Bound);
+  }
+  {  // Dropout: the CPU backend's mask bit for bit, values exact (x * fp32 scale).
+    const float p = 0.1f;
+    const RngKey key{1234, kernels::MakeRngStream(3, 1, 7, 2)};
+    const int64_t offset = 5000;
+    CK(kc::DropoutForward(ctx, dx.get(), dout.get(), n, p, key, offset));
+    auto got = dout.Down();
+    const float s = 1.0f / (1.0f - p);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float want = DropKeep(key, offset + i, p) ? x[i] * s : 0.0f;
+      bad += got[i] != want;
+    }
+    t->Exact("DropoutForward (p=0.1)", shape, "bits", bad);
+    CK(kc::DropoutBackward(ctx, dy.get(), dout.get(), n, p, key, offset));
+    got = dout.Down();
+    bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float want = DropKeep(key, offset + i, p) ? y[i] * s : 0.0f;
+      bad += got[i] != want;
+    }
+    t->Exact("DropoutBackward (p=0.1)", shape, "bits", bad);
+  }
+}
+
+void CheckNorms(Table* t, std::mt19937_64& rng) {
+  ExecContext ctx;
+  const int64_t n = 256, h = 1024;
+  const std::string shape = Dims({n, h});
+  auto x = Normal(rng, n * h, 2.0f, 0.5f), dy = Normal(rng, n * h), gamma = Normal(rng, h, 0.5f, 1.0f),
+       beta = Normal(rng, h), g0 = Normal(rng, h), b0 = Normal(rng, h);
+  Dev<float> dx(x), ddy(dy), dgamma(gamma), dbeta(beta), dout(n * h), mean(n), rstd(n);
+  for (int rms = 0; rms < 2; ++rms) {
+    const std::string name = rms ? "RmsNorm" : "LayerNorm";
+    if (rms) {
+      CK(kc::RmsNormForward(ctx, dx.get(), dgamma.get(), 1e-5f, n, h, dout.get(), rstd.get()));
+    } else {
+      CK(kc::LayerNormForward(ctx, dx.get(), dgamma.get(), dbeta.get(), 1e-5f, n, h, dout.get(),
+                              mean.get(), rstd.get()));
+    }
+    Vec y, mu, rs;
+    NormForward(rms, x.data(), gamma.data(), beta.data(), 1e-5, n, h, &y, &mu, &rs);
+    t->Accuracy(name + "Forward y", shape, "fp32", RelErr(dout.Down(), y), kFp32Bound);
+    t->Accuracy(name + "Forward rstd", shape, "fp32", RelErr(rstd.Down(), rs), kFp32Bound);
+    if (!rms) t->Accuracy(name + "Forward mean", shape, "fp32", RelErr(mean.Down(), mu), kFp32Bound);
+    // Backward from the kernel's own fp32 stash (the reference reads the same floats).
+    const auto mean_f = rms ? std::vector<float>(n, 0.0f) : mean.Down();
+    const auto rstd_f = rstd.Down();
+    Vec dxr, dg, db;
+    NormBackward(rms, dy.data(), x.data(), gamma.data(), mean_f.data(), rstd_f.data(), n, h, &dxr, &dg, &db);
+    Dev<float> acc_g(g0), acc_b(b0);
+    if (rms) {
+      CK(kc::RmsNormBackwardInput(ctx, ddy.get(), dx.get(), dgamma.get(), rstd.get(), n, h, dout.get()));
+      CK(kc::RmsNormBackwardWeight(ctx, ddy.get(), dx.get(), rstd.get(), n, h, acc_g.get()));
+    } else {
+      CK(kc::LayerNormBackwardInput(ctx, ddy.get(), dx.get(), dgamma.get(), mean.get(), rstd.get(), n, h, dout.get()));
+      CK(kc::LayerNormBackwardWeight(ctx, ddy.get(), dx.get(), mean.get(), rstd.get(), n, h, acc_g.get(), acc_b.get()));
+    }
+    t->Accuracy(name + "BackwardInput dx", shape, "fp32", RelErr(dout.Down(), dxr), kFp32Bound);
+    for (int64_t c = 0; c < h; ++c) {
+      dg[c] += g0[c];
+      db[c] += b0[c];
+    }
+    t->Accuracy(name + "BackwardWeight dgamma", shape, "fp32", RelErr(acc_g.Down(), dg), kFp32Bound);
+    if (!rms) t->Accuracy(name + "BackwardWeight dbeta", shape, "fp32", RelErr(acc_b.Down(), db), kFp32Bound);
+  }
+}
+
+void CheckEmbedding(Table* t, std::mt19937_64& rng) {
+  ExecContext ctx;
+  const int64_t v = 1000, h = 512, n = 2048;
+  auto table = Normal(rng, v * h), dout = Normal(rng, n * h), out0 = Normal(rng, n * h),
+       dtable0 = Normal(rng, v * h);
+  auto ids = Ints(rng, n, 0, static_cast<int32_t>(v - 1));
+  for (int64_t i = 0; i < n; i += 7) ids[i] = 3;  // a hot row: many contributions
+  Dev<int32_t> dids(ids);
+  Dev<float> dtab(table), ddout(dout);
+  for (int shard = 0; shard < 2; ++shard) {
+    const int64_t start = shard ? 300 : 0, rows = shard ? 400 : v;
+    const std::string name = shard ? "VocabShardEmbedding" : "Embedding";
+    const std::string shape = Dims({n, v, h});
+    for (int acc = 0; acc < 2; ++acc) {
+      Dev<float> out(out0);
+      if (shard) {
+        CK(kc::VocabShardEmbeddingForward(ctx, dids.get(), n, dtab.get() + start * h, start, rows, h, out.get(), acc));
+      } else {
+        CK(kc::EmbeddingForward(ctx, dids.get(), n, dtab.get(), h, out.get(), acc));
+      }
+      Vec ref(n * h);
+      for (int64_t i = 0; i < n; ++i) {
+        const bool in = ids[i] >= start && ids[i] < start + rows;
+        for (int64_t c = 0; c < h; ++c) {
+          const double base = acc ? out0[i * h + c] : 0.0;
+          ref[i * h + c] = base + (in ? table[ids[i] * h + c] : 0.0);
+        }
+      }
+      t->Accuracy(name + "Forward" + (acc ? " (accumulate)" : ""), shape, "fp32", RelErr(out.Down(), ref), kFp32Bound);
+    }
+    Dev<float> dtab_acc(std::vector<float>(dtable0.begin() + start * h, dtable0.begin() + (start + rows) * h));
+    if (shard) {
+      CK(kc::VocabShardEmbeddingBackward(ctx, dids.get(), n, ddout.get(), start, rows, h, dtab_acc.get()));
+    } else {
+      CK(kc::EmbeddingBackward(ctx, dids.get(), n, ddout.get(), h, dtab_acc.get()));
+    }
+    Vec ref(dtable0.begin() + start * h, dtable0.begin() + (start + rows) * h);
+    for (int64_t i = 0; i < n; ++i) {
+      if (ids[i] < start || ids[i] >= start + rows) continue;
+      for (int64_t c = 0; c < h; ++c) ref[(ids[i] - start) * h + c] += dout[i * h + c];
+    }
+    t->Accuracy(name + "Backward", shape, "fp32", RelErr(dtab_acc.Down(), ref), kFp32Bound);
+  }
+}
+
+void CheckCrossEntropy(Table* t, std::mt19937_64& rng) {
+  ExecContext ctx;
+  const int64_t n = 256, v = 1000, vp = 1088;
+  const std::string shape = Dims({n, vp}) + " V=" + std::to_string(v);
+  auto logits = Normal(rng, n * vp, 3.0f), dloss = Normal(rng, n);
+  auto targets = Ints(rng, n, 0, static_cast<int32_t>(v - 1));
+  targets[5] = -1;                           // another shard's target
+  targets[9] = static_cast<int32_t>(v + 3);  // a padding column: not in this shard
+  Dev<float> dl(logits), ddloss(dloss), loss(n), lse(n), dlogits(n * vp);
+  Dev<int32_t> dt(targets);
+  CK(kc::CrossEntropyForward(ctx, dl.get(), dt.get(), n, vp, v, loss.get(), lse.get()));
+  Vec rloss, rlse;
+  CrossEntropyForward(logits.data(), targets.data(), n, vp, v, &rloss, &rlse);
+  t->Accuracy("CrossEntropyForward loss", shape, "fp32", RelErr(loss.Down(), rloss), kFp32Bound);
+  t->Accuracy("CrossEntropyForward lse", shape, "fp32", RelErr(lse.Down(), rlse), kFp32Bound);
+  const auto lse_f = lse.Down();
+  const Vec ref = CrossEntropyBackward(logits.data(), targets.data(), lse_f.data(), dloss.data(), n, vp, v);
+  CK(kc::CrossEntropyBackward(ctx, dl.get(), dt.get(), lse.get(), ddloss.get(), n, vp, v, dlogits.get()));
+  t->Accuracy("CrossEntropyBackward", shape, "fp32", RelErr(dlogits.Down(), ref), kFp32Bound);
+  CK(kc::CrossEntropyBackward(ctx, dl.get(), dt.get(), lse.get(), ddloss.get(), n, vp, v, dl.get()));
+  t->Accuracy("CrossEntropyBackward (in place)", shape, "fp32", RelErr(dl.Down(), ref), kFp32Bound);
+}
+
+void CheckAdamW(Table* t, std::mt19937_64& rng) {
+  ExecContext ctx;
+  const int64_t n = 1 << 16;
+  const float lr = 3e-4f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f;
+  auto p0 = Normal(rng, n, 0.02f);
+  Dev<float> p(p0), m(std::vector<float>(n, 0.0f)), v(std::vector<float>(n, 0.0f));
+  Vec rp = ToDouble(p0), rm(n, 0), rv(n, 0);
+  std::vector<float> cp = p0, cm(n, 0.0f), cv(n, 0.0f);  // the CPU backend's fp32 order
+  for (int64_t step = 1; step <= 5; ++step) {
+    auto g = Normal(rng, n, 0.01f);
+    Dev<float> dg(g);
+    CK(kc::AdamWStep(ctx, p.get(), dg.get(), m.get(), v.get(), n, lr, b1, b2, eps, wd, step));
+    AdamW(&rp, g.data(), &rm, &rv, lr, b1, b2, eps, wd, step);
+    const double lr_d = lr;
+    const float decay = static_cast<float>(1.0 - lr_d * static_cast<double>(wd));
+    const float omb1 = static_cast<float>(1.0 - static_cast<double>(b1));
+    const float omb2 = static_cast<float>(1.0 - static_cast<double>(b2));
+    const double bc1 = 1.0 - std::pow(static_cast<double>(b1), static_cast<double>(step));
+    const double bc2 = 1.0 - std::pow(static_cast<double>(b2), static_cast<double>(step));
+    const float neg_ss = static_cast<float>(-(lr_d / bc1));
+    const float bc2s = static_cast<float>(std::sqrt(bc2));
+    for (int64_t i = 0; i < n; ++i) {
+      float pp = cp[i] * decay;
+      const float mm = cm[i] * b1 + omb1 * g[i];
+      const float vv = cv[i] * b2 + omb2 * g[i] * g[i];
+      const float denom = std::sqrt(vv) / bc2s + eps;
+      cp[i] = pp + neg_ss * mm / denom;
+      cm[i] = mm;
+      cv[i] = vv;
+    }
+  }
+  const auto gp = p.Down();
+  // Compare the parameter change (p - p0), the part AdamW computes.
+  std::vector<double> dgpu(n);
+  Vec dref(n);
+  for (int64_t i = 0; i < n; ++i) {
+    dgpu[i] = static_cast<double>(gp[i]) - p0[i];
+    dref[i] = rp[i] - p0[i];
+  }
+  t->Accuracy("AdamWStep x5 (param change)", Dims({n}), "fp32", RelErr(dgpu, dref), kFp32Bound);
+  t->Accuracy("AdamWStep x5 exp_avg_sq", Dims({n}), "fp32", RelErr(v.Down(), rv), kFp32Bound);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) bad += gp[i] != cp[i];
+  t->Exact("AdamWStep x5 vs CPU fp32 order", Dims({n}), "bits", bad);
+}
+
+void CheckAttention(Table* t, kc::GemmHandle& gemm, std::mt19937_64& rng) {
+  const AttnShape rs{2, 96, 4, 2, 32};
+  const kc::AttentionShape sh{rs.b, rs.s, rs.heads, rs.groups, rs.d};
+  const int64_t S = rs.s, D = rs.d, nq = rs.b * rs.heads * S * D, nkv = rs.b * rs.groups * S * D;
+  const int64_t np = rs.b * rs.heads * S * S;
+  auto q = Normal(rng, nq), k = Normal(rng, nkv), v = Normal(rng, nkv), dout = Normal(rng, nq);
+  std::vector<int32_t> doc(rs.b * S);
+  for (int64_t b = 0; b < rs.b; ++b) {
+    for (int64_t i = 0; i < S; ++i) doc[b * S + i] = b == 0 ? 0 : (i < 40 ? 0 : (i < 70 ? 40 : 70));
+  }
+  Dev<float> dq(q), dk(k), dv(v), ddout(dout), probs(np), o(nq), scratch(np), gq(nq), gk(nkv), gv(nkv);
+  Dev<int32_t> ddoc(doc);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const std::string shape = Dims({rs.b, rs.heads, rs.groups, S, D});
+  for (int cfg = 0; cfg < 3; ++cfg) {
+    const bool bf16 = cfg == 2;
+    const float p = cfg == 0 ? 0.0f : 0.1f;
+    const RngKey key{99, kernels::MakeRngStream(1, 2, 3, 4)};
+    ExecContext ctx;
+    ctx.precision = bf16 ? Precision::kBf16 : Precision::kFp32;
+    const std::string path = bf16 ? "bf16fast" : "fp32";
+    const std::string tag = std::string(p > 0 ? " drop=0.1" : "") + (cfg == 1 ? " docs" : "");
+    const int32_t* docp = cfg == 1 ? ddoc.get() : nullptr;
+    const int32_t* hdoc = cfg == 1 ? doc.data() : nullptr;
+    CK(kc::AttentionForward(ctx, gemm, sh, dq.get(), dk.get(), dv.get(), docp, static_cast<float>(scale), p, key,
+                            probs.get(), o.get(), scratch.get()));
+    Vec rp, ro, ep, eo;
+    AttentionForward(rs, q.data(), k.data(), v.data(), hdoc, scale, p, key, false, &rp, &ro);
+    const auto gprobs = probs.Down();
+    if (!bf16) {
+      t->Accuracy("AttentionForward probs" + tag, shape, path, RelErr(gprobs, rp), kFp32Bound);
+      t->Accuracy("AttentionForward o" + tag, shape, path, RelErr(o.Down(), ro), kFp32Bound);
+    } else {
+      AttentionForward(rs, q.data(), k.data(), v.data(), hdoc, scale, p, key, true, &ep, &eo);
+      t->Accuracy("AttentionForward probs" + tag, shape, path, RelErr(gprobs, rp), 2 * RelErr(ep, rp));
+      t->Accuracy("AttentionForward o" + tag, shape, path, RelErr(o.Down(), ro), 2 * RelErr(eo, ro));
+    }
+    // Backward from the kernel's probs (the reference reads the same floats).
+    CK(kc::AttentionBackward(ctx, gemm, sh, dq.get(), dk.get(), dv.get(), probs.get(), docp, static_cast<float>(scale),
+                             p, key, ddout.get(), gq.get(), gk.get(), gv.get(), scratch.get()));
+    Vec rdq, rdk, rdv, edq, edk, edv;
+    AttentionBackward(rs, q.data(), k.data(), v.data(), gprobs.data(), hdoc, scale, p, key, dout.data(), false, &rdq, &rdk, &rdv);
+    double bq = kFp32Bound, bk = kFp32Bound, bv = kFp32Bound;
+    if (bf16) {
+      AttentionBackward(rs, q.data(), k.data(), v.data(), gprobs.data(), hdoc, scale, p, key, dout.data(), true, &edq, &edk, &edv);
+      bq = 2 * RelErr(edq, rdq);
+      bk = 2 * RelErr(edk, rdk);
+      bv = 2 * RelErr(edv, rdv);
+    }
+    t->Accuracy("AttentionBackward dq" + tag, shape, path, RelErr(gq.Down(), rdq), bq);
+    t->Accuracy("AttentionBackward dk" + tag, shape, path, RelErr(gk.Down(), rdk), bk);
+    t->Accuracy("AttentionBackward dv" + tag, shape, path, RelErr(gv.Down(), rdv), bv);
+  }
+  // Layout kernels: exact permutations.
+  ExecContext ctx;
+  const int64_t hpg = rs.heads / rs.groups, width = rs.groups * (hpg + 2) * D;
+  auto qkv = Normal(rng, rs.b * S * width);
+  Dev<float> dqkv(qkv), back(qkv.size());
+  CK(kc::SplitQkv(ctx, sh, dqkv.get(), dq.get(), dk.get(), dv.get()));
+  const auto sq = dq.Down(), sk = dk.Down(), sv = dv.Down();
+  int64_t bad = 0;
+  for (int64_t b = 0; b < rs.b; ++b)
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t g = 0; g < rs.groups; ++g)
+        for (int64_t j = 0; j < hpg + 2; ++j)
+          for (int64_t e = 0; e < D; ++e) {
+            const float want = qkv[(b * S + s) * width + (g * (hpg + 2) + j) * D + e];
+            const float got = j < hpg ? sq[((b * rs.heads + g * hpg + j) * S + s) * D + e]
+                                      : (j == hpg ? sk : sv)[((b * rs.groups + g) * S + s) * D + e];
+            bad += got != want;
+          }
+  t->Exact("SplitQkv", shape, "bits", bad);
+  CK(kc::MergeQkvGrad(ctx, sh, dq.get(), dk.get(), dv.get(), back.get()));
+  const auto merged = back.Down();
+  bad = 0;
+  for (size_t i = 0; i < qkv.size(); ++i) bad += merged[i] != qkv[i];
+  t->Exact("MergeQkvGrad (inverse of SplitQkv)", shape, "bits", bad);
+  Dev<float> tok(nq), heads(nq);
+  CK(kc::HeadsToTokens(ctx, sh, dq.get(), tok.get()));
+  const auto tk = tok.Down();
+  bad = 0;
+  for (int64_t b = 0; b < rs.b; ++b)
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t h = 0; h < rs.heads; ++h)
+        for (int64_t e = 0; e < D; ++e)
+          bad += tk[((b * S + s) * rs.heads + h) * D + e] != sq[((b * rs.heads + h) * S + s) * D + e];
+  t->Exact("HeadsToTokens", shape, "bits", bad);
+  CK(kc::TokensToHeads(ctx, sh, tok.get(), heads.get()));
+  const auto hd = heads.Down();
+  bad = 0;
+  for (int64_t i = 0; i < nq; ++i) bad += hd[i] != sq[i];
+  t->Exact("TokensToHeads (inverse)", shape, "bits", bad);
+}
+
+}  // namespace
+
+void RunNumericChecks(Table* table) {
+  std::mt19937_64 rng(20261130);
+  std::unique_ptr<kc::GemmHandle> gemm;
+  CK(kc::GemmHandle::Create(32 << 20, &gemm));
+  CheckGemm(table, *gemm, rng);
+  CheckElementwise(table, rng);
+  CheckNorms(table, rng);
+  CheckEmbedding(table, rng);
+  CheckCrossEntropy(table, rng);
+  CheckAdamW(table, rng);
+  CheckAttention(table, *gemm, rng);
+}
+
+}  // namespace mxmaca::gpu_check

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# tests/gpu/run_gpu_checks.sh: runs the kernels/cuda check on a GPU machine and prints
+# the table (numerics against fp64 references, then throughput against the measured
+# cuBLASLt bf16 peak and copy bandwidth). Takes well under 5 minutes on an H200.
+#
+# Needs tests/gpu/bin/gpu_check (bash tests/gpu/build_gpu_check.sh here; carry
+# tests/gpu/bin to the GPU machine). If it is missing and nvcc is there, it is built
+# first. libcublasLt.so.13 is looked up in $CUDA_PATH/lib64, /usr/local/cuda/lib64 and
+# the pip "nvidia-cublas" wheel that PyTorch installs.
+# Usage: bash tests/gpu/run_gpu_checks.sh [--quick] [--numerics-only | --perf-only]
+# Writes a copy of the output to $OUT/gpu_check.txt when OUT is set.
+# Exit status: the binary's (0 pass, 1 fail, 2 no GPU).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+BIN=tests/gpu/bin/gpu_check
+CUDA_PATH="${CUDA_PATH:-/usr/local/cuda}"
+if [ ! -x "$BIN" ]; then
+  if [ -x "$CUDA_PATH/bin/nvcc" ]; then
+    echo "$BIN missing: building it with $CUDA_PATH/bin/nvcc"
+    bash tests/gpu/build_gpu_check.sh || exit 1
+  else
+    echo "$BIN missing and no nvcc: run bash tests/gpu/build_gpu_check.sh and carry tests/gpu/bin" >&2
+    exit 1
+  fi
+fi
+libdirs="$CUDA_PATH/lib64:/usr/local/cuda/lib64"
+for py in python3 /usr/bin/python3; do
+  d=$("$py" -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null) &&
+    libdirs="$libdirs:$d" && break
+  d=$("$py" -c 'import nvidia, os, glob; print(":".join(glob.glob(os.path.join(list(nvidia.__path__)[0], "cu13", "lib"))))' 2>/dev/null) &&
+    [ -n "$d" ] && libdirs="$libdirs:$d" && break
+done
+export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if ! ldd "$BIN" | grep -q 'libcublasLt.so.13 => /'; then
+  echo "libcublasLt.so.13 not found (searched $libdirs)" >&2
+  exit 1
+fi
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+log="${OUT:+$OUT/gpu_check.txt}"
+if [ -n "$log" ]; then
+  timeout 290 "$BIN" "$@" 2>&1 | tee "$log"
+else
+  timeout 290 "$BIN" "$@" 2>&1
+fi
+rc=${PIPESTATUS[0]}
+echo "gpu_check exit status: $rc"
+exit "$rc"
