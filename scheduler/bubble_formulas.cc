@@ -2,6 +2,7 @@
 #include "scheduler/bubble_formulas.h"
 
 #include <algorithm>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 

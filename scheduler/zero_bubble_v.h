@@ -30,9 +30,11 @@ namespace mxmaca::scheduler {
 //      half-size chunk stashes = p micro-batches of a whole stage);
 //   3. otherwise the oldest pending W (filling a bubble), else nothing.
 // Under the same unit times (T_F = T_B = T_W = t per stage, t / 2 per chunk op) the step
-// takes 3m t + (p - 1) t / 2 for m >= 2p, p <= 8 (checked in zero_bubble_v_test and
-// bubble_formulas_test); see bubble_formulas.h for the busy span. With unequal times the
-// order is the unit-time one and the bubble grows (no closed form).
+// takes 3m t + (p - 1) t / 2 for m >= 2p and p <= 9 (zero_bubble_v_test, p <= 8, and
+// bubble_formulas_test); each stage's busy span has no gap for p <= 4 and one chunk op
+// (t / 2) for 5 <= p <= 9; from p = 10 the rules leave larger bubbles. With unequal times
+// the order stays the unit-time one and the bubble grows with m (no closed form): prefer
+// ZB-H1/ZB-H2 when F, B and W differ much.
 // Errors: InvalidArgument when p < 1 or m < 1; Internal if the list scheduler stalls (a
 // bug: it has not for any p <= 8, m <= 4p).
 absl::StatusOr<PipelineSchedule> ZeroBubbleVSchedule(int32_t num_stages, int32_t num_microbatches);
