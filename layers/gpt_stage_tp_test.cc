@@ -279,6 +279,25 @@ void CompareWithSingle(const GptConfig& c, const StageLayout& layout,
       }
     }
   }
+  // Grad norm: squares of the tensors CountsTowardGradNorm keeps, summed over the TP ranks,
+  // give the single-device sum (each element within kTol of its tensor's max; 1e-4
+  // relative on the fp64 sum of squares is 2.5x the 2 kTol an element can move it).
+  double single_sq = 0, tp_sq = 0;
+  const ParameterStore& want = single.stage->parameters();
+  for (int i = 0; i < want.size(); ++i) {
+    for (int64_t e = 0; e < want.info(i).numel; ++e)
+      single_sq += double(want.grad(i)[e]) * want.grad(i)[e];
+  }
+  for (int r = 0; r < p; ++r) {
+    const ParameterStore& got = ranks[r].stage->parameters();
+    for (int i = 0; i < got.size(); ++i) {
+      if (!CountsTowardGradNorm(got.info(i), r)) continue;
+      for (int64_t e = 0; e < got.info(i).numel; ++e)
+        tp_sq += double(got.grad(i)[e]) * got.grad(i)[e];
+    }
+  }
+  CHECK(single_sq > 0);
+  CHECK(std::abs(tp_sq - single_sq) <= 1e-4 * single_sq);
 }
 
 std::vector<Batch> Batches(const GptConfig& c) { return {MakeBatch(c, 5), MakeBatch(c, 6)}; }
