@@ -8,6 +8,11 @@
 // through a MemoryTracker, so the stage knows its live and peak activation bytes.
 // T = b * s tokens, h = hidden, np/ng = query heads/groups, hn = head dim, f = ffn,
 // f1 = width of linear_fc1 (f, or 2f with SwiGLU), VP = padded vocab.
+// Tensor parallelism (layers/tensor_parallel.h, p ranks): np, ng, f, f1 and VP below are
+// the rank's local widths (np/p, ...); with sequence parallelism the buffers of the
+// residual stream (layer input, residual2, norm statistics, d_ln*_out, final_input,
+// d_lnf_out) hold b s/p rows, while ln1_out, ln2_out, d_proj, d_fc2, lnf_out and
+// d_embedding hold the gathered T rows (what W multiplies with).
 #ifndef MXMACA_LAYERS_MICRO_BATCH_STASH_H_
 #define MXMACA_LAYERS_MICRO_BATCH_STASH_H_
 

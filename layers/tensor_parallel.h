@@ -43,7 +43,14 @@
 // Column-parallel inputs are all-gathered (GatherFromSequenceParallelRegion), row-parallel
 // outputs reduce-scattered (ReduceScatterToSequenceParallelRegion); backward uses the
 // conjugates. Norm weight/bias gradients, computed from the local rows, are all-reduced
-// across TP in W so every rank holds the same values.
+// across TP in W so every rank holds the same values. Row-parallel bias gradients are
+// taken from the GATHERED output gradient (kept for W anyway, since dW = dY^T X needs all
+// T rows), so they are complete and identical on every rank without an all-reduce
+// (Megatron computes them from the local rows and all-reduces them).
+// Deviations from Megatron that change no numerics: the word embedding is all-reduced and
+// then scattered (Megatron reduce-scatters when there are no learned positions); the
+// gathered norm outputs and output gradients are kept in the stash for W instead of being
+// gathered again in backward (more activation memory under SP, fewer collectives).
 #ifndef MXMACA_LAYERS_TENSOR_PARALLEL_H_
 #define MXMACA_LAYERS_TENSOR_PARALLEL_H_
 
