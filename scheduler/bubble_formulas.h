@@ -64,10 +64,12 @@ struct PipelineBubble {
 //           (p - 1)(T_F + T_B - 2 T_W) is span when T_W <= T_F and 2 T_W <= T_F + T_B; with
 //           T_F = T_B = T_W the span bubble is 0 (the parallelogram) and idle is (p - 1) T_F,
 //           the time the last stage waits for its first activation.
-//   zb-v:   only T_F = T_B = T_W = t (the op order is built for it): idle = (p - 1) t / 2
-//           (the V's descent, half-size chunk ops); span = 0 for p <= 4 and t / 2 (one
-//           chunk op) for 5 <= p <= 9.  m >= 2p, p <= 9 (for p >= 10 the generated order
-//           leaves larger bubbles: measured 17 t / 2 at p = 10).
+//   zb-v:   only T_F = T_B = T_W = t (ZeroBubbleVSchedule without costs): idle =
+//           (p - 1) t / 2 (the last stage's wait for its first input, in half-size chunk
+//           ops); span = 0 for p <= 4 and t / 2 (one chunk op) for 5 <= p <= 9.  m >= 2p,
+//           p <= 9 (idle still holds up to p = 16, zero_bubble_v_test, but the span is a
+//           few chunk ops there). Other times: ZeroBubbleVSchedule with the real costs;
+//           its bubble does not grow with m but has no closed form.
 // The step time is m S + idle in every case.
 // Errors: InvalidArgument when p, m or v < 1, a time is negative, or v does not fit the
 // kind (1 for gpipe/1f1b/zb-h1/zb-h2, 2 for zb-v); FailedPrecondition, naming the

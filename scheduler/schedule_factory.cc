@@ -50,9 +50,14 @@ absl::StatusOr<PipelineSchedule> BuildSchedule(const ScheduleOptions& options) {
       return absl::InvalidArgumentError(absl::StrCat(
           "zb-v: needs v = 2 model chunks per stage (V placement), got ", options.num_chunks));
     }
-    schedule = options.forward_only
-                   ? ForwardOnlyVSchedule(options.num_stages, options.num_microbatches)
-                   : ZeroBubbleVSchedule(options.num_stages, options.num_microbatches);
+    if (options.forward_only) {
+      schedule = ForwardOnlyVSchedule(options.num_stages, options.num_microbatches);
+    } else if (options.op_costs) {
+      schedule = ZeroBubbleVSchedule(options.num_stages, options.num_microbatches,
+                                     *options.op_costs);
+    } else {
+      schedule = ZeroBubbleVSchedule(options.num_stages, options.num_microbatches);
+    }
   } else if (options.forward_only) {
     schedule = ForwardOnlyPipelineSchedule(options.num_stages, options.num_chunks,
                                            options.num_microbatches, options.microbatch_group_size);

@@ -12,8 +12,11 @@
 #include <string>
 #include <string_view>
 
+#include <optional>
+
 #include "absl/status/statusor.h"
 #include "scheduler/pipeline_schedule.h"
+#include "scheduler/schedule_simulator.h"
 
 namespace mxmaca::scheduler {
 
@@ -43,6 +46,10 @@ struct ScheduleOptions {
   // --microbatch-group-size-per-virtual-pipeline-stage; 0 = Megatron's default, p.
   int32_t microbatch_group_size = 0;
   bool forward_only = false;  // evaluation: ForwardOnlyPipelineSchedule
+  // op_costs: per-stage times of one chunk's F, B, W (and the latency) that a cost-aware
+  // generator schedules for — zb-v's list scheduler (zero_bubble_v.h); empty = equal times.
+  // The other generators' op lists do not depend on times.
+  std::optional<OpCosts> op_costs;
 };
 
 // BuildSchedule: generates the schedule `options` asks for and proves it with

@@ -41,6 +41,12 @@ TEST_CASE("BuildSchedule routes to the generators and validates") {
   REQUIRE(v.ok());
   CHECK(v->name == "zb-v");
   CHECK(v->placement == Placement::kVShape);
+  // Cost-aware zb-v: the op times reach the list scheduler (B = 2F changes the order).
+  options.op_costs = OpCosts::Uniform(4, 1, 2, 1);
+  auto v_costed = BuildSchedule(options);
+  REQUIRE(v_costed.ok());
+  CHECK(v_costed->stages != v->stages);
+  options.op_costs.reset();
   options.forward_only = true;
   auto v_eval = BuildSchedule(options);
   REQUIRE(v_eval.ok());
