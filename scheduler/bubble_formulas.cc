@@ -15,8 +15,8 @@ bool FusedBackward(ScheduleKind kind) {
 }
 
 absl::Status Unsupported(ScheduleKind kind, const std::string& condition) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      ScheduleKindName(kind), ": no closed-form bubble claimed unless ", condition));
+  return absl::FailedPreconditionError(
+      absl::StrCat(ScheduleKindName(kind), ": no closed-form bubble claimed unless ", condition));
 }
 
 }  // namespace
@@ -34,16 +34,17 @@ absl::StatusOr<PipelineBubble> ClosedFormBubble(ScheduleKind kind, const StageOp
   const std::string name = ScheduleKindName(kind);
   const int32_t p = num_stages, m = num_microbatches, v = num_chunks;
   if (p < 1 || m < 1 || v < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": p, m and v must be >= 1, got p=", p,
-                                                   " m=", m, " v=", v));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": p, m and v must be >= 1, got p=", p, " m=", m, " v=", v));
   }
   const double f = times.forward, b = times.backward_input, w = times.backward_weight;
   if (!(f >= 0) || !(b >= 0) || !(w >= 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": op times must be >= 0, got T_F=", f,
-                                                   " T_B=", b, " T_W=", w));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": op times must be >= 0, got T_F=", f, " T_B=", b, " T_W=", w));
   }
-  const int32_t want_v =
-      kind == ScheduleKind::kZeroBubbleV ? 2 : kind == ScheduleKind::kInterleaved1F1B ? v : 1;
+  const int32_t want_v = kind == ScheduleKind::kZeroBubbleV       ? 2
+                         : kind == ScheduleKind::kInterleaved1F1B ? v
+                                                                  : 1;
   if (v != want_v) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": needs v = ", want_v, " chunks per stage, got ", v));

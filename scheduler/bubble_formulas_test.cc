@@ -6,11 +6,10 @@
 // integers in double and the comparisons are exact.
 #include "scheduler/bubble_formulas.h"
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <random>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "scheduler/schedule_factory.h"
 
@@ -20,9 +19,8 @@ namespace {
 // Simulates `kind` and compares with the closed form; returns the measured bubble.
 PipelineBubble CheckAgainstSimulator(ScheduleKind kind, const StageOpTimes& t, int p, int m,
                                      int v) {
-  INFO(ScheduleKindName(kind) << " p=" << p << " m=" << m << " v=" << v << " T_F="
-                              << t.forward << " T_B=" << t.backward_input
-                              << " T_W=" << t.backward_weight);
+  INFO(ScheduleKindName(kind) << " p=" << p << " m=" << m << " v=" << v << " T_F=" << t.forward
+                              << " T_B=" << t.backward_input << " T_W=" << t.backward_weight);
   ScheduleOptions options;
   options.kind = kind;
   options.num_stages = p;
@@ -108,24 +106,22 @@ TEST_CASE("the paper's special cases") {
 TEST_CASE("ClosedFormBubble refuses bad input and claims nothing outside its conditions") {
   const StageOpTimes eq{1, 1, 1};
   CHECK(absl::IsInvalidArgument(ClosedFormBubble(ScheduleKind::kGPipe, eq, 0, 4).status()));
-  CHECK(absl::IsInvalidArgument(
-      ClosedFormBubble(ScheduleKind::kGPipe, {-1, 1, 1}, 2, 4).status()));
+  CHECK(absl::IsInvalidArgument(ClosedFormBubble(ScheduleKind::kGPipe, {-1, 1, 1}, 2, 4).status()));
   CHECK(absl::IsInvalidArgument(ClosedFormBubble(ScheduleKind::kZeroBubbleV, eq, 2, 4).status()));
   CHECK(absl::IsInvalidArgument(ClosedFormBubble(ScheduleKind::kOneFOneB, eq, 2, 4, 2).status()));
-  CHECK(absl::IsFailedPrecondition(
-      ClosedFormBubble(ScheduleKind::kZeroBubbleH1, eq, 4, 3).status()));
-  CHECK(absl::IsFailedPrecondition(
-      ClosedFormBubble(ScheduleKind::kZeroBubbleH2, eq, 4, 6).status()));
+  CHECK(
+      absl::IsFailedPrecondition(ClosedFormBubble(ScheduleKind::kZeroBubbleH1, eq, 4, 3).status()));
+  CHECK(
+      absl::IsFailedPrecondition(ClosedFormBubble(ScheduleKind::kZeroBubbleH2, eq, 4, 6).status()));
   CHECK(absl::IsFailedPrecondition(
       ClosedFormBubble(ScheduleKind::kInterleaved1F1B, eq, 4, 6, 2).status()));
   CHECK(absl::IsFailedPrecondition(
       ClosedFormBubble(ScheduleKind::kZeroBubbleV, {1, 2, 1}, 4, 8, 2).status()));
   CHECK(absl::IsFailedPrecondition(
       ClosedFormBubble(ScheduleKind::kZeroBubbleV, eq, 10, 20, 2).status()));
-  CHECK_THAT(std::string(ClosedFormBubble(ScheduleKind::kZeroBubbleV, eq, 4, 7, 2)
-                             .status()
-                             .message()),
-             Catch::Contains("zb-v: no closed-form bubble claimed unless m >= 2p"));
+  CHECK_THAT(
+      std::string(ClosedFormBubble(ScheduleKind::kZeroBubbleV, eq, 4, 7, 2).status().message()),
+      Catch::Contains("zb-v: no closed-form bubble claimed unless m >= 2p"));
 }
 
 // Hidden (run with the tag): the simulated bubble table for p in {4, 8}, m in {2p, 4p}.
@@ -136,14 +132,14 @@ TEST_CASE("bubble table", "[.table]") {
     bool costed;  // zb-v built for the table's times (ScheduleOptions::op_costs)
   };
   const std::vector<Row> rows = {
-      {ScheduleKind::kGPipe, 1, false},        {ScheduleKind::kOneFOneB, 1, false},
+      {ScheduleKind::kGPipe, 1, false},           {ScheduleKind::kOneFOneB, 1, false},
       {ScheduleKind::kInterleaved1F1B, 2, false}, {ScheduleKind::kZeroBubbleH1, 1, false},
-      {ScheduleKind::kZeroBubbleH2, 1, false}, {ScheduleKind::kZeroBubbleV, 2, false},
+      {ScheduleKind::kZeroBubbleH2, 1, false},    {ScheduleKind::kZeroBubbleV, 2, false},
       {ScheduleKind::kZeroBubbleV, 2, true}};
   for (const StageOpTimes& t : {StageOpTimes{2, 2, 2}, StageOpTimes{2, 4, 2}}) {
     std::printf("T_F=%g T_B=%g T_W=%g\n", t.forward, t.backward_input, t.backward_weight);
-    std::printf("%-17s %2s %3s %8s %8s %8s %8s %7s\n", "schedule", "p", "m", "step", "idle",
-                "span", "fraction", "peak");
+    std::printf("%-17s %2s %3s %8s %8s %8s %8s %7s\n", "schedule", "p", "m", "step", "idle", "span",
+                "fraction", "peak");
     for (const Row& row : rows) {
       for (int p : {4, 8}) {
         for (int m : {2 * p, 4 * p}) {
@@ -161,8 +157,9 @@ TEST_CASE("bubble table", "[.table]") {
               MeasuredBubble(*timing, m * (t.forward + t.backward_input + t.backward_weight));
           const auto peaks = PeakStashedMicrobatches(*s);
           std::printf("%-17s %2d %3d %8g %8g %8g %8.4f %7g\n",
-                      (ScheduleKindName(row.kind) + (row.costed ? " (costed)" : "")).c_str(), p, m, b.step_time, b.idle_per_stage,
-                      b.span_bubble, b.bubble_fraction, peaks[0] / static_cast<double>(row.v));
+                      (ScheduleKindName(row.kind) + (row.costed ? " (costed)" : "")).c_str(), p, m,
+                      b.step_time, b.idle_per_stage, b.span_bubble, b.bubble_fraction,
+                      peaks[0] / static_cast<double>(row.v));
         }
       }
     }

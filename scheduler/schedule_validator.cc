@@ -97,7 +97,9 @@ absl::Status CheckChannels(const PipelineSchedule& schedule) {
           sent[{s, to.stage, 0}].push_back(
               {PipelineOp{OpKind::kForward, op.microbatch, to.chunk}, index, op});
         }
-        if (k > 0) consumed[{StageChunkOf(k - 1, p, schedule.placement).stage, s, 0}].push_back({op, index});
+        if (k > 0) {
+          consumed[{StageChunkOf(k - 1, p, schedule.placement).stage, s, 0}].push_back({op, index});
+        }
       } else if (op.kind == OpKind::kBackwardInput) {
         if (k > 0) {
           const StageChunk to = StageChunkOf(k - 1, p, schedule.placement);

@@ -5,7 +5,6 @@
 #include "scheduler/zero_bubble_h2.h"
 
 #include <algorithm>
-
 #include <catch2/catch.hpp>
 
 #include "scheduler/edge_slots.h"

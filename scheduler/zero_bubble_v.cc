@@ -40,17 +40,16 @@ absl::StatusOr<PipelineSchedule> ZeroBubbleVSchedule(int32_t num_stages, int32_t
   if (!status.ok()) return status;
   const int32_t p = num_stages, m = num_microbatches, num_virtual = 2 * num_stages;
   if (costs.per_stage.size() != static_cast<size_t>(p)) {
-    return absl::InvalidArgumentError(absl::StrCat("zb-v: op costs given for ",
-                                                   costs.per_stage.size(),
-                                                   " stages, expected p = ", p));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "zb-v: op costs given for ", costs.per_stage.size(), " stages, expected p = ", p));
   }
   for (int32_t s = 0; s < p; ++s) {
     for (int kind = 0; kind < 3; ++kind) {
       const double c = costs.per_stage[s][kind];
       // Zero-time ops would let the scheduler loop without time advancing.
       if (!(c > 0) || c == kNever) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "zb-v: stage ", s, ": op time of kind ", kind, " must be > 0 and finite, got ", c));
+        return absl::InvalidArgumentError(absl::StrCat("zb-v: stage ", s, ": op time of kind ",
+                                                       kind, " must be > 0 and finite, got ", c));
       }
     }
   }
@@ -114,8 +113,7 @@ absl::StatusOr<PipelineSchedule> ZeroBubbleVSchedule(int32_t num_stages, int32_t
       for (const auto& [kind, chunk] : kPriority) {
         std::optional<PipelineOp> op = ready(kind, chunk);
         if (!op) continue;
-        if (kind == OpKind::kForward && st.stashed + 1 > stash_limit &&
-            !(overflow && chunk == 1)) {
+        if (kind == OpKind::kForward && st.stashed + 1 > stash_limit && !(overflow && chunk == 1)) {
           if (!st.pending_w.empty()) {
             run_w = true;
             break;
@@ -170,8 +168,7 @@ absl::StatusOr<PipelineSchedule> ZeroBubbleVSchedule(int32_t num_stages, int32_t
   return schedule;
 }
 
-absl::StatusOr<PipelineSchedule> ZeroBubbleVSchedule(int32_t num_stages,
-                                                     int32_t num_microbatches) {
+absl::StatusOr<PipelineSchedule> ZeroBubbleVSchedule(int32_t num_stages, int32_t num_microbatches) {
   return ZeroBubbleVSchedule(num_stages, num_microbatches,
                              OpCosts::Uniform(std::max(num_stages, 0), 1, 1, 1));
 }

@@ -4,10 +4,9 @@
 #include "scheduler/zero_bubble_v.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <random>
 #include <string>
-
-#include <catch2/catch.hpp>
 
 #include "scheduler/edge_slots.h"
 #include "scheduler/schedule_simulator.h"
