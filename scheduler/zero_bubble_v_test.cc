@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "scheduler/edge_slots.h"
 #include "scheduler/schedule_simulator.h"
@@ -31,6 +32,41 @@ TEST_CASE("V placement: chunk 0 goes down the stages, chunk 1 comes back up") {
     }
   }
   CHECK(std::string(PlacementName(Placement::kVShape)) == "v-shape");
+}
+
+TEST_CASE("simulator, validator and edge slots follow the V placement") {
+  // p = 2, one micro-batch: virtual stages 0 (stage 0), 1 (stage 1), 2 (stage 1, chunk 1),
+  // 3 (stage 0, chunk 1). Worked out by hand with unit op times: F 0..1 on stage 0, F 1..2
+  // and F.c1 2..3 on stage 1, F.c1 3..4 and B.c1 4..5 on stage 0, B.c1 5..6 and B 6..7 on
+  // stage 1, B 7..8 on stage 0, then its two W: 10.
+  auto F = [](int chunk) { return PipelineOp{OpKind::kForward, 0, chunk}; };
+  auto B = [](int chunk) { return PipelineOp{OpKind::kBackwardInput, 0, chunk}; };
+  auto W = [](int chunk) { return PipelineOp{OpKind::kBackwardWeight, 0, chunk}; };
+  PipelineSchedule s;
+  s.name = "hand-v";
+  s.num_stages = 2;
+  s.num_chunks = 2;
+  s.num_microbatches = 1;
+  s.placement = Placement::kVShape;
+  s.stages = {{F(0), F(1), B(1), B(0), W(1), W(0)}, {F(0), F(1), B(1), B(0), W(1), W(0)}};
+  REQUIRE(ValidateSchedule(s).ok());
+  auto t = SimulateSchedule(s, OpCosts::Uniform(2, 1, 1, 1));
+  REQUIRE(t.ok());
+  CHECK(t->makespan == 10);
+  CHECK(t->ops[0][3].start == 7);  // stage 0's B0 waits for stage 1's B0
+  // Stage 1 hands its chunk 0 output to its chunk 1 locally: one slot on each of the four
+  // cross-stage channels, none for the hand-over.
+  auto e = MinimumEdgeSlots(s);
+  REQUIRE(e.ok());
+  CHECK(e->forward == std::vector<int32_t>{1, 1});
+  CHECK(e->backward == std::vector<int32_t>{1, 1});
+  // Stage 0 runs B0 before its F0.c1: B0 needs stage 1's B0, which needs B0.c1 from stage
+  // 0 itself (virtual stage 3 lives on stage 0 in the V).
+  s.stages[0] = {F(0), B(0), F(1), B(1), W(1), W(0)};
+  const std::string message(ValidateSchedule(s).message());
+  CHECK_THAT(message, Catch::Contains("stage 0 waits at B0 (op 1) for B0 from stage 1"));
+  // Megatron's layout would put virtual stage 3 on stage 1; the V puts it on stage 0.
+  CHECK_THAT(message, Catch::Contains("stage 1 waits at B0.c1 (op 2) for B0.c1 from stage 0"));
 }
 
 TEST_CASE("ZB-V warm-up: stage s runs 2p-1-2s chunk-0 forwards, then the V's return") {
