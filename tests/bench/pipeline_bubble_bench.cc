@@ -1,0 +1,221 @@
+// tests/bench/pipeline_bubble_bench.cc: measured pipeline bubble of the actor runtime
+// against theory, on synthetic stages (actors/synthetic_stage_program.h) whose F / B / W
+// sleep declared times, so p = 16 runs on real actors and messages on 2 cores.
+//
+// For each schedule (gpipe, 1f1b, interleaved-1f1b with v = 2), p in {4, 8, 16} and
+// m in {4p, 8p}, it runs RunPipelineJob (DP 1, one pool thread per rank, a tiny parameter
+// store so the optimizer and the report round trip cost microseconds) and prints:
+//   theory     textbook bubble share of the step: (p-1)/(m+p-1) (GPipe, 1F1B) or
+//              (p-1)/(v m+p-1) (interleaved); it assumes B and W run as ONE backward
+//              whose input gradient leaves after W (Megatron's fused backward);
+//   sim        scheduler::SimulateSchedule of the same op lists with the declared times
+//              and no message latency, with B's gradient leaving when B ends (what the
+//              stage actor does): the exact bubble of this runtime with free messages;
+//   coord      1 - busy / wall per stage, mean over stages (TrainingSummary::
+//              stage_bubble_fraction; wall = the slowest stage's time from receiving
+//              its op list to sending its report; iterations after the first);
+//   step       1 - mean stage busy / the coordinator's iteration time (op lists out to
+//              the optimizer step done: includes data, reports and the optimizer);
+//   the ratios coord/theory and coord/sim, the mean sleep overshoot per op (µs: measured
+//   op time - declared) and the median hop and turnaround (tests/bench/
+//   pipeline_trace_stats.h) from the run's trace.
+//   bazel run -c opt //tests/bench:pipeline_bubble_bench [-- --f_ms 2 --b_ms 2 --w_ms 2
+//       --iters 4 --p 4,8,16 --schedules gpipe,1f1b,interleaved-1f1b --m_factors 4,8
+//       --trace_dir /tmp]
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <unistd.h>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "actors/synthetic_stage_program.h"
+#include "scheduler/schedule_factory.h"
+#include "scheduler/schedule_simulator.h"
+#include "tests/bench/pipeline_trace_stats.h"
+
+namespace {
+
+using namespace mxmaca;  // NOLINT: a benchmark's main file
+
+std::vector<int> IntList(const std::string& s) {
+  std::vector<int> out;
+  for (absl::string_view part : absl::StrSplit(s, ',')) {
+    int v = 0;
+    if (absl::SimpleAtoi(part, &v)) out.push_back(v);
+  }
+  return out;
+}
+
+// LoadAverage: /proc/loadavg's first three fields (the machine is shared).
+std::string LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return absl::StrCat(a, " ", b, " ", c);
+}
+
+struct Row {
+  std::string schedule;
+  int p = 0, v = 1, m = 0;
+  double theory = 0, sim = 0, coord = 0, step = 0, overshoot_us = 0, hop_us = 0, turn_us = 0;
+  double explained = 0, hop90_us = 0, turn90_us = 0;
+  double step_ms = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  double f_ms = 2, b_ms = 2, w_ms = 2;
+  int iters = 4;
+  std::string p_list = "4,8,16", schedules = "gpipe,1f1b,interleaved-1f1b", m_factors = "4,8";
+  std::string trace_dir = "/tmp";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--f_ms") f_ms = std::atof(value.c_str());
+    else if (flag == "--b_ms") b_ms = std::atof(value.c_str());
+    else if (flag == "--w_ms") w_ms = std::atof(value.c_str());
+    else if (flag == "--iters") iters = std::atoi(value.c_str());
+    else if (flag == "--p") p_list = value;
+    else if (flag == "--schedules") schedules = value;
+    else if (flag == "--m_factors") m_factors = value;
+    else if (flag == "--trace_dir") trace_dir = value;
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
+      return 2;
+    }
+  }
+  if (iters < 2) iters = 2;  // the first iteration warms up and is not measured
+  std::printf("pipeline bubble: F %.3g ms, B %.3g ms, W %.3g ms per op and chunk, DP 1, %d "
+              "iterations (first not measured), one pool thread per rank\n",
+              f_ms, b_ms, w_ms, iters);
+  std::printf("load average at the start: %s\n\n", LoadAverage().c_str());
+  std::printf("| schedule | p | v | m | theory | sim | coord | step | coord/theory | coord/sim "
+              "| explained | step ms | overshoot us | hop p50/p90 us | turnaround p50/p90 us |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::fflush(stdout);
+  const std::string trace_path =
+      absl::StrCat(trace_dir, "/mxmaca_bubble_bench_", getpid(), ".json");
+  for (absl::string_view name : absl::StrSplit(schedules, ',')) {
+    absl::StatusOr<scheduler::ScheduleKind> kind = scheduler::ParseScheduleKind(std::string_view(name.data(), name.size()));
+    if (!kind.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(kind.status().message()).c_str());
+      return 2;
+    }
+    const int v = *kind == scheduler::ScheduleKind::kInterleaved1F1B ? 2 : 1;
+    for (int p : IntList(p_list)) {
+      for (int factor : IntList(m_factors)) {
+        Row row;
+        row.schedule = std::string(name);
+        row.p = p;
+        row.v = v;
+        row.m = factor * p;
+        row.theory = static_cast<double>(p - 1) / (v * row.m + p - 1);
+
+        scheduler::ScheduleOptions so;
+        so.kind = *kind;
+        so.num_stages = p;
+        so.num_chunks = v;
+        so.num_microbatches = row.m;
+        absl::StatusOr<scheduler::PipelineSchedule> schedule = scheduler::BuildSchedule(so);
+        if (!schedule.ok()) {
+          std::fprintf(stderr, "%s\n", std::string(schedule.status().message()).c_str());
+          return 1;
+        }
+        absl::StatusOr<scheduler::ScheduleTiming> sim = scheduler::SimulateSchedule(
+            *schedule, scheduler::OpCosts::Uniform(p, f_ms, b_ms, w_ms, 0, false));
+        row.sim = sim.ok() ? sim->bubble_fraction : std::nan("");
+
+        actors::SyntheticJobOptions o;
+        o.schedule = *kind;
+        o.pipeline_size = p;
+        o.num_chunks = v;
+        o.num_microbatches = row.m;
+        o.train_iters = iters;
+        o.uniform = {f_ms * 1e-3, b_ms * 1e-3, w_ms * 1e-3};
+        o.trace_file = trace_path;
+        std::vector<double> step_seconds;
+        o.on_iteration = [&](const actors::IterationLogRecord& r) {
+          step_seconds.push_back(r.elapsed_ms_per_iteration * 1e-3);
+        };
+        absl::StatusOr<actors::TrainingSummary> summary = actors::RunSyntheticJob(o);
+        if (!summary.ok() || !summary->ok) {
+          std::fprintf(stderr, "%s p=%d m=%d failed: %s\n", row.schedule.c_str(), p, row.m,
+                       summary.ok() ? summary->error.c_str()
+                                    : std::string(summary.status().message()).c_str());
+          return 1;
+        }
+        row.coord = bench::Mean(summary->stage_bubble_fraction);
+
+        absl::StatusOr<std::vector<bench::TracedOp>> ops = bench::LoadTracedOps(trace_path);
+        if (!ops.ok()) {
+          std::fprintf(stderr, "%s\n", std::string(ops.status().message()).c_str());
+          return 1;
+        }
+        // Iterations after the first: the step-based bubble and the sleep overshoot.
+        const std::vector<bench::IterationBusy> busy = bench::BusyPerIteration(*ops, p, 2);
+        std::vector<double> step_bubble, step_ms;
+        for (const bench::IterationBusy& b : busy) {
+          const size_t i = static_cast<size_t>(b.iteration - 1);
+          if (i < step_seconds.size()) {
+            step_bubble.push_back(1.0 - b.mean_busy_seconds / step_seconds[i]);
+            step_ms.push_back(step_seconds[i] * 1e3);
+          }
+        }
+        row.step = bench::Mean(step_bubble);
+        row.step_ms = bench::Mean(step_ms);
+        std::vector<double> overshoot;
+        for (const bench::TracedOp& op : *ops) {
+          if (op.iteration < 2) continue;
+          const double declared = op.kind == scheduler::OpKind::kForward ? f_ms
+                                  : op.kind == scheduler::OpKind::kBackwardInput ? b_ms
+                                                                                 : w_ms;
+          overshoot.push_back(static_cast<double>(op.duration_us) - declared * 1e3);
+        }
+        row.overshoot_us = bench::Mean(overshoot);
+        const bench::HopSamples hops = bench::MeasureHops(*ops, p, 1, v, 2);
+        row.hop_us = bench::Percentile(hops.hop_us, 0.5);
+        row.turn_us = bench::Percentile(hops.turnaround_us, 0.5);
+        row.hop90_us = bench::Percentile(hops.hop_us, 0.9);
+        row.turn90_us = bench::Percentile(hops.turnaround_us, 0.9);
+        // explained: the simulator with the MEASURED costs: each op lasts its declared time
+        // + the mean overshoot + the mean turnaround (the actor round trip that separates
+        // back-to-back ops on a stage), a message arrives hop - turnaround after that.
+        const double turn_ms = bench::Mean(hops.turnaround_us) * 1e-3;
+        const double extra_ms = row.overshoot_us * 1e-3 + turn_ms;
+        absl::StatusOr<scheduler::ScheduleTiming> explained = scheduler::SimulateSchedule(
+            *schedule, scheduler::OpCosts::Uniform(
+                           p, f_ms + extra_ms, b_ms + extra_ms, w_ms + extra_ms,
+                           std::max(0.0, bench::Mean(hops.hop_us) * 1e-3 - turn_ms), false));
+        // The turnaround is idle time on the stage: count only the declared op + overshoot
+        // as busy.
+        if (explained.ok()) {
+          double busy = 0;
+          for (double b : explained->busy) busy += b;
+          const double ops_per_stage = 3.0 * row.m * v;
+          busy -= turn_ms * ops_per_stage * p;
+          row.explained = 1.0 - busy / (p * explained->makespan);
+        } else {
+          row.explained = std::nan("");
+        }
+        std::printf("| %s | %d | %d | %d | %.4f | %.4f | %.4f | %.4f | %.3f | %.3f | %.4f | %.1f "
+                    "| %.0f | %.0f / %.0f | %.0f / %.0f |\n",
+                    row.schedule.c_str(), row.p, row.v, row.m, row.theory, row.sim, row.coord,
+                    row.step, row.coord / row.theory, row.coord / row.sim, row.explained,
+                    row.step_ms, row.overshoot_us, row.hop_us, row.hop90_us, row.turn_us,
+                    row.turn90_us);
+        std::fflush(stdout);
+      }
+    }
+  }
+  std::remove(trace_path.c_str());
+  std::printf("\nload average at the end: %s\n", LoadAverage().c_str());
+  return 0;
+}
