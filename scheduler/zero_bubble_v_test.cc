@@ -181,6 +181,8 @@ TEST_CASE("ZB-V forward-only keeps the V placement and validates") {
     CHECK(ValidateSchedule(*s).ok());
     CHECK(ToString(s->stages[0]) == "F0 F1 F2 F0.c1 F1.c1 F2.c1");
   }
+  CHECK(ToString(*ForwardOnlyVSchedule(1, 1)) ==
+        "zb-v p=1 v=2 m=1 forward-only v-shape\nstage 0: F0 F0.c1\n");
 }
 
 }  // namespace
