@@ -114,7 +114,8 @@ std::vector<int64_t> Scaled(const std::vector<int64_t>& v, int64_t k) {
 }  // namespace
 
 char* Plan::Scratch(int64_t bytes) {
-  scratch.push_back(std::make_unique<char[]>(static_cast<size_t>(std::max<int64_t>(1, bytes))));
+  // Not zeroed: every byte is written by a receive or a reduction before it is read.
+  scratch.emplace_back(new char[static_cast<size_t>(std::max<int64_t>(1, bytes))]);
   return scratch.back().get();
 }
 

@@ -1,0 +1,243 @@
+// api/launch/launch_command.cc: argument parsing, fork/exec and supervision of the
+// children of `mxmaca launch`.
+#include "api/launch/launch_command.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+
+namespace mxmaca::api {
+
+absl::StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
+  LaunchArgs out;
+  size_t i = 0;
+  bool separator = false;
+  for (; i < args.size(); ++i) {
+    std::string flag = args[i];
+    if (flag == "--") {
+      separator = true;
+      ++i;
+      break;
+    }
+    if (!absl::StartsWith(flag, "--")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unexpected argument \"", flag, "\": launcher flags come first, then \"--\" and the "
+          "mxmaca subcommand"));
+    }
+    std::string value;
+    bool has_value = false;
+    const size_t eq = flag.find('=');
+    if (eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+      has_value = true;
+    }
+    flag = absl::StrReplaceAll(flag, {{"_", "-"}});
+    if (!has_value) {
+      if (i + 1 >= args.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
+      }
+      value = args[++i];
+    }
+    auto integer = [&](int* dst) -> absl::Status {
+      if (!absl::SimpleAtoi(value, dst)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(flag, "=\"", value, "\" is not an integer"));
+      }
+      return absl::OkStatus();
+    };
+    absl::Status s;
+    if (flag == "--nproc-per-node") {
+      s = integer(&out.nproc_per_node);
+    } else if (flag == "--nnodes") {
+      s = integer(&out.nnodes);
+    } else if (flag == "--node-rank") {
+      s = integer(&out.node_rank);
+    } else if (flag == "--master-addr") {
+      out.master_addr = value;
+    } else if (flag == "--master-port") {
+      s = integer(&out.master_port);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown launcher flag ", flag, " (known: --nproc-per-node, --nnodes, --node-rank, "
+          "--master-addr, --master-port)"));
+    }
+    if (!s.ok()) return s;
+  }
+  if (!separator || i >= args.size()) {
+    return absl::InvalidArgumentError(
+        "no command: write \"--\" and the mxmaca subcommand to run, e.g. "
+        "mxmaca launch --nproc-per-node 2 -- train ...");
+  }
+  out.command.assign(args.begin() + static_cast<long>(i), args.end());
+  if (out.nproc_per_node < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nproc-per-node must be at least 1 (got ", out.nproc_per_node, ")"));
+  }
+  if (out.nnodes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--nnodes must be at least 1 (got ", out.nnodes, ")"));
+  }
+  if (out.node_rank < 0 || out.node_rank >= out.nnodes) {
+    return absl::InvalidArgumentError(absl::StrCat("--node-rank ", out.node_rank,
+                                                   " outside [0, --nnodes ", out.nnodes, ")"));
+  }
+  if (out.master_port < 1 || out.master_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--master-port ", out.master_port, " outside 1..65535"));
+  }
+  if (out.master_addr.empty()) return absl::InvalidArgumentError("--master-addr is empty");
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> ChildEnvironment(const LaunchArgs& args,
+                                                                  int local_rank) {
+  const int world = args.nnodes * args.nproc_per_node;
+  return {
+      {"RANK", absl::StrCat(args.node_rank * args.nproc_per_node + local_rank)},
+      {"WORLD_SIZE", absl::StrCat(world)},
+      {"LOCAL_RANK", absl::StrCat(local_rank)},
+      {"LOCAL_WORLD_SIZE", absl::StrCat(args.nproc_per_node)},
+      {"GROUP_RANK", absl::StrCat(args.node_rank)},
+      {"MASTER_ADDR", args.master_addr},
+      {"MASTER_PORT", absl::StrCat(args.master_port)},
+  };
+}
+
+namespace {
+
+// ExitCode: the shell's convention for a wait status.
+int ExitCode(int wstatus) {
+  if (WIFEXITED(wstatus)) return WEXITSTATUS(wstatus);
+  if (WIFSIGNALED(wstatus)) return 128 + WTERMSIG(wstatus);
+  return 1;
+}
+
+}  // namespace
+
+int RunLaunched(const LaunchArgs& args, const std::string& program) {
+  // Signals are taken synchronously (sigtimedwait) in this thread; children get the
+  // original mask back before exec.
+  sigset_t watched, original;
+  sigemptyset(&watched);
+  sigaddset(&watched, SIGINT);
+  sigaddset(&watched, SIGTERM);
+  sigaddset(&watched, SIGCHLD);
+  pthread_sigmask(SIG_BLOCK, &watched, &original);
+
+  std::fflush(nullptr);
+  std::vector<pid_t> children;
+  int first_failure = 0;
+  for (int local = 0; local < args.nproc_per_node; ++local) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      // Default dispositions before unblocking: a SIGTERM that arrives before exec must
+      // end this copy of the launcher, not run the launcher's (or a test's) handlers.
+      ::signal(SIGINT, SIG_DFL);
+      ::signal(SIGTERM, SIG_DFL);
+      pthread_sigmask(SIG_SETMASK, &original, nullptr);
+      for (const auto& [name, value] : ChildEnvironment(args, local)) {
+        ::setenv(name.c_str(), value.c_str(), 1);
+      }
+      std::vector<char*> argv;
+      std::string argv0 = program;
+      argv.push_back(argv0.data());
+      std::vector<std::string> copy = args.command;
+      for (std::string& a : copy) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(program.c_str(), argv.data());
+      std::fprintf(stderr, "mxmaca launch: error: cannot run %s: %s\n", program.c_str(),
+                   std::strerror(errno));
+      ::_exit(127);
+    }
+    if (pid < 0) {
+      std::fprintf(stderr, "mxmaca launch: error: fork failed: %s\n", std::strerror(errno));
+      first_failure = 1;
+      break;
+    }
+    children.push_back(pid);
+  }
+
+  std::vector<bool> running(children.size(), true);
+  size_t alive = children.size();
+  bool stopping = first_failure != 0;
+  absl::Time kill_at = absl::InfiniteFuture();
+  auto signal_all = [&](int sig) {
+    for (size_t k = 0; k < children.size(); ++k) {
+      if (running[k]) ::kill(children[k], sig);
+    }
+  };
+  if (stopping) {
+    signal_all(SIGTERM);
+    kill_at = absl::Now() + args.grace;
+  }
+  while (alive > 0) {
+    // Reap whoever has ended.
+    int wstatus = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &wstatus, WNOHANG)) > 0) {
+      for (size_t k = 0; k < children.size(); ++k) {
+        if (children[k] != pid || !running[k]) continue;
+        running[k] = false;
+        --alive;
+        const int code = ExitCode(wstatus);
+        if (code != 0 && first_failure == 0) {
+          first_failure = code;
+          std::fprintf(stderr, "mxmaca launch: local rank %zu (pid %d) failed with exit code %d; "
+                       "stopping the others\n", k, pid, code);
+        }
+      }
+    }
+    if (first_failure != 0 && !stopping) {
+      stopping = true;
+      signal_all(SIGTERM);
+      kill_at = absl::Now() + args.grace;
+    }
+    if (alive == 0) break;
+    if (absl::Now() >= kill_at) {
+      signal_all(SIGKILL);
+      kill_at = absl::InfiniteFuture();
+    }
+    timespec wait = {0, 100 * 1000 * 1000};
+    const int sig = sigtimedwait(&watched, nullptr, &wait);
+    if (sig == SIGINT || sig == SIGTERM) {
+      // Forward; the children decide how to end (their exit codes are reported as usual).
+      signal_all(sig);
+      if (!stopping) {
+        stopping = true;
+        kill_at = absl::Now() + args.grace;
+      }
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &original, nullptr);
+  return first_failure;
+}
+
+int RunLaunch(const std::vector<std::string>& args) {
+  auto parsed = ParseLaunchArgs(args);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "mxmaca launch: error: %s\n", std::string(parsed.status().message()).c_str());
+    return 2;
+  }
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) {
+    std::fprintf(stderr, "mxmaca launch: error: cannot find this binary (/proc/self/exe)\n");
+    return 1;
+  }
+  self[n] = '\0';
+  return RunLaunched(*parsed, self);
+}
+
+}  // namespace mxmaca::api
