@@ -675,7 +675,12 @@ TEST_CASE("a stuck gradient all-reduce times out with a report naming group, op,
   CHECK(Contains(s.error, "all_reduce on "));       // op and group
   CHECK(Contains(s.error, " seq "));                // sequence
   CHECK(Contains(s.error, " bytes)"));              // bytes
-  CHECK(Contains(s.error, "ranks not arrived: [")); // who is missing
+  // Who is missing: rank 3 itself (stage 1's DP group or the tied-embedding group of
+  // replica 1) or rank 1, replica 1's stage 0, which waits for rank 3's embedding sum
+  // before it posts its own gradient all-reduce. Only the first report reaches the
+  // summary.
+  CHECK((Contains(s.error, "ranks not arrived: [3]") ||
+         Contains(s.error, "ranks not arrived: [1]")));
   CHECK(s.train_losses.size() == 1);
   CHECK(r.seconds < 6.0);
 }
