@@ -8,7 +8,9 @@
 //     actor, ActivationMessage to the consumer's actor, post to its strand, a pool thread
 //     picks it up); turnaround = one op's end -> the next op's start on the same stage
 //     when the next op's inputs were already there (the strand -> actor -> strand round
-//     trip every op pays). Also the wall time per op and messages per second.
+//     trip every op pays). Also the wall time per op and messages per second; then again
+//     with real [1, 256, 512] fp32 payloads (each op copies its input: the op body is the
+//     copy, the hop should not change since messages hand over a shared buffer).
 // (b) Share of a step: a real GPT through `mxmaca train`'s entry point (api::Train; hidden
 //     512, 4 layers, 8 heads, seq 256, micro-batch 1, 8 micro-batches, PP 2, 1F1B, mock data,
 //     NullTokenizer vocab 4095, 2 threads), traced. Reports the step time, the measured
@@ -59,14 +61,22 @@ struct HopResult {
   double hop_p50 = 0, turn_p50 = 0, hop_mean = 0, turn_mean = 0;
 };
 
-// (a): zero-time ops, p = 2.
-int RunHops(int m, int iters, const std::string& trace_path, HopResult* out) {
+// (a): zero-time ops, p = 2. real_payload: activations of [1, 256, 512] fp32 (512 KiB) that
+// each op copies from its input (the copy is op time; the message itself is zero-copy).
+int RunHops(int m, int iters, bool real_payload, const std::string& trace_path,
+            HopResult* out) {
   actors::SyntheticJobOptions o;
   o.schedule = scheduler::ScheduleKind::kOneFOneB;
   o.pipeline_size = 2;
   o.num_microbatches = m;
   o.train_iters = iters;
   o.uniform = {0.0, 0.0, 0.0};
+  if (real_payload) {
+    o.real_payload = true;
+    o.micro_batch_size = 1;
+    o.seq_length = 256;
+    o.hidden_size = 512;
+  }
   o.trace_file = trace_path;
   std::vector<double> step_seconds;
   o.on_iteration = [&](const actors::IterationLogRecord& r) {
@@ -92,7 +102,9 @@ int RunHops(int m, int iters, const std::string& trace_path, HopResult* out) {
   std::vector<double> timed(step_seconds.begin() + 1, step_seconds.end());
   const double step = bench::Mean(timed);
   std::printf("(a) two stages, 1F1B, m = %d zero-time ops per kind, %d iterations (first not "
-              "measured)\n", m, iters);
+              "measured), %s\n", m, iters,
+              real_payload ? "[1, 256, 512] fp32 payloads copied by each op"
+                           : "one-float payloads");
   PrintSamples("hop", s.hop_us);
   PrintSamples("turnaround", s.turnaround_us);
   PrintSamples("op body", op_us);
@@ -217,7 +229,9 @@ int main(int argc, char** argv) {
   std::printf("actor hop benchmark; load average at the start: %s\n\n", LoadAverage().c_str());
   const std::string trace = absl::StrCat(trace_dir, "/mxmaca_hop_bench_", getpid(), ".json");
   HopResult hops;
-  if (int rc = RunHops(m, iters, trace, &hops); rc != 0) return rc;
+  if (int rc = RunHops(m, iters, false, trace, &hops); rc != 0) return rc;
+  HopResult with_payload;
+  if (int rc = RunHops(m, iters, true, trace, &with_payload); rc != 0) return rc;
   if (!skip_gpt) {
     if (int rc = RunGpt(gpt_iters, trace, hops); rc != 0) return rc;
   }
