@@ -196,14 +196,13 @@ std::vector<RankResult> RunTp(const GptConfig& c, const StageLayout& layout,
   std::vector<RankResult> results(p);
   std::vector<TensorParallelContext> ctx(p);
   std::vector<std::thread> threads;
+  // The TP group of a (tp = p) rank grid, as the runtime builds it.
+  auto grid = transport::RankGrid::Create(p, p, 1);
+  REQUIRE(grid.ok());
   for (int r = 0; r < p; ++r) {
-    ctx[r].comm = hub.ForRank(r);
-    ctx[r].group.kind = transport::GroupKind::kTensorModelParallel;
-    for (int i = 0; i < p; ++i) ctx[r].group.ranks.push_back(i);
-    ctx[r].group.rank_in_group = r;
-    ctx[r].rank = r;
-    ctx[r].size = p;
-    ctx[r].sequence_parallel = sp;
+    auto view = grid->ForRank(r);
+    REQUIRE(view.ok());
+    ctx[r] = TensorParallelContextFor(*view, hub.ForRank(r), sp);
     ctx[r].timeout = absl::Seconds(60);
     threads.emplace_back([&, r] { Run(c, layout, batches, &ctx[r], &results[r], mutate); });
   }

@@ -11,6 +11,18 @@
 
 namespace mxmaca::layers {
 
+TensorParallelContext TensorParallelContextFor(const transport::RankView& view,
+                                               transport::Communicator* comm,
+                                               bool sequence_parallel) {
+  TensorParallelContext tp;
+  tp.comm = comm;
+  tp.group = view.tensor_model_parallel_group();
+  tp.rank = view.tensor_model_parallel_rank();
+  tp.size = view.tensor_model_parallel_world_size();
+  tp.sequence_parallel = sequence_parallel;
+  return tp;
+}
+
 absl::Status ValidateTensorParallelContext(const TensorParallelContext& tp) {
   if (tp.size < 1 || tp.rank < 0 || tp.rank >= tp.size) {
     return absl::InvalidArgumentError(absl::StrCat("tensor parallel context: rank ", tp.rank,

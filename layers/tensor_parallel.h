@@ -63,6 +63,7 @@
 #include "layers/parameter_store.h"
 #include "transport/communicator.h"
 #include "transport/process_group.h"
+#include "transport/rank_grid.h"
 
 namespace mxmaca::layers {
 
@@ -84,6 +85,12 @@ struct TensorParallelContext {
   // sp: sequence parallelism in effect (size > 1 and sequence_parallel).
   bool sp() const { return size > 1 && sequence_parallel; }
 };
+
+// TensorParallelContextFor: the context of the rank `view` describes: its
+// tensor_model_parallel_group(), rank and world size, with `comm` as its endpoint.
+TensorParallelContext TensorParallelContextFor(const transport::RankView& view,
+                                               transport::Communicator* comm,
+                                               bool sequence_parallel);
 
 // ValidateTensorParallelContext: InvalidArgument when size < 1, rank outside [0, size),
 // size > 1 without a communicator, or a group whose size / rank_in_group differ.
