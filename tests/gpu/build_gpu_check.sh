@@ -24,8 +24,8 @@ compile() {  # compile SRC: one object per source, in the background-friendly fo
     *adamw.cu) extra="-fmad=false" ;;  # as kernels/cuda/BUILD
   esac
   case "$src" in
-    *.cu) "$NVCC" $NVFLAGS $extra -c "$src" -o "$obj" ;;
-    *.cc) g++ $HOSTFLAGS -c "$src" -o "$obj" ;;
+    *.cu) "$NVCC" $NVFLAGS $extra -c "$src" -o "$obj" || exit 1 ;;
+    *.cc) g++ $HOSTFLAGS -c "$src" -o "$obj" || exit 1 ;;
   esac
   echo "  built $src"
 }
@@ -36,8 +36,9 @@ SRCS="kernels/cuda/cuda_check.cc kernels/cuda/gemm.cu kernels/cuda/elementwise.c
 kernels/cuda/norm.cu kernels/cuda/embedding.cu kernels/cuda/cross_entropy.cu \
 kernels/cuda/adamw.cu kernels/cuda/attention.cu tests/gpu/gpu_check_main.cc \
 tests/gpu/gpu_check_numerics.cc tests/gpu/gpu_check_perf.cc"
-echo "compiling (2 at a time)..."
-printf '%s\n' $SRCS | xargs -P 2 -I{} bash -c 'compile {}'
+JOBS="${JOBS:-2}"  # parallel compiles (2 on the shared build machine)
+echo "compiling ($JOBS at a time)..."
+printf '%s\n' $SRCS | xargs -P "$JOBS" -I{} bash -c 'compile {}'
 OBJS=""
 for s in $SRCS; do OBJS="$OBJS $OBJ/$(echo "$s" | tr / _).o"; done
 g++ -o "$OUT/gpu_check" $OBJS -L"$CUDA_PATH/lib64" -lcudart_static -lcublasLt -ldl -lpthread -lrt \

@@ -12,34 +12,43 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/cuda_check.h"
 
-// CK: a kernels/cuda call that must succeed (prints its file:line message and exits 1).
-#define CK(expr)                                                               \
-  do {                                                                         \
-    const ::mxmaca::kernels::cuda::CudaStatus ck_s_ = (expr);                  \
-    if (!ck_s_.ok()) {                                                         \
-      std::fprintf(stderr, "FATAL %s:%d: %s\n", __FILE__, __LINE__,            \
-                   ck_s_.message().c_str());                                   \
-      std::exit(1);                                                            \
-    }                                                                          \
+// CK: a kernels/cuda call that must succeed; otherwise throws CheckError with the
+// call's file:line message. Each check group catches it and records a failed row, so
+// one broken kernel does not hide the others' results.
+#define CK(expr)                                                                   \
+  do {                                                                             \
+    const ::mxmaca::kernels::cuda::CudaStatus ck_s_ = (expr);                      \
+    if (!ck_s_.ok()) {                                                             \
+      throw ::mxmaca::gpu_check::CheckError(std::string(__FILE__) + ":" +           \
+                                            std::to_string(__LINE__) + ": " +      \
+                                            ck_s_.message());                      \
+    }                                                                              \
   } while (0)
 
-// CU: a CUDA runtime call that must succeed.
-#define CU(expr)                                                                     \
-  do {                                                                               \
-    const cudaError_t cu_e_ = (expr);                                                \
-    if (cu_e_ != cudaSuccess) {                                                      \
-      std::fprintf(stderr, "FATAL %s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, \
-                   #expr, cudaGetErrorName(cu_e_), cudaGetErrorString(cu_e_));      \
-      std::exit(1);                                                                  \
-    }                                                                                \
+// CU: a CUDA runtime call that must succeed (throws CheckError otherwise).
+#define CU(expr)                                                                         \
+  do {                                                                                   \
+    const cudaError_t cu_e_ = (expr);                                                    \
+    if (cu_e_ != cudaSuccess) {                                                          \
+      throw ::mxmaca::gpu_check::CheckError(std::string(__FILE__) + ":" +                 \
+                                            std::to_string(__LINE__) + ": " #expr        \
+                                            " failed: " + cudaGetErrorName(cu_e_) +      \
+                                            " (" + cudaGetErrorString(cu_e_) + ")");     \
+    }                                                                                    \
   } while (0)
 
 namespace mxmaca::gpu_check {
+
+// CheckError: a failed CUDA / kernel call inside a check.
+struct CheckError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // Dev: a device array of n T's (freed on destruction).
 template <typename T>
@@ -105,6 +114,13 @@ struct Table {
     rows.push_back({kernel, shape, path, "rel.err", err, bound, pass});
     std::printf("%-34s %-26s %-10s rel.err %10.3e  bound %10.3e  %s\n", kernel.c_str(),
                 shape.c_str(), path.c_str(), err, bound, pass ? "PASS" : "FAIL");
+    std::fflush(stdout);
+  }
+  // Error: a check group stopped by a failed call (counts as a failure).
+  void Error(const std::string& group, const std::string& what) {
+    ++failures;
+    rows.push_back({group, "-", "-", "error", 0, 0, false});
+    std::printf("%-34s ERROR: %s  FAIL\n", group.c_str(), what.c_str());
     std::fflush(stdout);
   }
   // Exact: pass iff mismatches == 0.

@@ -36,10 +36,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   cudaDeviceProp prop;
-  CU(cudaGetDeviceProperties(&prop, 0));
   int runtime = 0, driver = 0;
-  CU(cudaRuntimeGetVersion(&runtime));
-  CU(cudaDriverGetVersion(&driver));
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || cudaRuntimeGetVersion(&runtime) != cudaSuccess ||
+      cudaDriverGetVersion(&driver) != cudaSuccess) {
+    std::printf("FAIL: cannot query device 0\n");
+    return 1;
+  }
   std::printf("device: %s (sm_%d%d, %d SMs, %.1f GiB), CUDA runtime %d, driver %d\n\n", prop.name,
               prop.major, prop.minor, prop.multiProcessorCount,
               prop.totalGlobalMem / 1073741824.0, runtime, driver);
@@ -53,7 +55,11 @@ int main(int argc, char** argv) {
     std::printf("== throughput ==\n");
     mxmaca::gpu_check::RunPerf(quick);
   }
-  CU(cudaDeviceSynchronize());
+  const cudaError_t last = cudaDeviceSynchronize();
+  if (last != cudaSuccess) {
+    std::printf("\nRESULT: FAIL (device error at exit: %s)\n", cudaGetErrorName(last));
+    return 1;
+  }
   if (table.failures > 0) {
     std::printf("\nRESULT: FAIL (%d numeric checks failed)\n", table.failures);
     return 1;

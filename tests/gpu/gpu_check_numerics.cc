@@ -8,6 +8,7 @@
 // operation order.
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -439,14 +440,27 @@ void CheckAttention(Table* t, kc::GemmHandle& gemm, std::mt19937_64& rng) {
 void RunNumericChecks(Table* table) {
   std::mt19937_64 rng(20261130);
   std::unique_ptr<kc::GemmHandle> gemm;
-  CK(kc::GemmHandle::Create(32 << 20, &gemm));
-  CheckGemm(table, *gemm, rng);
-  CheckElementwise(table, rng);
-  CheckNorms(table, rng);
-  CheckEmbedding(table, rng);
-  CheckCrossEntropy(table, rng);
-  CheckAdamW(table, rng);
-  CheckAttention(table, *gemm, rng);
+  try {
+    CK(kc::GemmHandle::Create(32 << 20, &gemm));
+  } catch (const CheckError& e) {
+    table->Error("GemmHandle::Create", e.what());
+    return;
+  }
+  // Each group runs on its own; a failed call ends only its group (a FAIL row).
+  auto group = [&](const char* name, auto&& f) {
+    try {
+      f();
+    } catch (const CheckError& e) {
+      table->Error(name, e.what());
+    }
+  };
+  group("Gemm", [&] { CheckGemm(table, *gemm, rng); });
+  group("elementwise", [&] { CheckElementwise(table, rng); });
+  group("norms", [&] { CheckNorms(table, rng); });
+  group("embedding", [&] { CheckEmbedding(table, rng); });
+  group("cross-entropy", [&] { CheckCrossEntropy(table, rng); });
+  group("AdamW", [&] { CheckAdamW(table, rng); });
+  group("attention", [&] { CheckAttention(table, *gemm, rng); });
 }
 
 }  // namespace mxmaca::gpu_check

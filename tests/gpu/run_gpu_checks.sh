@@ -17,7 +17,7 @@ CUDA_PATH="${CUDA_PATH:-/usr/local/cuda}"
 if [ ! -x "$BIN" ]; then
   if [ -x "$CUDA_PATH/bin/nvcc" ]; then
     echo "$BIN missing: building it with $CUDA_PATH/bin/nvcc"
-    bash tests/gpu/build_gpu_check.sh || exit 1
+    JOBS=$(nproc) bash tests/gpu/build_gpu_check.sh || exit 1
   else
     echo "$BIN missing and no nvcc: run bash tests/gpu/build_gpu_check.sh and carry tests/gpu/bin" >&2
     exit 1
