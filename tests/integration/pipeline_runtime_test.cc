@@ -363,6 +363,25 @@ bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// TraceOps: the compute spans of a --trace-file, per (track = global rank, iteration), in
+// file order (a stage's spans are recorded as its ops finish), checked to start in that
+// order too.
+std::map<std::pair<int, int64_t>, std::vector<std::string>> TraceOps(const std::string& path) {
+  std::ifstream in(path);
+  const nlohmann::json trace = nlohmann::json::parse(in);  // throws (fails) if malformed
+  std::map<std::pair<int, int64_t>, std::vector<std::string>> ops;
+  std::map<std::pair<int, int64_t>, int64_t> last_start;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") != "X" || e.at("cat") != "compute") continue;
+    const std::pair<int, int64_t> key{e.at("tid").get<int>(),
+                                      e.at("args").at("iteration").get<int64_t>()};
+    CHECK(e.at("ts").get<int64_t>() >= last_start[key]);  // spans in execution order
+    last_start[key] = e.at("ts").get<int64_t>();
+    ops[key].push_back(e.at("name").get<std::string>());
+  }
+  return ops;
+}
+
 // ---- 1. exactly the given op list ----
 
 TEST_CASE("stage actors run a hand-written schedule op for op, with 1F1B's numerics") {
@@ -392,26 +411,14 @@ TEST_CASE("stage actors run a hand-written schedule op for op, with 1F1B's numer
   REQUIRE(hand.summary->ok);
   REQUIRE(hand.summary->train_losses.size() == 3);
 
-  // The trace: per stage track and iteration, the compute spans in file order (a stage's
-  // spans are recorded as its ops finish) and start time.
-  std::ifstream in(*spec.trace_file);
-  const nlohmann::json trace = nlohmann::json::parse(in);
-  std::map<std::pair<int, int64_t>, std::vector<std::string>> ops;
-  std::map<std::pair<int, int64_t>, int64_t> last_start;
-  for (const auto& e : trace.at("traceEvents")) {
-    if (e.at("ph") != "X" || e.at("cat") != "compute") continue;
-    const std::pair<int, int64_t> key{e.at("tid").get<int>(),
-                                      e.at("args").at("iteration").get<int64_t>()};
-    CHECK(e.at("ts").get<int64_t>() >= last_start[key]);  // spans in execution order
-    last_start[key] = e.at("ts").get<int64_t>();
-    ops[key].push_back(e.at("name").get<std::string>());
-  }
+  const std::map<std::pair<int, int64_t>, std::vector<std::string>> ops =
+      TraceOps(*spec.trace_file);
   for (int stage = 0; stage < 2; ++stage) {
     std::vector<std::string> expected;
     for (const PipelineOp& op : odd.stages[stage]) expected.push_back(scheduler::ToString(op));
     for (int64_t it = 1; it <= 3; ++it) {
       INFO("stage " << stage << ", iteration " << it);
-      CHECK(ops[{stage, it}] == expected);
+      CHECK(ops.at({stage, it}) == expected);
     }
   }
 
@@ -432,6 +439,66 @@ TEST_CASE("stage actors run a hand-written schedule op for op, with 1F1B's numer
   JobResult init = RunJob(none);
   REQUIRE(init.summary.ok());
   CHECK(AllParameters(init) != AllParameters(ref));
+}
+
+TEST_CASE("interleaved 1F1B with every W deferred runs as listed, with the generated bits") {
+  // PP 2 x DP 2, two model chunks per stage (v = 2), m = 4: Megatron's interleaved 1F1B,
+  // then the same lists with every W taken out and appended at the end in reverse order
+  // (W has no cross-stage dependency, so the list stays valid; the weight gradients are
+  // still summed in micro-batch order).
+  JobSpec spec;
+  spec.p = 2;
+  spec.dp = 2;
+  spec.layers_per_virtual_stage = 1;
+  spec.global_batch = 8;  // m = 8 / (1 x 2) = 4
+  spec.iterations = 2;
+  scheduler::ScheduleOptions so;
+  so.kind = scheduler::ScheduleKind::kInterleaved1F1B;
+  so.num_stages = 2;
+  so.num_chunks = 2;
+  so.num_microbatches = 4;
+  const absl::StatusOr<PipelineSchedule> generated = scheduler::BuildSchedule(so);
+  REQUIRE(generated.ok());
+  PipelineSchedule deferred = *generated;
+  deferred.name = "interleaved, W deferred";
+  for (scheduler::StageSchedule& ops : deferred.stages) {
+    scheduler::StageSchedule w;
+    for (const PipelineOp& op : ops) {
+      if (op.kind == OpKind::kBackwardWeight) w.push_back(op);
+    }
+    const auto is_w = [](const PipelineOp& op) { return op.kind == OpKind::kBackwardWeight; };
+    ops.erase(std::remove_if(ops.begin(), ops.end(), is_w), ops.end());
+    ops.insert(ops.end(), w.rbegin(), w.rend());
+  }
+  REQUIRE(scheduler::ValidateSchedule(deferred).ok());
+  for (int stage = 0; stage < 2; ++stage) {
+    CHECK_FALSE(deferred.stages[stage] == generated->stages[stage]);
+  }
+  spec.schedule = deferred;
+  spec.trace_file = TempPath("pipeline_runtime_deferred_w.json");
+  JobResult moved = RunJob(spec);
+  REQUIRE(moved.summary.ok());
+  INFO(moved.summary->error);
+  REQUIRE(moved.summary->ok);
+  const auto ops = TraceOps(*spec.trace_file);
+  for (int rank = 0; rank < 4; ++rank) {
+    std::vector<std::string> expected;
+    for (const PipelineOp& op : deferred.stages[rank / 2]) {
+      expected.push_back(scheduler::ToString(op));  // "F3.c1" for chunk 1
+    }
+    for (int64_t it = 1; it <= 2; ++it) {
+      INFO("rank " << rank << ", iteration " << it);
+      CHECK(ops.at({rank, it}) == expected);
+    }
+  }
+  spec.schedule = *generated;
+  spec.trace_file.reset();
+  JobResult ref = RunJob(spec);
+  REQUIRE(ref.summary.ok());
+  REQUIRE(ref.summary->ok);
+  CHECK(moved.summary->train_losses == ref.summary->train_losses);
+  CHECK(moved.summary->grad_norms == ref.summary->grad_norms);
+  CHECK(AllParameters(moved) == AllParameters(ref));
 }
 
 // ---- 2. invalid lists and layouts are refused before running ----
