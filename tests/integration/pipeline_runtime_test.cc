@@ -193,6 +193,7 @@ struct JobSpec {
   scheduler::ScheduleKind kind = scheduler::ScheduleKind::kOneFOneB;
   std::optional<PipelineSchedule> schedule;
   bool distributed_optimizer = false;
+  bool overlap_grad_reduce = false, overlap_param_gather = false;
   std::optional<std::string> trace_file;
   absl::Duration collective_timeout = absl::Minutes(10);
   // fault[rank]: the fault injected into that rank's program (every rank is wrapped).
@@ -283,6 +284,8 @@ JobResult RunJob(const JobSpec& spec) {
   options.compute_threads = 2;
   options.trace = spec.trace_file.has_value();
   options.distributed_optimizer = spec.distributed_optimizer;
+  options.overlap_grad_reduce = spec.overlap_grad_reduce;
+  options.overlap_param_gather = spec.overlap_param_gather;
   options.collective_timeout = spec.collective_timeout;
   options.watchdog_period = absl::Milliseconds(100);
 
@@ -681,6 +684,7 @@ TEST_CASE("an error or exception in a stage ends the job promptly, naming where"
     const char* actor;
     const char* op;
     const char* message;
+    bool overlapped = false;  // distributed optimizer, --overlap-grad-reduce/-param-gather
   };
   const Case cases[] = {
       {"error in F, DP 1", 1, Fault::Action::kError, OpKind::kForward, "stage 1 failed",
@@ -693,6 +697,11 @@ TEST_CASE("an error or exception in a stage ends the job promptly, naming where"
        "stage 1 (data-parallel rank 0) failed", "op W1", "injected exception (test)"},
       {"error in F, DP 2", 2, Fault::Action::kError, OpKind::kForward,
        "stage 1 (data-parallel rank 0) failed", "op F1", "injected failure (test)"},
+      // The same with the distributed optimizer and overlapped reduce-scatter / all-gather:
+      // replica 1 posts its reduce-scatters after its last W and waits in them.
+      {"exception in W, DP 2, overlapped distributed optimizer", 2, Fault::Action::kThrow,
+       OpKind::kBackwardWeight, "stage 1 (data-parallel rank 0) failed", "op W1",
+       "injected exception (test)", true},
   };
   for (const Case& c : cases) {
     INFO(c.what);
@@ -700,6 +709,8 @@ TEST_CASE("an error or exception in a stage ends the job promptly, naming where"
     spec.p = 2;
     spec.dp = c.dp;
     spec.iterations = 4;
+    spec.distributed_optimizer = spec.overlap_grad_reduce = spec.overlap_param_gather =
+        c.overlapped;
     // Stage 1 of DP replica 0 is rank dp (rank = pipeline rank * dp + dp rank).
     spec.faults[c.dp] = Fault{2, 1, c.kind, c.action, {}};
     const JobResult r = RunJob(spec);
