@@ -113,10 +113,44 @@ std::vector<int64_t> Scaled(const std::vector<int64_t>& v, int64_t k) {
 
 }  // namespace
 
-char* Plan::Scratch(int64_t bytes) {
+std::unique_ptr<char[]> ScratchPool::Get(int64_t bytes, int64_t* capacity) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = idle_.lower_bound(bytes);
+    // Reuse a buffer no more than twice the size asked for.
+    if (it != idle_.end() && it->first <= 2 * bytes) {
+      *capacity = it->first;
+      idle_bytes_ -= it->first;
+      std::unique_ptr<char[]> out = std::move(it->second);
+      idle_.erase(it);
+      return out;
+    }
+  }
+  *capacity = bytes;
   // Not zeroed: every byte is written by a receive or a reduction before it is read.
-  scratch.emplace_back(new char[static_cast<size_t>(std::max<int64_t>(1, bytes))]);
-  return scratch.back().get();
+  return std::unique_ptr<char[]>(new char[static_cast<size_t>(bytes)]);
+}
+
+void ScratchPool::Put(std::unique_ptr<char[]> buffer, int64_t capacity) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (idle_bytes_ + capacity > max_bytes_) return;  // frees it
+  idle_bytes_ += capacity;
+  idle_.emplace(capacity, std::move(buffer));
+}
+
+Plan::~Plan() {
+  if (pool == nullptr) return;
+  for (auto& [buffer, capacity] : scratch) pool->Put(std::move(buffer), capacity);
+}
+
+char* Plan::Scratch(int64_t bytes) {
+  bytes = std::max<int64_t>(1, bytes);
+  int64_t capacity = bytes;
+  std::unique_ptr<char[]> buffer =
+      pool != nullptr ? pool->Get(bytes, &capacity)
+                      : std::unique_ptr<char[]>(new char[static_cast<size_t>(bytes)]);
+  scratch.emplace_back(std::move(buffer), capacity);
+  return scratch.back().first.get();
 }
 
 Chunks SplitEvenly(int64_t count, int n) {

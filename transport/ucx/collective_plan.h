@@ -17,7 +17,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -51,18 +54,38 @@ struct Step {
   std::function<absl::Status()> after;   // may be empty; an error fails the operation
 };
 
+// ScratchPool: reusable scratch buffers (large ones would otherwise be mmapped, faulted
+// in and unmapped on every operation). Thread-safe; keeps at most `max_bytes` idle.
+class ScratchPool {
+ public:
+  explicit ScratchPool(int64_t max_bytes) : max_bytes_(max_bytes) {}
+  // Get: a buffer of at least `bytes` (contents undefined).
+  std::unique_ptr<char[]> Get(int64_t bytes, int64_t* capacity);
+  // Put: gives a buffer of `capacity` bytes back.
+  void Put(std::unique_ptr<char[]> buffer, int64_t capacity);
+
+ private:
+  const int64_t max_bytes_;
+  std::mutex mu_;
+  int64_t idle_bytes_ = 0;
+  std::multimap<int64_t, std::unique_ptr<char[]>> idle_;  // by capacity
+};
+
 // Plan: the steps and the scratch memory they use (owned here; Steps point into it).
 // Built once on the posting thread, then only the executor touches it. Not movable once
 // built (closures hold its address): keep it in a unique_ptr.
 struct Plan {
   std::vector<Step> steps;
-  std::vector<std::unique_ptr<char[]>> scratch;
+  std::vector<std::pair<std::unique_ptr<char[]>, int64_t>> scratch;  // buffer, capacity
+  ScratchPool* pool = nullptr;  // where scratch comes from and returns to; may be null
 
   Plan() = default;
+  explicit Plan(ScratchPool* p) : pool(p) {}
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
+  ~Plan();
 
-  // Scratch: `bytes` of owned memory (at least 1 byte, 64-byte aligned start not promised).
+  // Scratch: `bytes` of owned, uninitialised memory (at least 1 byte).
   char* Scratch(int64_t bytes);
 };
 

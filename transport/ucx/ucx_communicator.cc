@@ -117,7 +117,7 @@ class UcxCommunicator::Impl {
 
  private:
   void Run();
-  void Enqueue(std::function<void()> task);
+  bool Enqueue(std::function<void()> task);
   void Start(std::shared_ptr<Operation> op);
   void PostStep(Operation* op);
   void PostSend(Operation* op, Xfer* x);
@@ -136,6 +136,7 @@ class UcxCommunicator::Impl {
   const int rank_;
   const int world_size_;
   std::unique_ptr<Rendezvous> rendezvous_;
+  ScratchPool scratch_pool_{int64_t{512} << 20};  // idle scratch kept: up to 512 MiB
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
@@ -243,11 +244,11 @@ absl::Status UcxCommunicator::Impl::Close() {
 void UcxCommunicator::Impl::Shutdown(bool flush) {
   if (shut_down_) return;
   shut_down_ = true;
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
   if (thread_.joinable()) {
-    {
-      absl::MutexLock lock(&mu_);
-      stop_ = true;
-    }
     const uint64_t one = 1;
     (void)::write(wake_fd_, &one, sizeof(one));
     thread_.join();
@@ -302,13 +303,17 @@ void UcxCommunicator::Impl::Shutdown(bool flush) {
 // ---------------------------------------------------------------------------------------
 // Progress thread.
 
-void UcxCommunicator::Impl::Enqueue(std::function<void()> task) {
+bool UcxCommunicator::Impl::Enqueue(std::function<void()> task) {
   {
     absl::MutexLock lock(&mu_);
+    // Once stopping, the progress thread takes no more work (it ran everything queued
+    // before; see Run).
+    if (stop_) return false;
     tasks_.push_back(std::move(task));
   }
   const uint64_t one = 1;
   (void)::write(wake_fd_, &one, sizeof(one));
+  return true;
 }
 
 void UcxCommunicator::Impl::Run() {
@@ -425,7 +430,7 @@ CollectiveInfo UcxCommunicator::Impl::Post(const ProcessGroup& group, PostArgs a
   op->p2p = p2p;
   op->posted = Now();
   op->impl = this;
-  op->plan = std::make_unique<Plan>();
+  op->plan = std::make_unique<Plan>(&scratch_pool_);
   Plan* plan = op->plan.get();
   if (p2p) {
     BuildPointToPoint(m, mine, a, plan);
@@ -486,7 +491,13 @@ CollectiveInfo UcxCommunicator::Impl::Post(const ProcessGroup& group, PostArgs a
   }
   ++pending_;
   const CollectiveInfo returned = info;
-  Enqueue([this, op] { Start(op); });
+  if (!Enqueue([this, op] { Start(op); })) {
+    --pending_;
+    if (op->done) {
+      op->done(info, absl::CancelledError(absl::StrCat(
+                         "UcxCommunicator: ", info.ToString(), ": the communicator is closed")));
+    }
+  }
   return returned;
 }
 
@@ -782,7 +793,7 @@ std::string UcxCommunicator::Impl::TimeoutReport(const Operation& op, absl::Time
 std::vector<absl::Status> UcxCommunicator::Impl::CheckTimeouts(absl::Time now) {
   auto result = std::make_shared<std::promise<std::vector<absl::Status>>>();
   std::future<std::vector<absl::Status>> future = result->get_future();
-  Enqueue([this, now, result] {
+  const bool queued = Enqueue([this, now, result] {
     std::vector<absl::Status> reports;
     std::vector<std::shared_ptr<Operation>> late;
     for (auto& [id, op] : active_) {
@@ -796,6 +807,7 @@ std::vector<absl::Status> UcxCommunicator::Impl::CheckTimeouts(absl::Time now) {
     }
     result->set_value(std::move(reports));
   });
+  if (!queued) return {};  // closed: nothing is pending
   return future.get();
 }
 

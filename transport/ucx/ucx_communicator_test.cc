@@ -327,6 +327,16 @@ TEST_CASE("send/recv: FIFO per channel, both directions, small and rendezvous si
     }
     absl::Status c = job->comm->Close();
     if (e.empty() && !c.ok()) e = std::string(c.message());
+    // After Close: posts fail with Cancelled at once, nothing is pending.
+    job->comm->Send(pp, peer, out[0].data(), 1, DataType::kFloat32, w.Callback());
+    auto after = w.Wait(1);
+    if (e.empty() && (after.size() != 1 || !absl::IsCancelled(after[0]))) {
+      e = "a post after Close did not fail with Cancelled";
+    }
+    if (e.empty() && (!job->comm->CheckTimeouts(absl::InfiniteFuture()).empty() ||
+                      job->comm->pending_operations() != 0)) {
+      e = "operations pending after Close";
+    }
     return e;
   }, absl::Seconds(60)));
 }
