@@ -41,12 +41,20 @@
 //     (n-1)x through the root). AllToAllV: pairwise. Data movement is exact in every mode.
 //
 // Errors to `done` (as InProcessHub reports them): InvalidArgument (bad arguments; with
-// verify on, every member learns it), FailedPrecondition (mismatch report), DeadlineExceeded
-// (CheckTimeouts: an operation this rank posted did not complete within Options::timeout;
-// the report lists the members whose descriptors arrived and those that did not),
-// Unavailable (UCX failure, e.g. a peer's process died), Cancelled (communicator closed).
-// After a timeout or peer failure the job should end: a timed-out send may still be read
-// by its peer until the communicator is destroyed.
+// verify on, every member learns it; a rank that is not group.ranks[rank_in_group] or a
+// group id beyond the tag range fails at once without consuming a sequence number),
+// FailedPrecondition (mismatch report), DeadlineExceeded (CheckTimeouts: an operation this
+// rank posted did not complete within Options::timeout; the report lists the members whose
+// descriptors arrived and those that did not, or the step and the ranks whose data is
+// missing), Unavailable (a UCX request failed), Cancelled (posted after Close, or still in
+// flight when the communicator was closed or destroyed). Endpoints are created without
+// UCX's peer-failure mode, so a peer whose process died shows up as a timeout. After a
+// timeout the job should end: a timed-out send may still be read by its peer until the
+// communicator is destroyed.
+//
+// Threads: any thread may post and call CheckTimeouts (not from a `done`). `done` and the
+// reductions run on the progress thread, so a long `done` or a very large reduction delays
+// every other transfer of this rank.
 #ifndef MXMACA_TRANSPORT_UCX_UCX_COMMUNICATOR_H_
 #define MXMACA_TRANSPORT_UCX_UCX_COMMUNICATOR_H_
 
