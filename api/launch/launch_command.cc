@@ -32,9 +32,10 @@ absl::StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args)
       break;
     }
     if (!absl::StartsWith(flag, "--")) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unexpected argument \"", flag, "\": launcher flags come first, then \"--\" and the "
-          "mxmaca subcommand"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unexpected argument \"", flag,
+                       "\": launcher flags come first, then \"--\" and the "
+                       "mxmaca subcommand"));
     }
     std::string value;
     bool has_value = false;
@@ -53,8 +54,7 @@ absl::StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args)
     }
     auto integer = [&](int* dst) -> absl::Status {
       if (!absl::SimpleAtoi(value, dst)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(flag, "=\"", value, "\" is not an integer"));
+        return absl::InvalidArgumentError(absl::StrCat(flag, "=\"", value, "\" is not an integer"));
       }
       return absl::OkStatus();
     };
@@ -70,9 +70,10 @@ absl::StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args)
     } else if (flag == "--master-port") {
       s = integer(&out.master_port);
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown launcher flag ", flag, " (known: --nproc-per-node, --nnodes, --node-rank, "
-          "--master-addr, --master-port)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown launcher flag ", flag,
+                       " (known: --nproc-per-node, --nnodes, --node-rank, "
+                       "--master-addr, --master-port)"));
     }
     if (!s.ok()) return s;
   }
@@ -87,11 +88,12 @@ absl::StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args)
         absl::StrCat("--nproc-per-node must be at least 1 (got ", out.nproc_per_node, ")"));
   }
   if (out.nnodes < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--nnodes must be at least 1 (got ", out.nnodes, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nnodes must be at least 1 (got ", out.nnodes, ")"));
   }
   if (out.node_rank < 0 || out.node_rank >= out.nnodes) {
-    return absl::InvalidArgumentError(absl::StrCat("--node-rank ", out.node_rank,
-                                                   " outside [0, --nnodes ", out.nnodes, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--node-rank ", out.node_rank, " outside [0, --nnodes ", out.nnodes, ")"));
   }
   if (out.master_port < 1 || out.master_port > 65535) {
     return absl::InvalidArgumentError(
@@ -194,8 +196,10 @@ int RunLaunched(const LaunchArgs& args, const std::string& program) {
         const int code = ExitCode(wstatus);
         if (code != 0 && first_failure == 0) {
           first_failure = code;
-          std::fprintf(stderr, "mxmaca launch: local rank %zu (pid %d) failed with exit code %d; "
-                       "stopping the others\n", k, pid, code);
+          std::fprintf(stderr,
+                       "mxmaca launch: local rank %zu (pid %d) failed with exit code %d; "
+                       "stopping the others\n",
+                       k, pid, code);
         }
       }
     }
@@ -227,7 +231,8 @@ int RunLaunched(const LaunchArgs& args, const std::string& program) {
 int RunLaunch(const std::vector<std::string>& args) {
   auto parsed = ParseLaunchArgs(args);
   if (!parsed.ok()) {
-    std::fprintf(stderr, "mxmaca launch: error: %s\n", std::string(parsed.status().message()).c_str());
+    std::fprintf(stderr, "mxmaca launch: error: %s\n",
+                 std::string(parsed.status().message()).c_str());
     return 2;
   }
   char self[4096];

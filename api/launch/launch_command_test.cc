@@ -7,12 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
-
-#include <catch2/catch.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -34,9 +33,9 @@ std::string Slurp(const std::string& path) {
 }
 
 TEST_CASE("parse launcher flags") {
-  auto a = ParseLaunchArgs({"--nproc-per-node", "4", "--nnodes=2", "--node_rank", "1",
-                            "--master-addr", "head", "--master-port=7000", "--", "train",
-                            "--num-layers", "2"});
+  auto a =
+      ParseLaunchArgs({"--nproc-per-node", "4", "--nnodes=2", "--node_rank", "1", "--master-addr",
+                       "head", "--master-port=7000", "--", "train", "--num-layers", "2"});
   REQUIRE(a.ok());
   CHECK(a->nproc_per_node == 4);
   CHECK(a->nnodes == 2);
@@ -46,10 +45,13 @@ TEST_CASE("parse launcher flags") {
   CHECK(a->command == std::vector<std::string>{"train", "--num-layers", "2"});
 
   auto env = ChildEnvironment(*a, 3);
-  CHECK(env == std::vector<std::pair<std::string, std::string>>{
-                   {"RANK", "7"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "3"},
-                   {"LOCAL_WORLD_SIZE", "4"}, {"GROUP_RANK", "1"}, {"MASTER_ADDR", "head"},
-                   {"MASTER_PORT", "7000"}});
+  CHECK(env == std::vector<std::pair<std::string, std::string>>{{"RANK", "7"},
+                                                                {"WORLD_SIZE", "8"},
+                                                                {"LOCAL_RANK", "3"},
+                                                                {"LOCAL_WORLD_SIZE", "4"},
+                                                                {"GROUP_RANK", "1"},
+                                                                {"MASTER_ADDR", "head"},
+                                                                {"MASTER_PORT", "7000"}});
 
   auto error = [](std::vector<std::string> args) {
     auto r = ParseLaunchArgs(args);
@@ -75,11 +77,11 @@ TEST_CASE("children see torchrun's variables; all succeed -> 0") {
   a.nproc_per_node = 3;
   a.master_port = 6123;
   a.command = {"-c", absl::StrCat("echo \"$RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE "
-                                  "$MASTER_ADDR $MASTER_PORT\" > ", dir, "/r$RANK")};
+                                  "$MASTER_ADDR $MASTER_PORT\" > ",
+                                  dir, "/r$RANK")};
   CHECK(RunLaunched(a, "/bin/sh") == 0);
   for (int r = 0; r < 3; ++r) {
-    CHECK(Slurp(absl::StrCat(dir, "/r", r)) ==
-          absl::StrCat(r, " 3 ", r, " 3 127.0.0.1 6123\n"));
+    CHECK(Slurp(absl::StrCat(dir, "/r", r)) == absl::StrCat(r, " 3 ", r, " 3 127.0.0.1 6123\n"));
   }
 }
 
@@ -110,13 +112,16 @@ TEST_CASE("SIGTERM to the launcher reaches every child") {
   if (launcher == 0) {
     LaunchArgs a;
     a.nproc_per_node = 2;
-    a.command = {"-c", absl::StrCat("trap 'echo term > ", dir, "/t$RANK; exit 5' TERM; "
-                                    "touch ", dir, "/up$RANK; sleep 30 & wait")};
+    a.command = {"-c", absl::StrCat("trap 'echo term > ", dir,
+                                    "/t$RANK; exit 5' TERM; "
+                                    "touch ",
+                                    dir, "/up$RANK; sleep 30 & wait")};
     _exit(RunLaunched(a, "/bin/sh"));
   }
   // Wait until both children have installed their trap.
   for (int i = 0; i < 100; ++i) {
-    if (access((dir + "/up0").c_str(), F_OK) == 0 && access((dir + "/up1").c_str(), F_OK) == 0) break;
+    if (access((dir + "/up0").c_str(), F_OK) == 0 && access((dir + "/up1").c_str(), F_OK) == 0)
+      break;
     absl::SleepFor(absl::Milliseconds(50));
   }
   kill(launcher, SIGTERM);

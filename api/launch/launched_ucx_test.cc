@@ -1,9 +1,8 @@
 // api/launch/launched_ucx_test.cc (tag multiprocess): the whole start-up chain — the
 // launcher sets torchrun's variables, each child reads them (DetectLaunchEnv), meets the
 // others at the rendezvous and all-reduces over UCX (ucx_rank_main.cc).
-#include <string>
-
 #include <catch2/catch.hpp>
+#include <string>
 
 #include "api/launch/launch_command.h"
 #include "transport/ucx/multiprocess_testing.h"

@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "transport/ucx/launch_env.h"
 #include "transport/ucx/ucx_communicator.h"
-#include "absl/synchronization/notification.h"
 
 int main() {
   using namespace mxmaca::transport;

@@ -196,8 +196,8 @@ void BuildAllReduceRankOrder(const Members& m, const float* send, float* recv, i
   }
   const Chunks c = SplitEvenly(count, n);
   AddPairwiseReduceScatter(m, send, c, recv + c.offset[m.me], plan);
-  AddPairwiseAllGather(m, reinterpret_cast<char*>(recv), Scaled(c.offset, 4),
-                       Scaled(c.length, 4), plan);
+  AddPairwiseAllGather(m, reinterpret_cast<char*>(recv), Scaled(c.offset, 4), Scaled(c.length, 4),
+                       plan);
 }
 
 void BuildAllReduceRing(const Members& m, const float* send, float* recv, int64_t count,
@@ -235,8 +235,8 @@ void BuildReduceScatterRankOrder(const Members& m, const float* send, float* rec
   AddPairwiseReduceScatter(m, send, c, recv, plan);
 }
 
-void BuildReduceScatterRing(const Members& m, const float* send, float* recv,
-                            int64_t recv_count, Plan* plan) {
+void BuildReduceScatterRing(const Members& m, const float* send, float* recv, int64_t recv_count,
+                            Plan* plan) {
   const int n = m.size();
   if (n <= 2) {
     BuildReduceScatterRankOrder(m, send, recv, recv_count, plan);

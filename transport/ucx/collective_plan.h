@@ -32,7 +32,7 @@ inline constexpr uint32_t kStepIndexTag = 0xffffffffu;
 
 // Xfer: one message of a step. For a send, `buffer` is read; for a receive, written.
 struct Xfer {
-  int peer = -1;          // global rank of the other side
+  int peer = -1;                      // global rank of the other side
   uint32_t tag_step = kStepIndexTag;  // the tag's step field
   void* buffer = nullptr;
   int64_t bytes = 0;
@@ -50,8 +50,8 @@ struct Xfer {
 struct Step {
   std::vector<Xfer> sends;
   std::vector<Xfer> recvs;
-  std::function<void()> before;          // may be empty
-  std::function<absl::Status()> after;   // may be empty; an error fails the operation
+  std::function<void()> before;         // may be empty
+  std::function<absl::Status()> after;  // may be empty; an error fails the operation
 };
 
 // ScratchPool: reusable scratch buffers (large ones would otherwise be mmapped, faulted
@@ -118,14 +118,13 @@ void BuildAllReduceRing(const Members& m, const float* send, float* recv, int64_
 // ReduceScatterRankOrder / Ring: send [n * recv_count], recv [recv_count].
 void BuildReduceScatterRankOrder(const Members& m, const float* send, float* recv,
                                  int64_t recv_count, Plan* plan);
-void BuildReduceScatterRing(const Members& m, const float* send, float* recv,
-                            int64_t recv_count, Plan* plan);
+void BuildReduceScatterRing(const Members& m, const float* send, float* recv, int64_t recv_count,
+                            Plan* plan);
 // AllGather: send [bytes], recv [n * bytes]; ring or pairwise.
 void BuildAllGather(const Members& m, const void* send, void* recv, int64_t bytes, bool ring,
                     Plan* plan);
 // Broadcast: root's `buffer` [bytes] to every member; scatter + ring all-gather or direct.
-void BuildBroadcast(const Members& m, int root, void* buffer, int64_t bytes, bool ring,
-                    Plan* plan);
+void BuildBroadcast(const Members& m, int root, void* buffer, int64_t bytes, bool ring, Plan* plan);
 // AllToAllV: counts and displacements in bytes.
 void BuildAllToAllV(const Members& m, const void* send, const std::vector<int64_t>& send_bytes,
                     const std::vector<int64_t>& send_offsets, void* recv,

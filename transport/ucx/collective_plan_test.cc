@@ -6,12 +6,11 @@
 // documented order, data movement exact.
 #include "transport/ucx/collective_plan.h"
 
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 namespace mxmaca::transport::ucx {
 namespace {
@@ -33,8 +32,8 @@ std::string RunLockstep(std::vector<Plan>& plans) {
     for (int i = 0; i < n; ++i) used[i].assign(plans[i].steps[s].sends.size(), false);
     for (int i = 0; i < n; ++i) {
       for (Xfer& r : plans[i].steps[s].recvs) {
-        const int j = static_cast<int>(std::find(kGlobal.begin(), kGlobal.end(), r.peer) -
-                                       kGlobal.begin());
+        const int j =
+            static_cast<int>(std::find(kGlobal.begin(), kGlobal.end(), r.peer) - kGlobal.begin());
         if (j >= n) return "receive from a non-member";
         bool found = false;
         auto& sends = plans[j].steps[s].sends;
@@ -94,8 +93,8 @@ std::vector<float> RankOrderSum(const std::vector<std::vector<float>>& x, int64_
 }
 
 // RingOrderChunkSum: chunk c summed from member c+1 around the ring.
-std::vector<float> RingOrderChunkSum(const std::vector<std::vector<float>>& x, int c,
-                                     int64_t begin, int64_t len) {
+std::vector<float> RingOrderChunkSum(const std::vector<std::vector<float>>& x, int c, int64_t begin,
+                                     int64_t len) {
   const int n = static_cast<int>(x.size());
   std::vector<float> out(len);
   for (int64_t i = 0; i < len; ++i) {
@@ -160,14 +159,13 @@ TEST_CASE("reduce-scatter: rank order bit for bit, ring in ring order") {
           if (ring) {
             BuildReduceScatterRing(MembersOf(n, i), x[i].data(), out[i].data(), rc, &plans[i]);
           } else {
-            BuildReduceScatterRankOrder(MembersOf(n, i), x[i].data(), out[i].data(), rc,
-                                        &plans[i]);
+            BuildReduceScatterRankOrder(MembersOf(n, i), x[i].data(), out[i].data(), rc, &plans[i]);
           }
         }
         REQUIRE(RunLockstep(plans) == "");
         for (int i = 0; i < n; ++i) {
-          const std::vector<float> want = (ring && n >= 3) ? RingOrderChunkSum(x, i, i * rc, rc)
-                                                           : RankOrderSum(x, i * rc, rc);
+          const std::vector<float> want =
+              (ring && n >= 3) ? RingOrderChunkSum(x, i, i * rc, rc) : RankOrderSum(x, i * rc, rc);
           CHECK(SameBits(out[i], want));
         }
       }
@@ -230,8 +228,8 @@ TEST_CASE("all-gather, broadcast and all-to-all-v move bytes exactly") {
       }
       std::vector<Plan> plans(n);
       for (int i = 0; i < n; ++i) {
-        BuildAllToAllV(MembersOf(n, i), send[i].data(), sb[i], so[i], recv[i].data(), rb[i],
-                       ro[i], &plans[i]);
+        BuildAllToAllV(MembersOf(n, i), send[i].data(), sb[i], so[i], recv[i].data(), rb[i], ro[i],
+                       &plans[i]);
       }
       REQUIRE(RunLockstep(plans) == "");
       for (int i = 0; i < n; ++i) {

@@ -131,10 +131,9 @@ absl::Status VerifyCollective(const std::vector<Descriptor>& posts) {
   const CollectiveInfo& me = first.info;
   for (const Descriptor& d : posts) {
     if (!d.invalid.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("UcxCommunicator: invalid ", CollectiveOpName(d.info.op), " on ",
-                       d.info.group_name, " seq ", d.info.sequence, " (rank ", d.info.rank,
-                       ": ", d.invalid, "): ", Report(posts)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "UcxCommunicator: invalid ", CollectiveOpName(d.info.op), " on ", d.info.group_name,
+          " seq ", d.info.sequence, " (rank ", d.info.rank, ": ", d.invalid, "): ", Report(posts)));
     }
   }
   std::string mismatch;
@@ -169,19 +168,18 @@ absl::Status VerifyCollective(const std::vector<Descriptor>& posts) {
     if (!bad.empty()) mismatch = absl::StrCat("all_to_all_v counts: ", absl::StrJoin(bad, "; "));
   }
   if (mismatch.empty()) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "UcxCommunicator: mismatch on ", me.group_name, " (group ", me.group_id, ") seq ",
-      me.sequence, " (", mismatch, "): ", Report(posts)));
+  return absl::FailedPreconditionError(absl::StrCat("UcxCommunicator: mismatch on ", me.group_name,
+                                                    " (group ", me.group_id, ") seq ", me.sequence,
+                                                    " (", mismatch, "): ", Report(posts)));
 }
 
 absl::Status VerifyPointToPoint(const Descriptor& send, const Descriptor& recv) {
   const std::vector<Descriptor> both = {send, recv};
   for (const Descriptor& d : both) {
     if (!d.invalid.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("UcxCommunicator: invalid ", CollectiveOpName(d.info.op), " on ",
-                       d.info.group_name, " seq ", d.info.sequence, " (rank ", d.info.rank,
-                       ": ", d.invalid, "): ", Report(both)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "UcxCommunicator: invalid ", CollectiveOpName(d.info.op), " on ", d.info.group_name,
+          " seq ", d.info.sequence, " (rank ", d.info.rank, ": ", d.invalid, "): ", Report(both)));
     }
   }
   std::string mismatch;

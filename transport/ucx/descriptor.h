@@ -18,13 +18,13 @@ namespace mxmaca::transport::ucx {
 
 // Descriptor: one rank's post of one operation.
 struct Descriptor {
-  CollectiveInfo info;      // group_name rebuilt from (kind, index) on decoding
+  CollectiveInfo info;  // group_name rebuilt from (kind, index) on decoding
   GroupKind kind = GroupKind::kWorld;
-  int index = 0;            // ProcessGroup::index
-  int root_index = -1;      // broadcast root's index in the group
+  int index = 0;        // ProcessGroup::index
+  int root_index = -1;  // broadcast root's index in the group
   int group_size = 0;
   uint64_t members_hash = 0;
-  std::string invalid;      // non-empty: what is wrong with the post's arguments
+  std::string invalid;  // non-empty: what is wrong with the post's arguments
   // All-to-all-v only: [group_size] counts in elements.
   std::vector<int64_t> send_counts, recv_counts;
 

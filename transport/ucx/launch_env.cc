@@ -34,15 +34,15 @@ absl::Status ExpandRangeItem(absl::string_view item, absl::string_view whole,
     return true;
   };
   if (bounds.size() > 2 || !numeric(bounds.front()) || !numeric(bounds.back())) {
-    return absl::InvalidArgumentError(absl::StrCat("Slurm hostlist \"", whole, "\": range \"",
-                                                   item, "\" is not N or N-M with decimal N, M"));
+    return absl::InvalidArgumentError(absl::StrCat("Slurm hostlist \"", whole, "\": range \"", item,
+                                                   "\" is not N or N-M with decimal N, M"));
   }
   uint64_t lo = 0, hi = 0;
   if (bounds.front().size() > 9 || bounds.back().size() > 9 ||
-      !absl::SimpleAtoi(bounds.front(), &lo) || !absl::SimpleAtoi(bounds.back(), &hi) ||
-      hi < lo || hi - lo > 1000000) {
-    return absl::InvalidArgumentError(absl::StrCat("Slurm hostlist \"", whole, "\": range \"",
-                                                   item, "\" is descending or too large"));
+      !absl::SimpleAtoi(bounds.front(), &lo) || !absl::SimpleAtoi(bounds.back(), &hi) || hi < lo ||
+      hi - lo > 1000000) {
+    return absl::InvalidArgumentError(absl::StrCat("Slurm hostlist \"", whole, "\": range \"", item,
+                                                   "\" is descending or too large"));
   }
   const size_t width = bounds.front().size();
   for (uint64_t v = lo; v <= hi; ++v) {
@@ -116,8 +116,8 @@ absl::StatusOr<std::vector<std::string>> ExpandSlurmHostlist(absl::string_view h
     if (c == ',' && depth == 0) {
       const absl::string_view expr = hostlist.substr(start, i - start);
       if (expr.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Slurm hostlist \"", hostlist, "\": empty host name at offset ", start));
+        return absl::InvalidArgumentError(
+            absl::StrCat("Slurm hostlist \"", hostlist, "\": empty host name at offset ", start));
       }
       MXMACA_RETURN_IF_ERROR(ExpandExpression(expr, hostlist, &hosts));
       start = i + 1;
@@ -142,9 +142,9 @@ absl::StatusOr<LaunchEnv> DetectLaunchEnv(const GetEnv& getenv_fn) {
     *found = r != nullptr || s != nullptr;
     if (!*found) return absl::OkStatus();
     if (r == nullptr || s == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "launch environment: ", r ? rank_var : size_var, " is set but ",
-          r ? size_var : rank_var, " is not"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("launch environment: ", r ? rank_var : size_var, " is set but ",
+                       r ? size_var : rank_var, " is not"));
     }
     MXMACA_ASSIGN_OR_RETURN(env.rank, ParseInt(rank_var, r));
     MXMACA_ASSIGN_OR_RETURN(env.world_size, ParseInt(size_var, s));
@@ -159,12 +159,12 @@ absl::StatusOr<LaunchEnv> DetectLaunchEnv(const GetEnv& getenv_fn) {
     }
     if (env.rank < 0 || env.rank >= env.world_size) {
       return absl::InvalidArgumentError(absl::StrCat("launch environment: ", rank_var, "=",
-                                                     env.rank, " is outside [0, ", size_var,
-                                                     "=", env.world_size, ")"));
+                                                     env.rank, " is outside [0, ", size_var, "=",
+                                                     env.world_size, ")"));
     }
     if (env.local_rank < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("launch environment: ", local_var, "=",
-                                                     env.local_rank, " is negative"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("launch environment: ", local_var, "=", env.local_rank, " is negative"));
     }
     return absl::OkStatus();
   };

@@ -28,9 +28,9 @@ inline constexpr int kDefaultMasterPort = 29500;
 
 // LaunchEnv: this process's place in the job.
 struct LaunchEnv {
-  int rank = 0;        // global rank, 0 <= rank < world_size
-  int world_size = 1;  // number of processes in the job
-  int local_rank = 0;  // rank among the processes on this host
+  int rank = 0;                           // global rank, 0 <= rank < world_size
+  int world_size = 1;                     // number of processes in the job
+  int local_rank = 0;                     // rank among the processes on this host
   std::string master_addr = "127.0.0.1";  // host of rank 0's rendezvous listener
   int master_port = kDefaultMasterPort;   // TCP port, 1..65535
   // source: "torchrun", "slurm", "openmpi" or "none" — which variables were read.

@@ -2,10 +2,9 @@
 // Slurm's compressed hostlists (expected lists written from Slurm's documented syntax).
 #include "transport/ucx/launch_env.h"
 
+#include <catch2/catch.hpp>
 #include <map>
 #include <string>
-
-#include <catch2/catch.hpp>
 
 namespace mxmaca::transport::ucx {
 namespace {
@@ -102,9 +101,9 @@ TEST_CASE("bad launcher variables name the variable and value") {
              Catch::Contains("WORLD_SIZE=0 must be at least 1"));
   CHECK_THAT(message({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "70000"}}),
              Catch::Contains("MASTER_PORT=70000 is outside 1..65535"));
-  CHECK_THAT(message({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"},
-                      {"SLURM_JOB_NODELIST", "n[1-"}}),
-             Catch::Contains("n[1-"));
+  CHECK_THAT(
+      message({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_JOB_NODELIST", "n[1-"}}),
+      Catch::Contains("n[1-"));
 }
 
 TEST_CASE("Slurm hostlist expansion") {
@@ -122,7 +121,8 @@ TEST_CASE("Slurm hostlist expansion") {
   CHECK(expand("r[1-2]-n[1,3]") == V{"r1-n1", "r1-n3", "r2-n1", "r2-n3"});
   CHECK(expand("gpu[3]-ib") == V{"gpu3-ib"});
 
-  for (const char* bad : {"n[1-", "n]1[", "n[[1]]", "n[4-2]", "n[a-b]", "n[]", "a,,b", "n[1-2-3]"}) {
+  for (const char* bad :
+       {"n[1-", "n]1[", "n[[1]]", "n[4-2]", "n[a-b]", "n[]", "a,,b", "n[1-2-3]"}) {
     INFO(bad);
     auto hosts = ExpandSlurmHostlist(bad);
     REQUIRE_FALSE(hosts.ok());

@@ -17,8 +17,8 @@ namespace mxmaca::transport::ucx {
 
 // RankResult: what one child reported.
 struct RankResult {
-  std::string text;     // the body's return value (empty: success)
-  int exit_code = 0;    // 0 when the body returned; 128+signal when killed
+  std::string text;   // the body's return value (empty: success)
+  int exit_code = 0;  // 0 when the body returned; 128+signal when killed
   bool timed_out = false;
 };
 

@@ -45,7 +45,8 @@ void PutU32(std::string* out, uint32_t v) {
 
 uint32_t GetU32(const char* p) {
   uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
 }
 
@@ -62,12 +63,13 @@ absl::Status SendAll(int fd, absl::string_view data, absl::Time deadline, const 
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       pollfd p = {fd, POLLOUT, 0};
       if (::poll(&p, 1, RemainingMs(deadline)) == 0) {
-        return absl::DeadlineExceededError(absl::StrCat("rendezvous: sending to ", who, " timed out"));
+        return absl::DeadlineExceededError(
+            absl::StrCat("rendezvous: sending to ", who, " timed out"));
       }
       continue;
     }
-    return absl::UnavailableError(
-        absl::StrCat("rendezvous: connection to ", who, " failed while sending: ", ErrnoText(errno)));
+    return absl::UnavailableError(absl::StrCat("rendezvous: connection to ", who,
+                                               " failed while sending: ", ErrnoText(errno)));
   }
   return absl::OkStatus();
 }
@@ -87,8 +89,8 @@ absl::Status RecvAll(int fd, char* out, size_t size, absl::Time deadline, const 
     if (n > 0) {
       done += static_cast<size_t>(n);
     } else if (n == 0) {
-      return absl::UnavailableError(absl::StrCat(
-          "rendezvous: ", who, " closed its connection (its process exited?)"));
+      return absl::UnavailableError(
+          absl::StrCat("rendezvous: ", who, " closed its connection (its process exited?)"));
     } else if (errno != EINTR && errno != EAGAIN) {
       return absl::UnavailableError(
           absl::StrCat("rendezvous: receiving from ", who, " failed: ", ErrnoText(errno)));
@@ -110,9 +112,9 @@ absl::StatusOr<std::string> RecvFrame(int fd, absl::Time deadline, const std::st
   MXMACA_RETURN_IF_ERROR(RecvAll(fd, header, 4, deadline, who));
   const uint32_t size = GetU32(header);
   if (size > kMaxFrame) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "rendezvous: ", who, " sent a frame of ", size, " bytes (limit ", kMaxFrame,
-        "): not an MXMACA rendezvous peer?"));
+    return absl::FailedPreconditionError(absl::StrCat("rendezvous: ", who, " sent a frame of ",
+                                                      size, " bytes (limit ", kMaxFrame,
+                                                      "): not an MXMACA rendezvous peer?"));
   }
   std::string payload(size, '\0');
   MXMACA_RETURN_IF_ERROR(RecvAll(fd, payload.data(), size, deadline, who));
@@ -134,7 +136,7 @@ std::string Rendezvous::Where() const {
 }
 
 absl::StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Connect(const RendezvousOptions& options,
-                                                                 int rank, int world_size) {
+                                                                int rank, int world_size) {
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("rendezvous: rank ", rank, " outside [0, world size ", world_size, ")"));
@@ -180,16 +182,16 @@ absl::Status Rendezvous::ConnectAsMaster() {
       }
       failure = absl::DeadlineExceededError(absl::StrCat(
           "rendezvous: ranks [", absl::StrJoin(missing, ", "), "] of ", world_size_,
-          " did not arrive at ", Where(), " within ", absl::FormatDuration(options_.timeout),
-          " (", arrived, " arrived, counting rank 0)"));
+          " did not arrive at ", Where(), " within ", absl::FormatDuration(options_.timeout), " (",
+          arrived, " arrived, counting rank 0)"));
       break;
     }
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     SetUp(fd);
     // A peer has a few seconds (within the deadline) to say hello once connected.
-    auto hello = RecvFrame(fd, std::min(deadline, absl::Now() + absl::Seconds(10)),
-                           "a connecting rank");
+    auto hello =
+        RecvFrame(fd, std::min(deadline, absl::Now() + absl::Seconds(10)), "a connecting rank");
     if (!hello.ok() || hello->size() != 12 || std::memcmp(hello->data(), kMagic, 4) != 0) {
       ::close(fd);  // not one of ours (a port scanner, a stale process): ignore it
       continue;
@@ -197,15 +199,15 @@ absl::Status Rendezvous::ConnectAsMaster() {
     const int peer = static_cast<int>(GetU32(hello->data() + 4));
     const int peer_world = static_cast<int>(GetU32(hello->data() + 8));
     if (peer_world != world_size_) {
-      failure = absl::FailedPreconditionError(absl::StrCat(
-          "rendezvous at ", Where(), ": rank ", peer, " has world size ", peer_world,
-          " but rank 0 has ", world_size_));
+      failure = absl::FailedPreconditionError(absl::StrCat("rendezvous at ", Where(), ": rank ",
+                                                           peer, " has world size ", peer_world,
+                                                           " but rank 0 has ", world_size_));
     } else if (peer < 1 || peer >= world_size_ || peers_[peer] >= 0) {
-      failure = absl::FailedPreconditionError(absl::StrCat(
-          "rendezvous at ", Where(), ": rank ", peer,
-          peers_[std::clamp(peer, 0, world_size_ - 1)] >= 0 ? " arrived twice"
-                                                            : " is outside the world",
-          " (world size ", world_size_, ")"));
+      failure = absl::FailedPreconditionError(
+          absl::StrCat("rendezvous at ", Where(), ": rank ", peer,
+                       peers_[std::clamp(peer, 0, world_size_ - 1)] >= 0 ? " arrived twice"
+                                                                         : " is outside the world",
+                       " (world size ", world_size_, ")"));
     }
     if (peer >= 1 && peer < world_size_ && peers_[peer] < 0) {
       peers_[peer] = fd;
@@ -221,8 +223,8 @@ absl::Status Rendezvous::ConnectAsMaster() {
       failure.ok() ? std::string(1, '\1') : absl::StrCat(std::string(1, '\0'), failure.message());
   for (int q = 1; q < world_size_; ++q) {
     if (peers_[q] < 0) continue;
-    absl::Status s = SendFrame(peers_[q], verdict, absl::Now() + absl::Seconds(5),
-                               absl::StrCat("rank ", q));
+    absl::Status s =
+        SendFrame(peers_[q], verdict, absl::Now() + absl::Seconds(5), absl::StrCat("rank ", q));
     if (failure.ok() && !s.ok()) failure = s;
   }
   return failure;
@@ -243,7 +245,8 @@ absl::Status Rendezvous::ConnectAsWorker() {
     const int gai = ::getaddrinfo(options_.master_addr.c_str(),
                                   absl::StrCat(options_.master_port).c_str(), &hints, &found);
     if (gai != 0) {
-      last_error = absl::StrCat("cannot resolve \"", options_.master_addr, "\": ", gai_strerror(gai));
+      last_error =
+          absl::StrCat("cannot resolve \"", options_.master_addr, "\": ", gai_strerror(gai));
     } else {
       for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
         const int s = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
@@ -259,9 +262,9 @@ absl::Status Rendezvous::ConnectAsWorker() {
     }
     if (fd >= 0) break;
     if (absl::Now() + absl::Milliseconds(50) >= connect_deadline) {
-      return absl::UnavailableError(absl::StrCat(
-          "rendezvous: rank ", rank_, " could not connect to rank 0 at ", Where(), " within ",
-          absl::FormatDuration(options_.timeout), ": ", last_error));
+      return absl::UnavailableError(
+          absl::StrCat("rendezvous: rank ", rank_, " could not connect to rank 0 at ", Where(),
+                       " within ", absl::FormatDuration(options_.timeout), ": ", last_error));
     }
     absl::SleepFor(absl::Milliseconds(50));
   }
@@ -330,9 +333,9 @@ absl::StatusOr<std::vector<std::string>> Rendezvous::AllGather(absl::string_view
     }
   }
   if (!missing.empty()) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "rendezvous: ranks [", absl::StrJoin(missing, ", "), "] sent nothing to rank 0 within ",
-        absl::FormatDuration(options_.timeout)));
+    return absl::DeadlineExceededError(
+        absl::StrCat("rendezvous: ranks [", absl::StrJoin(missing, ", "),
+                     "] sent nothing to rank 0 within ", absl::FormatDuration(options_.timeout)));
   }
   MXMACA_RETURN_IF_ERROR(failure);
   std::string table;

@@ -24,7 +24,7 @@ namespace mxmaca::transport::ucx {
 // RendezvousOptions: where rank 0 listens and how long everyone waits.
 struct RendezvousOptions {
   std::string master_addr = "127.0.0.1";  // host name or IPv4 address of rank 0
-  int master_port = 29500;                 // TCP port rank 0 listens on
+  int master_port = 29500;                // TCP port rank 0 listens on
   // timeout: limit for Connect (all ranks arriving) and for each AllGather / Barrier.
   absl::Duration timeout = absl::Seconds(60);
 };

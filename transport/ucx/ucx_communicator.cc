@@ -4,8 +4,8 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
-#include <unistd.h>
 #include <ucp/api/ucp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -25,6 +25,7 @@
 #include "base/status_macros.h"
 #include "transport/ucx/collective_plan.h"
 #include "transport/ucx/descriptor.h"
+#include "transport/ucx/verify_plan.h"
 
 namespace mxmaca::transport::ucx {
 namespace {
@@ -54,9 +55,6 @@ absl::Status UcsStatus(ucs_status_t s, absl::string_view what) {
 #define MXMACA_UCS_RETURN_IF_ERROR(expr, what) MXMACA_RETURN_IF_ERROR(UcsStatus((expr), (what)))
 
 bool Overflows(int64_t count, int64_t elem) { return count > (INT64_MAX / 4) / elem; }
-
-// A non-null address for zero-byte transfers.
-char kEmpty[1];
 
 }  // namespace
 
@@ -129,8 +127,6 @@ class UcxCommunicator::Impl {
   absl::Status CheckXfer(const Operation& op, const Xfer& x, ucs_status_t status, int64_t length,
                          bool is_recv) const;
   std::string TimeoutReport(const Operation& op, absl::Time now) const;
-  void BuildPointToPoint(const Members& m, const Descriptor& mine, const PostArgs& args,
-                         Plan* plan);
 
   const Options options_;
   const int rank_;
@@ -185,8 +181,8 @@ void RecvCallback(void* request, ucs_status_t status, const ucp_tag_recv_info_t*
 
 absl::Status UcxCommunicator::Impl::Init() {
   if (world_size_ > (1 << kRankBits)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "UcxCommunicator: world size ", world_size_, " exceeds the tag limit ", 1 << kRankBits));
+    return absl::InvalidArgumentError(absl::StrCat("UcxCommunicator: world size ", world_size_,
+                                                   " exceeds the tag limit ", 1 << kRankBits));
   }
   ucp_config_t* config = nullptr;
   MXMACA_UCS_RETURN_IF_ERROR(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
@@ -257,9 +253,9 @@ void UcxCommunicator::Impl::Shutdown(bool flush) {
   std::vector<std::shared_ptr<Operation>> left;
   for (auto& [id, op] : active_) left.push_back(op);
   for (auto& op : left) {
-    Finish(op.get(), absl::CancelledError(
-                         absl::StrCat("UcxCommunicator: ", op->info.ToString(),
-                                      ": the communicator was closed before it completed")));
+    Finish(op.get(),
+           absl::CancelledError(absl::StrCat("UcxCommunicator: ", op->info.ToString(),
+                                             ": the communicator was closed before it completed")));
   }
   if (worker_ != nullptr) {
     std::vector<ucs_status_ptr_t> closing;
@@ -370,9 +366,9 @@ CollectiveInfo UcxCommunicator::Impl::Post(const ProcessGroup& group, PostArgs a
   for (int r : group.ranks) member = member && r >= 0 && r < world_size_;
   std::string refuse;
   if (!member) {
-    refuse = absl::StrCat("rank ", rank_, " is not member ", group.rank_in_group, " of ",
-                          group.name(), " ranks [", absl::StrJoin(group.ranks, ", "),
-                          "] (world ", world_size_, ")");
+    refuse =
+        absl::StrCat("rank ", rank_, " is not member ", group.rank_in_group, " of ", group.name(),
+                     " ranks [", absl::StrJoin(group.ranks, ", "), "] (world ", world_size_, ")");
   } else if (group.id < 0 || group.id >= (int64_t{1} << kGroupBits)) {
     refuse = absl::StrCat("group id ", group.id, " outside the tag range [0, ",
                           int64_t{1} << kGroupBits, ")");
@@ -405,8 +401,8 @@ CollectiveInfo UcxCommunicator::Impl::Post(const ProcessGroup& group, PostArgs a
   }
   if (!options_.verify && !a.invalid.empty()) {
     if (a.done) {
-      a.done(info, absl::InvalidArgumentError(absl::StrCat(
-                       "UcxCommunicator: invalid ", info.ToString(), ": ", a.invalid)));
+      a.done(info, absl::InvalidArgumentError(absl::StrCat("UcxCommunicator: invalid ",
+                                                           info.ToString(), ": ", a.invalid)));
     }
     return info;
   }
@@ -433,55 +429,11 @@ CollectiveInfo UcxCommunicator::Impl::Post(const ProcessGroup& group, PostArgs a
   op->plan = std::make_unique<Plan>(&scratch_pool_);
   Plan* plan = op->plan.get();
   if (p2p) {
-    BuildPointToPoint(m, mine, a, plan);
+    BuildPointToPoint(mine, a.p2p_send, a.p2p_recv, options_.verify, plan);
   } else {
     if (options_.verify) {
-      // Step 0: every member sends its descriptor to every other member.
       op->verify_step = true;
-      const int n = m.size();
-      const std::string encoded = mine.Encode();
-      char* out = plan->Scratch(static_cast<int64_t>(encoded.size()));
-      std::memcpy(out, encoded.data(), encoded.size());
-      const int64_t slot = Descriptor::MaxEncodedSize(n);
-      char* slots = plan->Scratch(slot * n);
-      Step step;
-      for (int k = 0; k < n; ++k) {
-        if (k == m.me) continue;
-        Xfer s;
-        s.peer = m.ranks[k];
-        s.buffer = out;
-        s.bytes = static_cast<int64_t>(encoded.size());
-        step.sends.push_back(s);
-        Xfer r;
-        r.peer = m.ranks[k];
-        r.buffer = slots + k * slot;
-        r.bytes = slot;
-        r.exact_length = false;
-        step.recvs.push_back(r);
-      }
-      // The verdict: decode every member's descriptor; the same on every member.
-      step.after = [plan, mine, n, slots, slot]() -> absl::Status {
-        std::vector<Descriptor> all(n);
-        const std::vector<Xfer>& recvs = plan->steps[0].recvs;  // members k != me, in order
-        size_t next = 0;
-        for (int k = 0; k < n; ++k) {
-          if (next < recvs.size() && recvs[next].buffer == slots + k * slot) {
-            auto d = Descriptor::Decode(slots + k * slot, recvs[next].received);
-            ++next;
-            if (!d.ok()) {
-              return absl::FailedPreconditionError(
-                  absl::StrCat("UcxCommunicator: mismatch on ", mine.info.group_name, " seq ",
-                               mine.info.sequence, ": member ", k, " sent a ",
-                               d.status().message()));
-            }
-            all[k] = std::move(*d);
-          } else {
-            all[k] = mine;  // this rank's own slot
-          }
-        }
-        return VerifyCollective(all);
-      };
-      plan->steps.push_back(std::move(step));
+      AddDescriptorExchange(m, mine, plan);
     }
     if (a.invalid.empty() && a.build) a.build(m, plan);
   }
@@ -494,128 +446,11 @@ CollectiveInfo UcxCommunicator::Impl::Post(const ProcessGroup& group, PostArgs a
   if (!Enqueue([this, op] { Start(op); })) {
     --pending_;
     if (op->done) {
-      op->done(info, absl::CancelledError(absl::StrCat(
-                         "UcxCommunicator: ", info.ToString(), ": the communicator is closed")));
+      op->done(info, absl::CancelledError(absl::StrCat("UcxCommunicator: ", info.ToString(),
+                                                       ": the communicator is closed")));
     }
   }
   return returned;
-}
-
-void UcxCommunicator::Impl::BuildPointToPoint(const Members& m, const Descriptor& mine,
-                                              const PostArgs& a, Plan* plan) {
-  const int peer = a.info.peer;
-  const bool send = a.info.op == CollectiveOp::kSend;
-  const bool valid = a.invalid.empty();
-  auto data_xfer = [&](void* buffer, int64_t bytes) {
-    Xfer x;
-    x.peer = peer;
-    x.tag_step = 1;
-    x.buffer = (buffer == nullptr || bytes == 0) ? kEmpty : buffer;
-    x.bytes = bytes;
-    return x;
-  };
-  if (!options_.verify) {
-    Step step;
-    if (send) {
-      step.sends.push_back(data_xfer(const_cast<void*>(a.p2p_send), mine.info.bytes));
-    } else {
-      step.recvs.push_back(data_xfer(a.p2p_recv, mine.info.bytes));
-    }
-    plan->steps.push_back(std::move(step));
-    return;
-  }
-  const std::string encoded = mine.Encode();
-  const int64_t max_desc = Descriptor::MaxEncodedSize(2);
-  if (send) {
-    // One step: descriptor (tag 0) and data (tag 1) out, the receiver's verdict (tag 2) in.
-    char* desc = plan->Scratch(static_cast<int64_t>(encoded.size()));
-    std::memcpy(desc, encoded.data(), encoded.size());
-    char* verdict = plan->Scratch(1 + max_desc);
-    Step step;
-    Xfer d;
-    d.peer = peer;
-    d.tag_step = 0;
-    d.buffer = desc;
-    d.bytes = static_cast<int64_t>(encoded.size());
-    step.sends.push_back(d);
-    step.sends.push_back(
-        data_xfer(const_cast<void*>(a.p2p_send), valid ? mine.info.bytes : 0));
-    Xfer v;
-    v.peer = peer;
-    v.tag_step = 2;
-    v.buffer = verdict;
-    v.bytes = 1 + max_desc;
-    v.exact_length = false;
-    step.recvs.push_back(v);
-    step.after = [plan, mine, verdict]() -> absl::Status {
-      const int64_t got = plan->steps[0].recvs[0].received;
-      if (got >= 1 && verdict[0] == 1) return absl::OkStatus();
-      auto theirs = Descriptor::Decode(verdict + 1, got - 1);
-      if (!theirs.ok()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "UcxCommunicator: ", mine.info.ToString(), ": receiver's verdict unreadable: ",
-            theirs.status().message()));
-      }
-      absl::Status s = VerifyPointToPoint(mine, *theirs);
-      return s.ok() ? absl::InternalError("UcxCommunicator: receiver refused a matching send")
-                    : s;
-    };
-    plan->steps.push_back(std::move(step));
-    return;
-  }
-  // Receiver: step 0 takes the sender's descriptor and decides; step 1 receives the data
-  // (into the caller's buffer, or drains it on a mismatch) and answers with the verdict.
-  struct State {
-    absl::Status verdict;
-    std::string answer;
-  };
-  auto state = std::make_shared<State>();
-  char* desc = plan->Scratch(max_desc);
-  Step first;
-  Xfer d;
-  d.peer = peer;
-  d.tag_step = 0;
-  d.buffer = desc;
-  d.bytes = max_desc;
-  d.exact_length = false;
-  first.recvs.push_back(d);
-  void* user = a.p2p_recv;
-  first.after = [plan, mine, desc, state, user, valid]() -> absl::Status {
-    Xfer& data = plan->steps[1].recvs[0];
-    Xfer& answer = plan->steps[1].sends[0];
-    auto sender = Descriptor::Decode(desc, plan->steps[0].recvs[0].received);
-    int64_t incoming = 0;
-    if (!sender.ok()) {
-      state->verdict = absl::FailedPreconditionError(absl::StrCat(
-          "UcxCommunicator: ", mine.info.ToString(), ": sender's descriptor unreadable: ",
-          sender.status().message()));
-    } else {
-      state->verdict = VerifyPointToPoint(*sender, mine);
-      incoming = sender->invalid.empty() ? sender->info.bytes : 0;
-    }
-    if (state->verdict.ok() && valid) {
-      data.buffer = (user == nullptr || mine.info.bytes == 0) ? kEmpty : user;
-      data.bytes = mine.info.bytes;
-      state->answer = std::string(1, '\1');
-    } else {
-      data.buffer = plan->Scratch(incoming);
-      data.bytes = incoming;
-      data.exact_length = false;
-      state->answer = std::string(1, '\0') + mine.Encode();
-    }
-    answer.buffer = state->answer.data();
-    answer.bytes = static_cast<int64_t>(state->answer.size());
-    return absl::OkStatus();
-  };
-  plan->steps.push_back(std::move(first));
-  Step second;
-  second.recvs.push_back(data_xfer(nullptr, 0));
-  Xfer v;
-  v.peer = peer;
-  v.tag_step = 2;
-  second.sends.push_back(v);
-  second.after = [state]() { return state->verdict; };
-  plan->steps.push_back(std::move(second));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -653,7 +488,8 @@ void UcxCommunicator::Impl::PostStep(Operation* op) {
 }
 
 void UcxCommunicator::Impl::PostSend(Operation* op, Xfer* x) {
-  const uint32_t step = x->tag_step == kStepIndexTag ? static_cast<uint32_t>(op->step) : x->tag_step;
+  const uint32_t step =
+      x->tag_step == kStepIndexTag ? static_cast<uint32_t>(op->step) : x->tag_step;
   const ucp_tag_t tag = MakeTag(op->p2p, rank_, op->info.group_id, op->info.sequence, step);
   ucp_request_param_t p = {};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -661,8 +497,8 @@ void UcxCommunicator::Impl::PostSend(Operation* op, Xfer* x) {
   p.user_data = x;
   ++op->outstanding;
   ++op->step_pending;
-  ucs_status_ptr_t r = ucp_tag_send_nbx(eps_[x->peer], x->buffer, static_cast<size_t>(x->bytes),
-                                        tag, &p);
+  ucs_status_ptr_t r =
+      ucp_tag_send_nbx(eps_[x->peer], x->buffer, static_cast<size_t>(x->bytes), tag, &p);
   Posted(op, x, r, /*is_recv=*/false);
 }
 
@@ -684,18 +520,19 @@ void UcxCommunicator::Impl::Posted(Operation* op, Xfer* x, ucs_status_ptr_t r, b
 }
 
 void UcxCommunicator::Impl::PostRecv(Operation* op, Xfer* x) {
-  const uint32_t step = x->tag_step == kStepIndexTag ? static_cast<uint32_t>(op->step) : x->tag_step;
+  const uint32_t step =
+      x->tag_step == kStepIndexTag ? static_cast<uint32_t>(op->step) : x->tag_step;
   const ucp_tag_t tag = MakeTag(op->p2p, x->peer, op->info.group_id, op->info.sequence, step);
   ucp_request_param_t p = {};
   // Completion always through the callback (which reports the received length).
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                   UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  p.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   p.cb.recv = RecvCallback;
   p.user_data = x;
   ++op->outstanding;
   ++op->step_pending;
-  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, x->buffer, static_cast<size_t>(x->bytes), tag,
-                                        ~ucp_tag_t{0}, &p);
+  ucs_status_ptr_t r =
+      ucp_tag_recv_nbx(worker_, x->buffer, static_cast<size_t>(x->bytes), tag, ~ucp_tag_t{0}, &p);
   Posted(op, x, r, /*is_recv=*/true);
 }
 
@@ -703,14 +540,14 @@ absl::Status UcxCommunicator::Impl::CheckXfer(const Operation& op, const Xfer& x
                                               ucs_status_t status, int64_t length,
                                               bool is_recv) const {
   if (status == UCS_ERR_MESSAGE_TRUNCATED) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "UcxCommunicator: mismatch: ", op.info.ToString(), ": rank ", x.peer,
-        " sent more than the ", x.bytes, " bytes expected (step ", op.step, ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("UcxCommunicator: mismatch: ", op.info.ToString(), ": rank ", x.peer,
+                     " sent more than the ", x.bytes, " bytes expected (step ", op.step, ")"));
   }
   if (status != UCS_OK) {
-    return absl::UnavailableError(absl::StrCat(
-        "UcxCommunicator: ", op.info.ToString(), ": ", is_recv ? "receive from" : "send to",
-        " rank ", x.peer, " failed: ", ucs_status_string(status)));
+    return absl::UnavailableError(absl::StrCat("UcxCommunicator: ", op.info.ToString(), ": ",
+                                               is_recv ? "receive from" : "send to", " rank ",
+                                               x.peer, " failed: ", ucs_status_string(status)));
   }
   if (is_recv && x.exact_length && length != x.bytes) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -777,12 +614,11 @@ std::string UcxCommunicator::Impl::TimeoutReport(const Operation& op, absl::Time
   std::string s = absl::StrCat(
       "UcxCommunicator: ", CollectiveOpName(op.info.op), " on ", op.info.group_name, " (group ",
       op.info.group_id, ") seq ", op.info.sequence, " did not complete within ",
-      absl::FormatDuration(options_.timeout), " (posted ",
-      absl::FormatDuration(now - op.posted), " ago): rank ", rank_, " posted ",
-      op.info.ToString(), "; ");
+      absl::FormatDuration(options_.timeout), " (posted ", absl::FormatDuration(now - op.posted),
+      " ago): rank ", rank_, " posted ", op.info.ToString(), "; ");
   if (op.step == 0 && (op.verify_step || op.p2p)) {
-    absl::StrAppend(&s, "ranks arrived: [", absl::StrJoin(arrived, ", "),
-                    "]; ranks not arrived: [", absl::StrJoin(waiting, ", "), "]");
+    absl::StrAppend(&s, "ranks arrived: [", absl::StrJoin(arrived, ", "), "]; ranks not arrived: [",
+                    absl::StrJoin(waiting, ", "), "]");
   } else {
     absl::StrAppend(&s, "step ", op.step, " of ", op.plan->steps.size(),
                     " waiting for data from ranks [", absl::StrJoin(waiting, ", "), "]");
@@ -962,10 +798,12 @@ CollectiveInfo UcxCommunicator::Recv(const ProcessGroup& group, int peer, void* 
   return impl_->Post(group, std::move(a));
 }
 
-CollectiveInfo UcxCommunicator::AllToAllV(
-    const ProcessGroup& group, const void* send, const std::vector<int64_t>& send_counts,
-    const std::vector<int64_t>& send_displs, void* recv, const std::vector<int64_t>& recv_counts,
-    const std::vector<int64_t>& recv_displs, DataType dtype, DoneCallback done) {
+CollectiveInfo UcxCommunicator::AllToAllV(const ProcessGroup& group, const void* send,
+                                          const std::vector<int64_t>& send_counts,
+                                          const std::vector<int64_t>& send_displs, void* recv,
+                                          const std::vector<int64_t>& recv_counts,
+                                          const std::vector<int64_t>& recv_displs, DataType dtype,
+                                          DoneCallback done) {
   Impl::PostArgs a;
   a.info.op = CollectiveOp::kAllToAllV;
   a.info.dtype = dtype;
@@ -974,13 +812,12 @@ CollectiveInfo UcxCommunicator::AllToAllV(
   if (send_counts.size() != n || send_displs.size() != n || recv_counts.size() != n ||
       recv_displs.size() != n) {
     a.invalid = absl::StrCat("count/displacement vectors have sizes ", send_counts.size(), ", ",
-                             send_displs.size(), ", ", recv_counts.size(), ", ",
-                             recv_displs.size(), "; expected the group size ", n);
+                             send_displs.size(), ", ", recv_counts.size(), ", ", recv_displs.size(),
+                             "; expected the group size ", n);
   } else {
     int64_t total = 0, recv_total = 0;
     for (size_t j = 0; j < n; ++j) {
-      if (send_counts[j] < 0 || send_displs[j] < 0 || recv_counts[j] < 0 ||
-          recv_displs[j] < 0) {
+      if (send_counts[j] < 0 || send_displs[j] < 0 || recv_counts[j] < 0 || recv_displs[j] < 0) {
         a.invalid = absl::StrCat("negative count or displacement for member ", j);
       }
       total += send_counts[j];

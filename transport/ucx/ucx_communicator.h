@@ -128,8 +128,8 @@ class UcxCommunicator : public Communicator {
 
   CollectiveInfo AllReduceSum(const ProcessGroup& group, const float* send, float* recv,
                               int64_t count, DoneCallback done) override;
-  CollectiveInfo AllGather(const ProcessGroup& group, const void* send, void* recv,
-                           int64_t count, DataType dtype, DoneCallback done) override;
+  CollectiveInfo AllGather(const ProcessGroup& group, const void* send, void* recv, int64_t count,
+                           DataType dtype, DoneCallback done) override;
   CollectiveInfo ReduceScatterSum(const ProcessGroup& group, const float* send, float* recv,
                                   int64_t recv_count, DoneCallback done) override;
   CollectiveInfo Broadcast(const ProcessGroup& group, int root, void* buffer, int64_t count,

@@ -7,13 +7,12 @@
 // post, and a rank that never posts giving a timeout report through CollectiveWatchdog.
 #include "transport/ucx/ucx_communicator.h"
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -129,8 +128,7 @@ std::string CheckCollectives(int rank, int world, Job& job, bool expect_bits_eve
       // Reference: the in-process backend, all ranks posted from this thread.
       InProcessHub hub(world);
       std::vector<std::vector<float>> ar(world, std::vector<float>(count)),
-          rs(world, std::vector<float>(count)), ag(world, std::vector<float>(count * n)),
-          bc = in;
+          rs(world, std::vector<float>(count)), ag(world, std::vector<float>(count * n)), bc = in;
       const int root = n - 1;
       for (int r = 0; r < world; ++r) {
         const ProcessGroup gr = GroupOf(grid, kind, r);
@@ -151,9 +149,9 @@ std::string CheckCollectives(int rank, int world, Job& job, bool expect_bits_eve
       std::string e = WaitOk(w, 5, tag);
       if (!e.empty()) return e;
       if (expect_bits_everywhere || n <= 2) {
-        for (auto [got, want, name] :
-             {std::tuple{&ar_out, &ar[rank], "all_reduce"}, {&inplace, &ar[rank], "in-place all_reduce"},
-              {&rs_out, &rs[rank], "reduce_scatter"}}) {
+        for (auto [got, want, name] : {std::tuple{&ar_out, &ar[rank], "all_reduce"},
+                                       {&inplace, &ar[rank], "in-place all_reduce"},
+                                       {&rs_out, &rs[rank], "reduce_scatter"}}) {
           e = FirstDifference(*got, *want, absl::StrCat(tag, " ", name));
           if (!e.empty()) return e;
         }
@@ -188,8 +186,8 @@ std::string CheckCollectives(int rank, int world, Job& job, bool expect_bits_eve
                                   rc[r], displs(rc[r]), DataType::kFloat32, {});
       }
       std::vector<float> mine(a2a_out[rank].size(), -2.0f);
-      job.comm->AllToAllV(g, a2a_in[rank].data(), sc[rank], displs(sc[rank]), mine.data(),
-                          rc[rank], displs(rc[rank]), DataType::kFloat32, w.Callback());
+      job.comm->AllToAllV(g, a2a_in[rank].data(), sc[rank], displs(sc[rank]), mine.data(), rc[rank],
+                          displs(rc[rank]), DataType::kFloat32, w.Callback());
       e = WaitOk(w, 1, tag + " all_to_all_v");
       if (e.empty()) e = FirstDifference(mine, a2a_out[rank], tag + " all_to_all_v");
       if (!e.empty()) return e;
@@ -219,16 +217,16 @@ void ExpectAllPassed(const std::vector<RankResult>& results) {
 
 TEST_CASE("2 ranks over tcp: every collective bit-identical to the in-process backend") {
   const int port = FreeTcpPort();
-  ExpectAllPassed(RunRanks(2, [&](int rank) {
-    return RunCollectives(rank, 2, port, "tcp", {}, /*bits=*/true);
-  }, absl::Seconds(60)));
+  ExpectAllPassed(RunRanks(
+      2, [&](int rank) { return RunCollectives(rank, 2, port, "tcp", {}, /*bits=*/true); },
+      absl::Seconds(60)));
 }
 
 TEST_CASE("4 ranks over shm+tcp: every collective bit-identical to the in-process backend") {
   const int port = FreeTcpPort();
-  ExpectAllPassed(RunRanks(4, [&](int rank) {
-    return RunCollectives(rank, 4, port, "shm,tcp", {}, /*bits=*/true);
-  }, absl::Seconds(60)));
+  ExpectAllPassed(RunRanks(
+      4, [&](int rank) { return RunCollectives(rank, 4, port, "shm,tcp", {}, /*bits=*/true); },
+      absl::Seconds(60)));
 }
 
 // RingOrderReference: chunk c of the ring all-reduce, summed from member c+1 around the
@@ -253,136 +251,145 @@ std::vector<float> RingOrderReference(const std::vector<std::vector<float>>& x) 
 
 TEST_CASE("4 ranks, ring mode: ring-order sums; groups of 2 still bit-identical") {
   const int port = FreeTcpPort();
-  ExpectAllPassed(RunRanks(4, [&](int rank) -> std::string {
-    UcxCommunicator::Options options;
-    options.reduction = ReductionOrder::kRing;
-    options.ring_min_bytes = 0;  // the ring at every size
-    auto job = Join(rank, 4, port, "shm,tcp", options);
-    if (!job.ok()) return std::string(job.status().message());
-    // Groups of 2 (TP, DP): bits equal the in-process backend.
-    job->kinds = {GroupKind::kTensorModelParallel, GroupKind::kDataParallel};
-    std::string e = CheckCollectives(rank, 4, *job, /*bits=*/true);
-    if (!e.empty()) return e;
-    // World (4): the ring order, checked against the independent loop above.
-    ProcessGroup world;
-    world.id = 999;
-    world.ranks = {0, 1, 2, 3};
-    world.rank_in_group = rank;
-    Waiter w;
-    for (int64_t count : {int64_t{3}, int64_t{4099}, int64_t{262147}}) {
-      std::vector<std::vector<float>> x;
-      for (int r = 0; r < 4; ++r) x.push_back(RandomFloats(count, 17 * r + count));
-      std::vector<float> got(count);
-      job->comm->AllReduceSum(world, x[rank].data(), got.data(), count, w.Callback());
-      e = WaitOk(w, 1, "ring all_reduce");
-      if (e.empty()) e = FirstDifference(got, RingOrderReference(x), "ring all_reduce");
-      if (!e.empty()) return e;
-    }
-    absl::Status c = job->comm->Close();
-    return c.ok() ? "" : std::string(c.message());
-  }, absl::Seconds(60)));
+  ExpectAllPassed(RunRanks(
+      4,
+      [&](int rank) -> std::string {
+        UcxCommunicator::Options options;
+        options.reduction = ReductionOrder::kRing;
+        options.ring_min_bytes = 0;  // the ring at every size
+        auto job = Join(rank, 4, port, "shm,tcp", options);
+        if (!job.ok()) return std::string(job.status().message());
+        // Groups of 2 (TP, DP): bits equal the in-process backend.
+        job->kinds = {GroupKind::kTensorModelParallel, GroupKind::kDataParallel};
+        std::string e = CheckCollectives(rank, 4, *job, /*bits=*/true);
+        if (!e.empty()) return e;
+        // World (4): the ring order, checked against the independent loop above.
+        ProcessGroup world;
+        world.id = 999;
+        world.ranks = {0, 1, 2, 3};
+        world.rank_in_group = rank;
+        Waiter w;
+        for (int64_t count : {int64_t{3}, int64_t{4099}, int64_t{262147}}) {
+          std::vector<std::vector<float>> x;
+          for (int r = 0; r < 4; ++r) x.push_back(RandomFloats(count, 17 * r + count));
+          std::vector<float> got(count);
+          job->comm->AllReduceSum(world, x[rank].data(), got.data(), count, w.Callback());
+          e = WaitOk(w, 1, "ring all_reduce");
+          if (e.empty()) e = FirstDifference(got, RingOrderReference(x), "ring all_reduce");
+          if (!e.empty()) return e;
+        }
+        absl::Status c = job->comm->Close();
+        return c.ok() ? "" : std::string(c.message());
+      },
+      absl::Seconds(60)));
 }
 
 TEST_CASE("send/recv: FIFO per channel, both directions, small and rendezvous sizes") {
   const int port = FreeTcpPort();
-  ExpectAllPassed(RunRanks(2, [&](int rank) -> std::string {
-    auto job = Join(rank, 2, port, "shm,tcp", {});
-    if (!job.ok()) return std::string(job.status().message());
-    ProcessGroup pp;
-    pp.id = 1;
-    pp.kind = GroupKind::kPipelineModelParallel;
-    pp.ranks = {0, 1};
-    pp.rank_in_group = rank;
-    ProcessGroup other = pp;
-    other.id = 2;
-    const int peer = 1 - rank;
-    const int kMessages = 24;
-    auto size_of = [](int k) -> int64_t {
-      return k % 6 == 5 ? (1 << 21) + k : (k * 37) % 500;  // includes 0 and 8 MiB
-    };
-    std::vector<std::vector<float>> out(kMessages), in(kMessages), other_in(kMessages);
-    Waiter w;
-    if (rank == 1) absl::SleepFor(absl::Milliseconds(50));  // receives posted late on rank 0
-    for (int k = 0; k < kMessages; ++k) {
-      out[k] = RandomFloats(size_of(k), 100 * rank + k);
-      in[k].assign(size_of(k), 0.0f);
-      other_in[k].assign(3, 0.0f);
-      job->comm->Send(pp, peer, out[k].data(), size_of(k), DataType::kFloat32, w.Callback());
-      job->comm->Recv(pp, peer, in[k].data(), size_of(k), DataType::kFloat32, w.Callback());
-      // A second channel (other group) interleaved: must not steal the first's messages.
-      job->comm->Send(other, peer, out[k].data(), std::min<int64_t>(3, size_of(k)),
-                      DataType::kFloat32, w.Callback());
-      job->comm->Recv(other, peer, other_in[k].data(), std::min<int64_t>(3, size_of(k)),
-                      DataType::kFloat32, w.Callback());
-    }
-    std::string e = WaitOk(w, 4 * kMessages, "send/recv");
-    for (int k = 0; k < kMessages && e.empty(); ++k) {
-      e = FirstDifference(in[k], RandomFloats(size_of(k), 100 * peer + k),
-                          absl::StrCat("message ", k));
-      std::vector<float> head = RandomFloats(size_of(k), 100 * peer + k);
-      head.resize(std::min<int64_t>(3, size_of(k)));
-      std::vector<float> got = other_in[k];
-      got.resize(head.size());
-      if (e.empty()) e = FirstDifference(got, head, absl::StrCat("other channel message ", k));
-    }
-    absl::Status c = job->comm->Close();
-    if (e.empty() && !c.ok()) e = std::string(c.message());
-    // After Close: posts fail with Cancelled at once, nothing is pending.
-    job->comm->Send(pp, peer, out[0].data(), 1, DataType::kFloat32, w.Callback());
-    auto after = w.Wait(1);
-    if (e.empty() && (after.size() != 1 || !absl::IsCancelled(after[0]))) {
-      e = "a post after Close did not fail with Cancelled";
-    }
-    if (e.empty() && (!job->comm->CheckTimeouts(absl::InfiniteFuture()).empty() ||
-                      job->comm->pending_operations() != 0)) {
-      e = "operations pending after Close";
-    }
-    return e;
-  }, absl::Seconds(60)));
+  ExpectAllPassed(RunRanks(
+      2,
+      [&](int rank) -> std::string {
+        auto job = Join(rank, 2, port, "shm,tcp", {});
+        if (!job.ok()) return std::string(job.status().message());
+        ProcessGroup pp;
+        pp.id = 1;
+        pp.kind = GroupKind::kPipelineModelParallel;
+        pp.ranks = {0, 1};
+        pp.rank_in_group = rank;
+        ProcessGroup other = pp;
+        other.id = 2;
+        const int peer = 1 - rank;
+        const int kMessages = 24;
+        auto size_of = [](int k) -> int64_t {
+          return k % 6 == 5 ? (1 << 21) + k : (k * 37) % 500;  // includes 0 and 8 MiB
+        };
+        std::vector<std::vector<float>> out(kMessages), in(kMessages), other_in(kMessages);
+        Waiter w;
+        if (rank == 1) absl::SleepFor(absl::Milliseconds(50));  // receives posted late on rank 0
+        for (int k = 0; k < kMessages; ++k) {
+          out[k] = RandomFloats(size_of(k), 100 * rank + k);
+          in[k].assign(size_of(k), 0.0f);
+          other_in[k].assign(3, 0.0f);
+          job->comm->Send(pp, peer, out[k].data(), size_of(k), DataType::kFloat32, w.Callback());
+          job->comm->Recv(pp, peer, in[k].data(), size_of(k), DataType::kFloat32, w.Callback());
+          // A second channel (other group) interleaved: must not steal the first's messages.
+          job->comm->Send(other, peer, out[k].data(), std::min<int64_t>(3, size_of(k)),
+                          DataType::kFloat32, w.Callback());
+          job->comm->Recv(other, peer, other_in[k].data(), std::min<int64_t>(3, size_of(k)),
+                          DataType::kFloat32, w.Callback());
+        }
+        std::string e = WaitOk(w, 4 * kMessages, "send/recv");
+        for (int k = 0; k < kMessages && e.empty(); ++k) {
+          e = FirstDifference(in[k], RandomFloats(size_of(k), 100 * peer + k),
+                              absl::StrCat("message ", k));
+          std::vector<float> head = RandomFloats(size_of(k), 100 * peer + k);
+          head.resize(std::min<int64_t>(3, size_of(k)));
+          std::vector<float> got = other_in[k];
+          got.resize(head.size());
+          if (e.empty()) e = FirstDifference(got, head, absl::StrCat("other channel message ", k));
+        }
+        absl::Status c = job->comm->Close();
+        if (e.empty() && !c.ok()) e = std::string(c.message());
+        // After Close: posts fail with Cancelled at once, nothing is pending.
+        job->comm->Send(pp, peer, out[0].data(), 1, DataType::kFloat32, w.Callback());
+        auto after = w.Wait(1);
+        if (e.empty() && (after.size() != 1 || !absl::IsCancelled(after[0]))) {
+          e = "a post after Close did not fail with Cancelled";
+        }
+        if (e.empty() && (!job->comm->CheckTimeouts(absl::InfiniteFuture()).empty() ||
+                          job->comm->pending_operations() != 0)) {
+          e = "operations pending after Close";
+        }
+        return e;
+      },
+      absl::Seconds(60)));
 }
 
 TEST_CASE("a count mismatch and an invalid post are reported on every rank") {
   const int port = FreeTcpPort();
-  auto results = RunRanks(2, [&](int rank) -> std::string {
-    auto job = Join(rank, 2, port, "tcp", {});
-    if (!job.ok()) return std::string(job.status().message());
-    ProcessGroup g;
-    g.id = 16 * 2;
-    g.ranks = {0, 1};
-    g.rank_in_group = rank;
-    Waiter w;
-    std::vector<float> a(12, 1.0f), b(12);
-    std::string report;
-    // 1. all-reduce of 10 vs 12 elements.
-    job->comm->AllReduceSum(g, a.data(), b.data(), rank == 0 ? 10 : 12, w.Callback());
-    auto s = w.Wait(1);
-    w.Clear();
-    report += s.empty() ? "no completion" : s[0].ToString();
-    report += "\n";
-    // 2. send of 7 vs recv of 9.
-    if (rank == 0) job->comm->Send(g, 1, a.data(), 7, DataType::kFloat32, w.Callback());
-    if (rank == 1) job->comm->Recv(g, 0, b.data(), 9, DataType::kFloat32, w.Callback());
-    s = w.Wait(1);
-    w.Clear();
-    report += s.empty() ? "no completion" : s[0].ToString();
-    report += "\n";
-    // 3. an invalid post (null buffer on rank 1): both learn it.
-    job->comm->AllGather(g, rank == 1 ? nullptr : a.data(), b.data(), 4, DataType::kFloat32,
-                         w.Callback());
-    s = w.Wait(1);
-    w.Clear();
-    report += s.empty() ? "no completion" : s[0].ToString();
-    report += "\n";
-    // 4. still usable: a matching all-reduce and send/recv succeed.
-    std::vector<float> x = RandomFloats(12, rank), y(12);
-    job->comm->AllReduceSum(g, x.data(), y.data(), 12, w.Callback());
-    if (rank == 0) job->comm->Send(g, 1, a.data(), 7, DataType::kFloat32, w.Callback());
-    if (rank == 1) job->comm->Recv(g, 0, b.data(), 7, DataType::kFloat32, w.Callback());
-    std::string e = WaitOk(w, 2, "after the mismatch");
-    report += e.empty() ? "usable" : e;
-    absl::Status c = job->comm->Close();
-    return report + (c.ok() ? "" : std::string(c.message()));
-  }, absl::Seconds(60));
+  auto results = RunRanks(
+      2,
+      [&](int rank) -> std::string {
+        auto job = Join(rank, 2, port, "tcp", {});
+        if (!job.ok()) return std::string(job.status().message());
+        ProcessGroup g;
+        g.id = 16 * 2;
+        g.ranks = {0, 1};
+        g.rank_in_group = rank;
+        Waiter w;
+        std::vector<float> a(12, 1.0f), b(12);
+        std::string report;
+        // 1. all-reduce of 10 vs 12 elements.
+        job->comm->AllReduceSum(g, a.data(), b.data(), rank == 0 ? 10 : 12, w.Callback());
+        auto s = w.Wait(1);
+        w.Clear();
+        report += s.empty() ? "no completion" : s[0].ToString();
+        report += "\n";
+        // 2. send of 7 vs recv of 9.
+        if (rank == 0) job->comm->Send(g, 1, a.data(), 7, DataType::kFloat32, w.Callback());
+        if (rank == 1) job->comm->Recv(g, 0, b.data(), 9, DataType::kFloat32, w.Callback());
+        s = w.Wait(1);
+        w.Clear();
+        report += s.empty() ? "no completion" : s[0].ToString();
+        report += "\n";
+        // 3. an invalid post (null buffer on rank 1): both learn it.
+        job->comm->AllGather(g, rank == 1 ? nullptr : a.data(), b.data(), 4, DataType::kFloat32,
+                             w.Callback());
+        s = w.Wait(1);
+        w.Clear();
+        report += s.empty() ? "no completion" : s[0].ToString();
+        report += "\n";
+        // 4. still usable: a matching all-reduce and send/recv succeed.
+        std::vector<float> x = RandomFloats(12, rank), y(12);
+        job->comm->AllReduceSum(g, x.data(), y.data(), 12, w.Callback());
+        if (rank == 0) job->comm->Send(g, 1, a.data(), 7, DataType::kFloat32, w.Callback());
+        if (rank == 1) job->comm->Recv(g, 0, b.data(), 7, DataType::kFloat32, w.Callback());
+        std::string e = WaitOk(w, 2, "after the mismatch");
+        report += e.empty() ? "usable" : e;
+        absl::Status c = job->comm->Close();
+        return report + (c.ok() ? "" : std::string(c.message()));
+      },
+      absl::Seconds(60));
   for (int r = 0; r < 2; ++r) {
     INFO("rank " << r << ":\n" << results[r].text);
     const std::string& t = results[r].text;
@@ -403,41 +410,44 @@ TEST_CASE("a count mismatch and an invalid post are reported on every rank") {
 
 TEST_CASE("a rank that never posts: timeout report on the others via the watchdog") {
   const int port = FreeTcpPort();
-  auto results = RunRanks(3, [&](int rank) -> std::string {
-    UcxCommunicator::Options options;
-    options.timeout = absl::Milliseconds(500);
-    auto job = Join(rank, 3, port, "shm,tcp", options);
-    if (!job.ok()) return std::string(job.status().message());
-    std::string out;
-    if (rank != 2) {
-      ProcessGroup g;
-      g.id = 16 * 3;
-      g.ranks = {0, 1, 2};
-      g.rank_in_group = rank;
-      absl::Mutex mu;
-      std::vector<absl::Status> reports;
-      CollectiveWatchdog dog(
-          absl::Milliseconds(100),
-          [&](absl::Time now) { return job->comm->CheckTimeouts(now); },
-          [&](std::vector<absl::Status> r) {
-            absl::MutexLock lock(&mu);
-            for (auto& s : r) reports.push_back(s);
-          });
-      Waiter w;
-      std::vector<float> x(64, 1.0f), y(64);
-      const absl::Time start = absl::Now();
-      job->comm->AllReduceSum(g, x.data(), y.data(), 64, w.Callback());
-      auto s = w.Wait(1);
-      const absl::Duration took = absl::Now() - start;
-      dog.Stop();
-      if (s.empty()) return "no completion";
-      if (took > absl::Seconds(3)) out += "too slow; ";
-      absl::MutexLock lock(&mu);
-      out += absl::StrCat(s[0].ToString(), "\nwatchdog reports: ", reports.size());
-    }
-    absl::Status c = job->comm->Close();  // rank 2 waits here for the others
-    return out + (c.ok() ? "" : std::string(c.message()));
-  }, absl::Seconds(60));
+  auto results = RunRanks(
+      3,
+      [&](int rank) -> std::string {
+        UcxCommunicator::Options options;
+        options.timeout = absl::Milliseconds(500);
+        auto job = Join(rank, 3, port, "shm,tcp", options);
+        if (!job.ok()) return std::string(job.status().message());
+        std::string out;
+        if (rank != 2) {
+          ProcessGroup g;
+          g.id = 16 * 3;
+          g.ranks = {0, 1, 2};
+          g.rank_in_group = rank;
+          absl::Mutex mu;
+          std::vector<absl::Status> reports;
+          CollectiveWatchdog dog(
+              absl::Milliseconds(100),
+              [&](absl::Time now) { return job->comm->CheckTimeouts(now); },
+              [&](std::vector<absl::Status> r) {
+                absl::MutexLock lock(&mu);
+                for (auto& s : r) reports.push_back(s);
+              });
+          Waiter w;
+          std::vector<float> x(64, 1.0f), y(64);
+          const absl::Time start = absl::Now();
+          job->comm->AllReduceSum(g, x.data(), y.data(), 64, w.Callback());
+          auto s = w.Wait(1);
+          const absl::Duration took = absl::Now() - start;
+          dog.Stop();
+          if (s.empty()) return "no completion";
+          if (took > absl::Seconds(3)) out += "too slow; ";
+          absl::MutexLock lock(&mu);
+          out += absl::StrCat(s[0].ToString(), "\nwatchdog reports: ", reports.size());
+        }
+        absl::Status c = job->comm->Close();  // rank 2 waits here for the others
+        return out + (c.ok() ? "" : std::string(c.message()));
+      },
+      absl::Seconds(60));
   CHECK(results[2].text == "");
   for (int r = 0; r < 2; ++r) {
     INFO("rank " << r << ":\n" << results[r].text);

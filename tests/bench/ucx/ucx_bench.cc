@@ -34,8 +34,8 @@ double PerftestBandwidth(int64_t bytes, int iters) {
   const std::string server = absl::StrCat("ucx_perftest -p ", port, " >/dev/null 2>&1 &");
   if (std::system(server.c_str()) != 0) return -1;
   absl::SleepFor(absl::Milliseconds(500));
-  const std::string client = absl::StrCat("ucx_perftest 127.0.0.1 -p ", port,
-                                          " -t tag_bw -s ", bytes, " -n ", iters, " 2>&1");
+  const std::string client = absl::StrCat("ucx_perftest 127.0.0.1 -p ", port, " -t tag_bw -s ",
+                                          bytes, " -n ", iters, " 2>&1");
   FILE* f = popen(client.c_str(), "r");
   if (f == nullptr) return -1;
   char line[512];
@@ -119,8 +119,8 @@ std::string Measure(int rank, int port, const UcxCommunicator::Options& options,
           if (!e.empty()) return "error: " + e;
         }
         if (pass == 1) {
-          absl::StrAppend(&out, "p2p", label, " ", absl::ToDoubleSeconds(absl::Now() - start),
-                          " ", bytes, " ", n, "\n");
+          absl::StrAppend(&out, "p2p", label, " ", absl::ToDoubleSeconds(absl::Now() - start), " ",
+                          bytes, " ", n, "\n");
         }
       }
     }
@@ -156,7 +156,8 @@ struct Row {
 };
 
 int Main() {
-  std::printf("UCX_TLS=%s UCX_NET_DEVICES=%s\n", std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : "(default)",
+  std::printf("UCX_TLS=%s UCX_NET_DEVICES=%s\n",
+              std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : "(default)",
               std::getenv("UCX_NET_DEVICES") ? std::getenv("UCX_NET_DEVICES") : "(default)");
   const double perf_1m = PerftestBandwidth(kMiB, 2000);
   const double perf_64m = PerftestBandwidth(64 * kMiB, 60);
@@ -191,9 +192,12 @@ int Main() {
   }
   for (const Config& config : configs) {
     const int port = FreeTcpPort();
-    auto results = RunRanks(2, [&](int rank) {
-      return Measure(rank, port, config.options, config.label, config.p2p, config.allreduce);
-    }, absl::Minutes(5));
+    auto results = RunRanks(
+        2,
+        [&](int rank) {
+          return Measure(rank, port, config.options, config.label, config.p2p, config.allreduce);
+        },
+        absl::Minutes(5));
     for (int r = 0; r < 2; ++r) {
       if (results[r].text.rfind("error", 0) == 0 || results[r].timed_out) {
         std::printf("rank %d failed: %s\n", r, results[r].text.c_str());
