@@ -16,6 +16,7 @@
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/fused_attention.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/norm.h"
 #include "tests/gpu/check_util.h"
@@ -224,6 +225,16 @@ void RunPerfSections(bool quick) {
                                          dout.get(), dq.get(), dk.get(), dv.get(), scratch.get()));
               }, 1, 5), 2.0 * causal_fwd, peak_tflops);
     }
+    // The fused kernel at the same shape (fp32 SIMT; O(S) memory).
+    Dev<float> lse(b * nh * s), delta(b * nh * s);
+    Compute("FusedAttentionForward fp32", shape, TimeMs([&] {
+              CK(kc::FusedAttentionForward(ctx, sh, q.get(), k.get(), vv.get(), nullptr, scale, 0.0f, {}, o.get(),
+                                           lse.get()));
+            }, 1, 5), causal_fwd, peak_tflops);
+    Compute("FusedAttentionBackward fp32", shape, TimeMs([&] {
+              CK(kc::FusedAttentionBackward(ctx, sh, q.get(), k.get(), vv.get(), o.get(), lse.get(), nullptr, scale,
+                                            0.0f, {}, dout.get(), dq.get(), dk.get(), dv.get(), delta.get()));
+            }, 1, 5), 2.0 * causal_fwd, peak_tflops);
     std::printf("(attention FLOPs: causal half only, forward 4 B NH S^2 D / 2, backward twice that)\n");
   });
 }

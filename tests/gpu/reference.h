@@ -191,15 +191,16 @@ inline int64_t KeyLo(const int32_t* doc_start, int64_t b, int64_t s, int64_t i) 
   return std::min<int64_t>(std::max<int64_t>(doc_start[b * s + i], 0), i);
 }
 
-// AttentionForward: probs (before dropout) and o, fp64; bf16 rounds the GEMM operands
-// (q, k; dropped probs, v).
+// AttentionForward: probs (before dropout), o and (if given) lse = log sum_j exp(scaled
+// score), fp64; bf16 rounds the GEMM operands (q, k; dropped probs, v).
 inline void AttentionForward(const AttnShape& sh, const float* q, const float* k,
                              const float* v, const int32_t* doc_start, double scale,
                              float dropout_p, kernels::RngKey key, bool bf16, Vec* probs,
-                             Vec* o) {
+                             Vec* o, Vec* lse = nullptr) {
   const int64_t S = sh.s, D = sh.d, hpg = sh.heads / sh.groups;
   probs->assign(sh.b * sh.heads * S * S, 0);
   o->assign(sh.b * sh.heads * S * D, 0);
+  if (lse != nullptr) lse->assign(sh.b * sh.heads * S, 0);
   const double drop_scale = dropout_p > 0 ? static_cast<double>(1.0f / (1.0f - dropout_p)) : 1;
   std::vector<double> row(S);
   for (int64_t b = 0; b < sh.b; ++b) {
@@ -220,6 +221,7 @@ inline void AttentionForward(const AttnShape& sh, const float* q, const float* k
         }
         double sum = 0;
         for (int64_t j = lo; j <= i; ++j) sum += std::exp(row[j] - m);
+        if (lse != nullptr) (*lse)[rowid] = m + std::log(sum);
         for (int64_t j = lo; j <= i; ++j) {
           const double pr = std::exp(row[j] - m) / sum;
           (*probs)[rowid * S + j] = pr;
