@@ -111,6 +111,11 @@ class UcxCommunicator::Impl {
   std::vector<absl::Status> CheckTimeouts(absl::Time now);
 
   // Executor (progress thread only).
+  void OnPeerFailed(int peer, ucs_status_t status);
+  static void EndpointFailed(void* arg, ucp_ep_h ep, ucs_status_t status) {
+    auto* p = static_cast<PeerArg*>(arg);
+    p->impl->OnPeerFailed(p->rank, status);
+  }
   void OnXfer(Operation* op, Xfer* x, ucs_status_t status, int64_t length, bool is_recv);
 
  private:
@@ -137,6 +142,13 @@ class UcxCommunicator::Impl {
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   std::vector<ucp_ep_h> eps_;
+  // PeerArg: what the endpoint error callback of one peer gets.
+  struct PeerArg {
+    Impl* impl;
+    int rank;
+  };
+  std::vector<PeerArg> peer_args_;
+  std::vector<absl::Status> failed_peers_;  // progress thread: non-OK once a peer failed
   int wake_fd_ = -1;
   std::thread thread_;
   bool shut_down_ = false;
@@ -212,11 +224,20 @@ absl::Status UcxCommunicator::Impl::Init() {
   MXMACA_ASSIGN_OR_RETURN(std::vector<std::string> addresses, rendezvous_->AllGather(blob));
 
   eps_.assign(world_size_, nullptr);
+  failed_peers_.assign(world_size_, absl::OkStatus());
+  peer_args_.resize(world_size_);
+  for (int r = 0; r < world_size_; ++r) peer_args_[r] = {this, r};
   for (int r = 0; r < world_size_; ++r) {
     if (r == rank_) continue;
     ucp_ep_params_t ep = {};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
     ep.address = reinterpret_cast<const ucp_address_t*>(addresses[r].data());
+    if (options_.detect_peer_failure) {
+      ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      ep.err_handler.cb = EndpointFailed;
+      ep.err_handler.arg = &peer_args_[r];
+    }
     MXMACA_UCS_RETURN_IF_ERROR(ucp_ep_create(worker_, &ep, &eps_[r]),
                                absl::StrCat("ucp_ep_create to rank ", r));
   }
@@ -259,11 +280,13 @@ void UcxCommunicator::Impl::Shutdown(bool flush) {
   }
   if (worker_ != nullptr) {
     std::vector<ucs_status_ptr_t> closing;
-    for (ucp_ep_h ep : eps_) {
+    for (ucp_ep_h& ep : eps_) {
       if (ep == nullptr) continue;
       ucp_request_param_t p = {};
       p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      p.flags = flush ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
+      const size_t peer = static_cast<size_t>(&ep - eps_.data());
+      const bool failed = peer < failed_peers_.size() && !failed_peers_[peer].ok();
+      p.flags = (flush && !failed) ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
       ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
       if (r != nullptr && !UCS_PTR_IS_ERR(r)) closing.push_back(r);
     }
@@ -456,11 +479,51 @@ CollectiveInfo UcxCommunicator::Impl::Post(const ProcessGroup& group, PostArgs a
 // ---------------------------------------------------------------------------------------
 // Executor (progress thread).
 
+namespace {
+
+// FailedPeerOf: the first peer of `op` whose endpoint has failed, or -1.
+int FailedPeerOf(const Operation& op, const std::vector<absl::Status>& failed) {
+  for (const Step& step : op.plan->steps) {
+    for (const auto* xfers : {&step.sends, &step.recvs}) {
+      for (const Xfer& x : *xfers) {
+        if (x.peer >= 0 && x.peer < static_cast<int>(failed.size()) && !failed[x.peer].ok()) {
+          return x.peer;
+        }
+      }
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
 void UcxCommunicator::Impl::Start(std::shared_ptr<Operation> op) {
   Operation* raw = op.get();
   active_[op->id] = std::move(op);
-  PostStep(raw);
+  const int dead = FailedPeerOf(*raw, failed_peers_);
+  if (dead >= 0) {
+    Finish(raw, absl::UnavailableError(absl::StrCat("UcxCommunicator: ", raw->info.ToString(), ": ",
+                                                    failed_peers_[dead].message())));
+  } else {
+    PostStep(raw);
+  }
   MaybeErase(raw);
+}
+
+void UcxCommunicator::Impl::OnPeerFailed(int peer, ucs_status_t status) {
+  if (!failed_peers_[peer].ok()) return;
+  failed_peers_[peer] = absl::UnavailableError(
+      absl::StrCat("the endpoint to rank ", peer, " failed (", ucs_status_string(status),
+                   "): its process died or became unreachable"));
+  std::vector<std::shared_ptr<Operation>> hit;
+  for (auto& [id, op] : active_) {
+    if (!op->finished && FailedPeerOf(*op, failed_peers_) >= 0) hit.push_back(op);
+  }
+  for (auto& op : hit) {
+    Finish(op.get(), absl::UnavailableError(absl::StrCat("UcxCommunicator: ", op->info.ToString(),
+                                                         ": ", failed_peers_[peer].message())));
+    MaybeErase(op.get());
+  }
 }
 
 void UcxCommunicator::Impl::PostStep(Operation* op) {

@@ -46,11 +46,11 @@
 // FailedPrecondition (mismatch report), DeadlineExceeded (CheckTimeouts: an operation this
 // rank posted did not complete within Options::timeout; the report lists the members whose
 // descriptors arrived and those that did not, or the step and the ranks whose data is
-// missing), Unavailable (a UCX request failed), Cancelled (posted after Close, or still in
-// flight when the communicator was closed or destroyed). Endpoints are created without
-// UCX's peer-failure mode, so a peer whose process died shows up as a timeout. After a
-// timeout the job should end: a timed-out send may still be read by its peer until the
-// communicator is destroyed.
+// missing), Unavailable (a UCX request failed, or with Options::detect_peer_failure a
+// peer's endpoint failed), Cancelled (posted after Close, or still in flight when the
+// communicator was closed or destroyed). Without detect_peer_failure a peer whose process
+// died shows up as a timeout. After a timeout the job should end: a timed-out send may
+// still be read by its peer until the communicator is destroyed.
 //
 // Threads: any thread may post and call CheckTimeouts (not from a `done`). `done` and the
 // reductions run on the progress thread, so a long `done` or a very large reduction delays
@@ -99,6 +99,12 @@ class UcxCommunicator : public Communicator {
     // spin: how long the progress thread keeps polling the worker after the last event
     // while operations are in flight, before sleeping on the event fd.
     absl::Duration spin = absl::Microseconds(50);
+    // detect_peer_failure: create endpoints in UCX's peer-failure mode
+    // (UCP_ERR_HANDLING_MODE_PEER): when a peer's endpoint fails (its process died; over
+    // tcp at once, over shared memory after UCX_KEEPALIVE_INTERVAL, 20 s by default),
+    // every in-flight operation that talks to it, and every later one, fails with
+    // Unavailable naming the rank. Off (default): such operations end by timeout.
+    bool detect_peer_failure = false;
   };
 
   // Create: joins the job (rank, world_size) at the rendezvous, exchanges worker addresses

@@ -459,5 +459,40 @@ TEST_CASE("a rank that never posts: timeout report on the others via the watchdo
   }
 }
 
+TEST_CASE("detect_peer_failure: a dead rank fails the others' operations promptly") {
+  const int port = FreeTcpPort();
+  auto results = RunRanks(
+      3,
+      [&](int rank) -> std::string {
+        UcxCommunicator::Options options;
+        options.detect_peer_failure = true;
+        auto job = Join(rank, 3, port, "tcp", options);
+        if (!job.ok()) return std::string(job.status().message());
+        if (rank == 2) _exit(0);  // dies without a word
+        absl::SleepFor(absl::Milliseconds(300));
+        ProcessGroup g;
+        g.id = 16 * 3;
+        g.ranks = {0, 1, 2};
+        g.rank_in_group = rank;
+        Waiter w;
+        std::vector<float> x(64, 1.0f), y(64);
+        const absl::Time start = absl::Now();
+        job->comm->AllReduceSum(g, x.data(), y.data(), 64, w.Callback());
+        auto s = w.Wait(1);
+        std::string out = s.empty() ? "no completion" : s[0].ToString();
+        if (absl::Now() - start > absl::Seconds(5)) out += " [slow]";
+        job->comm->Close().IgnoreError();  // rank 2 is gone: the barrier fails
+        return out;
+      },
+      absl::Seconds(60));
+  CHECK_THAT(results[2].text, Catch::Contains("exited without reporting"));
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << ": " << results[r].text);
+    CHECK_THAT(results[r].text, Catch::StartsWith("UNAVAILABLE: UcxCommunicator: all_reduce"));
+    CHECK_THAT(results[r].text, Catch::Contains("rank 2"));
+    CHECK_THAT(results[r].text, !Catch::Contains("[slow]"));
+  }
+}
+
 }  // namespace
 }  // namespace mxmaca::transport::ucx
