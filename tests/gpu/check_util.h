@@ -136,6 +136,16 @@ struct Table {
   }
 };
 
+// Guard: runs f; a CheckError becomes a failed row named `name` and the caller goes on.
+template <typename F>
+void Guard(Table* t, const std::string& name, F&& f) {
+  try {
+    f();
+  } catch (const CheckError& e) {
+    t->Error(name, e.what());
+  }
+}
+
 // Timer: the median time in ms of `reps` runs of f (after `warmup`), by CUDA events on
 // the default stream.
 template <typename F>

@@ -48,23 +48,30 @@ void CheckGemm(Table* t, kc::GemmHandle& gemm, std::mt19937_64& rng) {
     auto a = Normal(rng, m * k), b = Normal(rng, k * n), c0 = Normal(rng, m * n);
     Dev<float> da(a), db(b), dc(c0);
     const Vec exact = Gemm(ta, tb, m, n, k, 0.7, a.data(), lda, b.data(), ldb, 0.3, c0.data(), false);
-    ExecContext ctx;
-    CK(kc::Gemm(ctx, gemm, ta, tb, m, n, k, 0.7f, da.get(), lda, db.get(), ldb, 0.3f, dc.get(), n));
-    t->Accuracy(name, Dims({m, n, k}), "fp32", RelErr(dc.Down(), exact), kFp32Bound);
-    // bf16 through cuBLASLt's FAST_16BF (fp32 pointers).
     const Vec emul = Gemm(ta, tb, m, n, k, 0.7, a.data(), lda, b.data(), ldb, 0.3, c0.data(), true);
     const double emul_err = RelErr(std::vector<double>(emul), exact);
-    dc.Up(c0);
-    ctx.precision = Precision::kBf16;
-    CK(kc::Gemm(ctx, gemm, ta, tb, m, n, k, 0.7f, da.get(), lda, db.get(), ldb, 0.3f, dc.get(), n));
-    t->Accuracy(name, Dims({m, n, k}), "bf16fast", RelErr(dc.Down(), exact), 2 * emul_err);
-    // bf16 operands (ConvertToBf16 then GemmBf16).
-    Dev<__nv_bfloat16> ha(a.size()), hb(b.size());
-    CK(kc::ConvertToBf16(ctx, da.get(), ha.get(), a.size()));
-    CK(kc::ConvertToBf16(ctx, db.get(), hb.get(), b.size()));
-    dc.Up(c0);
-    CK(kc::GemmBf16(ctx, gemm, ta, tb, m, n, k, 0.7f, ha.get(), lda, hb.get(), ldb, 0.3f, dc.get(), n));
-    t->Accuracy(name + " (GemmBf16)", Dims({m, n, k}), "bf16", RelErr(dc.Down(), exact), 2 * emul_err);
+    Guard(t, name + " fp32", [&] {
+      ExecContext ctx;
+      dc.Up(c0);
+      CK(kc::Gemm(ctx, gemm, ta, tb, m, n, k, 0.7f, da.get(), lda, db.get(), ldb, 0.3f, dc.get(), n));
+      t->Accuracy(name, Dims({m, n, k}), "fp32", RelErr(dc.Down(), exact), kFp32Bound);
+    });
+    Guard(t, name + " bf16fast", [&] {  // cuBLASLt's FAST_16BF on fp32 pointers
+      ExecContext ctx;
+      ctx.precision = Precision::kBf16;
+      dc.Up(c0);
+      CK(kc::Gemm(ctx, gemm, ta, tb, m, n, k, 0.7f, da.get(), lda, db.get(), ldb, 0.3f, dc.get(), n));
+      t->Accuracy(name, Dims({m, n, k}), "bf16fast", RelErr(dc.Down(), exact), 2 * emul_err);
+    });
+    Guard(t, name + " GemmBf16", [&] {  // ConvertToBf16 (RNE) then bf16 operands
+      ExecContext ctx;
+      Dev<__nv_bfloat16> ha(a.size()), hb(b.size());
+      CK(kc::ConvertToBf16(ctx, da.get(), ha.get(), a.size()));
+      CK(kc::ConvertToBf16(ctx, db.get(), hb.get(), b.size()));
+      dc.Up(c0);
+      CK(kc::GemmBf16(ctx, gemm, ta, tb, m, n, k, 0.7f, ha.get(), lda, hb.get(), ldb, 0.3f, dc.get(), n));
+      t->Accuracy(name + " (GemmBf16)", Dims({m, n, k}), "bf16", RelErr(dc.Down(), exact), 2 * emul_err);
+    });
   }
   // Strided batched, beta = 0 with NaN in C (must be ignored).
   const int64_t batch = 3, m2 = 64, n2 = 96, k2 = 128;
@@ -356,7 +363,7 @@ void CheckAttention(Table* t, kc::GemmHandle& gemm, std::mt19937_64& rng) {
   Dev<int32_t> ddoc(doc);
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   const std::string shape = Dims({rs.b, rs.heads, rs.groups, S, D});
-  for (int cfg = 0; cfg < 3; ++cfg) {
+  for (int cfg = 0; cfg < 3; ++cfg) Guard(t, "Attention config " + std::to_string(cfg), [&] {
     const bool bf16 = cfg == 2;
     const float p = cfg == 0 ? 0.0f : 0.1f;
     const RngKey key{99, kernels::MakeRngStream(1, 2, 3, 4)};
@@ -394,7 +401,7 @@ void CheckAttention(Table* t, kc::GemmHandle& gemm, std::mt19937_64& rng) {
     t->Accuracy("AttentionBackward dq" + tag, shape, path, RelErr(gq.Down(), rdq), bq);
     t->Accuracy("AttentionBackward dk" + tag, shape, path, RelErr(gk.Down(), rdk), bk);
     t->Accuracy("AttentionBackward dv" + tag, shape, path, RelErr(gv.Down(), rdv), bv);
-  }
+  });
   // Layout kernels: exact permutations.
   ExecContext ctx;
   const int64_t hpg = rs.heads / rs.groups, width = rs.groups * (hpg + 2) * D;

@@ -102,9 +102,11 @@ void RunPerfSections(bool quick) {
     Compute("Gemm fp32 (no TF32)", shape, TimeMs([&] {
               CK(kc::Gemm(ctx, *gemm, false, false, t, f, h, 1.0f, a.get(), h, w.get(), f, 0.0f, c.get(), f));
             }), flops, peak_tflops);
-    Compute("Gemm bf16fast (fp32 pointers)", shape, TimeMs([&] {
-              CK(kc::Gemm(ctx16, *gemm, false, false, t, f, h, 1.0f, a.get(), h, w.get(), f, 0.0f, c.get(), f));
-            }), flops, peak_tflops);
+    Section([&] {
+      Compute("Gemm bf16fast (fp32 pointers)", shape, TimeMs([&] {
+                CK(kc::Gemm(ctx16, *gemm, false, false, t, f, h, 1.0f, a.get(), h, w.get(), f, 0.0f, c.get(), f));
+              }), flops, peak_tflops);
+    });
     Dev<__nv_bfloat16> a16(t * h), w16(h * f);
     CK(kc::ConvertToBf16(ctx, a.get(), a16.get(), t * h));
     CK(kc::ConvertToBf16(ctx, w.get(), w16.get(), h * f));
@@ -212,7 +214,7 @@ void RunPerfSections(bool quick) {
     const std::string shape = "B4 NH32 NG8 S" + std::to_string(s) + " D128";
     const double causal_fwd = 2.0 * b * nh * s * s * d;  // 2 GEMMs x 2 S^2 D / 2 (causal half)
     const float scale = 0.08838834764831845f;
-    for (int bf = 0; bf < 2; ++bf) {
+    for (int bf = 0; bf < 2; ++bf) Section([&] {
       const ExecContext& c = bf ? ctx16 : ctx;
       const std::string fwd = std::string("AttentionForward ") + (bf ? "bf16fast" : "fp32");
       const std::string bwd = std::string("AttentionBackward ") + (bf ? "bf16fast" : "fp32");
@@ -224,7 +226,7 @@ void RunPerfSections(bool quick) {
                 CK(kc::AttentionBackward(c, *gemm, sh, q.get(), k.get(), vv.get(), probs.get(), nullptr, scale, 0.0f, {},
                                          dout.get(), dq.get(), dk.get(), dv.get(), scratch.get()));
               }, 1, 5), 2.0 * causal_fwd, peak_tflops);
-    }
+    });
     // The fused kernel at the same shape (fp32 SIMT; O(S) memory).
     Dev<float> lse(b * nh * s), delta(b * nh * s);
     Compute("FusedAttentionForward fp32", shape, TimeMs([&] {

@@ -27,7 +27,7 @@ libdirs="$CUDA_PATH/lib64:/usr/local/cuda/lib64"
 for py in python3 /usr/bin/python3; do
   d=$("$py" -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null) &&
     libdirs="$libdirs:$d" && break
-  d=$("$py" -c 'import nvidia, os, glob; print(":".join(glob.glob(os.path.join(list(nvidia.__path__)[0], "cu13", "lib"))))' 2>/dev/null) &&
+  d=$("$py" -c 'import nvidia, os, glob; print(":".join(glob.glob(os.path.join(list(nvidia.__path__)[0], "*", "lib"))))' 2>/dev/null) &&
     [ -n "$d" ] && libdirs="$libdirs:$d" && break
 done
 export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
