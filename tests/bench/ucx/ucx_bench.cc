@@ -5,10 +5,12 @@
 // Rows: point-to-point tag bandwidth at 1 MiB and 64 MiB (16 messages in flight, as a
 // window), with descriptor verification on and off; all-reduce bus bandwidth (bytes *
 // 2(n-1)/n / time, NCCL's definition) for 2 ranks at 1 MiB and 64 MiB in rank-order and
-// ring mode. The baseline is ucx_perftest tag_bw at the same size (its "overall" MB/s,
-// which are MiB/s); each row prints ours / baseline.
+// ring mode; 8-byte send/recv ping-pong latency (median one-way). The baselines are
+// ucx_perftest tag_bw at the same size (its "overall" MB/s, which are MiB/s) and tag_lat
+// (its median); each row prints ours / baseline.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -49,6 +51,29 @@ double PerftestBandwidth(int64_t bytes, int iters) {
   }
   pclose(f);
   return mib_per_s < 0 ? -1 : mib_per_s * kMiB;
+}
+
+// PerftestLatencyUs: median one-way latency (µs) of `ucx_perftest -t tag_lat -s 8`, or -1.
+double PerftestLatencyUs(int iters) {
+  const int port = FreeTcpPort();
+  const std::string server = absl::StrCat("ucx_perftest -p ", port, " >/dev/null 2>&1 &");
+  if (std::system(server.c_str()) != 0) return -1;
+  absl::SleepFor(absl::Milliseconds(500));
+  const std::string client =
+      absl::StrCat("ucx_perftest 127.0.0.1 -p ", port, " -t tag_lat -s 8 -n ", iters, " 2>&1");
+  FILE* f = popen(client.c_str(), "r");
+  if (f == nullptr) return -1;
+  char line[512];
+  double p50 = -1;
+  while (fgets(line, sizeof(line), f) != nullptr) {
+    std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    // "Final: iters p50 avg overall ..."
+    if (fields.size() >= 3 && fields[0] == "Final:" && !absl::SimpleAtod(fields[2], &p50)) {
+      p50 = -1;
+    }
+  }
+  pclose(f);
+  return p50;
 }
 
 // Waiter: counts completions; fails on the first error.
@@ -96,6 +121,28 @@ std::string Measure(int rank, int port, const UcxCommunicator::Options& options,
     comm.AllReduceSum(g, &token, &token, 1, w.Callback());
     return w.Wait(1);
   };
+  if (p2p) {
+    // Ping-pong of 8 bytes: median one-way latency over 2000 round trips.
+    std::string e = sync();
+    if (!e.empty()) return "error: " + e;
+    std::vector<double> one_way;
+    char byte[8] = {};
+    for (int i = 0; i < 2000; ++i) {
+      const absl::Time t0 = absl::Now();
+      for (int leg = 0; leg < 2; ++leg) {
+        if ((leg == 0) == (rank == 0)) {
+          comm.Send(g, 1 - rank, byte, 8, DataType::kUInt8, w.Callback());
+        } else {
+          comm.Recv(g, 1 - rank, byte, 8, DataType::kUInt8, w.Callback());
+        }
+        e = w.Wait(1);
+        if (!e.empty()) return "error: " + e;
+      }
+      one_way.push_back(absl::ToDoubleMicroseconds(absl::Now() - t0) / 2);
+    }
+    std::sort(one_way.begin(), one_way.end());
+    absl::StrAppend(&out, "latency", label, " ", one_way[one_way.size() / 2], " 8 0\n");
+  }
   for (int64_t bytes : {kMiB, 64 * kMiB}) {
     const int iters = bytes == kMiB ? 800 : 24;
     const int window = 16;
@@ -161,9 +208,12 @@ int Main() {
               std::getenv("UCX_NET_DEVICES") ? std::getenv("UCX_NET_DEVICES") : "(default)");
   const double perf_1m = PerftestBandwidth(kMiB, 2000);
   const double perf_64m = PerftestBandwidth(64 * kMiB, 60);
+  const double perf_lat = PerftestLatencyUs(20000);
+  std::printf("ucx_perftest tag_lat 8 B: median %.2f us one-way\n", perf_lat);
   std::printf("ucx_perftest tag_bw: 1 MiB %.2f GB/s, 64 MiB %.2f GB/s\n", perf_1m / 1e9,
               perf_64m / 1e9);
   std::vector<Row> rows;
+  std::vector<Row> latencies;  // bytes_per_s holds microseconds here
   struct Config {
     std::string label;
     UcxCommunicator::Options options;
@@ -213,10 +263,20 @@ int Main() {
           !absl::SimpleAtoi(f[3], &n)) {
         continue;
       }
+      if (f[0].rfind("latency", 0) == 0) {  // "latency<label> microseconds 8 0"
+        latencies.push_back({f[0], 8, seconds, perf_lat});
+        continue;
+      }
       double rate = static_cast<double>(bytes) * n / seconds;
       if (f[0].rfind("allreduce", 0) == 0) rate *= 2.0 * (2 - 1) / 2;  // bus bandwidth, n = 2
       rows.push_back({f[0], bytes, rate, bytes == kMiB ? perf_1m : perf_64m});
     }
+  }
+  std::printf("%-24s %10s %12s %14s %8s\n", "row", "size", "us", "perftest us", "ratio");
+  for (const Row& row : latencies) {
+    std::printf("%-24s %9lld B %12.2f %14.2f %8.2f\n", row.name.c_str(),
+                static_cast<long long>(row.bytes), row.bytes_per_s, row.baseline,
+                row.baseline > 0 ? row.bytes_per_s / row.baseline : 0.0);
   }
   std::printf("%-24s %10s %12s %14s %8s\n", "row", "size", "GB/s", "perftest GB/s", "ratio");
   for (const Row& row : rows) {
