@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
 
 namespace mxmaca::kernels::cuda {
@@ -42,6 +43,19 @@ __global__ void ConvertToBf16Kernel(const float* x, __nv_bfloat16* y, int64_t n)
     y[i] = __float2bfloat16_rn(x[i]);
   }
 }
+
+// AlignmentOf: the largest power of two <= 256 dividing the address of every batch's
+// operand (base + i * stride_bytes). cuBLASLt's heuristic assumes 256-byte alignment
+// unless told otherwise, and an algorithm chosen for that fails on offset pointers.
+uint32_t AlignmentOf(const void* p, int64_t stride_bytes, int64_t batch) {
+  uintptr_t v = reinterpret_cast<uintptr_t>(p);
+  if (batch > 1) v |= static_cast<uintptr_t>(stride_bytes);
+  uint32_t a = 256;
+  while (a > 1 && v % a != 0) a >>= 1;
+  return a;
+}
+
+int ElementBytes(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
 
 int GridFor(int64_t n, int threads) {
   const int64_t blocks = (n + threads - 1) / threads;
@@ -110,6 +124,19 @@ CudaStatus LtMatmul(const ExecContext& ctx, GemmHandle& handle, bool trans_a, bo
   const size_t ws = handle.workspace_bytes();
   MXMACA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  // In the column-major call, "A" is our b and "B" is our a.
+  const uint32_t align[4] = {
+      AlignmentOf(b, stride_b * ElementBytes(ab_type), batch),
+      AlignmentOf(a, stride_a * ElementBytes(ab_type), batch),
+      AlignmentOf(c, stride_c * ElementBytes(c_type), batch),
+      AlignmentOf(c, stride_c * ElementBytes(c_type), batch)};
+  const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; ++i) {
+    MXMACA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.pref, align_attr[i], &align[i],
+                                                             sizeof(align[i])));
+  }
   cublasLtMatmulHeuristicResult_t heuristic = {};
   int found = 0;
   MXMACA_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle.lt(), d.op, d.a, d.b, d.c, d.c,

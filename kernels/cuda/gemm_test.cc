@@ -68,5 +68,21 @@ TEST_CASE("GemmStridedBatched matches per-batch CPU products") {
   CHECK(RelErr(dc.Host(), want) < 1e-5);
 }
 
+TEST_CASE("Gemm on views at odd offsets with padded leading dimensions") {
+  if (!testing::GpuOrSkip()) return;
+  std::unique_ptr<GemmHandle> handle;
+  REQUIRE_OK(GemmHandle::Create(32 << 20, &handle));
+  const int64_t m = 21, n = 34, k = 19, lda = k + 3, ldb = n + 1, ldc = n + 2;
+  const auto a = Normal(5, m * lda + 1), b = Normal(6, k * ldb + 1);
+  std::vector<float> want(m * ldc + 1, 0.0f);
+  ExecContext ctx;
+  cpu::Gemm(ctx, false, false, m, n, k, 1.0f, a.data() + 1, lda, b.data() + 1, ldb, 0.0f,
+            want.data() + 1, ldc);
+  DeviceVector<float> da(a), db(b), dc(m * ldc + 1);
+  REQUIRE_OK(Gemm(ctx, *handle, false, false, m, n, k, 1.0f, da.get() + 1, lda, db.get() + 1,
+                  ldb, 0.0f, dc.get() + 1, ldc));
+  CHECK(RelErr(dc.Host(), want) < 1e-5);
+}
+
 }  // namespace
 }  // namespace mxmaca::kernels::cuda
