@@ -255,7 +255,8 @@ void SendToStages(CoordinatorPointer self, RunStageIteration run,
                   const scheduler::StageSchedule& fallback) {
   const CoordinatorConfig& c = *self->state.cfg;
   for (size_t rank = 0; rank < c.stages.size(); ++rank) {
-    const size_t pipeline_rank = rank / static_cast<size_t>(c.data_parallel_size);
+    const size_t pipeline_rank =
+        rank / static_cast<size_t>(c.data_parallel_size * c.tensor_parallel_size);
     run.schedule = schedule ? schedule->stages.at(pipeline_rank) : fallback;
     if (slots) {
       run.forward_slots = slots->forward.at(pipeline_rank);
@@ -544,10 +545,11 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
           }
           st.trace = std::move(*writer);
           for (size_t i = 0; i < st.cfg->stages.size(); ++i) {
-            const int dp = st.cfg->data_parallel_size;
-            st.trace->NameTrack(static_cast<int32_t>(i),
-                                dp == 1 ? absl::StrCat("stage ", i)
-                                        : absl::StrCat("stage ", i / dp, " dp ", i % dp));
+            const size_t dp = st.cfg->data_parallel_size, tp = st.cfg->tensor_parallel_size;
+            std::string name = absl::StrCat("stage ", i / (dp * tp));
+            if (dp > 1) absl::StrAppend(&name, " dp ", (i / tp) % dp);
+            if (tp > 1) absl::StrAppend(&name, " tp ", i % tp);
+            st.trace->NameTrack(static_cast<int32_t>(i), name);
           }
         }
         st.iteration = st.cfg->start_iteration;
@@ -580,14 +582,17 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
           Finish(self, false, absl::StrCat("coordinator: report from unknown rank ", d.stage));
           return;
         }
-        r.rank_loss_sum[d.stage] = d.loss_sum;
-        r.rank_tokens[d.stage] = d.num_tokens;
+        if (d.tensor_parallel_rank == 0) {  // TP ranks of a stage see the same loss
+          r.rank_loss_sum[d.stage] = d.loss_sum;
+          r.rank_tokens[d.stage] = d.num_tokens;
+        }
         r.rank_grad_norm_sq[d.stage] = d.grad_norm_sq;
         r.grads_finite = r.grads_finite && d.grads_finite;
         r.peak_activation_bytes = std::max(r.peak_activation_bytes, d.peak_activation_bytes);
         r.rank_peak_activation_bytes[d.stage] = d.peak_activation_bytes;
         if (d.pipeline_rank >= 0 && d.pipeline_rank < static_cast<int32_t>(r.stage_busy.size())) {
-          r.stage_busy[d.pipeline_rank] += d.busy_seconds / st.cfg->data_parallel_size;
+          r.stage_busy[d.pipeline_rank] +=
+              d.busy_seconds / (st.cfg->data_parallel_size * st.cfg->tensor_parallel_size);
         }
         r.wall = std::max(r.wall, d.wall_seconds);
         if (--r.pending > 0) return;

@@ -58,10 +58,12 @@ struct CoordinatorConfig {
   int64_t save_interval = 0;                // 0: save only at the end (when save_dir)
   nlohmann::json checkpoint_args;           // stored in every checkpoint's metadata
   std::optional<layers::OptimizerParamScheduler> scheduler;  // required
-  // stages: every stage actor, by global rank (rank = pipeline rank * dp + dp rank).
+  // stages: every stage actor, by global rank
+  // (rank = (pipeline rank * dp + dp rank) * tp + tp rank).
   std::vector<StageActorHandle> stages;
   int32_t pipeline_size = 1;                // P
   int32_t data_parallel_size = 1;           // dp
+  int32_t tensor_parallel_size = 1;         // tp
   // Per-pipeline-rank op lists for training and evaluation (scheduler::BuildSchedule);
   // empty: the single-stage defaults (SingleStageSchedule / ForwardOnlySchedule).
   std::optional<scheduler::PipelineSchedule> train_schedule;

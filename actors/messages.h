@@ -133,6 +133,8 @@ struct StageIterationDone {
   int32_t stage = 0;            // global rank of the stage actor (pipeline-major grid order)
   int32_t pipeline_rank = 0;
   int32_t data_parallel_rank = 0;
+  int32_t tensor_parallel_rank = 0;  // every TP rank of the last stage computes the same
+                                     // loss: the coordinator counts TP rank 0's
   int64_t iteration = 0;
   bool eval = false;
   double loss_sum = 0.0;
@@ -223,6 +225,7 @@ struct StageIdentity {
   int32_t pipeline_rank = 0;
   int32_t data_parallel_rank = 0;
   bool distributed_optimizer = false;
+  int32_t tensor_parallel_rank = 0;
 };
 
 // SaveCheckpointShard: run `write_shard` on the stage's strand (between iterations, so

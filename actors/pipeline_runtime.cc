@@ -5,6 +5,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/atom.hpp>
 #include <caf/scoped_actor.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -21,27 +22,36 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
                                                const PipelineRuntimeOptions& options,
                                                std::shared_ptr<CoordinatorConfig> cc,
                                                DataActorConfig dc) {
-  const int32_t p = options.pipeline_size, dp = options.data_parallel_size;
-  const int world = p * dp;
-  if (p < 1 || dp < 1 || static_cast<int>(ranks.size()) != world) {
+  const int32_t p = options.pipeline_size, dp = options.data_parallel_size,
+                tp = options.tensor_parallel_size;
+  const int world = p * dp * tp;
+  if (p < 1 || dp < 1 || tp < 1 || static_cast<int>(ranks.size()) != world) {
     return absl::InvalidArgumentError(absl::StrCat("RunPipelineJob: ", ranks.size(),
-                                                   " ranks for pipeline ", p,
-                                                   " x data parallel ", dp));
+                                                   " ranks for pipeline ", p, " x data parallel ",
+                                                   dp, " x tensor parallel ", tp));
   }
   for (int i = 0; i < world; ++i) {
     const PipelineRank& r = ranks[static_cast<size_t>(i)];
-    if (r.rank != i || r.pipeline_rank != i / dp || r.data_parallel_rank != i % dp ||
+    if (r.rank != i || r.pipeline_rank != i / (dp * tp) || r.data_parallel_rank != (i / tp) % dp ||
+        r.tensor_parallel_rank != i % tp ||
         !r.program || static_cast<int>(r.optimizers.size()) != r.program->num_chunks() ||
         static_cast<int>(r.buckets.size()) != r.program->num_chunks()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "RunPipelineJob: rank entry ", i, " is not rank ", i, " (pipeline ", i / dp,
-          ", data parallel ", i % dp, ") with a program and one optimizer and bucket set per chunk"));
+          "RunPipelineJob: rank entry ", i, " is not rank ", i, " (pipeline ", i / (dp * tp),
+          ", data parallel ", (i / tp) % dp, ", tensor parallel ", i % tp,
+          ") with a program and one optimizer and bucket set per chunk"));
     }
   }
   // A StageActor runs exactly the op list it is given: prove the lists first.
   for (const auto* schedule : {&cc->train_schedule, &cc->eval_schedule}) {
     if (!schedule->has_value()) continue;
     const scheduler::PipelineSchedule& s = **schedule;
+    if (s.placement != scheduler::Placement::kInterleaved) {
+      return absl::UnimplementedError(absl::StrCat(
+          "schedule '", s.name, "' uses the ", scheduler::PlacementName(s.placement),
+          " placement of model chunks; the stage actors route Megatron's interleaved "
+          "placement only (zb-v is simulated, not yet executed)"));
+    }
     if (s.num_stages != p || s.num_microbatches != cc->num_microbatches ||
         s.num_chunks != ranks[0].program->num_chunks()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -55,24 +65,38 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
           absl::StrCat("schedule '", s.name, "' rejected: ", valid.message()));
     }
   }
-  absl::StatusOr<transport::RankGrid> grid = transport::RankGrid::Create(world, 1, p);
+  absl::StatusOr<transport::RankGrid> grid = transport::RankGrid::Create(world, tp, p);
   if (!grid.ok()) return grid.status();
 
   // The hub outlives the pool (strand tasks post collectives); the watchdog fails any
   // collective older than the timeout on every rank that posted it.
-  transport::InProcessHub::Options hub_options;
-  hub_options.timeout = options.collective_timeout;
-  transport::InProcessHub hub(world, hub_options);
+  std::shared_ptr<transport::InProcessHub> hub_holder = options.hub;
+  if (!hub_holder) {
+    transport::InProcessHub::Options hub_options;
+    hub_options.timeout = options.collective_timeout;
+    hub_holder = std::make_shared<transport::InProcessHub>(world, hub_options);
+  } else if (hub_holder->world_size() != world) {
+    return absl::InvalidArgumentError(absl::StrCat("RunPipelineJob: the hub has ",
+                                                   hub_holder->world_size(), " ranks, the job ",
+                                                   world));
+  }
+  transport::InProcessHub& hub = *hub_holder;
   transport::CollectiveWatchdog watchdog(
       options.watchdog_period, [&hub](absl::Time now) { return hub.CheckTimeouts(now); },
       [](std::vector<absl::Status>) {});  // each stuck rank's actor reports its failure
 
   caf::actor_system_config cfg;
   cfg.set("scheduler.max-threads", 1);  // CAF workers only route messages
+  // "sharing": the worker blocks on its queue and wakes at once. The default work-stealing
+  // policy sleeps 50 µs (+ timer slack) between polls once idle, which put ~100 µs on a
+  // pipeline hop (tests/bench:actor_hop_bench, docs/BENCHMARKS.md).
+  cfg.set("scheduler.policy", caf::atom("sharing"));
   caf::actor_system system{cfg};
-  ComputePool pool(options.compute_threads);
+  // With TP a rank's op blocks in TP collectives: one thread per rank avoids starvation.
+  ComputePool pool(tp > 1 ? world : options.compute_threads);
   cc->pipeline_size = p;
   cc->data_parallel_size = dp;
+  cc->tensor_parallel_size = tp;
   CoordinatorActor coordinator = SpawnCoordinator(system, cc);
 
   auto peers = std::make_shared<PipelinePeers>();
@@ -85,6 +109,8 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
     sc.pipeline_size = p;
     sc.data_parallel_rank = r.data_parallel_rank;
     sc.data_parallel_size = dp;
+    sc.tensor_parallel_rank = r.tensor_parallel_rank;
+    sc.tensor_parallel_size = tp;
     sc.reset_attention_mask = options.reset_attention_mask;
     sc.exec = options.exec;
     sc.coordinator = coordinator;

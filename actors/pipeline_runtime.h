@@ -4,7 +4,8 @@
 //
 // It spawns, in one CAF actor system (scheduler.max-threads = 1: CAF workers only route
 // messages), the Coordinator, the DataActor and one StageActor per rank (rank =
-// pipeline_rank * dp + data_parallel_rank, Megatron's order with TP = CP = 1), each with
+// (pipeline_rank * dp + data_parallel_rank) * tp + tensor_parallel_rank, Megatron's
+// tp-cp-ep-dp-pp order with CP = 1), each with
 // its own compute strand on a ComputePool; the ranks' collectives go through an
 // InProcessHub (transport/inprocess_communicator.h) watched by a CollectiveWatchdog, so a
 // collective that does not complete within the timeout fails on every rank that posted
@@ -28,6 +29,7 @@
 #include "kernels/exec_context.h"
 #include "layers/grad_buckets.h"
 #include "layers/optimizer.h"
+#include "transport/inprocess_communicator.h"
 
 namespace mxmaca::actors {
 
@@ -39,13 +41,20 @@ struct PipelineRank {
   std::shared_ptr<StageProgram> program;
   std::vector<std::shared_ptr<layers::AdamWOptimizer>> optimizers;  // one per chunk
   std::vector<layers::DataParallelBuckets> buckets;                 // one per chunk
+  int32_t tensor_parallel_rank = 0;
 };
 
 // PipelineRuntimeOptions: the job's layout and runtime settings.
 struct PipelineRuntimeOptions {
   int32_t pipeline_size = 1;
   int32_t data_parallel_size = 1;
+  // tensor_parallel_size > 1: the programs hold TP shards and block their strand in TP
+  // collectives (layers/tensor_parallel.h), so every rank gets its own pool thread.
+  int32_t tensor_parallel_size = 1;
   int compute_threads = 1;     // ComputePool threads (strands share them)
+  // hub: the ranks' in-process communicator; null = RunPipelineJob creates one. Callers
+  // whose programs use it themselves (TP) create it first; it must outlive the call.
+  std::shared_ptr<transport::InProcessHub> hub;
   kernels::ExecContext exec;   // per-op context (threads per op, precision)
   bool reset_attention_mask = false;
   bool distributed_optimizer = false;
@@ -58,10 +67,10 @@ struct PipelineRuntimeOptions {
 };
 
 // RunPipelineJob: runs the job to its end (see file comment). `ranks` must hold
-// pipeline_size * data_parallel_size entries in rank order; `coordinator` is the run
+// pipeline_size * data_parallel_size * tensor_parallel_size entries in rank order; `coordinator` is the run
 // (its stages/data/pipeline sizes are filled here); `data` the data actor's settings
-// (recipients and coordinator are filled here: the first and last pipeline rank of each
-// replica, and every rank with reset_attention_mask). Returns the coordinator's summary
+// (recipients and coordinator are filled here: every TP rank of the first and last
+// pipeline rank of each replica, and every rank with reset_attention_mask). Returns the coordinator's summary
 // (ok = false with the error naming actor, iteration, micro-batch and op when a rank
 // failed). The coordinator's train/eval schedules, when set, must match the job (stages,
 // chunks, micro-batches) and pass scheduler::ValidateSchedule (complete, FIFO channels,

@@ -111,7 +111,9 @@ struct StageState {
     return channel < 0 || quota <= 0 || in_flight[channel] < quota;
   }
   int32_t rank_of(int32_t pipeline_rank) const {
-    return pipeline_rank * cfg.data_parallel_size + cfg.data_parallel_rank;
+    return (pipeline_rank * cfg.data_parallel_size + cfg.data_parallel_rank) *
+               cfg.tensor_parallel_size +
+           cfg.tensor_parallel_rank;
   }
 };
 
@@ -143,6 +145,7 @@ StageIterationDone MakeReport(const StageState& st) {
   done.stage = st.cfg.rank;
   done.pipeline_rank = st.cfg.pipeline_rank;
   done.data_parallel_rank = st.cfg.data_parallel_rank;
+  done.tensor_parallel_rank = st.cfg.tensor_parallel_rank;
   done.iteration = st.run.iteration;
   done.eval = st.run.eval;
   done.loss_sum = st.loss_sum;
@@ -513,7 +516,7 @@ void RunSave(StagePointer self, SaveCheckpointShard save) {
   auto program = st.cfg.program;
   auto optimizers = st.cfg.optimizers;
   StageIdentity id{st.cfg.rank, st.cfg.pipeline_rank, st.cfg.data_parallel_rank,
-                   st.cfg.distributed_optimizer};
+                   st.cfg.distributed_optimizer, st.cfg.tensor_parallel_rank};
   CoordinatorActor coordinator = st.cfg.coordinator;
   st.cfg.strand->Post([program, optimizers, id, coordinator, save] {
     absl::Status s = RunGuarded([&] { return save.write_shard(id, *program, optimizers); });
@@ -751,9 +754,19 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
 }  // namespace
 
 std::string StageActorName(const StageActorConfig& c) {
-  if (c.data_parallel_size == 1) return absl::StrCat("stage ", c.pipeline_rank);
-  return absl::StrCat("stage ", c.pipeline_rank, " (data-parallel rank ", c.data_parallel_rank,
-                      ")");
+  std::string name = absl::StrCat("stage ", c.pipeline_rank);
+  if (c.data_parallel_size > 1 || c.tensor_parallel_size > 1) {
+    absl::StrAppend(&name, " (");
+    if (c.tensor_parallel_size > 1) {
+      absl::StrAppend(&name, "tensor-parallel rank ", c.tensor_parallel_rank,
+                      c.data_parallel_size > 1 ? ", " : "");
+    }
+    if (c.data_parallel_size > 1) {
+      absl::StrAppend(&name, "data-parallel rank ", c.data_parallel_rank);
+    }
+    absl::StrAppend(&name, ")");
+  }
+  return name;
 }
 
 StageActorHandle SpawnStageActor(caf::actor_system& system, StageActorConfig config) {

@@ -47,8 +47,9 @@
 namespace mxmaca::actors {
 
 // PipelinePeers: every stage actor of the job, indexed by global rank
-// (rank = pipeline_rank * data_parallel_size + data_parallel_rank, Megatron's order with
-// TP = CP = 1). Filled by whoever spawns the actors, before the first iteration.
+// (rank = (pipeline_rank * dp + data_parallel_rank) * tp + tensor_parallel_rank,
+// Megatron's tp-cp-ep-dp-pp order with CP = 1). Filled by whoever spawns the actors,
+// before the first iteration.
 struct PipelinePeers {
   std::vector<StageActorHandle> by_rank;
 };
@@ -60,6 +61,8 @@ struct StageActorConfig {
   int32_t pipeline_size = 1;         // P
   int32_t data_parallel_rank = 0;    // r
   int32_t data_parallel_size = 1;    // dp
+  int32_t tensor_parallel_rank = 0;  // t (the program holds this rank's shards)
+  int32_t tensor_parallel_size = 1;  // tp
   // reset_attention_mask: every chunk needs the micro-batch's data (document starts).
   bool reset_attention_mask = false;
   kernels::ExecContext exec;         // passed to the optimizer and reduction kernels

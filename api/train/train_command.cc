@@ -419,8 +419,14 @@ absl::StatusOr<actors::TrainingSummary> Train(
   ro.collective_timeout = absl::Minutes(args.distributed_timeout_minutes);
   std::vector<actors::PipelineRank> job_ranks;
   for (StageRank& r : ranks) {
-    job_ranks.push_back(actors::PipelineRank{r.rank, r.pipeline_rank, r.data_parallel_rank,
-                                             r.program, r.optimizers, r.buckets});
+    actors::PipelineRank pr;
+    pr.rank = r.rank;
+    pr.pipeline_rank = r.pipeline_rank;
+    pr.data_parallel_rank = r.data_parallel_rank;
+    pr.program = r.program;
+    pr.optimizers = r.optimizers;
+    pr.buckets = r.buckets;
+    job_ranks.push_back(std::move(pr));
   }
 
   if (resume.iteration >= train_iters) {
