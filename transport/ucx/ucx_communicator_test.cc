@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -468,13 +469,30 @@ TEST_CASE("detect_peer_failure: a dead rank fails the others' operations promptl
         options.detect_peer_failure = true;
         auto job = Join(rank, 3, port, "tcp", options);
         if (!job.ok()) return std::string(job.status().message());
-        if (rank == 2) _exit(0);  // dies without a word
-        absl::SleepFor(absl::Milliseconds(300));
         ProcessGroup g;
         g.id = 16 * 3;
         g.ranks = {0, 1, 2};
         g.rank_in_group = rank;
         Waiter w;
+        // Everyone is connected (an all-reduce completed) before rank 2 dies.
+        ProcessGroup warm_up = g;
+        warm_up.id = 16 * 3 + 1;  // the timed all-reduce below is seq 0 of group 48
+        float token = 1.0f;
+        job->comm->AllReduceSum(warm_up, &token, &token, 1, w.Callback());
+        const std::string e = WaitOk(w, 1, "warm-up all_reduce");
+        if (!e.empty()) return e;
+        // Rank 2 dies (without a word) once ranks 0 and 1 have told it that their warm-up
+        // is complete, so no message of the warm-up is lost with it.
+        Waiter tokens;
+        float ok[2] = {0, 0};
+        if (rank == 2) {
+          job->comm->Recv(g, 0, &ok[0], 1, DataType::kFloat32, tokens.Callback());
+          job->comm->Recv(g, 1, &ok[1], 1, DataType::kFloat32, tokens.Callback());
+          tokens.Wait(2);
+          _exit(0);
+        }
+        job->comm->Send(g, 2, &token, 1, DataType::kFloat32, tokens.Callback());
+        absl::SleepFor(absl::Milliseconds(300));
         std::vector<float> x(64, 1.0f), y(64);
         const absl::Time start = absl::Now();
         job->comm->AllReduceSum(g, x.data(), y.data(), 64, w.Callback());
@@ -492,6 +510,83 @@ TEST_CASE("detect_peer_failure: a dead rank fails the others' operations promptl
     CHECK_THAT(results[r].text, Catch::Contains("rank 2"));
     CHECK_THAT(results[r].text, !Catch::Contains("[slow]"));
   }
+}
+
+TEST_CASE("three threads per rank post on three groups at once") {
+  const int port = FreeTcpPort();
+  ExpectAllPassed(RunRanks(
+      2,
+      [&](int rank) -> std::string {
+        auto job = Join(rank, 2, port, "shm,tcp", {});
+        if (!job.ok()) return std::string(job.status().message());
+        auto group = [rank](int64_t id) {
+          ProcessGroup g;
+          g.id = id;
+          g.ranks = {0, 1};
+          g.rank_in_group = rank;
+          return g;
+        };
+        const int kOps = 40;
+        const int64_t n = 3001;
+        std::vector<std::string> errors(3);
+        std::vector<std::thread> threads;
+        // Thread 0: all-reduces on group 1, checked against the rank-order sum.
+        threads.emplace_back([&] {
+          Waiter w;
+          for (int k = 0; k < kOps && errors[0].empty(); ++k) {
+            std::vector<float> x = RandomFloats(n, 10 * k + rank), y(n);
+            job->comm->AllReduceSum(group(1), x.data(), y.data(), n, w.Callback());
+            errors[0] = WaitOk(w, 1, "all_reduce");
+            std::vector<float> a = RandomFloats(n, 10 * k), b = RandomFloats(n, 10 * k + 1);
+            for (int64_t i = 0; i < n && errors[0].empty(); ++i) {
+              if (y[i] != a[i] + b[i]) errors[0] = absl::StrCat("all_reduce ", k, " element ", i);
+            }
+          }
+        });
+        // Thread 1: all-gathers on group 2, several in flight.
+        threads.emplace_back([&] {
+          Waiter w;
+          std::vector<std::vector<float>> out(kOps, std::vector<float>(2 * n));
+          std::vector<std::vector<float>> in(kOps);
+          for (int k = 0; k < kOps; ++k) {
+            in[k] = RandomFloats(n, 1000 + 10 * k + rank);
+            job->comm->AllGather(group(2), in[k].data(), out[k].data(), n, DataType::kFloat32,
+                                 w.Callback());
+          }
+          errors[1] = WaitOk(w, kOps, "all_gather");
+          for (int k = 0; k < kOps && errors[1].empty(); ++k) {
+            std::vector<float> want = RandomFloats(n, 1000 + 10 * k);
+            std::vector<float> second = RandomFloats(n, 1000 + 10 * k + 1);
+            want.insert(want.end(), second.begin(), second.end());
+            errors[1] = FirstDifference(out[k], want, absl::StrCat("all_gather ", k));
+          }
+        });
+        // Thread 2: a stream of sends 0 -> 1 on group 3.
+        threads.emplace_back([&] {
+          Waiter w;
+          std::vector<std::vector<float>> buf(kOps);
+          for (int k = 0; k < kOps; ++k) {
+            buf[k] = rank == 0 ? RandomFloats(n, 5000 + k) : std::vector<float>(n);
+            if (rank == 0) {
+              job->comm->Send(group(3), 1, buf[k].data(), n, DataType::kFloat32, w.Callback());
+            } else {
+              job->comm->Recv(group(3), 0, buf[k].data(), n, DataType::kFloat32, w.Callback());
+            }
+          }
+          errors[2] = WaitOk(w, kOps, "send/recv");
+          for (int k = 0; k < kOps && errors[2].empty() && rank == 1; ++k) {
+            errors[2] =
+                FirstDifference(buf[k], RandomFloats(n, 5000 + k), absl::StrCat("message ", k));
+          }
+        });
+        for (auto& t : threads) t.join();
+        absl::Status c = job->comm->Close();
+        for (const std::string& e : errors) {
+          if (!e.empty()) return e;
+        }
+        return c.ok() ? "" : std::string(c.message());
+      },
+      absl::Seconds(60)));
 }
 
 }  // namespace
