@@ -4,7 +4,8 @@
 //
 // Rows: point-to-point tag bandwidth at 1 MiB and 64 MiB (16 messages in flight, as a
 // window), with descriptor verification on and off; all-reduce bus bandwidth (bytes *
-// 2(n-1)/n / time, NCCL's definition) for 2 ranks at 1 MiB and 64 MiB in rank-order and
+// 2(n-1)/n / time, NCCL's definition) over UCX_BENCH_RANKS ranks (default 2) at 1 MiB
+// and 64 MiB in rank-order and
 // ring mode; 8-byte send/recv ping-pong latency (median one-way). The baselines are
 // ucx_perftest tag_bw at the same size (its "overall" MB/s, which are MiB/s) and tag_lat
 // (its median); each row prints ours / baseline.
@@ -100,25 +101,32 @@ class Waiter {
   std::string error_;
 };
 
-// Measure: in rank `rank` of 2, runs the benchmark rows with `options` and returns lines
-// "name seconds bytes_per_iteration iterations" (rank 1's timing) or "error: ...".
-std::string Measure(int rank, int port, const UcxCommunicator::Options& options,
+// Measure: in rank `rank` of `world`, runs the benchmark rows with `options` and returns
+// lines "name seconds bytes_per_iteration iterations" (rank 1's timing) or "error: ...".
+// Point-to-point rows run between ranks 0 and 1 (the others wait); all-reduce rows over
+// all ranks.
+std::string Measure(int rank, int world, int port, const UcxCommunicator::Options& options,
                     const std::string& label, bool p2p, bool allreduce) {
   RendezvousOptions rv;
   rv.master_port = port;
-  auto comm_or = UcxCommunicator::Create(rv, rank, 2, options);
+  auto comm_or = UcxCommunicator::Create(rv, rank, world, options);
   if (!comm_or.ok()) return absl::StrCat("error: ", comm_or.status().ToString());
   UcxCommunicator& comm = **comm_or;
-  ProcessGroup g;
+  ProcessGroup everyone;
+  everyone.id = 2;
+  for (int r = 0; r < world; ++r) everyone.ranks.push_back(r);
+  everyone.rank_in_group = rank;
+  ProcessGroup g;  // the pair (0, 1)
   g.id = 1;
   g.ranks = {0, 1};
   g.rank_in_group = rank;
+  const bool in_pair = rank < 2;
   Waiter w;
   std::string out;
   // Sync: a tiny all-reduce (every rank leaves it at about the same time).
   float token = 0;
   auto sync = [&]() {
-    comm.AllReduceSum(g, &token, &token, 1, w.Callback());
+    comm.AllReduceSum(everyone, &token, &token, 1, w.Callback());
     return w.Wait(1);
   };
   if (p2p) {
@@ -127,7 +135,7 @@ std::string Measure(int rank, int port, const UcxCommunicator::Options& options,
     if (!e.empty()) return "error: " + e;
     std::vector<double> one_way;
     char byte[8] = {};
-    for (int i = 0; i < 2000; ++i) {
+    for (int i = 0; i < 2000 && in_pair; ++i) {
       const absl::Time t0 = absl::Now();
       for (int leg = 0; leg < 2; ++leg) {
         if ((leg == 0) == (rank == 0)) {
@@ -141,7 +149,9 @@ std::string Measure(int rank, int port, const UcxCommunicator::Options& options,
       one_way.push_back(absl::ToDoubleMicroseconds(absl::Now() - t0) / 2);
     }
     std::sort(one_way.begin(), one_way.end());
-    absl::StrAppend(&out, "latency", label, " ", one_way[one_way.size() / 2], " 8 0\n");
+    if (in_pair) {
+      absl::StrAppend(&out, "latency", label, " ", one_way[one_way.size() / 2], " 8 0\n");
+    }
   }
   for (int64_t bytes : {kMiB, 64 * kMiB}) {
     const int iters = bytes == kMiB ? 800 : 24;
@@ -153,7 +163,7 @@ std::string Measure(int rank, int port, const UcxCommunicator::Options& options,
         if (!e.empty()) return "error: " + e;
         const absl::Time start = absl::Now();
         const int n = pass == 0 ? window : iters;
-        for (int i = 0; i < n; i += window) {
+        for (int i = 0; i < n && in_pair; i += window) {
           const int k = std::min(window, n - i);
           for (int j = 0; j < k; ++j) {
             if (rank == 0) {
@@ -179,7 +189,7 @@ std::string Measure(int rank, int port, const UcxCommunicator::Options& options,
         if (!e.empty()) return "error: " + e;
         const absl::Time start = absl::Now();
         for (int i = 0; i < (pass == 0 ? 2 : n); ++i) {
-          comm.AllReduceSum(g, data.data(), data.data(), bytes / 4, w.Callback());
+          comm.AllReduceSum(everyone, data.data(), data.data(), bytes / 4, w.Callback());
           e = w.Wait(1);
           if (!e.empty()) return "error: " + e;
         }
@@ -207,6 +217,13 @@ int Main() {
               std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : "(default)",
               std::getenv("UCX_NET_DEVICES") ? std::getenv("UCX_NET_DEVICES") : "(default)");
   const double perf_1m = PerftestBandwidth(kMiB, 2000);
+  const char* ranks_env = std::getenv("UCX_BENCH_RANKS");  // all-reduce ranks, default 2
+  int world = 2;
+  if (ranks_env != nullptr && (!absl::SimpleAtoi(ranks_env, &world) || world < 2)) {
+    std::printf("UCX_BENCH_RANKS=%s: expected an integer >= 2\n", ranks_env);
+    return 2;
+  }
+  std::printf("all-reduce over %d ranks (UCX_BENCH_RANKS); p2p between ranks 0 and 1\n", world);
   const double perf_64m = PerftestBandwidth(64 * kMiB, 60);
   const double perf_lat = PerftestLatencyUs(20000);
   std::printf("ucx_perftest tag_lat 8 B: median %.2f us one-way\n", perf_lat);
@@ -243,12 +260,13 @@ int Main() {
   for (const Config& config : configs) {
     const int port = FreeTcpPort();
     auto results = RunRanks(
-        2,
+        world,
         [&](int rank) {
-          return Measure(rank, port, config.options, config.label, config.p2p, config.allreduce);
+          return Measure(rank, world, port, config.options, config.label, config.p2p,
+                         config.allreduce);
         },
         absl::Minutes(5));
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < world; ++r) {
       if (results[r].text.rfind("error", 0) == 0 || results[r].timed_out) {
         std::printf("rank %d failed: %s\n", r, results[r].text.c_str());
         return 1;
@@ -268,7 +286,7 @@ int Main() {
         continue;
       }
       double rate = static_cast<double>(bytes) * n / seconds;
-      if (f[0].rfind("allreduce", 0) == 0) rate *= 2.0 * (2 - 1) / 2;  // bus bandwidth, n = 2
+      if (f[0].rfind("allreduce", 0) == 0) rate *= 2.0 * (world - 1) / world;  // bus bandwidth
       rows.push_back({f[0], bytes, rate, bytes == kMiB ? perf_1m : perf_64m});
     }
   }
