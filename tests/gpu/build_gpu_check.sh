@@ -21,7 +21,7 @@ HOSTFLAGS="-std=c++17 -O2 -ffp-contract=off -I. -I$CUDA_PATH/include"
 compile() {  # compile SRC: one object per source, in the background-friendly form
   local src="$1" obj="$OBJ/$(echo "$1" | tr / _).o" extra=""
   case "$src" in
-    *adamw.cu) extra="-fmad=false" ;;  # as kernels/cuda/BUILD
+    *adamw.cu | *rope.cu) extra="-fmad=false" ;;  # as kernels/cuda/BUILD
   esac
   case "$src" in
     *.cu) "$NVCC" $NVFLAGS $extra -c "$src" -o "$obj" || exit 1 ;;
@@ -34,7 +34,7 @@ export NVCC NVFLAGS HOSTFLAGS OBJ
 
 SRCS="kernels/cuda/cuda_check.cc kernels/cuda/gemm.cu kernels/cuda/elementwise.cu \
 kernels/cuda/norm.cu kernels/cuda/embedding.cu kernels/cuda/cross_entropy.cu \
-kernels/cuda/adamw.cu kernels/cuda/attention.cu kernels/cuda/fused_attention.cu \
+kernels/cuda/adamw.cu kernels/cuda/attention.cu kernels/cuda/fused_attention.cu kernels/cuda/rope.cu \
 tests/gpu/gpu_check_main.cc \
 tests/gpu/gpu_check_numerics.cc tests/gpu/gpu_check_perf.cc"
 JOBS="${JOBS:-2}"  # parallel compiles (2 on the shared build machine)

@@ -20,6 +20,7 @@
 #include "kernels/cuda/fused_attention.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/norm.h"
+#include "kernels/cuda/rope.h"
 #include "tests/gpu/check_util.h"
 #include "tests/gpu/reference.h"
 
@@ -319,6 +320,26 @@ void CheckCrossEntropy(Table* t, std::mt19937_64& rng) {
   t->Accuracy("CrossEntropyBackward (in place)", shape, "fp32", RelErr(dl.Down(), ref), kFp32Bound);
 }
 
+void CheckRope(Table* t, std::mt19937_64& rng) {
+  ExecContext ctx;
+  const int64_t b = 2, s = 300, heads = 4, d = 128, rotary = 64;
+  std::vector<int32_t> pos(b * s);
+  for (int64_t i = 0; i < b * s; ++i) pos[i] = static_cast<int32_t>(i % s < 170 ? i % s : i % s - 170);
+  auto x = Normal(rng, b * heads * s * d);
+  Dev<int32_t> dpos(pos);
+  for (int dir = 0; dir < 2; ++dir) {
+    Dev<float> dx(x);
+    if (dir == 0) {
+      CK(kc::RopeForward(ctx, dx.get(), dpos.get(), b, s, heads, d, rotary, 10000.0f));
+    } else {
+      CK(kc::RopeBackward(ctx, dx.get(), dpos.get(), b, s, heads, d, rotary, 10000.0f));
+    }
+    const Vec ref = Rope(x.data(), pos.data(), b, s, heads, d, rotary, 10000.0f, dir == 0 ? 1.0 : -1.0);
+    t->Accuracy(dir == 0 ? "RopeForward (rotary 64 of 128)" : "RopeBackward (rotary 64 of 128)",
+                Dims({b, heads, s, d}), "fp32", RelErr(dx.Down(), ref), kFp32Bound);
+  }
+}
+
 void CheckAdamW(Table* t, std::mt19937_64& rng) {
   ExecContext ctx;
   const int64_t n = 1 << 16;
@@ -523,6 +544,7 @@ void RunNumericChecks(Table* table) {
   group("embedding", [&] { CheckEmbedding(table, rng); });
   group("cross-entropy", [&] { CheckCrossEntropy(table, rng); });
   group("AdamW", [&] { CheckAdamW(table, rng); });
+  group("RoPE", [&] { CheckRope(table, rng); });
   group("attention", [&] { CheckAttention(table, *gemm, rng); });
   // Last: a fault in the newest kernel cannot hide the results above.
   group("fused attention", [&] { CheckFusedAttention(table, rng); });

@@ -19,6 +19,7 @@
 #include "kernels/cuda/fused_attention.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/norm.h"
+#include "kernels/cuda/rope.h"
 #include "tests/gpu/check_util.h"
 
 namespace mxmaca::gpu_check {
@@ -159,6 +160,16 @@ void RunPerfSections(bool quick) {
     Memory("RmsNormBackwardInput", sh, TimeMs([&] {
              CK(kc::RmsNormBackwardInput(ctx, dy.get(), x.get(), gamma.get(), rstd.get(), t, h, y.get()));
            }), 12.0 * nh, peak_gbs);
+    // RoPE on q [B = 4, NH = 32, S = 2048, D = 128] (in place: read + write).
+    {
+      const int64_t rb = 4, rh = 32, rs = 2048, rd = 128;
+      std::vector<int32_t> hp(rb * rs);
+      for (int64_t i = 0; i < rb * rs; ++i) hp[i] = static_cast<int32_t>(i % rs);
+      Dev<int32_t> rpos(hp);
+      Memory("RopeForward", "B4 NH32 S2048 D128", TimeMs([&] {
+               CK(kc::RopeForward(ctx, x.get(), rpos.get(), rb, rs, rh, rd, rd, 10000.0f));
+             }), 8.0 * rb * rh * rs * rd, peak_gbs);
+    }
     // Embedding at vocab 50304.
     const int64_t v = 50304;
     Dev<float> table(v * h), dtable(v * h);

@@ -181,6 +181,30 @@ inline void AdamW(Vec* p, const float* g, Vec* m, Vec* v, double lr, double b1, 
   }
 }
 
+// Rope (kernels/cpu/rope.h) in fp64 on x [B, NH, S, D]; sign +1 forward, -1 backward.
+// The angle keeps Megatron's fp32 definition (fp32 inv_freq, fp32 product); the rest is
+// fp64.
+inline Vec Rope(const float* x, const int32_t* positions, int64_t b, int64_t s, int64_t heads,
+                int64_t d, int64_t rotary_dim, float base, double sign) {
+  Vec y(x, x + b * heads * s * d);
+  const int64_t half = rotary_dim / 2;
+  for (int64_t bh = 0; bh < b * heads; ++bh) {
+    for (int64_t si = 0; si < s; ++si) {
+      const float pos = static_cast<float>(positions[(bh / heads) * s + si]);
+      double* r = y.data() + (bh * s + si) * d;
+      for (int64_t j = 0; j < half; ++j) {
+        const float inv = 1.0f / std::pow(base, static_cast<float>(2 * j) / static_cast<float>(rotary_dim));
+        const double angle = static_cast<double>(pos * inv);
+        const double c = std::cos(angle), sn = sign * std::sin(angle);
+        const double x1 = r[j], x2 = r[j + half];
+        r[j] = x1 * c - x2 * sn;
+        r[j + half] = x2 * c + x1 * sn;
+      }
+    }
+  }
+  return y;
+}
+
 // AttentionShape as kernels/cpu/attention.h.
 struct AttnShape {
   int64_t b, s, heads, groups, d;

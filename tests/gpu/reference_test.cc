@@ -20,6 +20,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/norm.h"
+#include "kernels/cpu/rope.h"
 
 namespace mxmaca::gpu_check {
 namespace {
@@ -158,6 +159,24 @@ TEST_CASE("reference AdamW matches kernels/cpu over 5 steps") {
   // the change; compare it with that allowance.
   CHECK(RelErr(d, dref) < 1e-3);
   CHECK(RelErr(v, rv) < 1e-5);
+}
+
+TEST_CASE("reference RoPE matches kernels/cpu") {
+  std::mt19937_64 rng(7);
+  ExecContext ctx;
+  const int64_t b = 2, s = 30, heads = 3, d = 16, rotary = 12;
+  std::vector<int32_t> pos(b * s);
+  for (int64_t i = 0; i < b * s; ++i) pos[i] = static_cast<int32_t>(i % s);
+  auto x = Rand(rng, b * heads * s * d);
+  for (int dir = 0; dir < 2; ++dir) {
+    auto y = x;
+    if (dir == 0) {
+      cpu::RopeForward(ctx, y.data(), pos.data(), b, s, heads, d, rotary, 10000.0f);
+    } else {
+      cpu::RopeBackward(ctx, y.data(), pos.data(), b, s, heads, d, rotary, 10000.0f);
+    }
+    CHECK(RelErr(y, Rope(x.data(), pos.data(), b, s, heads, d, rotary, 10000.0f, dir ? -1.0 : 1.0)) < 1e-6);
+  }
 }
 
 TEST_CASE("reference attention matches kernels/cpu (docs, dropout, GQA, bf16)") {
