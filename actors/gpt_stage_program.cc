@@ -40,10 +40,13 @@ absl::Status GptStageProgram::Forward(const MicroBatchKey& key,
   in.micro_batch_size = batch.b;
   in.seq_length = batch.s;
   // A middle virtual stage gets no micro-batch data (without --reset-attention-mask):
-  // its b and s come from the activation [b, s, h].
+  // its b and s come from the activation [b, s, h] ([b, s / tp, h] with sequence
+  // parallelism).
+  const layers::TensorParallelContext& tp = stage.tensor_parallel();
+  const int64_t seq_shards = tp.sp() ? tp.size : 1;
   if (batch.b == 0 && input != nullptr && input->shape.size() == 3) {
     in.micro_batch_size = input->shape[0];
-    in.seq_length = input->shape[1];
+    in.seq_length = input->shape[1] * seq_shards;
   }
   // Every stage's attention needs the document starts (--reset-attention-mask).
   if (reset_attention_mask_) in.doc_start = batch.doc_start;
@@ -66,7 +69,8 @@ absl::Status GptStageProgram::Forward(const MicroBatchKey& key,
   result->loss_sum = out.loss_sum;
   result->num_tokens = out.num_tokens;
   if (!layout.has_loss_head) {
-    result->output_shape = {in.micro_batch_size, in.seq_length, stage.config().hidden_size};
+    result->output_shape = {in.micro_batch_size, in.seq_length / seq_shards,
+                            stage.config().hidden_size};
   }
   result->output = std::move(out.hidden);
   return absl::OkStatus();
@@ -110,6 +114,13 @@ bool GptStageProgram::is_tied_copy(int chunk, int param) const {
   const layers::GptStage& stage = *chunks_[chunk];
   return !stage.layout().has_embedding && param == stage.parameter_ids().word_embeddings &&
          param >= 0;
+}
+
+bool GptStageProgram::counts_toward_grad_norm(int chunk, int param) const {
+  if (is_tied_copy(chunk, param)) return false;
+  const layers::GptStage& stage = *chunks_[chunk];
+  return layers::CountsTowardGradNorm(stage.parameters().info(param),
+                                      stage.tensor_parallel().rank);
 }
 
 void GptStageProgram::BeginCall(int chunk) { chunks_[chunk]->ResetPeakActivationBytes(); }

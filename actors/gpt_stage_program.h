@@ -37,6 +37,7 @@ class GptStageProgram : public StageProgram {
   layers::ParameterStore& parameters(int chunk) override { return chunks_[chunk]->parameters(); }
   int tied_embedding_parameter(int chunk) const override;
   bool is_tied_copy(int chunk, int param) const override;
+  bool counts_toward_grad_norm(int chunk, int param) const override;
   int64_t peak_activation_bytes() const override { return peak_; }
   void ResetPeakActivationBytes() override;
 

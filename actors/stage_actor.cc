@@ -279,7 +279,7 @@ void MaybeReport(StagePointer self) {
       const std::function<bool(const layers::ParameterInfo&)> counts =
           [&](const layers::ParameterInfo& info) {
             const int id = store.Index(info.spec.name).value_or(-1);
-            return !program->is_tied_copy(c, id);
+            return program->counts_toward_grad_norm(c, id);
           };
       sq += layers::ShardGradNormSquared(exec, store, buckets[c], dp_rank, counts);
     }

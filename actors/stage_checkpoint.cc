@@ -1,6 +1,8 @@
 // actors/stage_checkpoint.cc: see stage_checkpoint.h.
 #include "actors/stage_checkpoint.h"
 
+#include <algorithm>
+
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -36,7 +38,13 @@ absl::Status ReadInto(const checkpoint::CheckpointReader& reader, const std::str
                       const layers::ParameterInfo& info, float* out) {
   absl::Status s = CheckFullShape(reader, name, info);
   if (!s.ok()) return s;
-  return reader.ReadSlice(name, info.shard_offset, info.shard_shape, out);
+  // A tensor-parallel shard may be several boxes of the full tensor (SwiGLU's
+  // [gate_r; up_r]): each box is contiguous in the local buffer at its local_offset.
+  for (const layers::ShardBox& box : layers::ShardBoxes(info)) {
+    s = reader.ReadSlice(name, box.offset, box.shape, out + box.local_offset);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 // PieceBox: one box of an optimizer entry, in full-tensor coordinates, and where its
@@ -47,10 +55,11 @@ struct PieceBox {
   int64_t buffer_begin = 0;
 };
 
-// PieceBoxes: the boxes of optimizer entry `t` of tensor `info`: the held shard itself for
-// a whole entry, else the boxes of its flat range [flat_offset, flat_offset + numel) of
-// the shard (C order over shard_shape) moved by shard_offset. InvalidArgument for a range
-// outside the shard.
+// PieceBoxes: the boxes of optimizer entry `t` of tensor `info`: the entry covers the
+// elements [flat_offset, flat_offset + numel) of the shard's local buffer; the local buffer
+// is the shard's boxes (layers::ShardBoxes) one after another, each in C order. Each
+// intersection of the entry with a box becomes the boxes of that flat sub-range, moved to
+// the box's place in the full tensor. InvalidArgument for a range outside the shard.
 absl::StatusOr<std::vector<PieceBox>> PieceBoxes(const layers::OptimizerTensor& t,
                                                  const layers::ParameterInfo& info) {
   if (t.flat_offset < 0 || t.numel < 0 || t.flat_offset + t.numel > info.numel) {
@@ -60,20 +69,28 @@ absl::StatusOr<std::vector<PieceBox>> PieceBoxes(const layers::OptimizerTensor& 
         ShapeString(info.shard_shape)));
   }
   std::vector<PieceBox> out;
-  if (t.flat_offset == 0 && t.numel == info.numel) {
-    out.push_back({info.shard_offset, info.shard_shape, 0});
-    return out;
-  }
-  absl::StatusOr<std::vector<checkpoint::FlatRangeBox>> boxes =
-      checkpoint::FlatRangeToBoxes(info.shard_shape, t.flat_offset, t.flat_offset + t.numel);
-  if (!boxes.ok()) return boxes.status();
-  for (const checkpoint::FlatRangeBox& box : *boxes) {
-    PieceBox p;
-    p.offsets = box.offsets;
-    for (size_t d = 0; d < p.offsets.size(); ++d) p.offsets[d] += info.shard_offset[d];
-    p.shape = box.shape;
-    p.buffer_begin = box.flat_begin - t.flat_offset;
-    out.push_back(std::move(p));
+  const int64_t begin = t.flat_offset, end = t.flat_offset + t.numel;
+  for (const layers::ShardBox& box : layers::ShardBoxes(info)) {
+    int64_t box_numel = 1;
+    for (int64_t d : box.shape) box_numel *= d;
+    const int64_t lo = std::max(begin, box.local_offset);
+    const int64_t hi = std::min(end, box.local_offset + box_numel);
+    if (lo >= hi) continue;
+    if (lo == box.local_offset && hi == box.local_offset + box_numel) {
+      out.push_back({box.offset, box.shape, lo - begin});
+      continue;
+    }
+    absl::StatusOr<std::vector<checkpoint::FlatRangeBox>> boxes = checkpoint::FlatRangeToBoxes(
+        box.shape, lo - box.local_offset, hi - box.local_offset);
+    if (!boxes.ok()) return boxes.status();
+    for (const checkpoint::FlatRangeBox& fb : *boxes) {
+      PieceBox p;
+      p.offsets = fb.offsets;
+      for (size_t d = 0; d < p.offsets.size(); ++d) p.offsets[d] += box.offset[d];
+      p.shape = fb.shape;
+      p.buffer_begin = box.local_offset + fb.flat_begin - begin;
+      out.push_back(std::move(p));
+    }
   }
   return out;
 }
@@ -121,8 +138,10 @@ absl::Status WriteStageShard(checkpoint::CheckpointWriter& writer, const std::st
     const layers::ParameterInfo& info = params.info(i);
     if (options.skip_parameter && options.skip_parameter(info)) continue;
     if (options.parameters) {
-      views.push_back({absl::StrCat("model/", info.spec.name), info.spec.shape,
-                       info.shard_offset, info.shard_shape, params.param(i)});
+      for (const layers::ShardBox& box : layers::ShardBoxes(info)) {
+        views.push_back({absl::StrCat("model/", info.spec.name), info.spec.shape, box.offset,
+                         box.shape, params.param(i) + box.local_offset});
+      }
     }
     for (size_t k : entries_of[i]) {
       absl::StatusOr<std::vector<PieceBox>> boxes = PieceBoxes(optimizer->tensors()[k], info);

@@ -84,6 +84,12 @@ class StageProgram {
   // owns (the last stage's copy of the tied word embeddings): it is not counted in the
   // global grad norm and not written to checkpoints.
   virtual bool is_tied_copy(int chunk, int param) const = 0;
+  // counts_toward_grad_norm: whether parameter `param` of chunk `chunk` is counted in the
+  // global grad norm on this rank — each logical parameter exactly once: not the tied copy,
+  // and a tensor replicated across tensor-parallel ranks only on TP rank 0.
+  virtual bool counts_toward_grad_norm(int chunk, int param) const {
+    return !is_tied_copy(chunk, param);
+  }
   // peak_activation_bytes: the largest total stash held so far over all chunks (bytes);
   // ResetPeakActivationBytes starts a new measurement.
   virtual int64_t peak_activation_bytes() const = 0;

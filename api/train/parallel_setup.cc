@@ -14,10 +14,11 @@ namespace mxmaca::api {
 
 std::string ParallelSetup::Describe() const {
   std::string out = absl::StrFormat(
-      " > parallel layout: pipeline %d x data parallel %d (in-process ranks: %d), %d model "
-      "chunk%s per pipeline rank, %d micro-batches per replica, schedule %s\n",
-      pipeline_size, data_parallel_size, pipeline_size * data_parallel_size, virtual_size,
-      virtual_size == 1 ? "" : "s", num_microbatches, train_schedule.name);
+      " > parallel layout: tensor %d%s x pipeline %d x data parallel %d (in-process ranks: "
+      "%d), %d model chunk%s per pipeline rank, %d micro-batches per replica, schedule %s\n",
+      tensor_parallel_size, sequence_parallel && tensor_parallel_size > 1 ? " (sequence parallel)" : "",
+      pipeline_size, data_parallel_size, tensor_parallel_size * pipeline_size * data_parallel_size,
+      virtual_size, virtual_size == 1 ? "" : "s", num_microbatches, train_schedule.name);
   absl::StrAppend(&out, " > pipeline placement (--pipeline-model-parallel-layout \"",
                   placement.ToLayoutString(), "\"):\n", placement.Describe());
   while (!out.empty() && out.back() == '\n') out.pop_back();
@@ -29,6 +30,8 @@ absl::StatusOr<ParallelSetup> BuildParallelSetup(const MegatronArgs& args,
   ParallelSetup setup;
   setup.pipeline_size = static_cast<int32_t>(args.pipeline_model_parallel_size);
   setup.data_parallel_size = static_cast<int32_t>(args.data_parallel_size);
+  setup.tensor_parallel_size = static_cast<int32_t>(args.tensor_model_parallel_size);
+  setup.sequence_parallel = args.sequence_parallel;
   const int64_t per_step = *args.micro_batch_size * args.data_parallel_size;
   if (*args.global_batch_size % per_step != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -83,7 +86,7 @@ std::vector<std::string> MemoryReport(const ParallelSetup& setup, const layers::
   lines.push_back(absl::StrCat(" > memory per rank at start-up (estimate; schedule ",
                                setup.train_schedule.name, "):"));
   for (const StageRank& r : ranks) {
-    if (r.data_parallel_rank != 0) continue;
+    if (r.data_parallel_rank != 0 || r.tensor_parallel_rank != 0) continue;
     const auto& layouts = setup.placement.layouts[static_cast<size_t>(r.pipeline_rank)];
     int64_t stash = 0;
     for (const layers::StageLayout& l : layouts) {

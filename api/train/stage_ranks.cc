@@ -2,10 +2,13 @@
 #include "api/train/stage_ranks.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "base/status_macros.h"
 #include "layers/gpt_stage.h"
+#include "layers/tensor_parallel.h"
+#include "transport/rank_grid.h"
 
 namespace mxmaca::api {
 
@@ -13,41 +16,58 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
                                                        const layers::PipelinePlacement& placement,
                                                        const StageRankOptions& options) {
   const int32_t p = static_cast<int32_t>(placement.pipeline_model_parallel_size);
-  const int32_t dp = options.data_parallel_size;
-  if (dp < 1) return absl::InvalidArgumentError("data parallel size must be >= 1");
+  const int32_t dp = options.data_parallel_size, tp = options.tensor_parallel_size;
+  if (dp < 1 || tp < 1) {
+    return absl::InvalidArgumentError("data and tensor parallel sizes must be >= 1");
+  }
+  if (tp > 1 && options.hub == nullptr) {
+    return absl::InvalidArgumentError("tensor parallelism needs an in-process hub");
+  }
+  std::optional<transport::RankGrid> grid;
+  if (tp > 1) {
+    MXMACA_ASSIGN_OR_RETURN(grid, transport::RankGrid::Create(p * dp * tp, tp, p));
+  }
   // megatron/core/distributed/distributed_data_parallel_config.py: bucket_size default
   // max(40000000, 1000000 * data_parallel_size) elements.
   const int64_t bucket_elements = options.bucket_elements > 0
                                       ? options.bucket_elements
                                       : std::max<int64_t>(40000000, 1000000LL * dp);
   std::vector<StageRank> ranks;
-  for (int32_t pp = 0; pp < p; ++pp) {
-    for (int32_t r = 0; r < dp; ++r) {
-      StageRank sr;
-      sr.rank = pp * dp + r;
-      sr.pipeline_rank = pp;
-      sr.data_parallel_rank = r;
-      std::vector<std::unique_ptr<layers::GptStage>> chunks;
-      for (const layers::StageLayout& layout : placement.layouts[pp]) {
-        MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<layers::GptStage> stage,
-                                layers::GptStage::Create(model, layout, 16LL * dp));
-        stage->InitializeParameters();
-        layers::ParameterStore& store = stage->parameters();
-        sr.num_parameters += store.num_elements();
-        MXMACA_ASSIGN_OR_RETURN(layers::DataParallelBuckets buckets,
-                                layers::BuildDataParallelBuckets(store, dp, bucket_elements));
-        std::vector<layers::OptimizerTensor> tensors =
-            options.distributed_optimizer ? layers::DistributedOptimizerTensors(store, buckets, r)
-                                          : store.OptimizerTensors();
-        sr.optimizers.push_back(
-            std::make_shared<layers::AdamWOptimizer>(options.adam, std::move(tensors)));
-        sr.buckets.push_back(std::move(buckets));
-        chunks.push_back(std::move(stage));
-      }
-      sr.program = std::make_shared<actors::GptStageProgram>(std::move(chunks),
-                                                             options.reset_attention_mask);
-      ranks.push_back(std::move(sr));
+  for (int32_t rank = 0; rank < p * dp * tp; ++rank) {
+    const int32_t pp = rank / (dp * tp), r = (rank / tp) % dp, t = rank % tp;
+    StageRank sr;
+    sr.rank = rank;
+    sr.pipeline_rank = pp;
+    sr.data_parallel_rank = r;
+    sr.tensor_parallel_rank = t;
+    std::optional<layers::TensorParallelContext> tp_context;
+    if (tp > 1) {
+      MXMACA_ASSIGN_OR_RETURN(transport::RankView view, grid->ForRank(sr.rank));
+      tp_context = layers::TensorParallelContextFor(view, options.hub->ForRank(sr.rank),
+                                                    options.sequence_parallel);
     }
+    std::vector<std::unique_ptr<layers::GptStage>> chunks;
+    for (const layers::StageLayout& layout : placement.layouts[pp]) {
+      MXMACA_ASSIGN_OR_RETURN(
+          std::unique_ptr<layers::GptStage> stage,
+          layers::GptStage::Create(model, layout, 16LL * dp,
+                                   tp_context ? &*tp_context : nullptr));
+      stage->InitializeParameters();
+      layers::ParameterStore& store = stage->parameters();
+      sr.num_parameters += store.num_elements();
+      MXMACA_ASSIGN_OR_RETURN(layers::DataParallelBuckets buckets,
+                              layers::BuildDataParallelBuckets(store, dp, bucket_elements));
+      std::vector<layers::OptimizerTensor> tensors =
+          options.distributed_optimizer ? layers::DistributedOptimizerTensors(store, buckets, r)
+                                        : store.OptimizerTensors();
+      sr.optimizers.push_back(
+          std::make_shared<layers::AdamWOptimizer>(options.adam, std::move(tensors)));
+      sr.buckets.push_back(std::move(buckets));
+      chunks.push_back(std::move(stage));
+    }
+    sr.program = std::make_shared<actors::GptStageProgram>(std::move(chunks),
+                                                           options.reset_attention_mask);
+    ranks.push_back(std::move(sr));
   }
   return ranks;
 }

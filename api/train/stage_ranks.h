@@ -1,11 +1,12 @@
 // api/train/stage_ranks.h: the model state of every in-process rank of a PP x DP job.
 //
-// For each global rank (Megatron's order with TP = CP = 1: rank = pipeline_rank * dp +
-// data_parallel_rank) the GptStage of every model chunk the placement gives its pipeline
-// rank (initialised from (seed, parameter name), so every layout starts from the same
-// weights), the chunk's data-parallel gradient buckets (layers/grad_buckets.h) and its
-// AdamW optimizer — over whole tensors, or over this rank's pieces with the distributed
-// optimizer.
+// For each global rank (Megatron's tp-cp-ep-dp-pp order with CP = 1: rank =
+// (pipeline_rank * dp + data_parallel_rank) * tp + tensor_parallel_rank) the GptStage of
+// every model chunk the placement gives its pipeline rank — holding this TP rank's shards
+// (layers/tensor_parallel.h), initialised from (seed, parameter name) so every layout
+// starts from the same weights — the chunk's data-parallel gradient buckets
+// (layers/grad_buckets.h) and its AdamW optimizer — over whole tensors, or over this
+// rank's pieces with the distributed optimizer.
 #ifndef MXMACA_API_TRAIN_STAGE_RANKS_H_
 #define MXMACA_API_TRAIN_STAGE_RANKS_H_
 
@@ -19,6 +20,7 @@
 #include "layers/grad_buckets.h"
 #include "layers/optimizer.h"
 #include "layers/pipeline_placement.h"
+#include "transport/inprocess_communicator.h"
 
 namespace mxmaca::api {
 
@@ -27,6 +29,7 @@ struct StageRank {
   int32_t rank = 0;
   int32_t pipeline_rank = 0;
   int32_t data_parallel_rank = 0;
+  int32_t tensor_parallel_rank = 0;
   std::shared_ptr<actors::GptStageProgram> program;
   std::vector<std::shared_ptr<layers::AdamWOptimizer>> optimizers;
   std::vector<layers::DataParallelBuckets> buckets;
@@ -36,6 +39,11 @@ struct StageRank {
 // StageRankOptions: how to build the ranks.
 struct StageRankOptions {
   int32_t data_parallel_size = 1;
+  int32_t tensor_parallel_size = 1;
+  bool sequence_parallel = false;
+  // hub: the in-process communicator the TP collectives of the layers use (required when
+  // tensor_parallel_size > 1; the same hub must be given to RunPipelineJob).
+  transport::InProcessHub* hub = nullptr;
   bool distributed_optimizer = false;
   // Elements per gradient bucket (--ddp-bucket-size); <= 0: Megatron's default
   // max(40,000,000, 1,000,000 x dp).
@@ -44,8 +52,9 @@ struct StageRankOptions {
   bool reset_attention_mask = false;
 };
 
-// BuildStageRanks: placement.pipeline_model_parallel_size x data_parallel_size ranks, in
-// rank order. Errors: the layers' (invalid config or layout, naming the field).
+// BuildStageRanks: placement.pipeline_model_parallel_size x data_parallel_size x
+// tensor_parallel_size ranks, in rank order. Errors: the layers' (invalid config, layout
+// or tensor-parallel split, naming the field).
 absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& model,
                                                        const layers::PipelinePlacement& placement,
                                                        const StageRankOptions& options);

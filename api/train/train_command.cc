@@ -29,6 +29,7 @@
 #include "api/train/stage_ranks.h"
 #include "api/train/train_setup.h"
 #include "base/status_macros.h"
+#include "transport/inprocess_communicator.h"
 #include "data/gpt2_bpe_tokenizer.h"
 #include "data/gpt_dataset_builder.h"
 #include "layers/flops.h"
@@ -118,15 +119,14 @@ absl::Status CheckSupportedLayout(const MegatronArgs& a) {
   struct {
     const char* flag;
     int64_t value;
-  } sizes[] = {{"--tensor-model-parallel-size", a.tensor_model_parallel_size},
-               {"--context-parallel-size", a.context_parallel_size},
+  } sizes[] = {{"--context-parallel-size", a.context_parallel_size},
                {"--expert-model-parallel-size", a.expert_model_parallel_size}};
   for (const auto& s : sizes) {
     if (s.value != 1) {
       return absl::UnimplementedError(absl::StrCat(
           s.flag, " ", s.value,
-          ": this build of mxmaca train runs pipeline and data parallelism only (size 1 "
-          "expected)"));
+          ": this build of mxmaca train runs tensor, pipeline and data parallelism only "
+          "(size 1 expected)"));
     }
   }
   return absl::OkStatus();
@@ -206,10 +206,12 @@ absl::StatusOr<ResumePoint> MaybeLoad(const MegatronArgs& a, const layers::GptCo
 
 // MakeShardWriter: what each stage actor writes into a checkpoint. Parameters come from
 // DP replica 0 only (the replicas hold the same values); Adam state from replica 0, or
-// from every replica with the distributed optimizer (each writes its pieces). The last
-// stage's copy of tied word embeddings is not written (the first stage's is the tensor).
-// Shards are named "stage<p>" (pipeline rank p, chunk 0, replica 0; a single-device
-// checkpoint is "stage0"), with "_chunk<c>" / "_dp<r>" appended for other chunks/replicas.
+// from every replica with the distributed optimizer (each writes its pieces). Every TP
+// rank writes its shards; a tensor replicated across TP ranks (norms, row-parallel
+// biases) is written by TP rank 0 only, and the last stage's copy of tied word embeddings
+// not at all (the first stage's is the tensor). Shards are named "stage<p>" (pipeline rank
+// p, chunk 0, replica 0, TP rank 0; a single-device checkpoint is "stage0"), with
+// "_chunk<c>" / "_tp<t>" / "_dp<r>" appended otherwise.
 std::function<absl::Status(const actors::StageIdentity&, actors::StageProgram&,
                            const std::vector<std::shared_ptr<layers::AdamWOptimizer>>&,
                            actors::checkpoint::CheckpointWriter&)>
@@ -226,12 +228,16 @@ MakeShardWriter(bool distributed_optimizer) {
       actors::StageShardOptions options;
       options.parameters = parameters;
       options.optimizer_state = optimizer_state;
-      options.skip_parameter = [&program, &store, c](const layers::ParameterInfo& info) {
+      options.skip_parameter = [&program, &store, c, &id](const layers::ParameterInfo& info) {
         absl::StatusOr<int> index = store.Index(info.spec.name);
-        return index.ok() && program.is_tied_copy(c, *index);
+        if (!index.ok()) return false;
+        if (program.is_tied_copy(c, *index)) return true;
+        // Replicated across TP ranks: TP rank 0 writes it.
+        return id.tensor_parallel_rank != 0 && !program.counts_toward_grad_norm(c, *index);
       };
       std::string name = absl::StrCat("stage", id.pipeline_rank);
       if (c > 0) absl::StrAppend(&name, "_chunk", c);
+      if (id.tensor_parallel_rank > 0) absl::StrAppend(&name, "_tp", id.tensor_parallel_rank);
       if (id.data_parallel_rank > 0) absl::StrAppend(&name, "_dp", id.data_parallel_rank);
       MXMACA_RETURN_IF_ERROR(
           actors::WriteStageShard(writer, name, store, optimizers[c].get(), options));
@@ -297,8 +303,16 @@ absl::StatusOr<actors::TrainingSummary> Train(
   MXMACA_ASSIGN_OR_RETURN(ParallelSetup parallel, BuildParallelSetup(args, model));
   print(parallel.Describe());
   print("building GPT model ...");
+  // The ranks' in-process communicator: the layers' tensor-parallel collectives and the
+  // runtime's data-parallel / embedding ones.
+  transport::InProcessHub::Options hub_options;
+  hub_options.timeout = absl::Minutes(args.distributed_timeout_minutes);
+  auto hub = std::make_shared<transport::InProcessHub>(static_cast<int>(world_size), hub_options);
   StageRankOptions rank_options;
   rank_options.data_parallel_size = parallel.data_parallel_size;
+  rank_options.tensor_parallel_size = parallel.tensor_parallel_size;
+  rank_options.sequence_parallel = args.sequence_parallel;
+  rank_options.hub = hub.get();
   rank_options.distributed_optimizer = args.use_distributed_optimizer;
   rank_options.bucket_elements = args.ddp_bucket_size.value_or(0);
   rank_options.adam = layers::AdamWOptions{static_cast<float>(args.adam_beta1),
@@ -310,8 +324,8 @@ absl::StatusOr<actors::TrainingSummary> Train(
   for (const StageRank& r : ranks) {
     if (r.data_parallel_rank != 0) continue;
     print(absl::StrFormat(
-        " > number of parameters on (tensor, pipeline) model parallel rank (0, %d): %d",
-        r.pipeline_rank, r.num_parameters));
+        " > number of parameters on (tensor, pipeline) model parallel rank (%d, %d): %d",
+        r.tensor_parallel_rank, r.pipeline_rank, r.num_parameters));
   }
   for (const std::string& line : MemoryReport(parallel, model, ranks, args)) print(line);
   // A --save directory that cannot be written fails now, not at the first save.
@@ -408,6 +422,8 @@ absl::StatusOr<actors::TrainingSummary> Train(
   actors::PipelineRuntimeOptions ro;
   ro.pipeline_size = parallel.pipeline_size;
   ro.data_parallel_size = parallel.data_parallel_size;
+  ro.tensor_parallel_size = parallel.tensor_parallel_size;
+  ro.hub = hub;
   ro.compute_threads = pool_threads;
   ro.exec = exec;
   ro.reset_attention_mask = args.reset_attention_mask;
@@ -423,6 +439,7 @@ absl::StatusOr<actors::TrainingSummary> Train(
     pr.rank = r.rank;
     pr.pipeline_rank = r.pipeline_rank;
     pr.data_parallel_rank = r.data_parallel_rank;
+    pr.tensor_parallel_rank = r.tensor_parallel_rank;
     pr.program = r.program;
     pr.optimizers = r.optimizers;
     pr.buckets = r.buckets;
