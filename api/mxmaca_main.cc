@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "api/generate/generate_command.h"
+#include "api/launch/launch_command.h"
 #include "api/inspect/inspect_data_command.h"
 #include "api/preprocess/preprocess_command.h"
 #include "base/status_macros.h"
@@ -23,6 +24,7 @@ constexpr char kUsage[] =
     "  preprocess     JSONL -> Megatron .bin/.idx (tools/preprocess_data.py flags)\n"
     "  inspect-data   show the documents, samples and epochs training will read\n"
     "  generate       sample text from a checkpoint (--load DIR --prompt TEXT)\n"
+    "  launch         start N local processes (torchrun variables) running a subcommand\n"
     "\n"
     "docs/FLAGS.md lists every Megatron flag and what MXMACA does with it.\n";
 
@@ -42,6 +44,8 @@ int main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
+  // launch returns the first failing child's exit code itself.
+  if (command == "launch") return mxmaca::api::RunLaunch(args);
   absl::Status status;
   if (command == "train") {
     status = RunTrainJob(args);
