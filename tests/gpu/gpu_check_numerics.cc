@@ -7,6 +7,7 @@
 // stream as the CPU backend), layout permutations, AdamW against the CPU backend's fp32
 // operation order.
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -519,6 +520,85 @@ void CheckFusedAttention(Table* t, std::mt19937_64& rng) {
   }
 }
 
+// DESIGN.md "Kernel calls only enqueue": a training-step-like sequence captured into a
+// CUDA graph (strict global capture mode: any synchronising or allocating call inside
+// fails the capture) and replayed must give the eager run's bits (which also checks
+// run-to-run determinism).
+void CheckGraphCapture(Table* t, kc::GemmHandle& gemm, std::mt19937_64& rng) {
+  const int64_t n = 256, h = 512, f = 1024, v = 1000;
+  const kc::AttentionShape sh{2, 128, 4, 2, 64};
+  const int64_t nq = 2 * 4 * 128 * 64, nkv = 2 * 2 * 128 * 64, np = 2 * 4 * 128 * 128;
+  Dev<float> x(Normal(rng, n * h)), gamma(Normal(rng, h, 0.2f, 1.0f)), beta(Normal(rng, h)), y(n * h), mean(n),
+      rstd(n), w(Normal(rng, h * f, 0.05f)), z(n * f), g(n * f), loss(n), lse(n), q(Normal(rng, nq)),
+      k(Normal(rng, nkv)), vv(Normal(rng, nkv)), o1(nq), lse1(2 * 4 * 128), probs(np), o2(nq), scratch(np);
+  Dev<int32_t> targets(Ints(rng, n, 0, static_cast<int32_t>(v - 1)));
+  Dev<double> partials(kc::kSumSquaresPartials), ss(1);
+  cudaStream_t stream;
+  CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  ExecContext ctx;
+  ctx.stream = stream;
+  const kernels::RngKey key{5, 6};
+  auto step = [&] {
+    CK(kc::LayerNormForward(ctx, x.get(), gamma.get(), beta.get(), 1e-5f, n, h, y.get(), mean.get(), rstd.get()));
+    CK(kc::Gemm(ctx, gemm, false, false, n, f, h, 1.0f, y.get(), h, w.get(), f, 0.0f, z.get(), f));
+    CK(kc::GeluForward(ctx, z.get(), g.get(), n * f));
+    CK(kc::DropoutForward(ctx, g.get(), g.get(), n * f, 0.1f, key, 0));
+    CK(kc::CrossEntropyForward(ctx, g.get(), targets.get(), n, f, v, loss.get(), lse.get()));
+    CK(kc::SumSquares(ctx, g.get(), n * f, partials.get(), ss.get()));
+    CK(kc::FusedAttentionForward(ctx, sh, q.get(), k.get(), vv.get(), nullptr, 0.125f, 0.1f, key, o1.get(), lse1.get()));
+    CK(kc::AttentionForward(ctx, gemm, sh, q.get(), k.get(), vv.get(), nullptr, 0.125f, 0.1f, key, probs.get(),
+                            o2.get(), scratch.get()));
+  };
+  auto snapshot = [&] {
+    std::vector<float> all;
+    for (const Dev<float>* d : {&y, &z, &g, &loss, &lse, &o1, &lse1, &o2}) {
+      const auto h_ = d->Down();
+      all.insert(all.end(), h_.begin(), h_.end());
+    }
+    const double s2 = ss.Down()[0];
+    all.push_back(static_cast<float>(s2));
+    return all;
+  };
+  auto clear = [&] {
+    for (const Dev<float>* d : {&y, &z, &g, &loss, &lse, &o1, &lse1, &o2}) {
+      CU(cudaMemset(d->get(), 0, d->size() * sizeof(float)));
+    }
+    CU(cudaMemset(ss.get(), 0, sizeof(double)));
+    CU(cudaDeviceSynchronize());  // the non-blocking stream does not wait for these
+  };
+  step();
+  CU(cudaStreamSynchronize(stream));
+  const auto eager = snapshot();
+  clear();
+  step();
+  CU(cudaStreamSynchronize(stream));
+  const auto again = snapshot();
+  int64_t bad = 0;
+  for (size_t i = 0; i < eager.size(); ++i) bad += std::memcmp(&eager[i], &again[i], sizeof(float)) != 0;
+  t->Exact("eager run twice: same bits", "LN+Gemm+Gelu+Drop+CE+SS+attn", "bits", bad);
+  clear();
+  cudaGraph_t graph = nullptr;
+  CU(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  try {
+    step();
+  } catch (const CheckError&) {
+    cudaStreamEndCapture(stream, &graph);
+    throw;
+  }
+  CU(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  CU(cudaGraphInstantiate(&exec, graph, 0));
+  CU(cudaGraphLaunch(exec, stream));
+  CU(cudaStreamSynchronize(stream));
+  const auto replay = snapshot();
+  bad = 0;
+  for (size_t i = 0; i < eager.size(); ++i) bad += std::memcmp(&eager[i], &replay[i], sizeof(float)) != 0;
+  t->Exact("CUDA graph capture + replay == eager", "LN+Gemm+Gelu+Drop+CE+SS+attn", "bits", bad);
+  CU(cudaGraphExecDestroy(exec));
+  CU(cudaGraphDestroy(graph));
+  CU(cudaStreamDestroy(stream));
+}
+
 }  // namespace
 
 void RunNumericChecks(Table* table) {
@@ -546,6 +626,7 @@ void RunNumericChecks(Table* table) {
   group("AdamW", [&] { CheckAdamW(table, rng); });
   group("RoPE", [&] { CheckRope(table, rng); });
   group("attention", [&] { CheckAttention(table, *gemm, rng); });
+  group("graph capture", [&] { CheckGraphCapture(table, *gemm, rng); });
   // Last: a fault in the newest kernel cannot hide the results above.
   group("fused attention", [&] { CheckFusedAttention(table, rng); });
 }
