@@ -33,23 +33,11 @@
 #include <tuple>
 #include <vector>
 
-#include "actors/checkpoint/checkpoint_reader.h"
-#include "api/args/megatron_args.h"
-#include "api/train/train_command.h"
-#include "api/train/train_setup.h"
-#include "layers/gpt_stage.h"
+#include "tests/integration/parity_fixture.h"
 #include "tests/integration/tiny_corpus.h"
 
 namespace mxmaca::testing {
 namespace {
-
-using Weights = std::map<std::string, std::vector<float>>;
-
-struct Run {
-  std::string label;
-  actors::TrainingSummary summary;
-  Weights weights;  // final model tensors by logical name
-};
 
 struct Layout {
   int pp = 1, dp = 1;
@@ -65,17 +53,12 @@ struct Layout {
   }
 };
 
+// ParityFixture: the 8-layer, hidden-32 GPT of these tests under a Layout.
 class ParityFixture {
  public:
-  ParityFixture() {
-    dir_ = TempDir("pipeline_parity");
-    prefix_ = dir_ + "/tiny";
-    MakeTinyCorpus(prefix_, 400, 29);
-    std::mt19937 rng(std::random_device{}());
-    seed_ = 1 + static_cast<int>(rng() % 100000);  // fresh weights and dropout each run
-  }
+  ParityFixture() : corpus_("pipeline_parity") {}
 
-  std::vector<std::string> Args(const Layout& l, const std::string& save) const {
+  std::vector<std::string> Args(const Layout& l) const {
     std::vector<std::string> a = {
         "--num-layers", "8", "--hidden-size", "32", "--num-attention-heads", "4",
         "--seq-length", "32", "--max-position-embeddings", "32", "--micro-batch-size",
@@ -83,13 +66,11 @@ class ParityFixture {
         "--global-batch-size", "8", "--train-iters", "10", "--lr", "3e-3", "--min-lr", "3e-4",
         "--lr-decay-style", "cosine", "--lr-warmup-iters", "2", "--weight-decay", "0.1",
         "--clip-grad", "1.0", "--hidden-dropout", l.dropout ? "0.1" : "0.0",
-        "--attention-dropout", l.dropout ? "0.1" : "0.0",
-        "--seed", std::to_string(seed_), "--data-path", prefix_, "--split", "90,10,0",
-        "--data-cache-path", dir_ + "/cache", "--tokenizer-type", "NullTokenizer",
-        "--vocab-size", std::to_string(kTinyVocab), "--eval-interval", "5", "--eval-iters",
-        "1", "--log-interval", "1", "--num-threads", "2",
-        "--pipeline-model-parallel-size", std::to_string(l.pp),
-        "--world-size", std::to_string(l.pp * l.dp), "--save", save, "--save-interval", "1000"};
+        "--attention-dropout", l.dropout ? "0.1" : "0.0", "--eval-interval", "5",
+        "--eval-iters", "1", "--pipeline-model-parallel-size", std::to_string(l.pp),
+        "--world-size", std::to_string(l.pp * l.dp)};
+    const std::vector<std::string> common = corpus_.CommonArgs(kTinyVocab);
+    a.insert(a.end(), common.begin(), common.end());
     if (!l.tied) a.push_back("--untie-embeddings-and-output-weights");
     if (l.pp > 1) {
       a.insert(a.end(), {"--pipeline-schedule", l.schedule});
@@ -101,107 +82,18 @@ class ParityFixture {
     return a;
   }
 
-  Run Train(const Layout& l) {
-    const std::string save = dir_ + "/ckpt_" + std::to_string(count_++);
-    std::string log;
-    auto s = api::Train(Args(l, save), [&](const std::string& line) { log += line + "\n"; });
-    INFO(l.Label() << "\n" << log);
-    REQUIRE(s.ok());
-    INFO(s->error);
-    REQUIRE(s->ok);
-    REQUIRE(s->train_losses.size() == 10);
-    Run run{l.Label(), *s, {}};
-    auto reader = actors::checkpoint::CheckpointReader::Open(save);
-    REQUIRE(reader.ok());
-    for (const std::string& name : reader->TensorNames()) {
-      if (name.rfind("model/", 0) != 0) continue;
-      auto shape = reader->FullShape(name);
-      REQUIRE(shape.ok());
-      int64_t n = 1;
-      for (int64_t d : *shape) n *= d;
-      std::vector<float> w(static_cast<size_t>(n));
-      const std::vector<int64_t> zero(shape->size(), 0);
-      REQUIRE(reader->ReadSlice(name, zero, *shape, w.data()).ok());
-      run.weights[name.substr(6)] = std::move(w);
-    }
-    return run;
-  }
+  Run Train(const Layout& l) { return corpus_.Train(l.Label(), Args(l), 10); }
 
   // The initial weights: a function of (seed, name) (layers/parameter_store.h).
   Weights InitialWeights(bool tied) const {
     Layout l;
     l.tied = tied;
-    auto args = api::ParseMegatronArgs(Args(l, dir_ + "/unused"));
-    REQUIRE(args.ok());
-    REQUIRE(api::ValidateAndDeriveArgs(&*args, 1).ok());
-    auto config = api::GptConfigFromArgs(*args, kTinyVocab + 1);
-    REQUIRE(config.ok());
-    layers::StageLayout all;
-    all.last_layer = config->num_layers;
-    auto stage = layers::GptStage::Create(*config, all);
-    REQUIRE(stage.ok());
-    (*stage)->InitializeParameters();
-    Weights w;
-    const layers::ParameterStore& store = (*stage)->parameters();
-    for (int i = 0; i < store.size(); ++i) {
-      const float* p = store.param(i);
-      w[store.info(i).spec.name] = std::vector<float>(p, p + store.info(i).numel);
-    }
-    return w;
+    return corpus_.InitialWeights(Args(l), kTinyVocab);
   }
 
  private:
-  std::string dir_, prefix_;
-  int seed_ = 1;
-  int count_ = 0;
+  ParityCorpus corpus_;
 };
-
-void CheckBitIdentical(const Run& ref, const Run& run) {
-  INFO(run.label << " vs " << ref.label);
-  CHECK(run.summary.train_losses == ref.summary.train_losses);
-  CHECK(run.summary.valid_losses == ref.summary.valid_losses);
-  // The reported grad norm is the one number that is not bit-identical across PP: it is a
-  // sum of fp64 partials grouped by stage (and by DP shard), so the grouping follows the
-  // layout (fp64 rounding: ~1e-16 relative). The clip factor applied is a float of it,
-  // which that cannot change except at a rounding tie — the weights below are compared
-  // bit for bit.
-  REQUIRE(run.summary.grad_norms.size() == ref.summary.grad_norms.size());
-  for (size_t i = 0; i < ref.summary.grad_norms.size(); ++i) {
-    CHECK(std::fabs(run.summary.grad_norms[i] - ref.summary.grad_norms[i]) <=
-          1e-12 * ref.summary.grad_norms[i]);
-  }
-  REQUIRE(run.weights.size() == ref.weights.size());
-  for (const auto& [name, w] : ref.weights) {
-    INFO(name);
-    auto it = run.weights.find(name);
-    REQUIRE(it != run.weights.end());
-    CHECK(it->second == w);
-  }
-}
-
-// See the file comment for where the tolerances come from.
-void CheckClose(const Run& ref, const Run& run, const Weights& w0) {
-  INFO(run.label << " vs " << ref.label);
-  for (size_t i = 0; i < ref.summary.train_losses.size(); ++i) {
-    INFO("step " << i + 1);
-    const double a = ref.summary.train_losses[i], b = run.summary.train_losses[i];
-    CHECK(std::fabs(a - b) <= 1e-5 * std::fabs(a));
-  }
-  REQUIRE(run.weights.size() == ref.weights.size());
-  for (const auto& [name, w] : ref.weights) {
-    INFO(name);
-    const std::vector<float>& v = run.weights.at(name);
-    const std::vector<float>& init = w0.at(name);
-    double diff = 0.0, change = 0.0;
-    for (size_t k = 0; k < w.size(); ++k) {
-      const double dw_ref = double(w[k]) - init[k], dw = double(v[k]) - init[k];
-      diff += (dw - dw_ref) * (dw - dw_ref);
-      change += dw_ref * dw_ref;
-    }
-    REQUIRE(change > 0.0);  // every tensor trained
-    CHECK(std::sqrt(diff) <= 1e-3 * std::sqrt(change));
-  }
-}
 
 TEST_CASE("PP x DP x schedule x distributed optimizer: the same run as one device") {
   ParityFixture f;
