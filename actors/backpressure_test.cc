@@ -1,9 +1,10 @@
 // Back-pressure on pipeline channels (DESIGN.md "Each edge has a slot quota"): with a slow
-// consumer, a producer stage may run at most `quota` payloads ahead on a channel. GPipe's
-// quota is 2 on every forward channel (scheduler/edge_slots.h: unit-time in-flight), so on
-// stage 0, F(j) starts only after stage 1 has finished F(j - 2) (whose input slot it
-// frees) — checked on the --trace-file timeline of a synthetic-time pipeline whose
-// stage 1 forward takes 15x as long as stage 0's.
+// consumer, a producer stage may run at most `quota` payloads ahead on a channel. With
+// --pipeline-channel-slots 2, GPipe's forward channels get 2 slots (scheduler/edge_slots.h:
+// GPipe could otherwise put all m in flight), so on stage 0, F(j) starts only after
+// stage 1 has finished F(j - 2) (whose input slot it frees) — checked on the
+// --trace-file timeline of a synthetic-time pipeline whose stage 1 forward takes 15x as
+// long as stage 0's.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -27,7 +28,7 @@ TEST_CASE("a producer runs at most its channel quota ahead of a slow consumer") 
   so.num_microbatches = m;
   auto schedule = scheduler::BuildSchedule(so);
   REQUIRE(schedule.ok());
-  auto quotas = scheduler::EdgeQuotas(*schedule);
+  auto quotas = scheduler::EdgeQuotas(*schedule, 2);
   REQUIRE(quotas.ok());
   const int quota = quotas->forward[0];
   REQUIRE(quota == 2);
@@ -37,6 +38,7 @@ TEST_CASE("a producer runs at most its channel quota ahead of a slow consumer") 
   o.pipeline_size = 2;
   o.num_microbatches = m;
   o.train_iters = 1;
+  o.channel_slots = 2;
   o.op_seconds = {{SyntheticOpSeconds{0.002, 0.001, 0.001}},
                   {SyntheticOpSeconds{0.030, 0.001, 0.001}}};
   o.trace_file = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +

@@ -529,7 +529,8 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
              {std::make_pair(&st.cfg->train_schedule, &st.train_slots),
               std::make_pair(&st.cfg->eval_schedule, &st.eval_slots)}) {
           if (!schedule->has_value()) continue;
-          absl::StatusOr<scheduler::EdgeSlots> quotas = scheduler::EdgeQuotas(**schedule);
+          absl::StatusOr<scheduler::EdgeSlots> quotas =
+              scheduler::EdgeQuotas(**schedule, st.cfg->pipeline_channel_slots);
           if (!quotas.ok()) {
             Finish(self, false, absl::StrCat("schedule '", (*schedule)->name,
                                              "': ", quotas.status().message()));

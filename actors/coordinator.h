@@ -68,6 +68,9 @@ struct CoordinatorConfig {
   // empty: the single-stage defaults (SingleStageSchedule / ForwardOnlySchedule).
   std::optional<scheduler::PipelineSchedule> train_schedule;
   std::optional<scheduler::PipelineSchedule> eval_schedule;
+  // --pipeline-channel-slots: caps each channel's payload quota (scheduler::EdgeQuotas);
+  // none = as many as the schedule can put in flight (back-pressure never stalls it).
+  std::optional<int32_t> pipeline_channel_slots;
   // write_shard for SaveCheckpointShard (stage_checkpoint.h); required with save_dir.
   std::function<absl::Status(const StageIdentity&, StageProgram&,
                              const std::vector<std::shared_ptr<layers::AdamWOptimizer>>&,

@@ -60,8 +60,8 @@ struct StageState {
   bool finishing = false;  // all ops done, waiting for gradient sync / the grad norm
   bool norm_posted = false;  // the grad-norm task of this iteration is on the strand
   RunStageIteration run;
-  size_t next_op = 0;
-  bool op_running = false;
+  size_t next_op = 0;    // the next op to finish
+  size_t next_post = 0;  // the next op to post to the strand (next_post - next_op in flight)
   std::vector<size_t> last_w;  // per chunk: index of its last W in the schedule
   std::vector<ChunkSync> sync;
   std::map<BatchKey, std::shared_ptr<const data::GptMicroBatch>> batches;
@@ -313,16 +313,18 @@ void FinishIteration(StagePointer self) {
   MaybeReport(self);
 }
 
-void TryAdvance(StagePointer self) {
+// kMaxPostedOps: ops posted to the strand ahead of their completion — the running one and
+// the next, queued behind it, so the strand goes from one op to the next without waiting
+// for the round trip through this actor (the strand is FIFO, so the order is the list's).
+constexpr size_t kMaxPostedOps = 2;
+
+// TryPost: posts op next_post if its inputs are here (and its channel has a free slot);
+// returns whether it did.
+bool TryPost(StagePointer self) {
   auto& st = self->state;
-  if (!st.active || st.op_running || st.finishing || st.gather_pending || st.failed) return;
-  if (st.next_op == st.run.schedule.size()) {
-    FinishIteration(self);
-    return;
-  }
-  const scheduler::PipelineOp op = st.run.schedule[st.next_op];
+  const scheduler::PipelineOp op = st.run.schedule[st.next_post];
   const MicroBatchKey key = KeyFor(st, op);
-  const size_t op_index = st.next_op;
+  const size_t op_index = st.next_post;
   const int64_t iteration = st.run.iteration;
   const bool eval = st.run.eval;
   auto program = st.cfg.program;
@@ -331,9 +333,9 @@ void TryAdvance(StagePointer self) {
   // An op that sends waits for a free slot of its channel (back-pressure); when it is
   // posted it takes the slot and a pooled buffer for its output.
   const int32_t channel = st.sends_on(op.kind, op.chunk);
-  if (!st.slot_free(channel)) return;  // a SlotReleased message retries
+  if (!st.slot_free(channel)) return false;  // a SlotReleased message retries
   auto post = [&](auto body) {
-    st.op_running = true;
+    ++st.next_post;
     std::vector<float> buffer;
     if (channel >= 0) {
       ++st.in_flight[channel];
@@ -362,14 +364,14 @@ void TryAdvance(StagePointer self) {
       std::shared_ptr<const data::GptMicroBatch> batch;
       if (st.needs_batch(op.chunk)) {
         auto it = st.batches.find(BatchKey{iteration, eval, op.microbatch});
-        if (it == st.batches.end()) return;  // wait for the data
+        if (it == st.batches.end()) return false;  // wait for the data
         batch = it->second;
       }
       Activation input;
       if (!st.first_virtual(op.chunk)) {
         auto it = st.inbox.find(
             InboxKey{iteration, eval, Direction::kForward, op.chunk, op.microbatch});
-        if (it == st.inbox.end()) return;  // wait for the previous stage
+        if (it == st.inbox.end()) return false;  // wait for the previous stage
         input = std::move(it->second);
         st.inbox.erase(it);
       }
@@ -378,7 +380,7 @@ void TryAdvance(StagePointer self) {
         return program->Forward(key, batch ? *batch : kEmpty,
                                 input.data ? &input : nullptr, &msg->forward);
       });
-      return;
+      return true;
     }
     case OpKind::kBackwardInput: {
       float scale = 1.0f;
@@ -386,14 +388,21 @@ void TryAdvance(StagePointer self) {
       if (st.last_virtual(op.chunk)) {
         if (!st.run.calculate_per_token_loss) {
           // Megatron (schedules.py forward_step): each micro-batch's loss is divided by
-          // its token count and by the number of micro-batches (per DP replica).
-          const double tokens = std::max(1.0, st.microbatch_tokens[op.microbatch]);
+          // its token count and by the number of micro-batches (per DP replica). The
+          // count is the sum of the loss mask (the F of this micro-batch may still be
+          // running: B can be queued behind it), exact in fp64 for a 0/1 mask.
+          auto it = st.batches.find(BatchKey{iteration, eval, op.microbatch});
+          if (it == st.batches.end()) return false;
+          const data::GptMicroBatch& mb = *it->second;
+          double tokens = mb.loss_mask.empty() ? static_cast<double>(mb.b * mb.s) : 0.0;
+          for (float m : mb.loss_mask) tokens += m;
+          tokens = std::max(1.0, tokens);
           scale = static_cast<float>(1.0 / (tokens * st.run.num_microbatches));
         }
       } else {
         auto it = st.inbox.find(
             InboxKey{iteration, eval, Direction::kBackward, op.chunk, op.microbatch});
-        if (it == st.inbox.end()) return;  // wait for the next stage's gradient
+        if (it == st.inbox.end()) return false;  // wait for the next stage's gradient
         d_output = std::move(it->second);
         st.inbox.erase(it);
       }
@@ -401,11 +410,24 @@ void TryAdvance(StagePointer self) {
         return program->BackwardInput(key, d_output.data ? &d_output : nullptr, scale,
                                       &msg->d_input);
       });
-      return;
+      return true;
     }
     case OpKind::kBackwardWeight:
       post([program, key](OpFinished*) { return program->BackwardWeight(key); });
-      return;
+      return true;
+  }
+  return false;
+}
+
+void TryAdvance(StagePointer self) {
+  auto& st = self->state;
+  if (!st.active || st.finishing || st.gather_pending || st.failed) return;
+  if (st.next_op == st.run.schedule.size()) {
+    FinishIteration(self);
+    return;
+  }
+  while (st.next_post < st.run.schedule.size() &&
+         st.next_post - st.next_op < kMaxPostedOps && TryPost(self)) {
   }
 }
 
@@ -454,7 +476,6 @@ void OnOpFinished(StagePointer self, OpFinished& f) {
     return;
   }
   const scheduler::PipelineOp op = st.run.schedule[f.op_index];
-  st.op_running = false;
   st.busy_seconds += f.seconds;
   if (!f.ok) {
     Fail(self, f.iteration, op.microbatch, scheduler::ToString(op), f.error);
@@ -621,6 +642,7 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
         st.finishing = false;
         st.norm_posted = false;
         st.next_op = 0;
+        st.next_post = 0;
         st.loss_sum = 0.0;
         st.num_tokens = 0.0;
         st.busy_seconds = 0.0;

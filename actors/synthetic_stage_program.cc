@@ -336,6 +336,7 @@ absl::StatusOr<TrainingSummary> RunSyntheticJob(const SyntheticJobOptions& o) {
   cc->train_schedule = std::move(*schedule);
   cc->print = o.print;
   cc->trace_file = o.trace_file;
+  cc->pipeline_channel_slots = o.channel_slots;
   cc->on_iteration = o.on_iteration;
 
   DataActorConfig dc;

@@ -2,7 +2,9 @@
 #include "scheduler/edge_slots.h"
 
 #include <algorithm>
+#include <climits>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -173,14 +175,123 @@ absl::StatusOr<EdgeSlots> UnitTimeEdgeSlots(const PipelineSchedule& schedule) {
   return ToEdgeSlots(most, p);
 }
 
-absl::StatusOr<EdgeSlots> EdgeQuotas(const PipelineSchedule& schedule) {
+absl::StatusOr<EdgeSlots> UnthrottledEdgeSlots(const PipelineSchedule& schedule) {
+  const int32_t p = schedule.num_stages;
+  if (p < 1 || static_cast<int32_t>(schedule.stages.size()) != p) {
+    return absl::InvalidArgumentError("UnthrottledEdgeSlots: schedule has no stages");
+  }
+  // Nodes: every op; node id = base[stage] + index in the stage's list.
+  std::vector<int32_t> base(p + 1, 0);
+  for (int32_t st = 0; st < p; ++st) {
+    base[st + 1] = base[st] + static_cast<int32_t>(schedule.stages[st].size());
+  }
+  const int32_t n = base[p];
+  auto stage_of_node = [&](int32_t node) {
+    return static_cast<int32_t>(std::upper_bound(base.begin(), base.end(), node) - base.begin()) - 1;
+  };
+  // Message edges producer -> consumer, matched by (forward?, receiving virtual stage, mb).
+  std::map<std::tuple<bool, int32_t, int32_t>, int32_t> producer_of;
+  for (int32_t st = 0; st < p; ++st) {
+    for (size_t i = 0; i < schedule.stages[st].size(); ++i) {
+      const PipelineOp& op = schedule.stages[st][i];
+      const int32_t k = VirtualStage(schedule, op.chunk, st);
+      const int32_t last = p * schedule.num_chunks - 1;
+      if (op.kind == OpKind::kForward && k < last) {
+        producer_of[{true, k + 1, op.microbatch}] = base[st] + static_cast<int32_t>(i);
+      } else if (op.kind == OpKind::kBackwardInput && k > 0) {
+        producer_of[{false, k - 1, op.microbatch}] = base[st] + static_cast<int32_t>(i);
+      }
+    }
+  }
+  std::vector<int32_t> message_to(n, -1), indegree(n, 0);
+  // Sends per channel in the sender's order: (producer op index, consumer node).
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> sends(2 * p);
+  for (int32_t st = 0; st < p; ++st) {
+    for (size_t i = 0; i < schedule.stages[st].size(); ++i) {
+      const int32_t node = base[st] + static_cast<int32_t>(i);
+      if (i + 1 < schedule.stages[st].size()) ++indegree[node + 1];
+      const OpIo io = IoOf(schedule, st, schedule.stages[st][i]);
+      if (!io.receives) continue;
+      const PipelineOp& op = schedule.stages[st][i];
+      auto it = producer_of.find({io.recv_forward, VirtualStage(schedule, op.chunk, st),
+                                  op.microbatch});
+      if (it == producer_of.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "schedule '", schedule.name, "': stage ", st, " op ", i, " (", ToString(op),
+            ") receives a message no op sends"));
+      }
+      message_to[it->second] = node;
+      ++indegree[node];
+    }
+  }
+  // Topological order (Kahn).
+  std::vector<int32_t> order, ready;
+  for (int32_t v = 0; v < n; ++v) {
+    if (indegree[v] == 0) ready.push_back(v);
+  }
+  while (!ready.empty()) {
+    const int32_t v = ready.back();
+    ready.pop_back();
+    order.push_back(v);
+    const int32_t st = stage_of_node(v);
+    for (int32_t w : {v + 1 < base[st + 1] ? v + 1 : -1, message_to[v]}) {
+      if (w >= 0 && --indegree[w] == 0) ready.push_back(w);
+    }
+  }
+  if (static_cast<int32_t>(order.size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "schedule '", schedule.name, "' has a circular wait (run ValidateSchedule)"));
+  }
+  // earliest[v * p + S]: the first op index on stage S that depends on op v (its
+  // descendants on a stage are a suffix of that stage's list); INT32_MAX if none.
+  std::vector<int32_t> earliest(static_cast<size_t>(n) * p, INT32_MAX);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const int32_t v = *it, st = stage_of_node(v);
+    int32_t* e = &earliest[static_cast<size_t>(v) * p];
+    e[st] = v - base[st];
+    for (int32_t w : {v + 1 < base[st + 1] ? v + 1 : -1, message_to[v]}) {
+      if (w < 0) continue;
+      const int32_t* f = &earliest[static_cast<size_t>(w) * p];
+      for (int32_t x = 0; x < p; ++x) e[x] = std::min(e[x], f[x]);
+    }
+  }
+  for (int32_t st = 0; st < p; ++st) {
+    for (size_t i = 0; i < schedule.stages[st].size(); ++i) {
+      const OpIo io = IoOf(schedule, st, schedule.stages[st][i]);
+      const int32_t node = base[st] + static_cast<int32_t>(i);
+      if (io.sends && message_to[node] >= 0) {
+        sends[io.send_channel].push_back({static_cast<int32_t>(i), message_to[node]});
+      }
+    }
+  }
+  // While message j is unconsumed, the sender can have started every later send whose op
+  // does not depend on the consumer's op for j (make that op arbitrarily slow).
+  std::vector<int32_t> most(2 * p, 0);
+  for (int32_t c = 0; c < 2 * p; ++c) {
+    const int32_t sender = c / 2;
+    const auto& list = sends[c];
+    for (size_t j = 0; j < list.size(); ++j) {
+      const int32_t limit = earliest[static_cast<size_t>(list[j].second) * p + sender];
+      size_t k = j + 1;
+      while (k < list.size() && list[k].first < limit) ++k;
+      most[c] = std::max<int32_t>(most[c], static_cast<int32_t>(k - j));
+    }
+  }
+  return ToEdgeSlots(most, p);
+}
+
+absl::StatusOr<EdgeSlots> EdgeQuotas(const PipelineSchedule& schedule,
+                                     std::optional<int32_t> cap) {
   absl::StatusOr<EdgeSlots> minimum = MinimumEdgeSlots(schedule);
   if (!minimum.ok()) return minimum.status();
-  absl::StatusOr<EdgeSlots> unit = UnitTimeEdgeSlots(schedule);
-  if (!unit.ok()) return unit.status();
+  absl::StatusOr<EdgeSlots> free = UnthrottledEdgeSlots(schedule);
+  if (!free.ok()) return free.status();
   for (size_t s = 0; s < minimum->forward.size(); ++s) {
-    minimum->forward[s] = std::max(minimum->forward[s], unit->forward[s]);
-    minimum->backward[s] = std::max(minimum->backward[s], unit->backward[s]);
+    for (auto [q, f] : {std::make_pair(&minimum->forward[s], free->forward[s]),
+                        std::make_pair(&minimum->backward[s], free->backward[s])}) {
+      const int32_t want = cap ? std::min(f, *cap) : f;
+      *q = std::max(*q, want);
+    }
   }
   return minimum;
 }

@@ -17,13 +17,15 @@
 // Too small a quota can deadlock a valid schedule (a sender blocked on a slot that only
 // frees after the sender itself makes progress). Per stage, each stage runs its list in
 // order and channels are FIFO, so whether a set of quotas deadlocks does not depend on op
-// timings (a bounded Kahn process network); EdgeSlots replays the lists to find quotas
-// that cannot deadlock, and the quotas the schedule uses under ideal (unit-time) timing,
-// so that back-pressure does not slow it down.
+// timings (a bounded Kahn process network). MinimumEdgeSlots replays the lists to find
+// quotas that cannot deadlock; UnthrottledEdgeSlots finds, from the op graph, how many
+// payloads the schedule itself can put in flight under any timing — a quota that large
+// never slows the schedule, yet bounds activation memory in flight.
 #ifndef MXMACA_SCHEDULER_EDGE_SLOTS_H_
 #define MXMACA_SCHEDULER_EDGE_SLOTS_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -51,9 +53,22 @@ absl::StatusOr<EdgeSlots> MinimumEdgeSlots(const PipelineSchedule& schedule);
 // from the sending op's start to the receiving op's finish. Errors: SimulateSchedule's.
 absl::StatusOr<EdgeSlots> UnitTimeEdgeSlots(const PipelineSchedule& schedule);
 
-// EdgeQuotas: the quotas the runtime enforces: per channel max(minimum, unit-time), so
-// back-pressure never deadlocks and does not slow the schedule under balanced op times.
-absl::StatusOr<EdgeSlots> EdgeQuotas(const PipelineSchedule& schedule);
+// UnthrottledEdgeSlots: per channel, the most payloads that can be in flight under ANY op
+// timing: while message j waits for its consumer op c_j, the sender may already have
+// started every later send whose op does not depend (through stage order and messages)
+// on c_j — make c_j arbitrarily slow. A quota this large never delays an op; it bounds
+// the channel's memory by what the schedule itself allows (1F1B: about p - s on stage s;
+// GPipe: m). Computed from the op graph in O(ops x p). Errors: a message nobody sends, a
+// circular wait.
+absl::StatusOr<EdgeSlots> UnthrottledEdgeSlots(const PipelineSchedule& schedule);
+
+// EdgeQuotas: the quotas the runtime enforces, per channel:
+//   max(minimum, min(unthrottled, cap))
+// — never below the deadlock-free minimum; without a cap never throttling the schedule;
+// with --pipeline-channel-slots `cap`, memory in flight is bounded further at the price
+// of back-pressure stalls.
+absl::StatusOr<EdgeSlots> EdgeQuotas(const PipelineSchedule& schedule,
+                                     std::optional<int32_t> cap = std::nullopt);
 
 }  // namespace mxmaca::scheduler
 

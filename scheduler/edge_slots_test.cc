@@ -52,10 +52,47 @@ TEST_CASE("unit-time slots: GPipe keeps two activations in flight per channel") 
   for (int st = 1; st < 4; ++st) CHECK(e->backward[st] == 1);
   CHECK(e->forward[3] == 0);
   CHECK(e->backward[0] == 0);
-  auto q = EdgeQuotas(s);
+}
+
+TEST_CASE("unthrottled slots: what a schedule can put in flight under any timing") {
+  // 1F1B: stage s runs p - s - 1 warm-up forwards and one more before its first B, which
+  // waits (through stage s + 1's B) for stage s + 1 to consume the first activation: p - s
+  // activations can be in flight on its forward channel. Its gradients: stage s sends B(j)
+  // and can run on to B(j + p - s) before needing stage s - 1's F... bounded by p - s + 1.
+  for (int p : {2, 4, 6}) {
+    for (int m : {p, 2 * p}) {
+      auto e = UnthrottledEdgeSlots(Build(ScheduleKind::kOneFOneB, p, 1, m));
+      REQUIRE(e.ok());
+      for (int s = 0; s < p; ++s) {
+        INFO("1f1b p " << p << " m " << m << " stage " << s);
+        CHECK(e->forward[s] == (s < p - 1 ? std::min(p - s, m) : 0));
+        CHECK(e->backward[s] == (s > 0 ? std::min(p - s + 1, m) : 0));
+      }
+    }
+  }
+  // GPipe: all m forwards go out before any backward — nothing holds the sender back.
+  auto g = UnthrottledEdgeSlots(Build(ScheduleKind::kGPipe, 4, 1, 8));
+  REQUIRE(g.ok());
+  CHECK(g->forward == std::vector<int32_t>{8, 8, 8, 0});
+  CHECK(g->backward == std::vector<int32_t>{0, 8, 8, 8});
+}
+
+TEST_CASE("EdgeQuotas: unthrottled by default, capped on request, never below the minimum") {
+  const PipelineSchedule gpipe = Build(ScheduleKind::kGPipe, 4, 1, 8);
+  auto q = EdgeQuotas(gpipe);
   REQUIRE(q.ok());
-  CHECK(q->forward == e->forward);  // max(minimum 1, unit-time 2)
-  CHECK(q->backward == e->backward);
+  CHECK(q->forward == std::vector<int32_t>{8, 8, 8, 0});
+  auto capped = EdgeQuotas(gpipe, 2);
+  REQUIRE(capped.ok());
+  CHECK(capped->forward == std::vector<int32_t>{2, 2, 2, 0});
+  // Interleaved needs two slots per channel: a cap of 1 is raised to that.
+  const PipelineSchedule inter = Build(ScheduleKind::kInterleaved1F1B, 4, 2, 8);
+  auto one = EdgeQuotas(inter, 1);
+  REQUIRE(one.ok());
+  for (int s = 0; s < 4; ++s) {
+    CHECK(one->forward[s] == 2);
+    CHECK(one->backward[s] == 2);
+  }
 }
 
 TEST_CASE("interleaved 1F1B needs two slots on every channel") {

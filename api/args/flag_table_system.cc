@@ -451,6 +451,10 @@ constexpr FlagSpec kMxmaca[] = {
            "ranks of this job run in this process (the in-process backend); data parallel "
            "size = world size / (tensor x pipeline x context parallel); default: "
            "tensor x pipeline x context parallel (data parallel 1)")),
+    Ours(V("--pipeline-channel-slots", kInt, "None", kImpl,
+           "cap on activation/gradient payloads in flight per pipeline channel (never "
+           "below what the schedule needs to progress); default: what the schedule can "
+           "use, so back-pressure never stalls it")),
     Ours(V("--pipeline-schedule", kStr, "None", kImpl,
            "1f1b, gpipe, interleaved-1f1b or zb-h1; default: Megatron's choice (interleaved "
            "1F1B with virtual stages, else 1F1B)")),

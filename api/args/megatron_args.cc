@@ -289,6 +289,7 @@ const absl::flat_hash_map<std::string, Binding>& Bindings() {
       {"world_size", Binding{&Set<&MegatronArgs::world_size_flag>,
                              &Get<&MegatronArgs::world_size_flag>}},
       MXMACA_BIND(pipeline_schedule),
+      MXMACA_BIND(pipeline_channel_slots),
       MXMACA_BIND(ddp_bucket_size),
   };
   return *bindings;

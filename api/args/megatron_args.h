@@ -207,6 +207,8 @@ struct MegatronArgs {
   std::optional<int64_t> world_size_flag;
   // --pipeline-schedule NAME: scheduler::ParseScheduleKind; None = Megatron's choice.
   std::optional<std::string> pipeline_schedule;
+  // --pipeline-channel-slots N: cap on payloads in flight per pipeline channel.
+  std::optional<int64_t> pipeline_channel_slots;
   // --ddp-bucket-size N (elements per data-parallel gradient bucket; None = Megatron's
   // max(40M, 1M x dp)).
   std::optional<int64_t> ddp_bucket_size;

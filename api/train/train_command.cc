@@ -73,7 +73,7 @@ constexpr const char* kHonouredDests[] = {
     "create_attention_mask_in_dataloader", "num_workers", "dataloader_type", "log_interval",
     "max_consecutive_nan_iterations", "num_threads", "trace_file", "help",
     // Pipeline and data parallelism (in-process ranks).
-    "world_size", "pipeline_schedule", "ddp_bucket_size", "distributed_timeout_minutes",
+    "world_size", "pipeline_schedule", "pipeline_channel_slots", "ddp_bucket_size", "distributed_timeout_minutes",
     "num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank",
     "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
@@ -387,6 +387,13 @@ absl::StatusOr<actors::TrainingSummary> Train(
   cc->data_parallel_size = parallel.data_parallel_size;
   cc->train_schedule = parallel.train_schedule;
   cc->eval_schedule = parallel.eval_schedule;
+  if (args.pipeline_channel_slots) {
+    if (*args.pipeline_channel_slots < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--pipeline-channel-slots ", *args.pipeline_channel_slots, ": expected >= 1"));
+    }
+    cc->pipeline_channel_slots = static_cast<int32_t>(*args.pipeline_channel_slots);
+  }
   cc->write_shard = MakeShardWriter(args.use_distributed_optimizer);
   cc->seq_length = model.seq_length;
   cc->calculate_per_token_loss = args.calculate_per_token_loss;
