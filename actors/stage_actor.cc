@@ -313,6 +313,28 @@ void FinishIteration(StagePointer self) {
   MaybeReport(self);
 }
 
+// Destination: where an op's output goes: the neighbouring virtual stage's rank and chunk.
+struct Destination {
+  int32_t rank = 0;
+  int32_t chunk = 0;
+};
+
+Destination DestinationOf(const StageState& st, const scheduler::PipelineOp& op,
+                          Direction dir) {
+  const int32_t p = st.cfg.pipeline_size;
+  int32_t to_pipeline_rank, to_chunk;
+  if (dir == Direction::kForward) {
+    const bool wrap = st.cfg.pipeline_rank == p - 1;
+    to_pipeline_rank = wrap ? 0 : st.cfg.pipeline_rank + 1;
+    to_chunk = wrap ? op.chunk + 1 : op.chunk;
+  } else {
+    const bool wrap = st.cfg.pipeline_rank == 0;
+    to_pipeline_rank = wrap ? p - 1 : st.cfg.pipeline_rank - 1;
+    to_chunk = wrap ? op.chunk - 1 : op.chunk;
+  }
+  return {st.rank_of(to_pipeline_rank), to_chunk};
+}
+
 // kMaxPostedOps: ops posted to the strand ahead of their completion — the running one and
 // the next, queued behind it, so the strand goes from one op to the next without waiting
 // for the round trip through this actor (the strand is FIFO, so the order is the list's).
@@ -342,7 +364,20 @@ bool TryPost(StagePointer self) {
       buffer = st.pool->Take();
     }
     const OpKind kind = op.kind;
-    st.cfg.strand->Post([me, op_index, iteration, body, kind,
+    // An op that sends on a channel sends its output straight from the strand to the
+    // neighbour (one hop fewer than through this actor); the pool's slot and buffer were
+    // taken above.
+    StageActorHandle to;
+    ActivationMessage out;
+    std::shared_ptr<ActivationPool> pool;
+    if (channel >= 0) {
+      const Direction dir = kind == OpKind::kForward ? Direction::kForward : Direction::kBackward;
+      const Destination d = DestinationOf(st, op, dir);
+      to = st.cfg.peers->by_rank.at(static_cast<size_t>(d.rank));
+      out = ActivationMessage{iteration, eval, op.microbatch, d.chunk, dir, st.cfg.rank, {}};
+      pool = st.pool;
+    }
+    st.cfg.strand->Post([me, op_index, iteration, body, kind, channel, to, out, pool,
                          buffer = std::move(buffer)]() mutable {
       OpFinished msg;
       msg.iteration = iteration;
@@ -355,6 +390,16 @@ bool TryPost(StagePointer self) {
       msg.seconds = SecondsSince(t0);
       msg.ok = s.ok();
       if (!s.ok()) msg.error = std::string(s.message());
+      if (s.ok() && channel >= 0) {
+        if (kind == OpKind::kForward) {
+          out.tensor.shape = msg.forward.output_shape;
+          out.tensor.data = pool->Publish(std::move(msg.forward.output), channel);
+        } else {
+          out.tensor.shape = {static_cast<int64_t>(msg.d_input.size())};
+          out.tensor.data = pool->Publish(std::move(msg.d_input), channel);
+        }
+        caf::anon_send(to, std::move(out));
+      }
       caf::anon_send(me, std::move(msg));
     });
   };
@@ -431,38 +476,18 @@ void TryAdvance(StagePointer self) {
   }
 }
 
-// Sends an F output or B input-gradient to the neighbouring virtual stage: published from
-// the stage's pool on its channel (the slot was taken when the op started), or handed over
-// locally between chunks of a one-stage pipeline.
-void SendToNeighbour(StagePointer self, const scheduler::PipelineOp& op, Direction dir,
+// HandOverLocally: a one-stage pipeline with several chunks passes an F output or B
+// input-gradient between its own chunks (no channel, no message). Outputs that cross to
+// another stage were sent from the strand (TryPost).
+void HandOverLocally(StagePointer self, const scheduler::PipelineOp& op, Direction dir,
                      std::vector<int64_t> shape, std::vector<float> values) {
   auto& st = self->state;
-  const int32_t p = st.cfg.pipeline_size;
-  int32_t to_pipeline_rank, to_chunk;
-  if (dir == Direction::kForward) {
-    const bool wrap = st.cfg.pipeline_rank == p - 1;
-    to_pipeline_rank = wrap ? 0 : st.cfg.pipeline_rank + 1;
-    to_chunk = wrap ? op.chunk + 1 : op.chunk;
-  } else {
-    const bool wrap = st.cfg.pipeline_rank == 0;
-    to_pipeline_rank = wrap ? p - 1 : st.cfg.pipeline_rank - 1;
-    to_chunk = wrap ? op.chunk - 1 : op.chunk;
-  }
-  const int32_t to = st.rank_of(to_pipeline_rank);
-  const int32_t channel = st.sends_on(op.kind, op.chunk);
+  const Destination d = DestinationOf(st, op, dir);
   Activation tensor;
   tensor.shape = std::move(shape);
-  tensor.data = channel >= 0
-                    ? st.pool->Publish(std::move(values), channel)
-                    : std::make_shared<const std::vector<float>>(std::move(values));
-  ActivationMessage msg{st.run.iteration, st.run.eval, op.microbatch, to_chunk, dir,
-                        st.cfg.rank, std::move(tensor)};
-  if (to == st.cfg.rank) {  // p == 1 with several chunks: deliver locally
-    st.inbox[InboxKey{msg.iteration, msg.eval, dir, to_chunk, op.microbatch}] =
-        std::move(msg.tensor);
-    return;
-  }
-  self->send(st.cfg.peers->by_rank.at(static_cast<size_t>(to)), std::move(msg));
+  tensor.data = std::make_shared<const std::vector<float>>(std::move(values));
+  st.inbox[InboxKey{st.run.iteration, st.run.eval, dir, d.chunk, op.microbatch}] =
+      std::move(tensor);
 }
 
 void OnOpFinished(StagePointer self, OpFinished& f) {
@@ -490,15 +515,15 @@ void OnOpFinished(StagePointer self, OpFinished& f) {
       st.loss_sum += f.forward.loss_sum;
       st.num_tokens += f.forward.num_tokens;
       if (st.last_virtual(op.chunk)) st.microbatch_tokens[op.microbatch] = f.forward.num_tokens;
-      if (!st.last_virtual(op.chunk)) {
-        SendToNeighbour(self, op, Direction::kForward, f.forward.output_shape,
+      if (!st.last_virtual(op.chunk) && st.sends_on(op.kind, op.chunk) < 0) {
+        HandOverLocally(self, op, Direction::kForward, f.forward.output_shape,
                         std::move(f.forward.output));
       }
       break;
     case OpKind::kBackwardInput:
-      if (!st.first_virtual(op.chunk)) {
+      if (!st.first_virtual(op.chunk) && st.sends_on(op.kind, op.chunk) < 0) {
         const std::vector<int64_t> shape{static_cast<int64_t>(f.d_input.size())};
-        SendToNeighbour(self, op, Direction::kBackward, shape, std::move(f.d_input));
+        HandOverLocally(self, op, Direction::kBackward, shape, std::move(f.d_input));
       }
       break;
     case OpKind::kBackwardWeight:
