@@ -1,8 +1,8 @@
 // The parity matrix of pipeline and data parallelism (issue: "Pipeline and data
 // parallelism on the actor runtime"): for the same global batch and seed, with dropout
 // on, every combination of PP in {1, 2, 4}, DP in {1, 2}, schedule in {GPipe, 1F1B,
-// interleaved 1F1B (v = 2)} and the distributed optimizer off/on gives the same run as
-// PP = DP = 1:
+// interleaved 1F1B (v = 2), ZB-H1, ZB-H2} and the distributed optimizer off/on gives the
+// same run as PP = DP = 1:
 //  - BIT-IDENTICAL (losses, grad norms and final weights) wherever the arithmetic order is
 //    the same: any PP under any schedule against PP = 1 at equal DP, and the distributed
 //    optimizer on vs off. Why the order is the same: dropout masks are a function of
@@ -43,7 +43,7 @@ struct Layout {
   int pp = 1, dp = 1;
   int micro_batch_size = 1;
   bool dropout = true;
-  std::string schedule = "1f1b";  // "gpipe", "1f1b", "interleaved-1f1b"
+  std::string schedule = "1f1b";  // "gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2"
   bool distributed_optimizer = false;
   bool tied = false;
   std::string Label() const {
@@ -111,7 +111,7 @@ TEST_CASE("PP x DP x schedule x distributed optimizer: the same run as one devic
 
   for (int dp : {1, 2}) {
     for (int pp : {1, 2, 4}) {
-      for (const char* schedule : {"gpipe", "1f1b", "interleaved-1f1b"}) {
+      for (const char* schedule : {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2"}) {
         if (pp == 1 && std::string(schedule) != "1f1b") continue;  // one schedule at p = 1
         for (bool dist : {false, true}) {
           Layout l;
