@@ -1,14 +1,21 @@
 // kernels/cpu/cross_entropy.h: fused softmax cross-entropy over a padded vocabulary.
 //
 // N = tokens, VP = padded vocab (columns of the logits; Megatron pads the vocab to a
-// multiple of --make-vocab-size-divisible-by * TP), V = real vocab <= VP. logits,
-// dlogits: [N, VP] fp32; targets int32 [N]; loss, lse, dloss: [N] fp32.
+// multiple of --make-vocab-size-divisible-by * TP), V <= VP = the SOFTMAX COLUMNS: the
+// leading columns that enter the softmax. logits, dlogits: [N, VP] fp32 (row stride VP);
+// targets int32 [N]; loss, lse, dloss: [N] fp32.
+// Which V to pass: the real vocabulary size (MXMACA's default: the loss does not depend on
+// the padding, hence not on TP), or V = VP to include the padded columns in the softmax as
+// Megatron does (--softmax-over-padded-vocab; the loss then depends on the padded size,
+// i.e. on TP). The kernels need nothing else for that: the columns [0, V) are the softmax,
+// whatever they hold.
 // A target outside [0, V) means "the target is not in this vocabulary shard" (vocab
 // parallelism: targets are shard-local and only one shard holds each): the forward then
 // reports loss = lse (no target logit subtracted) and the backward omits the one-hot term.
 // With lse replaced by the all-reduced global logsumexp, CrossEntropyBackward is exactly
 // the vocab-parallel gradient (Megatron's _VocabParallelCrossEntropy).
-// Columns >= V are padding: they never enter the softmax and get zero gradient.
+// Columns >= V are outside the softmax (padding, by default): they never enter the max
+// or the sum of exps and get zero gradient.
 // Each row's logsumexp is computed as max + log(sum exp(x - max)) with the sum in fp32
 // (8 interleaved partial sums) — per-row, so independent of the thread count.
 // Single-shard form; the vocab-parallel version (Megatron's

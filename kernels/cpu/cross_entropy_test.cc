@@ -2,6 +2,7 @@
 // vocabulary, in-place backward, PyTorch parity and determinism.
 #include "kernels/cpu/cross_entropy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -148,6 +149,106 @@ TEST_CASE("CrossEntropy composes over vocabulary shards (targets outside the sha
         REQUIRE(std::fabs(d[i * shard_vp + c] - dl[i * v + s * shard_v + c]) < 4e-6);
       }
       for (int64_t c = shard_v; c < shard_vp; ++c) REQUIRE(d[i * shard_vp + c] == 0.0f);
+    }
+  }
+}
+
+// Megatron's softmax over the padded vocabulary (--softmax-over-padded-vocab): the caller
+// passes the softmax columns v = VP. Padded columns hold large values, so they now change
+// the loss; the masked default (v = V) must not see them at all.
+TEST_CASE("CrossEntropy over the padded vocabulary (softmax columns = VP)", "[cross_entropy]") {
+  const int64_t n = 24, vp = 136, v = 129;
+  Problem p = Make(n, vp, v, 11);  // real logits ~N(0, 16), targets in [0, V)
+  const std::vector<float> pad = RandomVector(n * (vp - v), 12, 10.0f, 14.0f);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = v; c < vp; ++c) p.logits[i * vp + c] = pad[i * (vp - v) + (c - v)];
+  Problem all = p;  // the fp64 reference sees every column
+  all.v = vp;
+
+  std::vector<float> loss(n), lse(n), dl(n * vp, 7.0f);
+  CrossEntropyForward(Ctx(2), p.logits.data(), p.targets.data(), n, vp, vp, loss.data(),
+                      lse.data());
+  std::vector<double> lse_ref;
+  const std::vector<double> loss_ref = LossRef(ToDouble(p.logits), all, &lse_ref);
+  CHECK(RelError(loss, loss_ref) < kFwdTol);
+  CHECK(RelError(lse, lse_ref) < kFwdTol);
+  CrossEntropyBackward(Ctx(2), p.logits.data(), p.targets.data(), lse.data(), p.dloss.data(), n,
+                       vp, vp, dl.data());
+  // Same FD step and tolerance as the masked test above (logits ~4..14: truncation ~1e-10).
+  const auto f = [&](const std::vector<double>& x) { return LossRef(x, all); };
+  CHECK(RelError(dl, NumericalVjp(f, ToDouble(p.logits), ToDouble(p.dloss), 1e-5)) < kBwdTol);
+  // The padded columns carry a real share of the softmax (values 10..14 against a real
+  // maximum ~12): their gradient is dloss * softmax, far from zero.
+  double pad_grad = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = v; c < vp; ++c) pad_grad += std::fabs(dl[i * vp + c]);
+  CHECK(pad_grad > 0.1);
+
+  // Raising the padded logits by 1 changes every row's loss with the option (the padding
+  // holds >= ~1% of each row's mass, so d loss >= ~1e-2 >> the 1e-5 rounding) and leaves
+  // the masked default's loss, lse and gradient bit-identical.
+  Problem raised = p;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = v; c < vp; ++c) raised.logits[i * vp + c] += 1.0f;
+  std::vector<float> loss2(n), lse2(n);
+  CrossEntropyForward(Ctx(2), raised.logits.data(), p.targets.data(), n, vp, vp, loss2.data(),
+                      lse2.data());
+  for (int64_t i = 0; i < n; ++i) CHECK(loss2[i] - loss[i] > 1e-3f);
+  auto masked = [&](const Problem& q) {
+    std::vector<float> l(n), e(n), d(n * vp);
+    CrossEntropyForward(Ctx(2), q.logits.data(), q.targets.data(), n, vp, v, l.data(), e.data());
+    CrossEntropyBackward(Ctx(2), q.logits.data(), q.targets.data(), e.data(), q.dloss.data(), n,
+                         vp, v, d.data());
+    d.insert(d.end(), l.begin(), l.end());
+    d.insert(d.end(), e.begin(), e.end());
+    return d;
+  };
+  REQUIRE(BitEqual(masked(p), masked(raised)));
+}
+
+TEST_CASE("CrossEntropy shard pieces with and without the padded softmax", "[cross_entropy]") {
+  // VP = 136 split over two vocab shards of 68 columns; V = 60, so shard 1 is padding only.
+  // The layers' vocab-parallel composition (row max across shards, sum of the shards'
+  // sum-exp, lse = max + log(sum)) must equal the one-shard kernel, both for the masked
+  // default (softmax columns per shard: 60 and 0) and with the option (68 and 68).
+  const int64_t n = 32, vp = 136, v = 60, rows = 68;
+  Problem p = Make(n, vp, v, 21);
+  const std::vector<float> pad = RandomVector(n * (vp - v), 22, 6.0f, 12.0f);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = v; c < vp; ++c) p.logits[i * vp + c] = pad[i * (vp - v) + (c - v)];
+  for (const bool padded : {false, true}) {
+    INFO((padded ? "softmax over VP" : "masked padding"));
+    const int64_t cols = padded ? vp : v;
+    std::vector<float> loss(n), lse(n);
+    CrossEntropyForward(Ctx(2), p.logits.data(), p.targets.data(), n, vp, cols, loss.data(),
+                        lse.data());
+    std::vector<float> shard[2], max[2], sum[2];
+    int64_t shard_cols[2];
+    for (int s = 0; s < 2; ++s) {
+      shard_cols[s] = padded ? rows : std::clamp<int64_t>(v - s * rows, 0, rows);
+      shard[s].resize(n * rows);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t c = 0; c < rows; ++c) shard[s][i * rows + c] = p.logits[i * vp + s * rows + c];
+      max[s].resize(n);
+      CrossEntropyRowMax(Ctx(2), shard[s].data(), n, rows, shard_cols[s], max[s].data());
+    }
+    std::vector<float> global_max(n);
+    for (int64_t i = 0; i < n; ++i) global_max[i] = std::max(max[0][i], max[1][i]);
+    for (int s = 0; s < 2; ++s) {
+      sum[s].resize(n);
+      CrossEntropySumExp(Ctx(2), shard[s].data(), global_max.data(), n, rows, shard_cols[s],
+                         sum[s].data());
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const float got = global_max[i] + std::log(sum[0][i] + sum[1][i]);
+      // Two shard sums instead of one: a few ulp of |lse| < 32 (ulp 1.9e-6): 8e-6.
+      REQUIRE(std::fabs(got - lse[i]) < 8e-6);
+      // Targets are real tokens (< V): always in shard 0.
+      REQUIRE(std::fabs((got - shard[0][i * rows + p.targets[i]]) - loss[i]) < 8e-6);
+    }
+    if (!padded) {
+      for (int64_t i = 0; i < n; ++i) REQUIRE(max[1][i] == -INFINITY);
+      for (int64_t i = 0; i < n; ++i) REQUIRE(sum[1][i] == 0.0f);
     }
   }
 }

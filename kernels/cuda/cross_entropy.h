@@ -1,7 +1,8 @@
 // kernels/cuda/cross_entropy.h: fused softmax cross-entropy over a padded vocabulary, GPU.
 //
 // The CUDA twin of kernels/cpu/cross_entropy.h (same math, shapes, shard semantics):
-// N = tokens, VP = padded vocab (logits columns), V = real vocab <= VP. logits,
+// N = tokens, VP = padded vocab (logits columns), V <= VP = softmax columns (the real
+// vocab by default, VP for Megatron's --softmax-over-padded-vocab). logits,
 // dlogits: [N, VP] fp32; targets int32 [N]; loss, lse, dloss: [N] fp32; all device
 // pointers. A target outside [0, V) = "not in this vocab shard" (loss = lse, no one-hot
 // term in the backward); with lse replaced by the all-reduced global logsumexp the
