@@ -66,7 +66,6 @@ struct StageState {
   std::vector<ChunkSync> sync;
   std::map<BatchKey, std::shared_ptr<const data::GptMicroBatch>> batches;
   std::map<InboxKey, Activation> inbox;
-  std::map<int32_t, double> microbatch_tokens;  // last virtual stage: unmasked tokens per mb
   double loss_sum = 0.0;
   double num_tokens = 0.0;
   double busy_seconds = 0.0;
@@ -514,7 +513,6 @@ void OnOpFinished(StagePointer self, OpFinished& f) {
     case OpKind::kForward:
       st.loss_sum += f.forward.loss_sum;
       st.num_tokens += f.forward.num_tokens;
-      if (st.last_virtual(op.chunk)) st.microbatch_tokens[op.microbatch] = f.forward.num_tokens;
       if (!st.last_virtual(op.chunk) && st.sends_on(op.kind, op.chunk) < 0) {
         HandOverLocally(self, op, Direction::kForward, f.forward.output_shape,
                         std::move(f.forward.output));
@@ -671,7 +669,6 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
         st.loss_sum = 0.0;
         st.num_tokens = 0.0;
         st.busy_seconds = 0.0;
-        st.microbatch_tokens.clear();
         st.sync.assign(static_cast<size_t>(st.num_chunks()), ChunkSync{});
         st.last_w.assign(static_cast<size_t>(st.num_chunks()), st.run.schedule.size());
         for (size_t i = 0; i < st.run.schedule.size(); ++i) {
