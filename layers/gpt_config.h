@@ -48,6 +48,13 @@ struct GptConfig {
   int64_t vocab_size = 0;  // real vocabulary size V (tokenizer)
   // V_pad (--make-vocab-size-divisible-by x TP; MEGATRON_FORMATS.md).
   int64_t padded_vocab_size = 0;
+  // --softmax-over-padded-vocab (MXMACA's flag). false (default): the cross-entropy's
+  // softmax runs over the V real columns only; padded columns get zero gradient and the
+  // loss does not depend on V_pad, hence not on TP (a deviation from Megatron). true:
+  // Megatron's behaviour: all V_pad columns enter the softmax (max, sum of exps) and get
+  // their softmax gradient, so the loss depends on V_pad, i.e. on TP. Training and eval
+  // losses only; inference logits are [b, V_pad] either way.
+  bool softmax_over_padded_vocab = false;
   // --position-embedding-type.
   PositionEmbeddingType position_embedding_type = PositionEmbeddingType::kLearnedAbsolute;
   float rotary_base = 10000.0f;                             // --rotary-base

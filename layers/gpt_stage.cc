@@ -287,18 +287,21 @@ absl::Status GptStage::VocabParallelCrossEntropy(const MicroBatchStash& st, cons
   // Megatron's _VocabParallelCrossEntropy over this rank's logits [T, VP/p]: global row
   // max (all-gather of the shard maxima: the communicator has no max reduction), shard
   // sums of exp(x - max) summed over TP, the target logit from the shard that holds it
-  // (summed over TP: exact, one non-zero term). Padding columns never enter.
+  // (summed over TP: exact, one non-zero term). The shard's first vocab_.softmax columns
+  // enter: its real rows by default (a padding-only shard adds -inf / 0), all its rows
+  // with config.softmax_over_padded_vocab (Megatron's numerics).
   const int64_t t = st.b * st.s, vl = vocab_.rows, p = tp_.size;
   const float* logits = st.logits.data();
   std::vector<float> local_max(t), maxima(p * t), sum_exp(t), target(t, 0.0f);
-  cpu::CrossEntropyRowMax(ctx_, logits, t, vl, vocab_.real, local_max.data());
+  cpu::CrossEntropyRowMax(ctx_, logits, t, vl, vocab_.softmax, local_max.data());
   MXMACA_RETURN_IF_ERROR(AllGather(tp_, local_max.data(), maxima.data(), t));
   for (int64_t i = 0; i < t; ++i) {
     float m = maxima[i];
     for (int64_t r = 1; r < p; ++r) m = std::max(m, maxima[r * t + i]);
     local_max[i] = m;
   }
-  cpu::CrossEntropySumExp(ctx_, logits, local_max.data(), t, vl, vocab_.real, sum_exp.data());
+  cpu::CrossEntropySumExp(ctx_, logits, local_max.data(), t, vl, vocab_.softmax,
+                          sum_exp.data());
   MXMACA_RETURN_IF_ERROR(AllReduceSum(tp_, sum_exp.data(), t));
   for (int64_t i = 0; i < t; ++i) {
     const int64_t c = labels[i] - vocab_.start;
@@ -413,7 +416,8 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
   st->lse.Allocate(tracker, t);
   output->token_losses.assign(t, 0.0f);
   if (tp_.size == 1) {
-    cpu::CrossEntropyForward(ctx_, st->logits.data(), in.labels.data(), t, vl, config_.vocab_size,
+    // vocab_.softmax: V (masked padding, the default) or VP (softmax_over_padded_vocab).
+    cpu::CrossEntropyForward(ctx_, st->logits.data(), in.labels.data(), t, vl, vocab_.softmax,
                              output->token_losses.data(), st->lse.data());
   } else {
     MXMACA_RETURN_IF_ERROR(VocabParallelCrossEntropy(*st, in.labels.data(),
@@ -491,7 +495,7 @@ absl::Status GptStage::HeadBackwardInput(MicroBatchStash* st, float loss_grad_sc
   for (int64_t i = 0; i < t; ++i) dloss_[i] = loss_grad_scale * st->loss_mask.data()[i];
   if (tp_.size == 1) {
     cpu::CrossEntropyBackward(ctx_, st->logits.data(), st->labels.data(), st->lse.data(),
-                              dloss_.data(), t, vl, config_.vocab_size, st->logits.data());
+                              dloss_.data(), t, vl, vocab_.softmax, st->logits.data());
   } else {
     // Shard-local targets (-1: not in this shard) with the global logsumexp: exactly the
     // vocab-parallel gradient (cross_entropy.h).
@@ -501,7 +505,7 @@ absl::Status GptStage::HeadBackwardInput(MicroBatchStash* st, float loss_grad_sc
       local_targets[i] = c >= 0 && c < vocab_.real ? static_cast<int32_t>(c) : -1;
     }
     cpu::CrossEntropyBackward(ctx_, st->logits.data(), local_targets.data(), st->lse.data(),
-                              dloss_.data(), t, vl, vocab_.real, st->logits.data());
+                              dloss_.data(), t, vl, vocab_.softmax, st->logits.data());
   }
   st->lse.Free();
   // Output layer's input gradient: partial over the vocab shards, summed over TP

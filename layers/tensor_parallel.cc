@@ -89,6 +89,7 @@ VocabShard VocabShardOf(const GptConfig& config, int rank, int size) {
   v.rows = config.padded_vocab_size / size;
   v.start = rank * v.rows;
   v.real = std::clamp<int64_t>(config.vocab_size - v.start, 0, v.rows);
+  v.softmax = config.softmax_over_padded_vocab ? v.rows : v.real;
   return v;
 }
 

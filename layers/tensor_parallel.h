@@ -110,9 +110,13 @@ absl::Status ValidateTensorParallelConfig(const GptConfig& config, int tp_size,
 GptConfig LocalLayerConfig(const GptConfig& config, int tp_size);
 
 // VocabShard: rows [start, start + rows) of the padded vocabulary held by TP rank `rank`
-// (rows = VP / size), and `real` = how many of them are real tokens (< V), in [0, rows].
+// (rows = VP / size), `real` = how many of them are real tokens (< V), in [0, rows], and
+// `softmax` = how many (leading) of them enter the cross-entropy's softmax: `real` by
+// default, `rows` with config.softmax_over_padded_vocab (Megatron's padded softmax; the
+// kernels' `v` argument, kernels/cpu/cross_entropy.h). Labels are real tokens, so a label
+// is in this shard iff label - start is in [0, real).
 struct VocabShard {
-  int64_t start = 0, rows = 0, real = 0;
+  int64_t start = 0, rows = 0, real = 0, softmax = 0;
 };
 VocabShard VocabShardOf(const GptConfig& config, int rank, int size);
 
