@@ -735,6 +735,15 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
                d.error);
           return;
         }
+        const bool for_this_step = d.kind == CollectiveKind::kParamGather
+                                       ? d.iteration == st.gather_iteration
+                                       : st.active && d.iteration == st.run.iteration;
+        if (!for_this_step) {
+          Fail(self, d.iteration, -1, "collective",
+               absl::StrCat("completion of a collective of iteration ", d.iteration,
+                            " arrived while at iteration ", st.run.iteration));
+          return;
+        }
         switch (d.kind) {
           case CollectiveKind::kEmbeddingGrad:
             st.sync[d.chunk].embedding_pending = false;
@@ -753,6 +762,12 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
       [=](GradNormFinished& g) {
         auto& st = self->state;
         if (st.failed) return;
+        if (!st.active || !st.norm_posted || g.iteration != st.run.iteration) {
+          Fail(self, g.iteration, -1, "grad norm",
+               absl::StrCat("unexpected grad-norm result for iteration ", g.iteration,
+                            " (running iteration ", st.run.iteration, ")"));
+          return;
+        }
         StageIterationDone done = MakeReport(st);
         done.grad_norm_sq = g.grad_norm_sq;
         done.grads_finite = g.finite;
