@@ -451,6 +451,10 @@ constexpr FlagSpec kMxmaca[] = {
            "ranks of this job run in this process (the in-process backend); data parallel "
            "size = world size / (tensor x pipeline x context parallel); default: "
            "tensor x pipeline x context parallel (data parallel 1)")),
+    Ours(T("--softmax-over-padded-vocab", kImpl,
+           "include the padded vocabulary rows in the cross-entropy's softmax as Megatron "
+           "does; the loss then depends on the padded size, i.e. on TP; default: padded "
+           "rows are masked out, so the loss does not depend on TP")),
     Ours(V("--pipeline-channel-slots", kInt, "None", kImpl,
            "cap on activation/gradient payloads in flight per pipeline channel (never "
            "below what the schedule needs to progress); default: what the schedule can "

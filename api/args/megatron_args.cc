@@ -288,6 +288,7 @@ const absl::flat_hash_map<std::string, Binding>& Bindings() {
       // dest "world_size" (the flag); MegatronArgs::world_size is the derived value.
       {"world_size", Binding{&Set<&MegatronArgs::world_size_flag>,
                              &Get<&MegatronArgs::world_size_flag>}},
+      MXMACA_BIND(softmax_over_padded_vocab),
       MXMACA_BIND(pipeline_schedule),
       MXMACA_BIND(pipeline_channel_slots),
       MXMACA_BIND(ddp_bucket_size),

@@ -205,6 +205,9 @@ struct MegatronArgs {
   std::optional<int64_t> num_threads;
   // --world-size N: ranks run in this process; None = tp * pp * cp (DP 1).
   std::optional<int64_t> world_size_flag;
+  // --softmax-over-padded-vocab: Megatron's cross-entropy over all padded vocabulary
+  // columns (GptConfig::softmax_over_padded_vocab); false = padded columns masked out.
+  bool softmax_over_padded_vocab = false;
   // --pipeline-schedule NAME: scheduler::ParseScheduleKind; None = Megatron's choice.
   std::optional<std::string> pipeline_schedule;
   // --pipeline-channel-slots N: cap on payloads in flight per pipeline channel.

@@ -22,6 +22,7 @@ absl::StatusOr<layers::GptConfig> GptConfigFromArgs(const MegatronArgs& a, int64
   c.vocab_size = vocab_size;
   c.padded_vocab_size =
       PaddedVocabSize(vocab_size, a.make_vocab_size_divisible_by, a.tensor_model_parallel_size);
+  c.softmax_over_padded_vocab = a.softmax_over_padded_vocab;
   MXMACA_ASSIGN_OR_RETURN(c.position_embedding_type,
                           layers::ParsePositionEmbeddingType(a.position_embedding_type));
   c.rotary_base = static_cast<float>(a.rotary_base);
