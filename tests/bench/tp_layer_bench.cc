@@ -12,8 +12,13 @@
 // Settings on the same 2 cores: TP 1 with 2 kernel threads (the baseline), TP 1 with 1
 // thread (reference), TP 2 with 1 thread per rank, with and without SP. Ratios are TP2 /
 // TP1(2 threads), per phase and in total, with the collectives included (wall time) and
-// excluded (wall time minus the rank's time inside collectives).
-//   bazel run -c opt //tests/bench:tp_layer_bench [-- --iters N --seq S]
+// excluded (wall time minus the rank's time inside collectives). Because the 2 cores are
+// shared, it also reports each rank thread's CPU time (summed over ranks) against TP 1 on
+// one thread: the work TP adds, whatever the machine's load; "collective posts" is the
+// CPU the in-process hub spends copying / reducing on the last poster's thread.
+// Each setting runs --rounds times (interleaved) of --iters iterations after 2 warm-ups;
+// the round with the least wall time is kept.
+//   bazel run -c opt //tests/bench:tp_layer_bench [-- --iters 5 --rounds 3 --seq 512]
 #include <time.h>
 
 #include <algorithm>
@@ -32,6 +37,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "layers/gpt_stage.h"
+#include "layers/stage_memory_tp.h"
 #include "layers/tensor_parallel.h"
 #include "transport/communicator.h"
 #include "transport/inprocess_communicator.h"
@@ -60,12 +66,15 @@ const char* const kPhaseName[kPhases] = {"F", "B", "W"};
 
 // CollectiveStats: time (s), calls and bytes of one rank's collectives in one phase.
 struct CollectiveStats {
-  double seconds = 0;
+  double seconds = 0;   // wall time from post to done
+  double post_cpu = 0;  // CPU time of the posting thread inside the post call (the
+                        // in-process hub copies / reduces on the last poster's thread)
   int64_t calls = 0, bytes = 0;
 };
 
 // TimingCommunicator: a transport::Communicator that forwards every call to `inner` and
-// adds the wall time from post to `done` to the stats of the phase set by set_phase().
+// adds the wall time from post to `done` (and the poster's CPU time inside the post call)
+// to the stats of the phase set by set_phase().
 // `done` may run on another rank's thread, hence the mutex.
 class TimingCommunicator : public transport::Communicator {
  public:
@@ -87,32 +96,56 @@ class TimingCommunicator : public transport::Communicator {
   transport::CollectiveInfo AllReduceSum(const transport::ProcessGroup& g, const float* send,
                                          float* recv, int64_t count,
                                          transport::DoneCallback done) override {
-    return inner_->AllReduceSum(g, send, recv, count, Wrap(std::move(done)));
+    return Post(
+        [&](transport::DoneCallback d) {
+          return inner_->AllReduceSum(g, send, recv, count, std::move(d));
+        },
+        std::move(done));
   }
   transport::CollectiveInfo AllGather(const transport::ProcessGroup& g, const void* send,
                                       void* recv, int64_t count, transport::DataType dtype,
                                       transport::DoneCallback done) override {
-    return inner_->AllGather(g, send, recv, count, dtype, Wrap(std::move(done)));
+    return Post(
+        [&](transport::DoneCallback d) {
+          return inner_->AllGather(g, send, recv, count, dtype, std::move(d));
+        },
+        std::move(done));
   }
   transport::CollectiveInfo ReduceScatterSum(const transport::ProcessGroup& g, const float* send,
                                              float* recv, int64_t recv_count,
                                              transport::DoneCallback done) override {
-    return inner_->ReduceScatterSum(g, send, recv, recv_count, Wrap(std::move(done)));
+    return Post(
+        [&](transport::DoneCallback d) {
+          return inner_->ReduceScatterSum(g, send, recv, recv_count, std::move(d));
+        },
+        std::move(done));
   }
   transport::CollectiveInfo Broadcast(const transport::ProcessGroup& g, int root, void* buffer,
                                       int64_t count, transport::DataType dtype,
                                       transport::DoneCallback done) override {
-    return inner_->Broadcast(g, root, buffer, count, dtype, Wrap(std::move(done)));
+    return Post(
+        [&](transport::DoneCallback d) {
+          return inner_->Broadcast(g, root, buffer, count, dtype, std::move(d));
+        },
+        std::move(done));
   }
   transport::CollectiveInfo Send(const transport::ProcessGroup& g, int peer, const void* buffer,
                                  int64_t count, transport::DataType dtype,
                                  transport::DoneCallback done) override {
-    return inner_->Send(g, peer, buffer, count, dtype, Wrap(std::move(done)));
+    return Post(
+        [&](transport::DoneCallback d) {
+          return inner_->Send(g, peer, buffer, count, dtype, std::move(d));
+        },
+        std::move(done));
   }
   transport::CollectiveInfo Recv(const transport::ProcessGroup& g, int peer, void* buffer,
                                  int64_t count, transport::DataType dtype,
                                  transport::DoneCallback done) override {
-    return inner_->Recv(g, peer, buffer, count, dtype, Wrap(std::move(done)));
+    return Post(
+        [&](transport::DoneCallback d) {
+          return inner_->Recv(g, peer, buffer, count, dtype, std::move(d));
+        },
+        std::move(done));
   }
   transport::CollectiveInfo AllToAllV(const transport::ProcessGroup& g, const void* send,
                                       const std::vector<int64_t>& send_counts,
@@ -121,11 +154,31 @@ class TimingCommunicator : public transport::Communicator {
                                       const std::vector<int64_t>& recv_displs,
                                       transport::DataType dtype,
                                       transport::DoneCallback done) override {
-    return inner_->AllToAllV(g, send, send_counts, send_displs, recv, recv_counts, recv_displs,
-                             dtype, Wrap(std::move(done)));
+    return Post(
+        [&](transport::DoneCallback d) {
+          return inner_->AllToAllV(g, send, send_counts, send_displs, recv, recv_counts,
+                                   recv_displs, dtype, std::move(d));
+        },
+        std::move(done));
   }
 
  private:
+  // Post: calls post(wrapped done) and adds the calling thread's CPU time inside it.
+  template <typename PostFn>
+  transport::CollectiveInfo Post(PostFn post, transport::DoneCallback done) {
+    const double cpu0 = ThreadCpuSeconds();
+    Phase phase;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      phase = phase_;
+    }
+    transport::CollectiveInfo info = post(Wrap(std::move(done)));
+    const double cpu = ThreadCpuSeconds() - cpu0;
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_[phase].post_cpu += cpu;
+    return info;
+  }
+
   transport::DoneCallback Wrap(transport::DoneCallback done) {
     const Clock::time_point start = Clock::now();
     Phase phase;
@@ -159,6 +212,7 @@ struct RankTimes {
   double wall[kPhases] = {0, 0, 0};
   double cpu[kPhases] = {0, 0, 0};  // the rank thread's CPU time
   CollectiveStats comm[kPhases];
+  int64_t stash_bytes = 0;  // GptStage::StashBytes after F
 };
 
 // RunRank: creates the one-layer stage of `tp` (nullptr: TP 1), then warm-up + iters
@@ -198,6 +252,10 @@ void RunRank(const GptConfig& c, const layers::TensorParallelContext* tp,
     absl::Status status = st.Forward(in, &o);
     t[1] = Clock::now();
     cpu[1] = ThreadCpuSeconds();
+    if (status.ok() && it == 0) {
+      absl::StatusOr<int64_t> bytes = st.StashBytes(it);
+      if (bytes.ok()) out->stash_bytes = *bytes;
+    }
     if (status.ok()) {
       if (timing != nullptr) timing->set_phase(kB);
       status = st.BackwardInput(it, dout, 1.0f, &d_input);
@@ -225,6 +283,7 @@ void RunRank(const GptConfig& c, const layers::TensorParallelContext* tp,
     std::vector<CollectiveStats> comm = timing->Take();
     for (int p = 0; p < kPhases; ++p) {
       out->comm[p].seconds = comm[p].seconds / iters;
+      out->comm[p].post_cpu = comm[p].post_cpu / iters;
       out->comm[p].calls = comm[p].calls / iters;
       out->comm[p].bytes = comm[p].bytes / iters;
     }
@@ -239,6 +298,8 @@ struct Result {
   double wall[kPhases] = {0, 0, 0};
   double comm[kPhases] = {0, 0, 0};
   double cpu[kPhases] = {0, 0, 0};
+  double post_cpu = 0;  // CPU inside collective posts, summed over ranks and phases
+  int64_t stash_bytes = 0, stash_formula = 0;  // rank 0's StashBytes; StashBytesPerMicroBatchTp
   int64_t calls[kPhases] = {0, 0, 0}, bytes[kPhases] = {0, 0, 0};
   double total() const { return wall[kF] + wall[kB] + wall[kW]; }
   double total_comm() const { return comm[kF] + comm[kB] + comm[kW]; }
@@ -282,6 +343,9 @@ absl::StatusOr<Result> RunSetting(const GptConfig& c, const Setting& set,
   Result res;
   res.name = set.name;
   res.threads = set.threads;
+  res.stash_bytes = ranks[0].stash_bytes;
+  res.stash_formula =
+      layers::StashBytesPerMicroBatchTp(c, layers::StageLayout{0, 1, false, false}, 1, p, set.sp);
   for (int r = 0; r < p; ++r) {
     if (!ranks[r].error.empty()) {
       return absl::InternalError(absl::StrCat(set.name, " rank ", r, ": ", ranks[r].error));
@@ -294,6 +358,7 @@ absl::StatusOr<Result> RunSetting(const GptConfig& c, const Setting& set,
     for (int r = 0; r < p; ++r) {
       if (ranks[r].wall[ph] > ranks[worst].wall[ph]) worst = r;
       res.cpu[ph] += ranks[r].cpu[ph];
+      res.post_cpu += ranks[r].comm[ph].post_cpu;
     }
     res.wall[ph] = ranks[worst].wall[ph];
     res.comm[ph] = ranks[worst].comm[ph].seconds;
@@ -304,7 +369,7 @@ absl::StatusOr<Result> RunSetting(const GptConfig& c, const Setting& set,
 }
 
 int Main(int argc, char** argv) {
-  int iters = 10, warmup = 2, rounds = 3;
+  int iters = 5, warmup = 2, rounds = 3;
   int64_t seq = 512;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--iters") == 0) iters = std::atoi(argv[i + 1]);
@@ -385,19 +450,28 @@ int Main(int argc, char** argv) {
                   (r.total() - r.total_comm()) / base.total());
     }
   }
+  std::printf(
+      "\nstash of one micro-batch after F, per rank (MiB): measured / StashBytesPerMicroBatchTp\n");
+  for (const Result& r : results) {
+    std::printf("  %-24s %8.2f / %8.2f\n", r.name.c_str(), r.stash_bytes / 1048576.0,
+                r.stash_formula / 1048576.0);
+  }
   // CPU time of the rank threads, summed over ranks (1-thread settings only: with 2 kernel
   // threads the OpenMP worker's time is not on the calling thread's clock). Against
   // TP1, 1 thread this is the work TP adds (collectives' copies and reductions included),
   // independent of how busy the machine is.
   const Result& one = results[1];
   std::printf("\nrank-thread CPU time, summed over ranks (against %s):\n", one.name.c_str());
-  std::printf("| setting | F ms | B ms | W ms | F+B+W ms | ratio |\n");
-  std::printf("|---|---:|---:|---:|---:|---:|\n");
+  std::printf(
+      "| setting | F ms | B ms | W ms | F+B+W ms | in collective posts ms | ratio incl. | "
+      "ratio excl. collective posts |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Result& r : results) {
     if (r.threads != 1) continue;
-    std::printf("| %s | %.1f | %.1f | %.1f | %.1f | %.2f |\n", r.name.c_str(), 1e3 * r.cpu[kF],
-                1e3 * r.cpu[kB], 1e3 * r.cpu[kW], 1e3 * r.total_cpu(),
-                r.total_cpu() / one.total_cpu());
+    std::printf("| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |\n", r.name.c_str(),
+                1e3 * r.cpu[kF], 1e3 * r.cpu[kB], 1e3 * r.cpu[kW], 1e3 * r.total_cpu(),
+                1e3 * r.post_cpu, r.total_cpu() / one.total_cpu(),
+                (r.total_cpu() - r.post_cpu) / one.total_cpu());
   }
   return 0;
 }
