@@ -18,7 +18,8 @@
 // CPU the in-process hub spends copying / reducing on the last poster's thread.
 // Each setting runs --rounds times (interleaved) of --iters iterations after 2 warm-ups;
 // the round with the least wall time is kept.
-//   bazel run -c opt //tests/bench:tp_layer_bench [-- --iters 5 --rounds 3 --seq 512]
+//   bazel run -c opt //tests/bench:tp_layer_bench [-- --iters 5 --rounds 3 --seq 512
+//   --dropout 0.1]
 #include <time.h>
 
 #include <algorithm>
@@ -371,10 +372,12 @@ absl::StatusOr<Result> RunSetting(const GptConfig& c, const Setting& set,
 int Main(int argc, char** argv) {
   int iters = 5, warmup = 2, rounds = 3;
   int64_t seq = 512;
+  float dropout = 0.1f;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--iters") == 0) iters = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--seq") == 0) seq = std::atoll(argv[i + 1]);
+    if (std::strcmp(argv[i], "--dropout") == 0) dropout = std::strtof(argv[i + 1], nullptr);
   }
   GptConfig c;
   c.num_layers = 1;
@@ -385,8 +388,8 @@ int Main(int argc, char** argv) {
   c.max_position_embeddings = seq;
   c.vocab_size = 50257;
   c.padded_vocab_size = 50304;
-  c.hidden_dropout = 0.1f;
-  c.attention_dropout = 0.1f;
+  c.hidden_dropout = dropout;
+  c.attention_dropout = dropout;
   const int64_t t = seq, h = c.hidden_size;
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -417,11 +420,11 @@ int Main(int argc, char** argv) {
     std::fclose(f);
   }
   std::printf(
-      "one layer: h %lld, heads %d, ffn %lld, seq %lld, micro-batch 1; best of %d rounds of %d "
-      "iterations (+%d warm-up); load average %.2f %.2f %.2f\n",
+      "one layer: h %lld, heads %d, ffn %lld, seq %lld, micro-batch 1, dropout %.2f; best of %d "
+      "rounds of %d iterations (+%d warm-up); load average %.2f %.2f %.2f\n",
       static_cast<long long>(h), static_cast<int>(c.num_attention_heads),
-      static_cast<long long>(c.ffn_hidden_size), static_cast<long long>(seq), rounds, iters, warmup,
-      load[0], load[1], load[2]);
+      static_cast<long long>(c.ffn_hidden_size), static_cast<long long>(seq), dropout, rounds,
+      iters, warmup, load[0], load[1], load[2]);
   std::printf(
       "| setting | F ms | B ms | W ms | F+B+W ms | in collectives ms (F/B/W) | "
       "calls (F/B/W) | MB moved (F/B/W) | F+B+W excl. collectives ms |\n");
