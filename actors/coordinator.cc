@@ -258,6 +258,7 @@ void SendToStages(CoordinatorPointer self, RunStageIteration run,
     const size_t pipeline_rank =
         rank / static_cast<size_t>(c.data_parallel_size * c.tensor_parallel_size);
     run.schedule = schedule ? schedule->stages.at(pipeline_rank) : fallback;
+    if (schedule) run.placement = schedule->placement;
     if (slots) {
       run.forward_slots = slots->forward.at(pipeline_rank);
       run.backward_slots = slots->backward.at(pipeline_rank);

@@ -51,6 +51,9 @@ struct RunStageIteration {
   // 0 = unlimited (single stage, or no quota computed).
   int32_t forward_slots = 0;
   int32_t backward_slots = 0;
+  // Where the chunks sit (scheduler/pipeline_schedule.h): Megatron's interleaving or
+  // ZB-V's V; decides each chunk's virtual stage and so its neighbours.
+  scheduler::Placement placement = scheduler::Placement::kInterleaved;
 };
 
 // ApplyOptimizerStep: after every stage reported the iteration: multiply the gradients by

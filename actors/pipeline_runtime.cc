@@ -46,12 +46,6 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
   for (const auto* schedule : {&cc->train_schedule, &cc->eval_schedule}) {
     if (!schedule->has_value()) continue;
     const scheduler::PipelineSchedule& s = **schedule;
-    if (s.placement != scheduler::Placement::kInterleaved) {
-      return absl::UnimplementedError(absl::StrCat(
-          "schedule '", s.name, "' uses the ", scheduler::PlacementName(s.placement),
-          " placement of model chunks; the stage actors route Megatron's interleaved "
-          "placement only (zb-v is simulated, not yet executed)"));
-    }
     if (s.num_stages != p || s.num_microbatches != cc->num_microbatches ||
         s.num_chunks != ranks[0].program->num_chunks()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -130,10 +124,16 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
     peers->by_rank.push_back(SpawnStageActor(system, std::move(sc)));
   }
 
+  // The ranks holding the first and the last virtual stage read the data (both on rank 0
+  // in ZB-V's V).
+  const scheduler::Placement placement =
+      cc->train_schedule ? cc->train_schedule->placement : scheduler::Placement::kInterleaved;
+  const int32_t chunks = ranks[0].program->num_chunks();
+  const int32_t last_stage = scheduler::StageChunkOf(p * chunks - 1, p, placement).stage;
   dc.recipients.assign(static_cast<size_t>(dp), {});
   for (const PipelineRank& r : ranks) {
-    const bool reads_data =
-        r.pipeline_rank == 0 || r.pipeline_rank == p - 1 || options.reset_attention_mask;
+    const bool reads_data = r.pipeline_rank == 0 || r.pipeline_rank == last_stage ||
+                            options.reset_attention_mask;
     if (reads_data) dc.recipients[r.data_parallel_rank].push_back(peers->by_rank[r.rank]);
   }
   dc.coordinator = coordinator;

@@ -88,7 +88,7 @@ struct StageState {
   std::string Name() const { return StageActorName(cfg); }
   int32_t num_chunks() const { return cfg.program->num_chunks(); }
   int32_t virtual_stage(int32_t chunk) const {
-    return scheduler::VirtualStage(chunk, cfg.pipeline_rank, cfg.pipeline_size);
+    return scheduler::VirtualStage(chunk, cfg.pipeline_rank, cfg.pipeline_size, run.placement);
   }
   bool first_virtual(int32_t chunk) const { return virtual_stage(chunk) == 0; }
   bool last_virtual(int32_t chunk) const {
@@ -97,12 +97,19 @@ struct StageState {
   bool needs_batch(int32_t chunk) const {
     return cfg.reset_attention_mask || first_virtual(chunk) || last_virtual(chunk);
   }
+  // neighbour: the (stage, chunk) holding virtual stage `virtual_stage`.
+  scheduler::StageChunk neighbour(int32_t virtual_stage) const {
+    return scheduler::StageChunkOf(virtual_stage, cfg.pipeline_size, run.placement);
+  }
   // sends_on: the channel op `kind` of `chunk` sends on, or -1 (none, or a local hand-over
-  // between chunks of a one-stage pipeline).
+  // between chunks of this stage: a one-stage pipeline, or the turn of ZB-V's V).
   int32_t sends_on(OpKind kind, int32_t chunk) const {
-    if (cfg.pipeline_size == 1) return -1;
-    if (kind == OpKind::kForward && !last_virtual(chunk)) return 0;
-    if (kind == OpKind::kBackwardInput && !first_virtual(chunk)) return 1;
+    if (kind == OpKind::kForward && !last_virtual(chunk)) {
+      return neighbour(virtual_stage(chunk) + 1).stage == cfg.pipeline_rank ? -1 : 0;
+    }
+    if (kind == OpKind::kBackwardInput && !first_virtual(chunk)) {
+      return neighbour(virtual_stage(chunk) - 1).stage == cfg.pipeline_rank ? -1 : 1;
+    }
     return -1;
   }
   bool slot_free(int32_t channel) const {
@@ -234,6 +241,16 @@ void PostBuckets(StagePointer self, int32_t chunk) {
   });
 }
 
+// LocalTiedPartner: the other chunk of this stage that holds the other end of the tied
+// word embeddings (ZB-V's V puts the first and the last virtual stage on rank 0), or -1.
+int32_t LocalTiedPartner(const StageState& st, int32_t chunk) {
+  if (st.cfg.program->tied_embedding_parameter(chunk) < 0) return -1;
+  for (int32_t c = 0; c < st.num_chunks(); ++c) {
+    if (c != chunk && st.cfg.program->tied_embedding_parameter(c) >= 0) return c;
+  }
+  return -1;
+}
+
 // Starts chunk c's synchronisation: tied-embedding sum first (if any), then buckets.
 void StartChunkSync(StagePointer self, int32_t chunk) {
   auto& st = self->state;
@@ -241,6 +258,31 @@ void StartChunkSync(StagePointer self, int32_t chunk) {
   if (cs.started) return;
   cs.started = true;
   const int param = st.cfg.program->tied_embedding_parameter(chunk);
+  const int32_t partner = LocalTiedPartner(st, chunk);
+  if (partner >= 0) {
+    // Both ends on this stage: once both chunks' gradients are final, sum them here in the
+    // embedding group's order (first virtual stage's + last's) and give both the sum.
+    cs.embedding_pending = true;
+    if (!st.sync[partner].started) return;  // the partner's last W has not run yet
+    const int32_t first = st.first_virtual(chunk) ? chunk : partner;
+    const int32_t last = first == chunk ? partner : chunk;
+    auto program = st.cfg.program;
+    const kernels::ExecContext exec = st.cfg.exec;
+    st.cfg.strand->Post([program, exec, first, last] {
+      layers::ParameterStore& a = program->parameters(first);
+      layers::ParameterStore& b = program->parameters(last);
+      const int pa = program->tied_embedding_parameter(first);
+      const int pb = program->tied_embedding_parameter(last);
+      const int64_t n = a.info(pa).numel;
+      kernels::cpu::Add(exec, a.grad(pa), b.grad(pb), a.grad(pa), n);
+      std::copy(a.grad(pa), a.grad(pa) + n, b.grad(pb));
+    });
+    st.sync[chunk].embedding_pending = false;
+    st.sync[partner].embedding_pending = false;
+    PostBuckets(self, chunk);  // strand FIFO: after the sum
+    PostBuckets(self, partner);
+    return;
+  }
   if (param >= 0 && st.cfg.embedding_group && st.cfg.embedding_group->size() > 1) {
     cs.embedding_pending = true;
     auto program = st.cfg.program;
@@ -320,18 +362,9 @@ struct Destination {
 
 Destination DestinationOf(const StageState& st, const scheduler::PipelineOp& op,
                           Direction dir) {
-  const int32_t p = st.cfg.pipeline_size;
-  int32_t to_pipeline_rank, to_chunk;
-  if (dir == Direction::kForward) {
-    const bool wrap = st.cfg.pipeline_rank == p - 1;
-    to_pipeline_rank = wrap ? 0 : st.cfg.pipeline_rank + 1;
-    to_chunk = wrap ? op.chunk + 1 : op.chunk;
-  } else {
-    const bool wrap = st.cfg.pipeline_rank == 0;
-    to_pipeline_rank = wrap ? p - 1 : st.cfg.pipeline_rank - 1;
-    to_chunk = wrap ? op.chunk - 1 : op.chunk;
-  }
-  return {st.rank_of(to_pipeline_rank), to_chunk};
+  const int32_t k = st.virtual_stage(op.chunk) + (dir == Direction::kForward ? 1 : -1);
+  const scheduler::StageChunk to = st.neighbour(k);
+  return {st.rank_of(to.stage), to.chunk};
 }
 
 // kMaxPostedOps: ops posted to the strand ahead of their completion — the running one and

@@ -433,13 +433,14 @@ std::string PipelinePlacement::ToLayoutString() const {
 std::string PipelinePlacement::Describe() const {
   std::string out =
       absl::StrCat("pipeline placement: ", pipeline_model_parallel_size, " pipeline rank(s) x ",
-                   virtual_pipeline_model_parallel_size,
-                   " model chunk(s); --pipeline-model-parallel-layout ", ToLayoutString(), "\n");
+                   virtual_pipeline_model_parallel_size, " model chunk(s)",
+                   v_shape ? " in a V (ZB-V)" : "", "; --pipeline-model-parallel-layout ",
+                   ToLayoutString(), v_shape ? " (virtual stages in order g)" : "", "\n");
   for (int64_t r = 0; r < pipeline_model_parallel_size; ++r) {
     for (int64_t c = 0; c < virtual_pipeline_model_parallel_size; ++c) {
       const StageLayout& s = layouts[r][c];
       absl::StrAppend(&out, "  rank ", r, " chunk ", c, " (virtual stage ",
-                      c * pipeline_model_parallel_size + r, "): ");
+                      VirtualStageOf(r, c), "): ");
       if (s.num_layers() == 0) {
         absl::StrAppend(&out, "no transformer layers");
       } else {
@@ -452,6 +453,23 @@ std::string PipelinePlacement::Describe() const {
     }
   }
   return out;
+}
+
+absl::StatusOr<PipelinePlacement> ToVShape(const PipelinePlacement& interleaved) {
+  if (interleaved.virtual_pipeline_model_parallel_size != 2 || interleaved.v_shape) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a V-shaped placement (zb-v) needs 2 model chunks per pipeline rank, got ",
+        interleaved.virtual_pipeline_model_parallel_size,
+        " (--num-virtual-stages-per-pipeline-rank 2)"));
+  }
+  PipelinePlacement v = interleaved;
+  v.v_shape = true;
+  const int64_t p = interleaved.pipeline_model_parallel_size;
+  for (int64_t g = 0; g < interleaved.num_virtual_stages(); ++g) {
+    const int64_t c = g / p, o = g % p;
+    v.layouts[c % 2 == 1 ? p - 1 - o : o][c] = interleaved.virtual_stage(g);
+  }
+  return v;
 }
 
 }  // namespace mxmaca::layers

@@ -60,10 +60,20 @@ struct PipelinePlacement {
   // layouts[rank][chunk]: the StageLayout of model chunk `chunk` on pipeline rank `rank`
   // ([p][v]); an empty chunk has first_layer == last_layer.
   std::vector<std::vector<StageLayout>> layouts;
+  // v_shape: chunk c of rank r holds virtual stage c p + r for even c and c p + p - 1 - r
+  // for odd c (ZB-V's "V": chunk 0 runs down the ranks, chunk 1 back up, so the first and
+  // the last virtual stage both sit on rank 0); false: Megatron's interleaving, c p + r.
+  bool v_shape = false;
 
-  // virtual_stage: layouts of virtual stage g = chunk * p + rank.
+  // VirtualStageOf: the virtual stage model chunk `chunk` of rank `rank` holds.
+  int64_t VirtualStageOf(int64_t rank, int64_t chunk) const {
+    const int64_t p = pipeline_model_parallel_size;
+    return v_shape && chunk % 2 == 1 ? chunk * p + p - 1 - rank : chunk * p + rank;
+  }
+  // virtual_stage: layouts of virtual stage g.
   const StageLayout& virtual_stage(int64_t g) const {
-    return layouts[g % pipeline_model_parallel_size][g / pipeline_model_parallel_size];
+    const int64_t p = pipeline_model_parallel_size, c = g / p, o = g % p;
+    return layouts[v_shape && c % 2 == 1 ? p - 1 - o : o][c];
   }
   int64_t num_virtual_stages() const {
     return pipeline_model_parallel_size * virtual_pipeline_model_parallel_size;
@@ -93,6 +103,11 @@ struct PipelinePlacement {
 // stage 0, L not last in the last virtual stage, E or L not exactly once, or a count of
 // t other than L.
 absl::StatusOr<PipelinePlacement> BuildPipelinePlacement(const PipelinePlacementConfig& config);
+
+// ToVShape: the same split of layers into virtual stages (the same layer ranges for
+// virtual stage g), placed in the V of ZB-V (PipelinePlacement::v_shape). Errors:
+// InvalidArgument unless v == 2 (ZB-V's two chunks per rank).
+absl::StatusOr<PipelinePlacement> ToVShape(const PipelinePlacement& interleaved);
 
 // ParsePipelineLayout: the layout string expanded to one string per virtual stage over
 // {E, L, t, m} (Megatron's parse_str_to_list): ',' is ignored; "x*n" repeats the

@@ -61,6 +61,10 @@ absl::StatusOr<ParallelSetup> BuildParallelSetup(const MegatronArgs& args,
     so.kind = setup.virtual_size > 1 ? scheduler::ScheduleKind::kInterleaved1F1B
                                      : scheduler::ScheduleKind::kOneFOneB;
   }
+  if (so.kind == scheduler::ScheduleKind::kZeroBubbleV) {
+    // ZB-V places the two chunks in a V: the same layer split, another (rank, chunk) map.
+    MXMACA_ASSIGN_OR_RETURN(setup.placement, layers::ToVShape(setup.placement));
+  }
   so.num_stages = setup.pipeline_size;
   so.num_chunks = setup.virtual_size;
   so.num_microbatches = setup.num_microbatches;

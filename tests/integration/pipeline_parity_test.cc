@@ -1,8 +1,8 @@
 // The parity matrix of pipeline and data parallelism (issue: "Pipeline and data
 // parallelism on the actor runtime"): for the same global batch and seed, with dropout
 // on, every combination of PP in {1, 2, 4}, DP in {1, 2}, schedule in {GPipe, 1F1B,
-// interleaved 1F1B (v = 2), ZB-H1, ZB-H2} and the distributed optimizer off/on gives the
-// same run as PP = DP = 1:
+// interleaved 1F1B (v = 2), ZB-H1, ZB-H2, ZB-V (two chunks in a V)} and the distributed
+// optimizer off/on gives the same run as PP = DP = 1:
 //  - BIT-IDENTICAL (losses, grad norms and final weights) wherever the arithmetic order is
 //    the same: any PP under any schedule against PP = 1 at equal DP, and the distributed
 //    optimizer on vs off. Why the order is the same: dropout masks are a function of
@@ -43,7 +43,7 @@ struct Layout {
   int pp = 1, dp = 1;
   int micro_batch_size = 1;
   bool dropout = true;
-  std::string schedule = "1f1b";  // "gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2"
+  std::string schedule = "1f1b";  // "gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v"
   bool distributed_optimizer = false;
   bool tied = false;
   std::string Label() const {
@@ -77,6 +77,7 @@ class ParityFixture {
       if (l.schedule == "interleaved-1f1b") {
         a.insert(a.end(), {"--num-layers-per-virtual-pipeline-stage", std::to_string(8 / l.pp / 2)});
       }
+      if (l.schedule == "zb-v") a.insert(a.end(), {"--num-virtual-stages-per-pipeline-rank", "2"});
     }
     if (l.distributed_optimizer) a.push_back("--use-distributed-optimizer");
     return a;
@@ -111,7 +112,8 @@ TEST_CASE("PP x DP x schedule x distributed optimizer: the same run as one devic
 
   for (int dp : {1, 2}) {
     for (int pp : {1, 2, 4}) {
-      for (const char* schedule : {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2"}) {
+      for (const char* schedule :
+           {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v"}) {
         if (pp == 1 && std::string(schedule) != "1f1b") continue;  // one schedule at p = 1
         for (bool dist : {false, true}) {
           Layout l;
@@ -133,22 +135,24 @@ TEST_CASE("tied embeddings across stages: copies summed, counted once, same run"
   Layout single;
   single.tied = true;
   const Run ref = f.Train(single);
-  for (int pp : {2, 4}) {
-    for (int dp : {1, 2}) {
-      Layout l;
-      l.tied = true;
-      l.pp = pp;
-      l.dp = dp;
-      l.distributed_optimizer = dp == 2;
-      const Run run = f.Train(l);
-      CheckClose(ref, run, w0);
-      // The grad norm counts the shared weight once: the single-device norm (where it is
-      // one tensor) is matched; counting the copy too would add |g_emb|^2 (O(1) change).
-      for (size_t i = 0; i < ref.summary.grad_norms.size(); ++i) {
-        INFO(run.label << " step " << i + 1);
-        CHECK(std::fabs(run.summary.grad_norms[i] - ref.summary.grad_norms[i]) <=
-              1e-4 * ref.summary.grad_norms[i]);
-      }
+  // zb-v puts both ends of the tied embeddings on stage 0 (summed locally).
+  for (auto [pp, dp, schedule] :
+       {std::tuple{2, 1, "1f1b"}, {2, 1, "zb-v"}, {2, 2, "1f1b"}, {2, 2, "zb-v"},
+        {4, 1, "1f1b"}, {4, 1, "zb-v"}, {4, 2, "1f1b"}, {4, 2, "zb-v"}}) {
+    Layout l;
+    l.tied = true;
+    l.pp = pp;
+    l.dp = dp;
+    l.schedule = schedule;
+    l.distributed_optimizer = dp == 2;
+    const Run run = f.Train(l);
+    CheckClose(ref, run, w0);
+    // The grad norm counts the shared weight once: the single-device norm (where it is
+    // one tensor) is matched; counting the copy too would add |g_emb|^2 (O(1) change).
+    for (size_t i = 0; i < ref.summary.grad_norms.size(); ++i) {
+      INFO(run.label << " step " << i + 1);
+      CHECK(std::fabs(run.summary.grad_norms[i] - ref.summary.grad_norms[i]) <=
+            1e-4 * ref.summary.grad_norms[i]);
     }
   }
 }
