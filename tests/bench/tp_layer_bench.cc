@@ -10,9 +10,9 @@
 // collective: the copy/reduction plus waiting for the peer).
 //
 // Settings on the same 2 cores: TP 1 with 2 kernel threads (the baseline), TP 1 with 1
-// thread (reference), TP 2 with 1 thread per rank, with and without SP. Ratios are TP2 /
-// TP1(2 threads), per phase and in total, with the collectives included (wall time) and
-// excluded (wall time minus the rank's time inside collectives). Because the 2 cores are
+// thread (reference), TP 2 with 1 thread per rank, with and without SP. Ratios are TP / TP1
+// against both TP-1 settings, per phase and in total, with the collectives included (wall
+// time) and excluded (wall time minus the rank's time inside collectives). Because the 2 cores are
 // shared, it also reports each rank thread's CPU time (summed over ranks) against TP 1 on
 // one thread: the work TP adds, whatever the machine's load; "collective posts" is the
 // CPU the in-process hub spends copying / reducing on the last poster's thread.
