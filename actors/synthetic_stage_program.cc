@@ -79,7 +79,7 @@ absl::StatusOr<std::unique_ptr<SyntheticStageProgram>> SyntheticStageProgram::Cr
     auto store = std::make_unique<layers::ParameterStore>();
     layers::ParameterSpec spec;
     spec.name = absl::StrCat("synthetic.virtual_stage.",
-                             scheduler::VirtualStage(c, o.pipeline_rank, o.pipeline_size),
+                             scheduler::VirtualStage(c, o.pipeline_rank, o.pipeline_size, o.placement),
                              ".weight");
     spec.shape = {o.parameters_per_chunk};
     spec.init_std = 0.02f;
@@ -101,11 +101,13 @@ SyntheticStageProgram::SyntheticStageProgram(const SyntheticStageOptions& option
 }
 
 bool SyntheticStageProgram::first_virtual(int chunk) const {
-  return scheduler::VirtualStage(chunk, options_.pipeline_rank, options_.pipeline_size) == 0;
+  return scheduler::VirtualStage(chunk, options_.pipeline_rank, options_.pipeline_size,
+                                 options_.placement) == 0;
 }
 
 bool SyntheticStageProgram::last_virtual(int chunk) const {
-  return scheduler::VirtualStage(chunk, options_.pipeline_rank, options_.pipeline_size) ==
+  return scheduler::VirtualStage(chunk, options_.pipeline_rank, options_.pipeline_size,
+                                 options_.placement) ==
          options_.pipeline_size * num_chunks() - 1;
 }
 
@@ -258,6 +260,9 @@ absl::StatusOr<std::vector<PipelineRank>> BuildSyntheticRanks(const SyntheticJob
   for (int32_t s = 0; s < p; ++s) {
     for (int32_t r = 0; r < dp; ++r) {
       SyntheticStageOptions so;
+      so.placement = o.schedule == scheduler::ScheduleKind::kZeroBubbleV
+                         ? scheduler::Placement::kVShape
+                         : scheduler::Placement::kInterleaved;
       so.pipeline_rank = s;
       so.pipeline_size = p;
       so.data_parallel_size = dp;

@@ -77,6 +77,8 @@ struct SyntheticFailure {
 struct SyntheticStageOptions {
   int32_t pipeline_rank = 0;       // this stage, in [0, pipeline_size)
   int32_t pipeline_size = 1;       // p
+  // Where the chunks sit (Megatron's interleaving, or ZB-V's V).
+  scheduler::Placement placement = scheduler::Placement::kInterleaved;
   int32_t data_parallel_size = 1;  // dp: the parameter arena is padded to dp * 16
   // chunks[c]: declared op times of model chunk c (virtual stage c * p + pipeline_rank);
   // its size is v (>= 1).

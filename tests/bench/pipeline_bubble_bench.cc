@@ -2,7 +2,8 @@
 // against theory, on synthetic stages (actors/synthetic_stage_program.h) whose F / B / W
 // sleep declared times, so p = 16 runs on real actors and messages on 2 cores.
 //
-// For each schedule (gpipe, 1f1b, interleaved-1f1b with v = 2), p in {4, 8, 16} and
+// For each schedule (gpipe, 1f1b, interleaved-1f1b with v = 2; zb-h1, zb-h2, zb-v with v = 2
+// on request, against their closed forms in scheduler/bubble_formulas.h), p in {4, 8, 16} and
 // m in {4p, 8p}, it runs RunPipelineJob (DP 1, one pool thread per rank, a tiny parameter
 // store so the optimizer and the report round trip cost microseconds) and prints:
 //   theory     textbook bubble share of the step: (p-1)/(m+p-1) (GPipe, 1F1B) or
@@ -37,6 +38,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "actors/synthetic_stage_program.h"
+#include "scheduler/bubble_formulas.h"
 #include "scheduler/schedule_factory.h"
 #include "scheduler/schedule_simulator.h"
 #include "tests/bench/pipeline_trace_stats.h"
@@ -109,7 +111,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", std::string(kind.status().message()).c_str());
       return 2;
     }
-    const int v = *kind == scheduler::ScheduleKind::kInterleaved1F1B ? 2 : 1;
+    const bool two_chunks = *kind == scheduler::ScheduleKind::kInterleaved1F1B ||
+                            *kind == scheduler::ScheduleKind::kZeroBubbleV;
+    const bool zero_bubble = *kind == scheduler::ScheduleKind::kZeroBubbleH1 ||
+                             *kind == scheduler::ScheduleKind::kZeroBubbleH2 ||
+                             *kind == scheduler::ScheduleKind::kZeroBubbleV;
+    const int v = two_chunks ? 2 : 1;
     for (int p : IntList(p_list)) {
       for (int factor : IntList(m_factors)) {
         Row row;
@@ -118,6 +125,13 @@ int main(int argc, char** argv) {
         row.v = v;
         row.m = factor * p;
         row.theory = static_cast<double>(p - 1) / (v * row.m + p - 1);
+        if (zero_bubble) {
+          // The zero-bubble schedules' closed forms (scheduler/bubble_formulas.h, from the
+          // paper's expressions with these T_F, T_B, T_W); NaN where none holds.
+          absl::StatusOr<scheduler::PipelineBubble> closed = scheduler::ClosedFormBubble(
+              *kind, scheduler::StageOpTimes{f_ms, b_ms, w_ms}, p, row.m, v);
+          row.theory = closed.ok() ? closed->bubble_fraction : std::nan("");
+        }
 
         scheduler::ScheduleOptions so;
         so.kind = *kind;
