@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "layers/stage_memory.h"
+#include "layers/stage_memory_tp.h"
 #include "scheduler/schedule_factory.h"
 #include "scheduler/schedule_simulator.h"
 
@@ -88,13 +89,18 @@ std::vector<std::string> MemoryReport(const ParallelSetup& setup, const layers::
   std::vector<std::string> lines;
   const std::vector<int32_t> stashed = scheduler::PeakStashedMicrobatches(setup.train_schedule);
   lines.push_back(absl::StrCat(" > memory per rank at start-up (estimate; schedule ",
-                               setup.train_schedule.name, "):"));
+                               setup.train_schedule.name,
+                               setup.tensor_parallel_size > 1 ? "; tensor-parallel rank 0" : "",
+                               "; stashes from F to B, one micro-batch's B transients not "
+                               "counted):"));
   for (const StageRank& r : ranks) {
     if (r.data_parallel_rank != 0 || r.tensor_parallel_rank != 0) continue;
     const auto& layouts = setup.placement.layouts[static_cast<size_t>(r.pipeline_rank)];
     int64_t stash = 0;
     for (const layers::StageLayout& l : layouts) {
-      stash = std::max(stash, layers::StashBytesPerMicroBatch(model, l, *args.micro_batch_size));
+      stash = std::max(stash, layers::StashBytesPerMicroBatchTp(
+                                  model, l, *args.micro_batch_size, setup.tensor_parallel_size,
+                                  setup.sequence_parallel, args.reset_attention_mask));
     }
     layers::StageMemoryEstimate e = layers::EstimateStageMemory(
         model, layouts.front(), r.num_parameters, *args.micro_batch_size, 0,
