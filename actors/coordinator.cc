@@ -19,6 +19,7 @@
 #include "actors/stage_checkpoint.h"
 #include "actors/trace.h"
 #include "scheduler/edge_slots.h"
+#include "scheduler/schedule_simulator.h"
 #include "scheduler/pipeline_schedule.h"
 
 namespace mxmaca::actors {
@@ -115,6 +116,7 @@ struct CoordinatorState {
   std::unique_ptr<ChromeTraceWriter> trace;
   // Per-stage payload quotas of the train and eval schedules (scheduler/edge_slots.h).
   std::optional<scheduler::EdgeSlots> train_slots, eval_slots;
+  std::vector<int32_t> peak_stashed;  // the train schedule's, per pipeline rank
 };
 
 using CoordinatorPointer = CoordinatorActor::stateful_pointer<CoordinatorState>;
@@ -259,6 +261,12 @@ void SendToStages(CoordinatorPointer self, RunStageIteration run,
         rank / static_cast<size_t>(c.data_parallel_size * c.tensor_parallel_size);
     run.schedule = schedule ? schedule->stages.at(pipeline_rank) : fallback;
     if (schedule) run.placement = schedule->placement;
+    run.dynamic = c.dynamic_pipeline && schedule.has_value() && !schedule->forward_only;
+    if (run.dynamic) {
+      run.max_stashed = c.max_stashed_microbatches
+                            ? *c.max_stashed_microbatches
+                            : self->state.peak_stashed.at(pipeline_rank);
+    }
     if (slots) {
       run.forward_slots = slots->forward.at(pipeline_rank);
       run.backward_slots = slots->backward.at(pipeline_rank);
@@ -538,6 +546,9 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
             return st.promise;
           }
           *slots = std::move(*quotas);
+        }
+        if (st.cfg->train_schedule) {
+          st.peak_stashed = scheduler::PeakStashedMicrobatches(*st.cfg->train_schedule);
         }
         if (st.cfg->trace_file) {
           auto writer = ChromeTraceWriter::Open(*st.cfg->trace_file);

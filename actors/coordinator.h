@@ -71,6 +71,11 @@ struct CoordinatorConfig {
   // --pipeline-channel-slots: caps each channel's payload quota (scheduler::EdgeQuotas);
   // none = as many as the schedule can put in flight (back-pressure never stalls it).
   std::optional<int32_t> pipeline_channel_slots;
+  // --dynamic-pipeline: stage actors run ready W (and the next F) when the next scheduled op
+  // waits for its input; --max-stashed-microbatches caps the stashes that allows (default:
+  // the static schedule's peak on that stage, scheduler::PeakStashedMicrobatches).
+  bool dynamic_pipeline = false;
+  std::optional<int32_t> max_stashed_microbatches;
   // write_shard for SaveCheckpointShard (stage_checkpoint.h); required with save_dir.
   std::function<absl::Status(const StageIdentity&, StageProgram&,
                              const std::vector<std::shared_ptr<layers::AdamWOptimizer>>&,

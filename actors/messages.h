@@ -54,6 +54,10 @@ struct RunStageIteration {
   // Where the chunks sit (scheduler/pipeline_schedule.h): Megatron's interleaving or
   // ZB-V's V; decides each chunk's virtual stage and so its neighbours.
   scheduler::Placement placement = scheduler::Placement::kInterleaved;
+  // The dynamic policy (stage_actor.h): when the next op's input has not arrived, run a
+  // later W whose B ran, or the next F while fewer than max_stashed stashes are held.
+  bool dynamic = false;
+  int32_t max_stashed = 0;
 };
 
 // ApplyOptimizerStep: after every stage reported the iteration: multiply the gradients by

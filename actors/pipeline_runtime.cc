@@ -121,6 +121,10 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
     sc.overlap_param_gather = options.overlap_param_gather;
     sc.calculate_per_token_loss = options.calculate_per_token_loss;
     sc.trace = options.trace;
+    if (r.pipeline_rank == options.slowdown_stage) {
+      sc.slowdown_factor = options.slowdown_factor;
+      sc.slowdown_from_iteration = options.slowdown_from_iteration;
+    }
     peers->by_rank.push_back(SpawnStageActor(system, std::move(sc)));
   }
 

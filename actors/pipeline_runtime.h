@@ -63,6 +63,10 @@ struct PipelineRuntimeOptions {
   bool calculate_per_token_loss = false;
   bool trace = false;          // stage actors record spans (with CoordinatorConfig::trace_file)
   absl::Duration collective_timeout = absl::Minutes(10);  // --distributed-timeout-minutes
+  // --inject-stage-slowdown STAGE:FACTOR[:FROM_ITER] (StageActorConfig::slowdown_factor).
+  int32_t slowdown_stage = -1;
+  double slowdown_factor = 1.0;
+  int64_t slowdown_from_iteration = 1;
   absl::Duration watchdog_period = absl::Seconds(1);
 };
 

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <exception>
 #include <map>
+#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -60,9 +62,16 @@ struct StageState {
   bool finishing = false;  // all ops done, waiting for gradient sync / the grad norm
   bool norm_posted = false;  // the grad-norm task of this iteration is on the strand
   RunStageIteration run;
-  size_t next_op = 0;    // the next op to finish
-  size_t next_post = 0;  // the next op to post to the strand (next_post - next_op in flight)
-  std::vector<size_t> last_w;  // per chunk: index of its last W in the schedule
+  // Op bookkeeping. Ops are posted to the strand in list order, except that the dynamic
+  // policy may post a later W (or the next F) early; they finish in post order (the strand
+  // is FIFO).
+  size_t next_post = 0;             // the first op (list order) not yet posted
+  std::vector<char> posted;         // per op index
+  std::deque<size_t> running;       // posted, not finished, in post order
+  size_t finished_ops = 0;
+  size_t forwards_posted = 0, weights_posted = 0;  // stashes held = F - W (dynamic cap)
+  std::vector<int32_t> w_left;      // per chunk: W ops not yet finished
+  int32_t max_stashed = 0;          // dynamic policy: stash cap (micro-batch x chunk)
   std::vector<ChunkSync> sync;
   std::map<BatchKey, std::shared_ptr<const data::GptMicroBatch>> batches;
   std::map<InboxKey, Activation> inbox;
@@ -372,13 +381,12 @@ Destination DestinationOf(const StageState& st, const scheduler::PipelineOp& op,
 // for the round trip through this actor (the strand is FIFO, so the order is the list's).
 constexpr size_t kMaxPostedOps = 2;
 
-// TryPost: posts op next_post if its inputs are here (and its channel has a free slot);
+// TryPost: posts op `op_index` if its inputs are here (and its channel has a free slot);
 // returns whether it did.
-bool TryPost(StagePointer self) {
+bool TryPost(StagePointer self, size_t op_index) {
   auto& st = self->state;
-  const scheduler::PipelineOp op = st.run.schedule[st.next_post];
+  const scheduler::PipelineOp op = st.run.schedule[op_index];
   const MicroBatchKey key = KeyFor(st, op);
-  const size_t op_index = st.next_post;
   const int64_t iteration = st.run.iteration;
   const bool eval = st.run.eval;
   auto program = st.cfg.program;
@@ -389,7 +397,11 @@ bool TryPost(StagePointer self) {
   const int32_t channel = st.sends_on(op.kind, op.chunk);
   if (!st.slot_free(channel)) return false;  // a SlotReleased message retries
   auto post = [&](auto body) {
-    ++st.next_post;
+    st.posted[op_index] = 1;
+    st.running.push_back(op_index);
+    if (op.kind == OpKind::kForward) ++st.forwards_posted;
+    if (op.kind == OpKind::kBackwardWeight) ++st.weights_posted;
+    while (st.next_post < st.posted.size() && st.posted[st.next_post]) ++st.next_post;
     std::vector<float> buffer;
     if (channel >= 0) {
       ++st.in_flight[channel];
@@ -409,7 +421,9 @@ bool TryPost(StagePointer self) {
       out = ActivationMessage{iteration, eval, op.microbatch, d.chunk, dir, st.cfg.rank, {}};
       pool = st.pool;
     }
-    st.cfg.strand->Post([me, op_index, iteration, body, kind, channel, to, out, pool,
+    const double slowdown =
+        iteration >= st.cfg.slowdown_from_iteration ? st.cfg.slowdown_factor : 1.0;
+    st.cfg.strand->Post([me, op_index, iteration, body, kind, channel, to, out, pool, slowdown,
                          buffer = std::move(buffer)]() mutable {
       OpFinished msg;
       msg.iteration = iteration;
@@ -419,6 +433,9 @@ bool TryPost(StagePointer self) {
       msg.start_us = TraceClockMicros();
       const auto t0 = Clock::now();
       absl::Status s = RunGuarded([&] { return body(&msg); });
+      if (slowdown > 1.0) {  // injected: the op takes `slowdown` times as long
+        std::this_thread::sleep_for(std::chrono::duration<double>(SecondsSince(t0) * (slowdown - 1.0)));
+      }
       msg.seconds = SecondsSince(t0);
       msg.ok = s.ok();
       if (!s.ok()) msg.error = std::string(s.message());
@@ -496,15 +513,45 @@ bool TryPost(StagePointer self) {
   return false;
 }
 
+// DynamicCandidate: with the dynamic policy, when the next op in list order cannot start
+// (its input has not arrived), a later op that can run without changing any channel's
+// order or the numerics: a W whose B is already posted (W accumulates in micro-batch order
+// whatever order it runs in, layers/gpt_stage.h), else the next F in list order (the
+// forward channel keeps its order) while fewer than max_stashed stashes are held.
+// Returns the op index or the schedule size when there is none.
+size_t DynamicCandidate(const StageState& st) {
+  const auto& ops = st.run.schedule;
+  for (size_t j = st.next_post + 1; j < ops.size(); ++j) {
+    if (st.posted[j] || ops[j].kind != OpKind::kBackwardWeight) continue;
+    for (size_t b = 0; b < ops.size(); ++b) {
+      if (st.posted[b] && ops[b].kind == OpKind::kBackwardInput &&
+          ops[b].microbatch == ops[j].microbatch && ops[b].chunk == ops[j].chunk) {
+        return j;
+      }
+    }
+  }
+  const int64_t stashed = static_cast<int64_t>(st.forwards_posted) -
+                          static_cast<int64_t>(st.weights_posted);
+  if (stashed >= st.max_stashed) return ops.size();
+  // The first unposted F in list order, unless that is the blocked op itself.
+  for (size_t j = st.next_post; j < ops.size(); ++j) {
+    if (!st.posted[j] && ops[j].kind == OpKind::kForward) return j == st.next_post ? ops.size() : j;
+  }
+  return ops.size();
+}
+
 void TryAdvance(StagePointer self) {
   auto& st = self->state;
   if (!st.active || st.finishing || st.gather_pending || st.failed) return;
-  if (st.next_op == st.run.schedule.size()) {
+  if (st.finished_ops == st.run.schedule.size()) {
     FinishIteration(self);
     return;
   }
-  while (st.next_post < st.run.schedule.size() &&
-         st.next_post - st.next_op < kMaxPostedOps && TryPost(self)) {
+  while (st.running.size() < kMaxPostedOps && st.next_post < st.run.schedule.size()) {
+    if (TryPost(self, st.next_post)) continue;
+    if (!st.run.dynamic) break;
+    const size_t j = DynamicCandidate(st);
+    if (j == st.run.schedule.size() || !TryPost(self, j)) break;
   }
 }
 
@@ -525,13 +572,16 @@ void HandOverLocally(StagePointer self, const scheduler::PipelineOp& op, Directi
 void OnOpFinished(StagePointer self, OpFinished& f) {
   auto& st = self->state;
   if (st.failed) return;
-  if (!st.active || f.iteration != st.run.iteration || f.op_index != st.next_op) {
+  if (!st.active || f.iteration != st.run.iteration || st.running.empty() ||
+      f.op_index != st.running.front()) {
     Fail(self, f.iteration, -1, "op",
          absl::StrCat("unexpected completion of op ", f.op_index, " of iteration ",
-                      f.iteration, " (running op ", st.next_op, " of iteration ",
-                      st.run.iteration, ")"));
+                      f.iteration, " (running op ",
+                      st.running.empty() ? -1 : static_cast<int64_t>(st.running.front()),
+                      " of iteration ", st.run.iteration, ")"));
     return;
   }
+  st.running.pop_front();
   const scheduler::PipelineOp op = st.run.schedule[f.op_index];
   st.busy_seconds += f.seconds;
   if (!f.ok) {
@@ -558,14 +608,14 @@ void OnOpFinished(StagePointer self, OpFinished& f) {
       }
       break;
     case OpKind::kBackwardWeight:
-      if (st.cfg.overlap_grad_reduce && f.op_index == st.last_w[op.chunk]) {
+      if (--st.w_left[op.chunk] == 0 && st.cfg.overlap_grad_reduce) {
         StartChunkSync(self, op.chunk);  // this chunk's gradients are final
       }
       break;
   }
-  ++st.next_op;
+  ++st.finished_ops;
   // The data of a micro-batch is dropped after its last use on this stage.
-  if (st.next_op == st.run.schedule.size()) {
+  if (st.finished_ops == st.run.schedule.size()) {
     for (auto it = st.batches.begin(); it != st.batches.end();) {
       it = std::get<0>(it->first) == st.run.iteration && std::get<1>(it->first) == st.run.eval
                ? st.batches.erase(it)
@@ -697,13 +747,17 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
         st.active = true;
         st.finishing = false;
         st.norm_posted = false;
-        st.next_op = 0;
         st.next_post = 0;
+        st.posted.assign(st.run.schedule.size(), 0);
+        st.running.clear();
+        st.finished_ops = 0;
+        st.forwards_posted = st.weights_posted = 0;
+        st.max_stashed = st.run.max_stashed;
         st.loss_sum = 0.0;
         st.num_tokens = 0.0;
         st.busy_seconds = 0.0;
         st.sync.assign(static_cast<size_t>(st.num_chunks()), ChunkSync{});
-        st.last_w.assign(static_cast<size_t>(st.num_chunks()), st.run.schedule.size());
+        st.w_left.assign(static_cast<size_t>(st.num_chunks()), 0);
         for (size_t i = 0; i < st.run.schedule.size(); ++i) {
           const scheduler::PipelineOp& op = st.run.schedule[i];
           if (op.chunk < 0 || op.chunk >= st.num_chunks()) {
@@ -712,7 +766,7 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
                               " but this stage has ", st.num_chunks()));
             return;
           }
-          if (op.kind == OpKind::kBackwardWeight) st.last_w[op.chunk] = i;
+          if (op.kind == OpKind::kBackwardWeight) ++st.w_left[op.chunk];
         }
         st.start = Clock::now();
         st.cfg.program->ResetPeakActivationBytes();

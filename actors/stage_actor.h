@@ -85,6 +85,12 @@ struct StageActorConfig {
   bool calculate_per_token_loss = false;
   // trace: record a span per op (and optimizer step) and send them with the reports.
   bool trace = false;
+  // --inject-stage-slowdown: from iteration slowdown_from_iteration on, each op of this
+  // stage takes slowdown_factor times as long (the strand sleeps the extra after the op;
+  // for tests and benchmarks of the dynamic policy — on a 2-core machine a competing
+  // process would slow every stage alike).
+  double slowdown_factor = 1.0;
+  int64_t slowdown_from_iteration = 1;
 };
 
 // SpawnStageActor: spawns the actor in `system`.

@@ -342,6 +342,7 @@ absl::StatusOr<TrainingSummary> RunSyntheticJob(const SyntheticJobOptions& o) {
   cc->print = o.print;
   cc->trace_file = o.trace_file;
   cc->pipeline_channel_slots = o.channel_slots;
+  cc->dynamic_pipeline = o.dynamic;
   cc->on_iteration = o.on_iteration;
 
   DataActorConfig dc;

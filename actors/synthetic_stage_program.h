@@ -195,6 +195,7 @@ struct SyntheticJobOptions {
   std::vector<std::pair<int32_t, SyntheticFailure>> failures;
   int compute_threads = 0;  // 0: one ComputePool thread per rank (p * dp)
   std::optional<int32_t> channel_slots;  // CoordinatorConfig::pipeline_channel_slots
+  bool dynamic = false;                  // CoordinatorConfig::dynamic_pipeline
   std::optional<std::string> trace_file;  // Chrome trace of every op (--trace-file)
   std::function<void(const std::string&)> print;  // coordinator log sink (may be empty)
   int64_t log_interval = 0;                        // 0: no log lines

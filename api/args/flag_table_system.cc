@@ -455,6 +455,16 @@ constexpr FlagSpec kMxmaca[] = {
            "include the padded vocabulary rows in the cross-entropy's softmax as Megatron "
            "does; the loss then depends on the padded size, i.e. on TP; default: padded "
            "rows are masked out, so the loss does not depend on TP")),
+    Ours(T("--dynamic-pipeline", kImpl,
+           "stage actors run ready weight-gradient work (and the next forward, within "
+           "--max-stashed-microbatches) when the next scheduled op waits for its input; "
+           "bit-identical to the static schedule")),
+    Ours(V("--max-stashed-microbatches", kInt, "None", kImpl,
+           "with --dynamic-pipeline: stashes (micro-batch x chunk) a stage may hold; "
+           "default: the static schedule's peak on that stage")),
+    Ours(V("--inject-stage-slowdown", kStr, "None", kImpl,
+           "STAGE:FACTOR[:FROM_ITER]: every op of pipeline stage STAGE takes FACTOR times "
+           "as long from iteration FROM_ITER on (tests and benchmarks)")),
     Ours(V("--pipeline-channel-slots", kInt, "None", kImpl,
            "cap on activation/gradient payloads in flight per pipeline channel (never "
            "below what the schedule needs to progress); default: what the schedule can "

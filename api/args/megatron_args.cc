@@ -291,6 +291,9 @@ const absl::flat_hash_map<std::string, Binding>& Bindings() {
       MXMACA_BIND(softmax_over_padded_vocab),
       MXMACA_BIND(pipeline_schedule),
       MXMACA_BIND(pipeline_channel_slots),
+      MXMACA_BIND(dynamic_pipeline),
+      MXMACA_BIND(max_stashed_microbatches),
+      MXMACA_BIND(inject_stage_slowdown),
       MXMACA_BIND(ddp_bucket_size),
   };
   return *bindings;

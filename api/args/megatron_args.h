@@ -212,6 +212,10 @@ struct MegatronArgs {
   std::optional<std::string> pipeline_schedule;
   // --pipeline-channel-slots N: cap on payloads in flight per pipeline channel.
   std::optional<int64_t> pipeline_channel_slots;
+  // --dynamic-pipeline, --max-stashed-microbatches N, --inject-stage-slowdown S:F[:I].
+  bool dynamic_pipeline = false;
+  std::optional<int64_t> max_stashed_microbatches;
+  std::optional<std::string> inject_stage_slowdown;
   // --ddp-bucket-size N (elements per data-parallel gradient bucket; None = Megatron's
   // max(40M, 1M x dp)).
   std::optional<int64_t> ddp_bucket_size;

@@ -14,6 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "actors/checkpoint/checkpoint_reader.h"
 #include "actors/coordinator.h"
 #include "actors/data_actor.h"
@@ -74,7 +76,8 @@ constexpr const char* kHonouredDests[] = {
     "max_consecutive_nan_iterations", "num_threads", "trace_file", "help",
     "softmax_over_padded_vocab",
     // Pipeline and data parallelism (in-process ranks).
-    "world_size", "pipeline_schedule", "pipeline_channel_slots", "ddp_bucket_size", "distributed_timeout_minutes",
+    "world_size", "pipeline_schedule", "pipeline_channel_slots", "dynamic_pipeline",
+    "max_stashed_microbatches", "inject_stage_slowdown", "ddp_bucket_size", "distributed_timeout_minutes",
     "num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank",
     "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
@@ -203,6 +206,26 @@ absl::StatusOr<ResumePoint> MaybeLoad(const MegatronArgs& a, const layers::GptCo
   print(absl::StrFormat("  successfully loaded checkpoint from %s at iteration %d", dir,
                             reader.iteration()));
   return rp;
+}
+
+// ParseStageSlowdown: --inject-stage-slowdown STAGE:FACTOR[:FROM_ITER].
+absl::Status ParseStageSlowdown(const std::string& value, int32_t pipeline_size, int32_t* stage,
+                                double* factor, int64_t* from) {
+  const std::vector<std::string> parts = absl::StrSplit(value, ':');
+  int64_t s = -1, f_iter = 1;
+  double f = 0;
+  const bool ok = (parts.size() == 2 || parts.size() == 3) && absl::SimpleAtoi(parts[0], &s) &&
+                  absl::SimpleAtod(parts[1], &f) &&
+                  (parts.size() == 2 || absl::SimpleAtoi(parts[2], &f_iter));
+  if (!ok || s < 0 || s >= pipeline_size || !(f >= 1.0) || f_iter < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--inject-stage-slowdown ", value, ": expected STAGE:FACTOR[:FROM_ITER] with 0 <= STAGE < ",
+        pipeline_size, ", FACTOR >= 1 and FROM_ITER >= 1"));
+  }
+  *stage = static_cast<int32_t>(s);
+  *factor = f;
+  *from = f_iter;
+  return absl::OkStatus();
 }
 
 // MakeShardWriter: what each stage actor writes into a checkpoint. Parameters come from
@@ -388,6 +411,14 @@ absl::StatusOr<actors::TrainingSummary> Train(
   cc->data_parallel_size = parallel.data_parallel_size;
   cc->train_schedule = parallel.train_schedule;
   cc->eval_schedule = parallel.eval_schedule;
+  cc->dynamic_pipeline = args.dynamic_pipeline;
+  if (args.max_stashed_microbatches) {
+    if (*args.max_stashed_microbatches < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--max-stashed-microbatches ", *args.max_stashed_microbatches, ": expected >= 1"));
+    }
+    cc->max_stashed_microbatches = static_cast<int32_t>(*args.max_stashed_microbatches);
+  }
   if (args.pipeline_channel_slots) {
     if (*args.pipeline_channel_slots < 1) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -441,6 +472,11 @@ absl::StatusOr<actors::TrainingSummary> Train(
   ro.calculate_per_token_loss = args.calculate_per_token_loss;
   ro.trace = args.trace_file.has_value();
   ro.collective_timeout = absl::Minutes(args.distributed_timeout_minutes);
+  if (args.inject_stage_slowdown) {
+    MXMACA_RETURN_IF_ERROR(ParseStageSlowdown(*args.inject_stage_slowdown, parallel.pipeline_size,
+                                              &ro.slowdown_stage, &ro.slowdown_factor,
+                                              &ro.slowdown_from_iteration));
+  }
   std::vector<actors::PipelineRank> job_ranks;
   for (StageRank& r : ranks) {
     actors::PipelineRank pr;

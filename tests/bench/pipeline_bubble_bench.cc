@@ -21,6 +21,7 @@
 //   op time - declared) and the median hop and turnaround (tests/bench/
 //   pipeline_trace_stats.h) from the run's trace.
 //   bazel run -c opt //tests/bench:pipeline_bubble_bench [-- --f_ms 2 --b_ms 2 --w_ms 2
+//       --dynamic 0|1 --slow_stage S --slow_factor X
 //       --iters 4 --p 4,8,16 --schedules gpipe,1f1b,interleaved-1f1b --m_factors 4,8
 //       --trace_dir /tmp]
 #include <algorithm>
@@ -78,6 +79,11 @@ int main(int argc, char** argv) {
   double f_ms = 2, b_ms = 2, w_ms = 2;
   int iters = 4;
   std::string p_list = "4,8,16", schedules = "gpipe,1f1b,interleaved-1f1b", m_factors = "4,8";
+  // --dynamic 1: the dynamic policy; --slow_stage S --slow_factor X: stage S's ops take X
+  // times the declared time (an uneven pipeline; "theory" and "sim" keep equal stages).
+  bool dynamic = false;
+  int slow_stage = -1;
+  double slow_factor = 1.0;
   std::string trace_dir = "/tmp";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
@@ -89,6 +95,9 @@ int main(int argc, char** argv) {
     else if (flag == "--schedules") schedules = value;
     else if (flag == "--m_factors") m_factors = value;
     else if (flag == "--trace_dir") trace_dir = value;
+    else if (flag == "--dynamic") dynamic = std::atoi(value.c_str()) != 0;
+    else if (flag == "--slow_stage") slow_stage = std::atoi(value.c_str());
+    else if (flag == "--slow_factor") slow_factor = std::atof(value.c_str());
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
@@ -154,6 +163,14 @@ int main(int argc, char** argv) {
         o.num_microbatches = row.m;
         o.train_iters = iters;
         o.uniform = {f_ms * 1e-3, b_ms * 1e-3, w_ms * 1e-3};
+        o.dynamic = dynamic;
+        if (slow_stage >= 0 && slow_stage < p) {
+          o.op_seconds.assign(p, std::vector<actors::SyntheticOpSeconds>(v, o.uniform));
+          for (auto& c : o.op_seconds[slow_stage]) {
+            c = {c.forward * slow_factor, c.backward_input * slow_factor,
+                 c.backward_weight * slow_factor};
+          }
+        }
         o.trace_file = trace_path;
         std::vector<double> step_seconds;
         o.on_iteration = [&](const actors::IterationLogRecord& r) {
