@@ -27,7 +27,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum class Phase { kIdle, kTrain, kStep, kEval, kSave, kDone };
+enum class Phase { kIdle, kTrain, kStep, kRebalance, kEval, kSave, kDone };
 
 // Sums over the reports of the stages for the phase in progress.
 // Per-rank values are kept and summed in rank order (SumInRankOrder), so the totals do
@@ -117,6 +117,7 @@ struct CoordinatorState {
   // Per-stage payload quotas of the train and eval schedules (scheduler/edge_slots.h).
   std::optional<scheduler::EdgeSlots> train_slots, eval_slots;
   std::vector<int32_t> peak_stashed;  // the train schedule's, per pipeline rank
+  std::string rebalance_log;          // printed once every stage took its new program
 };
 
 using CoordinatorPointer = CoordinatorActor::stateful_pointer<CoordinatorState>;
@@ -450,6 +451,24 @@ void OnStepDone(CoordinatorPointer self) {
   LogIfDue(self);
   st.pending_eval = c.do_valid && c.eval_interval > 0 && st.iteration % c.eval_interval == 0;
   st.pending_save = c.save_dir && c.save_interval > 0 && st.iteration % c.save_interval == 0;
+  if (c.rebalance && !st.step_skip) {
+    absl::StatusOr<std::optional<CoordinatorConfig::RebalanceResult>> r =
+        c.rebalance(st.iteration, st.reports.stage_busy);
+    if (!r.ok()) {
+      Finish(self, false, absl::StrCat("rebalancing after iteration ", st.iteration, ": ",
+                                       r.status().message()));
+      return;
+    }
+    if (r->has_value()) {
+      st.phase = Phase::kRebalance;
+      st.rebalance_log = (*r)->log;
+      st.reports.pending = static_cast<int>(c.stages.size());
+      for (size_t i = 0; i < c.stages.size(); ++i) {
+        self->send(c.stages[i], std::move((*r)->programs.at(i)));
+      }
+      return;
+    }
+  }
   AfterStep(self);
 }
 
@@ -640,6 +659,18 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
         }
         if (--st.reports.pending > 0) return;
         OnShardsSaved(self);
+      },
+      [=](const ProgramReplaced& r) {
+        auto& st = self->state;
+        if (st.phase != Phase::kRebalance) return;
+        if (!r.ok) {
+          Finish(self, false, absl::StrCat("rank ", r.rank, " could not take its new layers: ",
+                                           r.error));
+          return;
+        }
+        if (--st.reports.pending > 0) return;
+        Print(st, st.rebalance_log);
+        AfterStep(self);
       },
       [=](const StageFailed& f) {
         Finish(self, false,

@@ -75,6 +75,17 @@ struct CoordinatorConfig {
   // waits for its input; --max-stashed-microbatches caps the stashes that allows (default:
   // the static schedule's peak on that stage, scheduler::PeakStashedMicrobatches).
   bool dynamic_pipeline = false;
+  // rebalance: called after every training step with the per-pipeline-rank busy seconds of
+  // that iteration; when it returns a placement change, every stage actor (by rank) gets
+  // its ReplaceProgram before the next iteration and `log` is printed. The call runs on
+  // the coordinator (it copies the moved state; rare, between iterations). May be empty.
+  struct RebalanceResult {
+    std::vector<ReplaceProgram> programs;  // by rank
+    std::string log;
+  };
+  std::function<absl::StatusOr<std::optional<RebalanceResult>>(
+      int64_t iteration, const std::vector<double>& stage_busy)>
+      rebalance;
   std::optional<int32_t> max_stashed_microbatches;
   // write_shard for SaveCheckpointShard (stage_checkpoint.h); required with save_dir.
   std::function<absl::Status(const StageIdentity&, StageProgram&,

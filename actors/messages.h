@@ -25,6 +25,7 @@
 #include "actors/stage_program.h"
 #include "actors/trace.h"
 #include "data/gpt_batch.h"
+#include "layers/grad_buckets.h"
 #include "layers/optimizer.h"
 #include "scheduler/pipeline_schedule.h"
 
@@ -170,6 +171,22 @@ struct StageFailed {
   std::string message;
 };
 
+// ReplaceProgram: between iterations, the stage takes a new program (another set of
+// layers: runtime stage balancing), its optimizers and buckets, and answers
+// ProgramReplaced.
+struct ReplaceProgram {
+  std::shared_ptr<StageProgram> program;
+  std::vector<std::shared_ptr<layers::AdamWOptimizer>> optimizers;
+  std::vector<layers::DataParallelBuckets> buckets;
+};
+
+// ProgramReplaced: the stage swapped its program (or could not: it was mid-iteration).
+struct ProgramReplaced {
+  int32_t rank = 0;
+  bool ok = true;
+  std::string error;
+};
+
 // ---- caller (train command, API) -> Coordinator ----
 
 // RunTraining: run the configured training to its end; answered with TrainingSummary.
@@ -293,6 +310,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::ActivationMessage)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::CollectiveDone)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::GradsPosted)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::SlotReleased)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::ReplaceProgram)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::ProgramReplaced)
 
 namespace mxmaca::actors {
 
@@ -301,7 +320,7 @@ using CoordinatorActor =
     caf::typed_actor<caf::replies_to<RunTraining>::with<TrainingSummary>,
                      caf::reacts_to<StageIterationDone>, caf::reacts_to<StageStepDone>,
                      caf::reacts_to<StageFailed>, caf::reacts_to<DataFailed>,
-                     caf::reacts_to<ShardSaved>>;
+                     caf::reacts_to<ShardSaved>, caf::reacts_to<ProgramReplaced>>;
 
 // StageActorHandle: a pipeline stage (see stage_actor.h).
 using StageActorHandle =
@@ -310,7 +329,7 @@ using StageActorHandle =
                      caf::reacts_to<StepFinished>, caf::reacts_to<GradNormFinished>,
                      caf::reacts_to<SaveCheckpointShard>, caf::reacts_to<ActivationMessage>,
                      caf::reacts_to<CollectiveDone>, caf::reacts_to<GradsPosted>,
-                     caf::reacts_to<SlotReleased>>;
+                     caf::reacts_to<SlotReleased>, caf::reacts_to<ReplaceProgram>>;
 
 // DataActorHandle: the data loader (see data_actor.h).
 using DataActorHandle = caf::typed_actor<caf::reacts_to<ProduceMicroBatches>>;

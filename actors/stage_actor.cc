@@ -886,6 +886,22 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
         ReplyStep(self);  // --overlap-param-gather: the next op waits for the gather
         if (st.gather_pending) OnGatherDone(self);
       },
+      [=](ReplaceProgram& r) {
+        auto& st = self->state;
+        ProgramReplaced reply{st.cfg.rank, true, ""};
+        if (st.active || st.gather_pending || !st.running.empty() || !r.program ||
+            static_cast<int>(r.optimizers.size()) != r.program->num_chunks() ||
+            static_cast<int>(r.buckets.size()) != r.program->num_chunks()) {
+          reply.ok = false;
+          reply.error = "a new program arrived mid-iteration or without one optimizer and "
+                        "bucket set per chunk";
+        } else {
+          st.cfg.program = std::move(r.program);
+          st.cfg.optimizers = std::move(r.optimizers);
+          st.cfg.buckets = std::move(r.buckets);
+        }
+        self->send(st.cfg.coordinator, std::move(reply));
+      },
       [=](SaveCheckpointShard& save) {
         auto& st = self->state;
         if (st.gather_pending) {

@@ -465,6 +465,15 @@ constexpr FlagSpec kMxmaca[] = {
     Ours(V("--inject-stage-slowdown", kStr, "None", kImpl,
            "STAGE:FACTOR[:FROM_ITER]: every op of pipeline stage STAGE takes FACTOR times "
            "as long from iteration FROM_ITER on (tests and benchmarks)")),
+    Ours(V("--rebalance-threshold", kFloat, "None", kImpl,
+           "move a layer from the slowest pipeline stage to its less busy neighbour when "
+           "its busy time exceeds the mean by this fraction for --rebalance-window "
+           "iterations (one model chunk per stage, no distributed optimizer)")),
+    Ours(V("--rebalance-window", kInt, "3", kImpl,
+           "iterations in a row over --rebalance-threshold before a layer moves")),
+    Ours(V("--force-layer-move", kStr, "None", kImpl,
+           "ITER:FROM:TO: after iteration ITER move the boundary layer from pipeline stage "
+           "FROM to its neighbour TO (tests)")),
     Ours(V("--pipeline-channel-slots", kInt, "None", kImpl,
            "cap on activation/gradient payloads in flight per pipeline channel (never "
            "below what the schedule needs to progress); default: what the schedule can "

@@ -294,6 +294,9 @@ const absl::flat_hash_map<std::string, Binding>& Bindings() {
       MXMACA_BIND(dynamic_pipeline),
       MXMACA_BIND(max_stashed_microbatches),
       MXMACA_BIND(inject_stage_slowdown),
+      MXMACA_BIND(rebalance_threshold),
+      MXMACA_BIND(rebalance_window),
+      MXMACA_BIND(force_layer_move),
       MXMACA_BIND(ddp_bucket_size),
   };
   return *bindings;

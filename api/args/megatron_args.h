@@ -216,6 +216,10 @@ struct MegatronArgs {
   bool dynamic_pipeline = false;
   std::optional<int64_t> max_stashed_microbatches;
   std::optional<std::string> inject_stage_slowdown;
+  // --rebalance-threshold X, --rebalance-window K, --force-layer-move ITER:FROM:TO.
+  std::optional<double> rebalance_threshold;
+  int64_t rebalance_window = 3;
+  std::optional<std::string> force_layer_move;
   // --ddp-bucket-size N (elements per data-parallel gradient bucket; None = Megatron's
   // max(40M, 1M x dp)).
   std::optional<int64_t> ddp_bucket_size;

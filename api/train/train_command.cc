@@ -28,6 +28,7 @@
 #include "api/train/checkpoint_args.h"
 #include "api/train/gemm_peak.h"
 #include "api/train/parallel_setup.h"
+#include "api/train/rebalance.h"
 #include "api/train/stage_ranks.h"
 #include "api/train/train_setup.h"
 #include "base/status_macros.h"
@@ -77,7 +78,8 @@ constexpr const char* kHonouredDests[] = {
     "softmax_over_padded_vocab",
     // Pipeline and data parallelism (in-process ranks).
     "world_size", "pipeline_schedule", "pipeline_channel_slots", "dynamic_pipeline",
-    "max_stashed_microbatches", "inject_stage_slowdown", "ddp_bucket_size", "distributed_timeout_minutes",
+    "max_stashed_microbatches", "inject_stage_slowdown", "rebalance_threshold",
+    "rebalance_window", "force_layer_move", "ddp_bucket_size", "distributed_timeout_minutes",
     "num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank",
     "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
@@ -412,6 +414,54 @@ absl::StatusOr<actors::TrainingSummary> Train(
   cc->train_schedule = parallel.train_schedule;
   cc->eval_schedule = parallel.eval_schedule;
   cc->dynamic_pipeline = args.dynamic_pipeline;
+  if (args.rebalance_threshold || args.force_layer_move) {
+    RebalancePolicy policy;
+    policy.threshold = args.rebalance_threshold.value_or(0.0);
+    policy.window = static_cast<int32_t>(args.rebalance_window);
+    if (policy.threshold < 0 || policy.window < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rebalance-threshold ", policy.threshold, " / --rebalance-window ", policy.window,
+          ": expected a threshold >= 0 and a window >= 1"));
+    }
+    if (args.force_layer_move) {
+      MXMACA_RETURN_IF_ERROR(
+          ParseForcedMove(*args.force_layer_move, parallel.pipeline_size, &policy));
+    }
+    if (parallel.virtual_size != 1 || args.use_distributed_optimizer) {
+      return absl::UnimplementedError(
+          "--rebalance-threshold / --force-layer-move need one model chunk per pipeline stage "
+          "and no --use-distributed-optimizer");
+    }
+    struct RebalanceState {
+      Rebalancer rebalancer;
+      layers::PipelinePlacement placement;
+      std::vector<StageRank> ranks;
+    };
+    auto rb = std::make_shared<RebalanceState>(
+        RebalanceState{Rebalancer(policy), parallel.placement, ranks});
+    cc->rebalance = [rb, model, rank_options](int64_t iteration,
+                                              const std::vector<double>& stage_busy)
+        -> absl::StatusOr<std::optional<actors::CoordinatorConfig::RebalanceResult>> {
+      std::string why;
+      std::optional<LayerMove> move = rb->rebalancer.Decide(iteration, stage_busy,
+                                                            rb->placement, &why);
+      if (!move) return std::nullopt;
+      MXMACA_ASSIGN_OR_RETURN(layers::PipelinePlacement placement, ApplyMove(rb->placement, *move));
+      MXMACA_ASSIGN_OR_RETURN(std::vector<StageRank> fresh,
+                              RebuildRanks(model, placement, rank_options, rb->ranks));
+      actors::CoordinatorConfig::RebalanceResult result;
+      for (const StageRank& r : fresh) {
+        result.programs.push_back(actors::ReplaceProgram{r.program, r.optimizers, r.buckets});
+      }
+      result.log = absl::StrCat(" rebalance after iteration ", iteration, ": ", why,
+                                "; one layer moves from stage ", move->from, " to stage ",
+                                move->to, "; layout now --pipeline-model-parallel-layout ",
+                                placement.ToLayoutString());
+      rb->placement = std::move(placement);
+      rb->ranks = std::move(fresh);
+      return result;
+    };
+  }
   if (args.max_stashed_microbatches) {
     if (*args.max_stashed_microbatches < 1) {
       return absl::InvalidArgumentError(absl::StrCat(

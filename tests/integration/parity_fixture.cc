@@ -49,7 +49,7 @@ Run ParityCorpus::Train(const std::string& label, std::vector<std::string> args,
   INFO(s->error);
   REQUIRE(s->ok);
   REQUIRE(s->train_losses.size() == static_cast<size_t>(iterations));
-  Run run{label, *s, {}};
+  Run run{label, *s, {}, log};
   auto reader = actors::checkpoint::CheckpointReader::Open(save);
   REQUIRE(reader.ok());
   for (const std::string& name : reader->TensorNames()) {

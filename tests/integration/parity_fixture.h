@@ -20,6 +20,7 @@ struct Run {
   std::string label;
   actors::TrainingSummary summary;
   Weights weights;
+  std::string log;  // the run's printed lines
 };
 
 // ParityCorpus: a tiny corpus (tiny_corpus.h) in a fresh temporary directory and a fresh
