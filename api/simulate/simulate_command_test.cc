@@ -1,0 +1,190 @@
+// api/simulate/simulate_command_test.cc: `mxmaca simulate` end to end — a GPT-3 175B-like
+// run on 1,024 H100s gives finite, plausible numbers quickly; one row of Megatron-LM's
+// published table compared (error printed, generous bound justified below); step-model
+// invariants on hand-computable cases; flag errors.
+#include "api/simulate/simulate_command.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+namespace mxmaca::api {
+namespace {
+
+std::vector<std::string> Split(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> out;
+  std::string w;
+  while (in >> w) out.push_back(w);
+  return out;
+}
+
+// GPT-3 175B (Brown et al. 2020, Table 2.1: 96 layers, d_model 12288, 96 heads, 2048
+// context) on 1,024 GPUs as TP 8 x PP 8 x DP 16, interleaved-free 1F1B.
+const char* kGpt3Flags =
+    "--num-layers 96 --hidden-size 12288 --num-attention-heads 96 --seq-length 2048 "
+    "--max-position-embeddings 2048 --micro-batch-size 1 --global-batch-size 1536 "
+    "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 8 --sequence-parallel "
+    "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --bf16 "
+    "--recompute-activations --world-size 1024 --cluster h100-sxm";
+
+TEST_CASE("GPT-3 175B on 1,024 H100s: finite, plausible, fast", "[simulate]") {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto job = PrepareSimulation(Split(kGpt3Flags));
+  REQUIRE(job.ok());
+  auto r = SimulateStep(job->inputs);
+  REQUIRE(r.ok());
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("%s", FormatReport(*job, *r).c_str());
+  std::printf("simulated in %.3f s\n", wall);
+  CHECK(wall < 10);
+  CHECK(r->world_size == 1024);
+  CHECK(std::isfinite(r->step_seconds));
+  // Plausibility bounds (not targets): published H100 runs of GPT-3 175B report 35-55%
+  // MFU; a roofline model with 0.7 GEMM efficiency cannot exceed 70% and a sane layout
+  // should not fall below 20%.
+  CHECK(r->mfu > 0.2);
+  CHECK(r->mfu < 0.7);
+  // 1F1B bubble (p - 1) / (m + p - 1) = 7 / 103 = 6.8% for equal stages; the embedding
+  // and loss head make the ends slower, so a bit more, never less than half of it.
+  CHECK(r->bubble_fraction > 0.5 * 7.0 / 103.0);
+  CHECK(r->bubble_fraction < 0.3);
+  // Memory: 175B / (8 x 8) = 2.7B params per rank x (6 + 12 / 16) bytes = 18 GB plus
+  // activations; must fit in 80 GiB and exceed the weight state alone.
+  CHECK(r->peak_memory_bytes / std::pow(2.0, 30) > 15);
+  CHECK(r->peak_memory_bytes / std::pow(2.0, 30) < 80);
+  // Tokens/s x step = tokens per step.
+  CHECK(r->tokens_per_second * r->step_seconds == Approx(1536.0 * 2048));
+}
+
+// Megatron-LM, Narayanan et al. 2021 ("Efficient Large-Scale Language Model Training on
+// GPU Clusters Using Megatron-LM", arXiv 2104.04473), Table 1 (also the Megatron-LM
+// README's scaling table): the 76.1B model — 80 heads, hidden 10240, 60 layers, TP 8,
+// PP 4, 1,024 A100 80GB (Selene), batch 1792, V 51,200, s 2048 — reached 140 TFLOP/s
+// per GPU. The paper counts FLOPs with its eq. 3, which includes full activation
+// recomputation: 96 B s l h^2 (1 + s / (6h) + V / (16 l h)). We turn that into the
+// measured step time and compare step times (FLOPs conventions differ; time does not).
+// Not stated in the table and assumed here: micro-batch 1, full recomputation (as eq. 3
+// says), no sequence parallelism and no distributed optimizer (neither existed then),
+// plain 1F1B. Bound: 35% on the step time. Justification: the roofline uses one GEMM
+// efficiency for every shape and ignores kernel launch gaps, the data loader and
+// logging, and the paper's schedule details are not all known; a 35% miss would still
+// say the model is the right order, while a units or formula bug (2x, 8x) would fail.
+TEST_CASE("Megatron-LM 2021 Table 1, 76.1B on 1,024 A100s", "[simulate][validation]") {
+  auto job = PrepareSimulation(Split(
+      "--num-layers 60 --hidden-size 10240 --num-attention-heads 80 --seq-length 2048 "
+      "--max-position-embeddings 2048 --micro-batch-size 1 --global-batch-size 1792 "
+      "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 --bf16 "
+      "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 "
+      "--tokenizer-type NullTokenizer --vocab-size 51199 --make-vocab-size-divisible-by 128 "
+      "--world-size 1024 --cluster a100-sxm-80gb"));
+  REQUIRE(job.ok());
+  CHECK(job->inputs.model.padded_vocab_size == 51200);
+  auto r = SimulateStep(job->inputs);
+  REQUIRE(r.ok());
+  std::printf("%s", FormatReport(*job, *r).c_str());
+  const double B = 1792, s = 2048, l = 60, h = 10240, V = 51200;
+  const double paper_flops = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+  const double paper_step = paper_flops / (140e12 * 1024);
+  const double error = (r->step_seconds - paper_step) / paper_step;
+  std::printf(
+      "validation: Megatron-LM 2021 Table 1 76.1B/1024 A100: published step %.2f s (140 "
+      "TFLOP/s/GPU by eq. 3), simulated %.2f s, error %+.1f%%; simulated eq.-3 TFLOP/s per "
+      "GPU %.1f\n",
+      paper_step, r->step_seconds, 100 * error, paper_flops / r->step_seconds / 1024 / 1e12);
+  CHECK(std::abs(error) < 0.35);
+}
+
+TEST_CASE("step model invariants on a small layout", "[simulate]") {
+  const std::string base =
+      "--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
+      "--max-position-embeddings 1024 --micro-batch-size 2 --global-batch-size 64 "
+      "--cluster h100-sxm ";
+  auto one = PrepareSimulation(Split(base + "--world-size 1"));
+  REQUIRE(one.ok());
+  auto r1 = SimulateStep(one->inputs);
+  REQUIRE(r1.ok());
+  // One GPU: no bubble, no communication, step = m (F + B + W) + optimizer.
+  CHECK(r1->bubble_fraction == Approx(0).margin(1e-12));
+  CHECK(r1->exposed_comm_seconds == 0);
+  const StageResult& st = r1->stages[0];
+  CHECK(r1->step_seconds ==
+        Approx(32 * (st.op[0].total() + st.op[1].total() + st.op[2].total()) + st.optimizer)
+            .epsilon(1e-9));
+  // W is the linears' weight gradients: same GEMM FLOPs as F minus core attention.
+  CHECK(st.op[2].gemm < st.op[0].gemm);
+  CHECK(st.op[1].gemm > st.op[0].gemm);
+
+  // Doubling DP (world 2) halves micro-batches per replica; the step gets shorter but
+  // adds an all-reduce of the fp32 gradients over NVLink.
+  auto two = PrepareSimulation(Split(base + "--world-size 2"));
+  REQUIRE(two.ok());
+  auto r2 = SimulateStep(two->inputs);
+  REQUIRE(r2.ok());
+  CHECK(r2->step_seconds < r1->step_seconds);
+  CHECK(r2->stages[0].dp_grad_sync > 0);
+  // all-reduce of P x 4 bytes over 2 ranks on 450 GB/s x 0.8: 2 (1/2) 4P / 360e9 + 2 us,
+  // or the tree's 2 x 4P / 360e9 + 2 us, whichever is smaller (the ring).
+  const double P = static_cast<double>(r2->stages[0].parameters);
+  CHECK(r2->stages[0].dp_grad_sync == Approx(4 * P / 360e9 + 2 * 2e-6).epsilon(1e-9));
+
+  // Pipeline of 4 with 1F1B: a bubble appears and per-stage memory stashes p - s
+  // micro-batches.
+  auto pp = PrepareSimulation(Split(base + "--world-size 4 --pipeline-model-parallel-size 4"));
+  REQUIRE(pp.ok());
+  auto r4 = SimulateStep(pp->inputs);
+  REQUIRE(r4.ok());
+  CHECK(r4->bubble_fraction > 0);
+  CHECK(r4->stages[0].stashed_microbatches == 4);
+  CHECK(r4->stages[3].stashed_microbatches == 1);
+}
+
+TEST_CASE("trace file has one track per stage and F/B/W spans", "[simulate]") {
+  auto job = PrepareSimulation(Split(
+      "--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
+      "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 16 "
+      "--world-size 4 --pipeline-model-parallel-size 4 --pipeline-schedule zb-h1 "
+      "--cluster b200"));
+  REQUIRE(job.ok());
+  auto r = SimulateStep(job->inputs);
+  REQUIRE(r.ok());
+  const std::string path = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR")
+                                                                   : "/tmp") +
+                           "/sim_trace.json";
+  REQUIRE(WriteSimulatedTrace(*job, *r, path).ok());
+  std::ifstream in(path);
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  int spans = 0, names = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "X" && e["cat"] == "compute") ++spans;
+    if (e["ph"] == "M") ++names;
+  }
+  CHECK(spans == 4 * 16 * 3);  // p stages x m micro-batches x {F, B, W}
+  CHECK(names >= 4);
+}
+
+TEST_CASE("simulate flag errors", "[simulate]") {
+  const std::string model =
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+      "--max-position-embeddings 32 --micro-batch-size 1 ";
+  auto no_cluster = PrepareSimulation(Split(model + "--world-size 1"));
+  REQUIRE_FALSE(no_cluster.ok());
+  CHECK(std::string(no_cluster.status().message()).find("--cluster") != std::string::npos);
+  auto no_world = PrepareSimulation(Split(model + "--cluster h100-sxm"));
+  REQUIRE_FALSE(no_world.ok());
+  CHECK(std::string(no_world.status().message()).find("--world-size") != std::string::npos);
+  auto bad_cluster = PrepareSimulation(Split(model + "--world-size 1 --cluster /no/such/file"));
+  REQUIRE_FALSE(bad_cluster.ok());
+  CHECK(std::string(bad_cluster.status().message()).find("/no/such/file") != std::string::npos);
+  auto moe = PrepareSimulation(Split(model + "--world-size 1 --cluster b200 --num-experts 8"));
+  REQUIRE_FALSE(moe.ok());
+}
+
+}  // namespace
+}  // namespace mxmaca::api

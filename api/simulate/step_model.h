@@ -1,0 +1,100 @@
+// api/simulate/step_model.h: the cost model of one training step of a dense GPT on a
+// cluster — op times by roofline, TP/CP/PP/DP communication by the alpha-beta model
+// (scheduler/collective_cost.h), the pipeline replayed by scheduler::SimulateSchedule, the
+// optimizer step and memory per rank. The model and its assumptions: docs/SIMULATOR.md.
+//
+// Shape legend (Megatron's names): b = micro-batch size, s = sequence length, h = hidden,
+// a = attention heads, g = query groups, d = head dim (kv_channels), f = ffn hidden
+// (f1 = 2f with SwiGLU), V = padded vocabulary, t = TP, c = CP, dp = DP, p = PP, v = model
+// chunks per pipeline rank, m = micro-batches per step. T = b s / c tokens per rank and
+// micro-batch. Activations bf16 (2 bytes), gradients reduced in fp32 (Megatron turns on
+// --accumulate-allreduce-grads-in-fp32 with --bf16), Adam state fp32.
+#ifndef MXMACA_API_SIMULATE_STEP_MODEL_H_
+#define MXMACA_API_SIMULATE_STEP_MODEL_H_
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "layers/gpt_config.h"
+#include "layers/pipeline_placement.h"
+#include "scheduler/cluster.h"
+#include "scheduler/pipeline_schedule.h"
+#include "scheduler/schedule_simulator.h"
+
+namespace mxmaca::api {
+
+// StepModelInputs: what the cost model needs (from the training flags and the cluster).
+struct StepModelInputs {
+  layers::GptConfig model;               // model shape and recomputation settings
+  layers::PipelinePlacement placement;   // layers on (pipeline rank, chunk)
+  scheduler::PipelineSchedule schedule;  // the training schedule (BuildSchedule)
+  int64_t micro_batch_size = 1;          // b
+  int64_t global_batch_size = 1;         // samples per step
+  int64_t tensor_parallel_size = 1;      // t
+  int64_t context_parallel_size = 1;     // c
+  int64_t data_parallel_size = 1;        // dp
+  bool sequence_parallel = false;
+  bool distributed_optimizer = false;    // --use-distributed-optimizer
+  bool overlap_grad_reduce = false;      // --overlap-grad-reduce
+  bool overlap_param_gather = false;     // --overlap-param-gather
+  scheduler::ClusterSpec cluster;
+};
+
+// OpTime: the parts of one op (F, B or W of one micro-batch on one model chunk), seconds.
+struct OpTime {
+  double gemm = 0;     // tensor-core work: FLOPs / (peak x gemm_efficiency)
+  double memory = 0;   // memory-bound kernels: bytes / (HBM x hbm_efficiency)
+  double tp_comm = 0;  // TP (and SP) collectives inside the op, not overlapped
+  double cp_comm = 0;  // CP all-gather of K, V (F) / reduce-scatter of dK, dV (B)
+  double total() const { return gemm + memory + tp_comm + cp_comm; }
+};
+
+// StageResult: one pipeline rank.
+struct StageResult {
+  std::array<OpTime, 3> op;            // F, B, W per (micro-batch, chunk), mean over chunks
+  int64_t parameters = 0;              // parameters on this rank (its TP shard, all chunks)
+  double pipeline_finish = 0;          // end of the rank's last op, s
+  double dp_grad_sync = 0;             // reduce-scatter (dist. opt.) or all-reduce, s
+  double dp_grad_exposed = 0;          // the part not hidden behind the last backward
+  double param_gather = 0;             // all-gather of bf16 params (dist. opt.), s
+  double param_gather_exposed = 0;
+  double optimizer = 0;                // Adam step, s
+  double step_end = 0;                 // pipeline_finish + exposed comm + optimizer
+  // Memory, bytes.
+  int64_t stashed_microbatches = 0;    // PeakStashedMicrobatches (micro-batch, chunk) pairs
+  double param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;
+  double activation_bytes = 0;         // stash at the peak (largest chunk's stash each)
+  double transient_bytes = 0;          // a recomputed group's activations during B
+  double total_bytes() const {
+    return param_bytes + grad_bytes + optimizer_bytes + activation_bytes + transient_bytes;
+  }
+};
+
+// StepResult: the whole step.
+struct StepResult {
+  scheduler::ScheduleTiming timing;  // the pipeline replay, seconds
+  double p2p_seconds = 0;            // one activation / gradient hand-over between stages
+  std::vector<StageResult> stages;   // [p]
+  double step_seconds = 0;           // max over ranks of step_end
+  double tokens_per_second = 0;      // global batch x s / step
+  double model_flops = 0;            // Megatron's formula (layers/flops.h), per step
+  double tflops_per_gpu = 0;         // model_flops / step / world / 1e12
+  double mfu = 0;                    // tflops_per_gpu / peak
+  double bubble_fraction = 0;        // the replay's idle share of p x makespan
+  double exposed_comm_seconds = 0;   // on the slowest rank: TP + CP in ops + DP exposed
+  int64_t world_size = 0;
+  int32_t slowest_stage = 0;
+  int32_t peak_memory_stage = 0;
+  double peak_memory_bytes = 0;
+};
+
+// SimulateStep: runs the model. Errors: InvalidArgument for sizes the model cannot use
+// (non-positive sizes, T not divisible by t with SP, a schedule whose p differs from the
+// placement's), and SimulateSchedule's.
+absl::StatusOr<StepResult> SimulateStep(const StepModelInputs& in);
+
+}  // namespace mxmaca::api
+
+#endif  // MXMACA_API_SIMULATE_STEP_MODEL_H_
