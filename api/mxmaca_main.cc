@@ -11,6 +11,7 @@
 #include "api/launch/launch_command.h"
 #include "api/inspect/inspect_data_command.h"
 #include "api/preprocess/preprocess_command.h"
+#include "api/simulate/simulate_command.h"
 #include "base/status_macros.h"
 #include "mxmaca/runtime.h"
 
@@ -25,6 +26,7 @@ constexpr char kUsage[] =
     "  inspect-data   show the documents, samples and epochs training will read\n"
     "  generate       sample text from a checkpoint (--load DIR --prompt TEXT)\n"
     "  launch         start N local processes (torchrun variables) running a subcommand\n"
+    "  simulate       cost-model a training step on a cluster (train flags + --cluster --world-size)\n"
     "\n"
     "docs/FLAGS.md lists every Megatron flag and what MXMACA does with it.\n";
 
@@ -55,6 +57,8 @@ int main(int argc, char** argv) {
     status = mxmaca::api::RunInspectData(args);
   } else if (command == "generate") {
     status = mxmaca::api::RunGenerate(args);
+  } else if (command == "simulate") {
+    status = mxmaca::api::RunSimulate(args);
   } else {
     std::fprintf(stderr, "mxmaca: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;
