@@ -242,8 +242,7 @@ absl::StatusOr<StepResult> SimulateStep(const StepModelInputs& in) {
       // Parameters of the TP shard: the stage's count / t (norms are replicated; their
       // share is negligible).
       st.parameters += layers::CountStageParameters(m, layout) / in.tensor_parallel_size;
-      stash[static_cast<size_t>(s)] =
-          std::max(stash[static_cast<size_t>(s)], ChunkStashBytes(x, m, layout));
+      stash[static_cast<size_t>(s)] += ChunkStashBytes(x, m, layout) / static_cast<double>(v);
       transient[static_cast<size_t>(s)] = std::max(
           transient[static_cast<size_t>(s)], RecomputeTransientBytes(x, m, layout.num_layers()));
     }

@@ -65,7 +65,9 @@ struct StageResult {
   // Memory, bytes.
   int64_t stashed_microbatches = 0;    // PeakStashedMicrobatches (micro-batch, chunk) pairs
   double param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;
-  double activation_bytes = 0;         // stash at the peak (largest chunk's stash each)
+  // stash at the peak: stashed_microbatches x the mean stash of the rank's chunks
+  // (exact for v = 1; with v > 1 the chunks' stashes differ only by embedding / loss head)
+  double activation_bytes = 0;
   double transient_bytes = 0;          // a recomputed group's activations during B
   double total_bytes() const {
     return param_bytes + grad_bytes + optimizer_bytes + activation_bytes + transient_bytes;
