@@ -145,6 +145,53 @@ TEST_CASE("step model invariants on a small layout", "[simulate]") {
   CHECK(r4->stages[3].stashed_microbatches == 1);
 }
 
+TEST_CASE("GEMM work of a step equals Megatron's FLOPs formula", "[simulate]") {
+  // Without recomputation, the GEMM FLOPs the model times (F + B + W of every micro-batch,
+  // chunk and rank) must add up to layers/flops.h's count for the global batch: an
+  // independent check of the per-layer formulas (shard sizes, causal attention, SwiGLU,
+  // GQA, logits). Layout TP 2 x PP 2 (interleaved, v 2) x DP 2, s 512.
+  auto job = PrepareSimulation(Split(
+      "--num-layers 8 --hidden-size 768 --num-attention-heads 12 --group-query-attention "
+      "--num-query-groups 4 --swiglu --ffn-hidden-size 2048 --seq-length 512 "
+      "--max-position-embeddings 512 --micro-batch-size 2 --global-batch-size 32 "
+      "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
+      "--num-layers-per-virtual-pipeline-stage 2 --world-size 8 --cluster h100-sxm"));
+  REQUIRE(job.ok());
+  auto r = SimulateStep(job->inputs);
+  REQUIRE(r.ok());
+  REQUIRE(job->inputs.schedule.num_chunks == 2);
+  const double flops_per_s = 989e12 * 0.7;
+  const double ops = job->inputs.schedule.num_microbatches * 2.0;  // m x v per rank
+  double flops = 0;
+  for (const StageResult& st : r->stages) {
+    for (int k = 0; k < 3; ++k) flops += st.op[k].gemm * flops_per_s * ops;
+  }
+  flops *= 2 /* TP ranks */ * 2 /* DP replicas */;
+  // Tolerance: relative 1e-9 (sums of a few hundred doubles).
+  CHECK(flops == Approx(r->model_flops).epsilon(1e-9));
+}
+
+TEST_CASE("recomputation trades B time for activation memory", "[simulate]") {
+  const std::string base =
+      "--num-layers 16 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 "
+      "--max-position-embeddings 2048 --micro-batch-size 1 --global-batch-size 32 "
+      "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 4 --world-size 8 "
+      "--cluster h100-sxm ";
+  auto none = SimulateStep(PrepareSimulation(Split(base))->inputs);
+  auto full = SimulateStep(
+      PrepareSimulation(Split(base + "--recompute-granularity full --recompute-method uniform "
+                                     "--recompute-num-layers 1"))
+          ->inputs);
+  REQUIRE(none.ok());
+  REQUIRE(full.ok());
+  const StageResult &a = none->stages[1], &b = full->stages[1];  // a middle stage: layers only
+  // Full recomputation reruns F inside B: B grows by exactly F.
+  CHECK(b.op[1].total() == Approx(a.op[1].total() + a.op[0].total()).epsilon(1e-12));
+  CHECK(b.op[0].total() == Approx(a.op[0].total()).epsilon(1e-12));
+  CHECK(b.activation_bytes < a.activation_bytes / 5);
+  CHECK(full->step_seconds > none->step_seconds);
+}
+
 TEST_CASE("trace file has one track per stage and F/B/W spans", "[simulate]") {
   auto job = PrepareSimulation(Split(
       "--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
