@@ -93,7 +93,10 @@ absl::StatusOr<SimulateJob> PrepareSimulation(const std::vector<std::string>& ar
   if (in.sequence_parallel && in.tensor_parallel_size > 1 &&
       (in.micro_batch_size * in.model.seq_length / in.context_parallel_size) %
               in.tensor_parallel_size != 0) {
-    return absl::InvalidArgumentError("--sequence-parallel: tokens per micro-batch not divisible by TP");
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sequence-parallel: micro-batch tokens b s / c = ",
+        in.micro_batch_size * in.model.seq_length / in.context_parallel_size,
+        " are not divisible by --tensor-model-parallel-size ", in.tensor_parallel_size));
   }
   const int64_t per_step = in.micro_batch_size * in.data_parallel_size;
   if (in.global_batch_size % per_step != 0) {
@@ -161,7 +164,6 @@ std::string FormatReport(const SimulateJob& job, const StepResult& r) {
                         "exposed comm      %.4f s on stage %d (TP/CP inside ops + DP not "
                         "overlapped); p2p hand-over %.1f us\n",
                         r.exposed_comm_seconds, r.slowest_stage, 1e6 * r.p2p_seconds);
-  const StageResult& pk = r.stages[static_cast<size_t>(r.peak_memory_stage)];
   absl::StrAppendFormat(&out, "peak memory       %.2f GiB on stage %d of %g GiB HBM%s\n",
                         GiB(r.peak_memory_bytes), r.peak_memory_stage, c.gpu.hbm_gib,
                         GiB(r.peak_memory_bytes) > c.gpu.hbm_gib ? "  ** DOES NOT FIT **" : "");
@@ -182,7 +184,6 @@ std::string FormatReport(const SimulateJob& job, const StepResult& r) {
         GiB(st.activation_bytes), st.stashed_microbatches, GiB(st.transient_bytes),
         GiB(st.total_bytes()));
   }
-  (void)pk;
   return out;
 }
 
