@@ -79,7 +79,8 @@ double TpExchange(const Ctx& x) {
 // Memory-bound, bf16, forward: 2 norms (read + write Tn h each), 2 bias-dropout-adds
 // (read 2, write 1, mask 1 byte per element), the activation (read T f1 / t, write
 // T f / t); backward twice that. TP: 2 exchanges in F and 2 in B (Megatron's f/g
-// operators); CP: all-gather of K and V in F, reduce-scatter of their gradients in B.
+// operators); CP: all-gather of K and V in F, reduce-scatter of their gradients in B,
+// exposed only beyond core attention's compute (ring attention overlaps them).
 std::array<OpTime, 3> LayerOps(const Ctx& x) {
   const double linear = 2 * x.T * x.h * (x.a + 2 * x.g) * x.d / x.t +
                         2 * x.T * x.a * x.d * x.h / x.t + 2 * x.T * x.h * x.f1 / x.t +
@@ -97,8 +98,13 @@ std::array<OpTime, 3> LayerOps(const Ctx& x) {
   op[0].tp_comm = op[1].tp_comm = 2 * TpExchange(x);
   if (x.cp > 1) {
     const double kv_bytes = 2 * x.b * x.s * (x.g / x.t) * x.d * kBf16;  // whole sequence
-    op[0].cp_comm = scheduler::AllGatherSeconds(kv_bytes, x.cp, x.cp_link);
-    op[1].cp_comm = scheduler::ReduceScatterSeconds(kv_bytes, x.cp, x.cp_link);
+    // Ring attention passes K/V chunks while it computes on the previous ones: only the
+    // part longer than core attention's compute is exposed.
+    const double attention_forward = attention / x.flops_per_s;
+    op[0].cp_comm = std::max(
+        0.0, scheduler::AllGatherSeconds(kv_bytes, x.cp, x.cp_link) - attention_forward);
+    op[1].cp_comm = std::max(
+        0.0, scheduler::ReduceScatterSeconds(kv_bytes, x.cp, x.cp_link) - 2 * attention_forward);
   }
   return op;
 }

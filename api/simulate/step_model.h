@@ -47,7 +47,7 @@ struct OpTime {
   double gemm = 0;     // tensor-core work: FLOPs / (peak x gemm_efficiency)
   double memory = 0;   // memory-bound kernels: bytes / (HBM x hbm_efficiency)
   double tp_comm = 0;  // TP (and SP) collectives inside the op, not overlapped
-  double cp_comm = 0;  // CP all-gather of K, V (F) / reduce-scatter of dK, dV (B)
+  double cp_comm = 0;  // CP K, V all-gather (F) / dK, dV reduce-scatter (B): exposed part
   double total() const { return gemm + memory + tp_comm + cp_comm; }
 };
 
