@@ -50,12 +50,20 @@ std::optional<LayerMove> Rebalancer::Decide(int64_t iteration,
   }
   if (++over_ < policy_.window) return std::nullopt;
   over_ = 0;
-  if (placement.layouts[slow][0].num_layers() <= 1) return std::nullopt;
+  const int64_t n_from = placement.layouts[slow][0].num_layers();
+  if (n_from <= 1) return std::nullopt;
   int32_t to = -1;
   for (int32_t n : {slow - 1, slow + 1}) {
     if (n < 0 || n >= p) continue;
     if (to < 0 || stage_busy[n] < stage_busy[to]) to = n;
   }
+  // Move only if it is predicted to help: with per-layer times busy / layers on each
+  // stage, the slower of the two afterwards must beat the slow stage now (this keeps a
+  // balanced pair from trading a layer back and forth on noise).
+  const int64_t n_to = std::max<int64_t>(1, placement.layouts[to][0].num_layers());
+  const double from_after = stage_busy[slow] * static_cast<double>(n_from - 1) / n_from;
+  const double to_after = stage_busy[to] * static_cast<double>(n_to + 1) / n_to;
+  if (std::max(from_after, to_after) >= stage_busy[slow]) return std::nullopt;
   *why = absl::StrFormat(
       "stage %d busy %.1f ms vs mean %.1f ms (> %.0f%% over for %d iterations)", slow,
       stage_busy[slow] * 1e3, mean * 1e3, policy_.threshold * 100, policy_.window);

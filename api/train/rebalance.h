@@ -6,7 +6,9 @@
 // slowest stage's busy time exceeds the mean by more than `threshold` (relative) for
 // `window` iterations in a row, one layer moves from that stage to its less busy
 // neighbour (the layer at the shared boundary, so every stage keeps a contiguous range and
-// at least one layer). A forced move (--force-layer-move ITER:FROM:TO) does the same at a
+// at least one layer) — if the move is predicted to lower the slower of the two stages
+// (per-layer time = a stage's busy time / its layers), so a balanced pair does not trade
+// a layer back and forth. A forced move (--force-layer-move ITER:FROM:TO) does the same at a
 // given iteration, for tests.
 //
 // Mechanism: the new placement's ranks are built (api/train/stage_ranks.h) and every
