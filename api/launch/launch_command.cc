@@ -229,6 +229,16 @@ int RunLaunched(const LaunchArgs& args, const std::string& program) {
 }
 
 int RunLaunch(const std::vector<std::string>& args) {
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    std::fputs(
+        "usage: mxmaca launch --nproc-per-node N [--nnodes M --node-rank R --master-addr HOST "
+        "--master-port PORT] -- <mxmaca subcommand and its flags>\n"
+        "Starts N processes of this binary on this node with torchrun's variables (RANK, "
+        "WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), forwards SIGINT/SIGTERM, and "
+        "exits with the first failing child's code after stopping the others.\n",
+        stdout);
+    return 0;
+  }
   auto parsed = ParseLaunchArgs(args);
   if (!parsed.ok()) {
     std::fprintf(stderr, "mxmaca launch: error: %s\n",
