@@ -251,56 +251,56 @@ absl::StatusOr<std::vector<PipelineRank>> BuildSyntheticRanks(const SyntheticJob
     }
   }
   for (const auto& [rank, failure] : o.failures) {
-    if (rank < 0 || rank >= p * dp) {
+    if (rank < 0 || rank >= p * dp * std::max(1, o.tensor_parallel_size)) {
       return absl::InvalidArgumentError(absl::StrCat("synthetic job: failure injected into rank ",
                                                      rank, " of ", p * dp));
     }
   }
   std::vector<PipelineRank> ranks;
-  for (int32_t s = 0; s < p; ++s) {
-    for (int32_t r = 0; r < dp; ++r) {
-      SyntheticStageOptions so;
-      so.placement = o.schedule == scheduler::ScheduleKind::kZeroBubbleV
-                         ? scheduler::Placement::kVShape
-                         : scheduler::Placement::kInterleaved;
-      so.pipeline_rank = s;
-      so.pipeline_size = p;
-      so.data_parallel_size = dp;
-      so.chunks = o.op_seconds.empty() ? std::vector<SyntheticOpSeconds>(v, o.uniform)
-                                       : o.op_seconds[s];
-      so.micro_batch_size = o.micro_batch_size;
-      so.seq_length = o.seq_length;
-      so.hidden_size = o.hidden_size;
-      so.real_payload = o.real_payload;
-      so.loss_per_token = o.loss_per_token;
-      so.stash_bytes = o.stash_bytes;
-      so.parameters_per_chunk = o.parameters_per_chunk;
-      const int32_t rank = s * dp + r;
-      for (const auto& [at, failure] : o.failures) {
-        if (at == rank) so.failure = failure;
-      }
-      absl::StatusOr<std::unique_ptr<SyntheticStageProgram>> program =
-          SyntheticStageProgram::Create(so);
-      if (!program.ok()) return program.status();
-      PipelineRank pr;
-      pr.rank = rank;
-      pr.pipeline_rank = s;
-      pr.data_parallel_rank = r;
-      for (int c = 0; c < v; ++c) {
-        layers::ParameterStore& store = (*program)->parameters(c);
-        absl::StatusOr<layers::DataParallelBuckets> buckets =
-            layers::BuildDataParallelBuckets(store, dp, /*bucket_elements=*/0);
-        if (!buckets.ok()) return buckets.status();
-        std::vector<layers::OptimizerTensor> tensors =
-            o.distributed_optimizer ? layers::DistributedOptimizerTensors(store, *buckets, r)
-                                    : store.OptimizerTensors();
-        pr.optimizers.push_back(
-            std::make_shared<layers::AdamWOptimizer>(layers::AdamWOptions{}, std::move(tensors)));
-        pr.buckets.push_back(std::move(*buckets));
-      }
-      pr.program = std::move(*program);
-      ranks.push_back(std::move(pr));
+  const int32_t tp = std::max(1, o.tensor_parallel_size);
+  for (int32_t rank = 0; rank < p * dp * tp; ++rank) {
+    const int32_t s = rank / (dp * tp), r = (rank / tp) % dp, t = rank % tp;
+    SyntheticStageOptions so;
+    so.placement = o.schedule == scheduler::ScheduleKind::kZeroBubbleV
+                       ? scheduler::Placement::kVShape
+                       : scheduler::Placement::kInterleaved;
+    so.pipeline_rank = s;
+    so.pipeline_size = p;
+    so.data_parallel_size = dp;
+    so.chunks = o.op_seconds.empty() ? std::vector<SyntheticOpSeconds>(v, o.uniform)
+                                     : o.op_seconds[s];
+    so.micro_batch_size = o.micro_batch_size;
+    so.seq_length = o.seq_length;
+    so.hidden_size = o.hidden_size;
+    so.real_payload = o.real_payload;
+    so.loss_per_token = o.loss_per_token;
+    so.stash_bytes = o.stash_bytes;
+    so.parameters_per_chunk = o.parameters_per_chunk;
+    for (const auto& [at, failure] : o.failures) {
+      if (at == rank) so.failure = failure;
     }
+    absl::StatusOr<std::unique_ptr<SyntheticStageProgram>> program =
+        SyntheticStageProgram::Create(so);
+    if (!program.ok()) return program.status();
+    PipelineRank pr;
+    pr.rank = rank;
+    pr.pipeline_rank = s;
+    pr.data_parallel_rank = r;
+    pr.tensor_parallel_rank = t;
+    for (int c = 0; c < v; ++c) {
+      layers::ParameterStore& store = (*program)->parameters(c);
+      absl::StatusOr<layers::DataParallelBuckets> buckets =
+          layers::BuildDataParallelBuckets(store, dp, /*bucket_elements=*/0);
+      if (!buckets.ok()) return buckets.status();
+      std::vector<layers::OptimizerTensor> tensors =
+          o.distributed_optimizer ? layers::DistributedOptimizerTensors(store, *buckets, r)
+                                  : store.OptimizerTensors();
+      pr.optimizers.push_back(
+          std::make_shared<layers::AdamWOptimizer>(layers::AdamWOptions{}, std::move(tensors)));
+      pr.buckets.push_back(std::move(*buckets));
+    }
+    pr.program = std::move(*program);
+    ranks.push_back(std::move(pr));
   }
   return ranks;
 }
@@ -355,6 +355,7 @@ absl::StatusOr<TrainingSummary> RunSyntheticJob(const SyntheticJobOptions& o) {
   PipelineRuntimeOptions ro;
   ro.pipeline_size = o.pipeline_size;
   ro.data_parallel_size = o.data_parallel_size;
+  ro.tensor_parallel_size = std::max(1, o.tensor_parallel_size);
   ro.compute_threads =
       o.compute_threads > 0 ? o.compute_threads : o.pipeline_size * o.data_parallel_size;
   ro.distributed_optimizer = o.distributed_optimizer;

@@ -175,6 +175,9 @@ struct SyntheticJobOptions {
   scheduler::ScheduleKind schedule = scheduler::ScheduleKind::kOneFOneB;
   int32_t pipeline_size = 1;       // p
   int32_t data_parallel_size = 1;  // dp
+  // tp: TP ranks of a stage run the same synthetic program (no TP collectives: the
+  // control plane at scale — grid, groups, actors, messages — is what is exercised).
+  int32_t tensor_parallel_size = 1;
   int32_t num_chunks = 1;          // v (> 1 needs interleaved-1f1b)
   int32_t num_microbatches = 1;    // m per DP replica and iteration
   int64_t train_iters = 1;
