@@ -1,0 +1,326 @@
+// api/plan/plan_command.cc: see plan_command.h.
+#include "api/plan/plan_command.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "api/args/megatron_args.h"
+#include "api/simulate/simulate_command.h"
+#include "base/status_macros.h"
+
+namespace mxmaca::api {
+namespace {
+
+// Flags the planner chooses itself; giving one is an error that names it.
+constexpr const char* kLayoutFlags[] = {
+    "--tensor-model-parallel-size",
+    "--pipeline-model-parallel-size",
+    "--num-layers-per-virtual-pipeline-stage",
+    "--num-virtual-stages-per-pipeline-rank",
+    "--micro-batch-size",
+    "--recompute-activations",
+    "--recompute-granularity",
+    "--recompute-method",
+    "--recompute-num-layers",
+    "--pipeline-schedule",
+    "--sequence-parallel",
+    "--context-parallel-size",
+    "--use-distributed-optimizer",
+    "--overlap-grad-reduce",
+    "--overlap-param-gather",
+    "--decoder-first-pipeline-num-layers",
+    "--decoder-last-pipeline-num-layers",
+    "--pipeline-model-parallel-layout",
+    "--expert-model-parallel-size",
+    "--trace-file",
+};
+
+bool IsFlag(const std::string& arg, const std::string& name) {
+  return arg == name || absl::StartsWith(arg, name + "=");
+}
+
+// TakeValue: removes "--name VALUE" / "--name=VALUE" from argv; the last one wins.
+absl::StatusOr<std::optional<std::string>> TakeValue(std::vector<std::string>* argv,
+                                                     const std::string& name) {
+  std::optional<std::string> value;
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < argv->size(); ++i) {
+    const std::string& a = (*argv)[i];
+    if (a == name) {
+      if (i + 1 >= argv->size()) {
+        return absl::InvalidArgumentError(absl::StrCat("plan: ", name, " needs a value"));
+      }
+      value = (*argv)[++i];
+    } else if (absl::StartsWith(a, name + "=")) {
+      value = a.substr(name.size() + 1);
+    } else {
+      rest.push_back(a);
+    }
+  }
+  *argv = std::move(rest);
+  return value;
+}
+
+absl::StatusOr<int64_t> PositiveInt(const std::string& name, const std::string& value) {
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(value, &v) || v < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan: ", name, " '", value, "' is not a positive integer"));
+  }
+  return v;
+}
+
+double GiB(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
+
+std::string DescribeLayout(const Layout& l) {
+  return absl::StrFormat("TP %d PP %d VPP %d DP %d mbs %d recompute %s schedule %s", l.tp,
+                         l.pp, l.vpp, l.dp, l.mbs, RecomputeName(l.recompute), l.schedule);
+}
+
+}  // namespace
+
+const char* RecomputeName(Recompute r) {
+  switch (r) {
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
+  }
+  return "?";
+}
+
+std::vector<Layout> EnumerateLayouts(const ModelShape& shape, int64_t world_size,
+                                     int64_t global_batch_size) {
+  std::vector<Layout> out;
+  for (int64_t tp : {1, 2, 4, 8}) {
+    if (tp > shape.gpus_per_node || shape.num_attention_heads % tp != 0) continue;
+    for (int64_t pp = 1; pp <= 64; ++pp) {
+      if (shape.num_layers % pp != 0 || world_size % (tp * pp) != 0) continue;
+      const int64_t dp = world_size / (tp * pp);
+      for (int64_t vpp : {1, 2, 4}) {
+        if (vpp > 1 && pp == 1) continue;
+        if (shape.num_layers % (pp * vpp) != 0) continue;
+        for (int64_t mbs : {1, 2, 4}) {
+          if (global_batch_size % (mbs * dp) != 0) continue;
+          for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+            const std::vector<std::string> schedules =
+                vpp > 1 ? std::vector<std::string>{"interleaved-1f1b"}
+                        : std::vector<std::string>{"1f1b", "zb-h1"};
+            for (const std::string& schedule : schedules) {
+              out.push_back(Layout{tp, pp, vpp, dp, mbs, rc, schedule});
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> LayoutFlags(const Layout& l, int64_t num_layers) {
+  std::vector<std::string> f = {"--tensor-model-parallel-size", absl::StrCat(l.tp)};
+  if (l.tp > 1) f.push_back("--sequence-parallel");
+  f.insert(f.end(), {"--pipeline-model-parallel-size", absl::StrCat(l.pp)});
+  if (l.vpp > 1) {
+    f.insert(f.end(), {"--num-layers-per-virtual-pipeline-stage",
+                       absl::StrCat(num_layers / (l.pp * l.vpp))});
+  }
+  if (l.schedule == "zb-h1") f.insert(f.end(), {"--pipeline-schedule", "zb-h1"});
+  f.insert(f.end(), {"--micro-batch-size", absl::StrCat(l.mbs)});
+  if (l.recompute == Recompute::kSelective) f.push_back("--recompute-activations");
+  if (l.recompute == Recompute::kFull) {
+    f.insert(f.end(), {"--recompute-granularity", "full", "--recompute-method", "uniform",
+                       "--recompute-num-layers", "1"});
+  }
+  f.insert(f.end(),
+           {"--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"});
+  return f;
+}
+
+std::vector<std::string> SimulateArgv(const PlanOptions& o, const Layout& l,
+                                      int64_t num_layers) {
+  std::vector<std::string> argv = o.model_argv;
+  if (std::none_of(argv.begin(), argv.end(),
+                   [](const std::string& a) { return a == "--bf16"; })) {
+    argv.push_back("--bf16");
+  }
+  for (std::string& f : LayoutFlags(l, num_layers)) argv.push_back(std::move(f));
+  argv.insert(argv.end(), {"--global-batch-size", absl::StrCat(o.global_batch_size),
+                           "--cluster", o.cluster, "--world-size",
+                           absl::StrCat(o.world_size)});
+  return argv;
+}
+
+absl::StatusOr<PlanOptions> ParsePlanArgs(const std::vector<std::string>& argv_in) {
+  std::vector<std::string> argv = argv_in;
+  PlanOptions o;
+  MXMACA_ASSIGN_OR_RETURN(auto gbs, TakeValue(&argv, "--global-batch-size"));
+  MXMACA_ASSIGN_OR_RETURN(auto cluster, TakeValue(&argv, "--cluster"));
+  MXMACA_ASSIGN_OR_RETURN(auto world, TakeValue(&argv, "--world-size"));
+  MXMACA_ASSIGN_OR_RETURN(auto limit, TakeValue(&argv, "--memory-limit-gib"));
+  MXMACA_ASSIGN_OR_RETURN(auto top, TakeValue(&argv, "--top"));
+  if (!gbs) return absl::InvalidArgumentError("plan: --global-batch-size B is required");
+  if (!cluster) {
+    return absl::InvalidArgumentError(
+        "plan: --cluster PRESET|FILE is required (presets: h100-sxm, h200-sxm, b200, "
+        "a100-sxm-80gb)");
+  }
+  if (!world) return absl::InvalidArgumentError("plan: --world-size N (GPUs) is required");
+  MXMACA_ASSIGN_OR_RETURN(o.global_batch_size, PositiveInt("--global-batch-size", *gbs));
+  MXMACA_ASSIGN_OR_RETURN(o.world_size, PositiveInt("--world-size", *world));
+  if (top) {
+    MXMACA_ASSIGN_OR_RETURN(o.top, PositiveInt("--top", *top));
+  }
+  if (limit) {
+    double g = 0;
+    if (!absl::SimpleAtod(*limit, &g) || !(g > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan: --memory-limit-gib '", *limit, "' is not a positive number"));
+    }
+    o.memory_limit_gib = g;
+  }
+  o.cluster = *cluster;
+  for (const std::string& a : argv) {
+    for (const char* flag : kLayoutFlags) {
+      if (IsFlag(a, flag)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "plan: ", flag, " is chosen by the planner; give only model flags, "
+            "--global-batch-size, --cluster, --world-size, --memory-limit-gib and --top"));
+      }
+    }
+  }
+  o.model_argv = std::move(argv);
+  return o;
+}
+
+absl::StatusOr<PlanResult> Plan(const PlanOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  PlanResult r;
+  MXMACA_ASSIGN_OR_RETURN(r.cluster, scheduler::LoadCluster(o.cluster));
+  MXMACA_ASSIGN_OR_RETURN(MegatronArgs model, ParseMegatronArgs(o.model_argv));
+  if (!model.num_layers || !model.num_attention_heads) {
+    return absl::InvalidArgumentError(
+        "plan: --num-layers and --num-attention-heads are required model flags");
+  }
+  ModelShape shape{*model.num_layers, *model.num_attention_heads, r.cluster.gpus_per_node};
+  r.num_layers = shape.num_layers;
+  r.memory_limit_bytes =
+      (o.memory_limit_gib ? *o.memory_limit_gib : r.cluster.gpu.hbm_gib) * 1024.0 * 1024.0 *
+      1024.0;
+  const std::vector<Layout> layouts =
+      EnumerateLayouts(shape, o.world_size, o.global_batch_size);
+  r.enumerated = static_cast<int64_t>(layouts.size());
+  std::vector<PlanEntry> fitting;
+  for (const Layout& l : layouts) {
+    PlanEntry e;
+    e.layout = l;
+    e.argv = SimulateArgv(o, l, shape.num_layers);
+    absl::StatusOr<SimulateJob> job = PrepareSimulation(e.argv);
+    absl::StatusOr<StepResult> step =
+        job.ok() ? SimulateStep(job->inputs) : absl::StatusOr<StepResult>(job.status());
+    if (!step.ok()) {
+      if (r.rejected++ == 0) {
+        r.first_rejection =
+            absl::StrCat(DescribeLayout(l), ": ", std::string(step.status().message()));
+      }
+      continue;
+    }
+    if (step->peak_memory_bytes > r.memory_limit_bytes) {
+      ++r.over_memory;
+      continue;
+    }
+    e.result = *std::move(step);
+    fitting.push_back(std::move(e));
+  }
+  r.fitting = static_cast<int64_t>(fitting.size());
+  // Stable: equal tokens/s keep the enumeration order.
+  std::stable_sort(fitting.begin(), fitting.end(), [](const PlanEntry& a, const PlanEntry& b) {
+    return a.result.tokens_per_second > b.result.tokens_per_second;
+  });
+  if (fitting.size() > static_cast<size_t>(o.top)) fitting.resize(o.top);
+  r.best = std::move(fitting);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (r.best.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "plan: no layout fits: %d enumerated, %d rejected by the simulator, %d over the "
+        "memory limit of %.1f GiB per rank%s%s",
+        r.enumerated, r.rejected, r.over_memory, GiB(r.memory_limit_bytes),
+        r.first_rejection.empty() ? "" : "; first rejection: ", r.first_rejection));
+  }
+  return r;
+}
+
+std::string FormatPlan(const PlanOptions& o, const PlanResult& r) {
+  std::string out;
+  absl::StrAppend(&out, "cluster   ", scheduler::DescribeCluster(r.cluster), "\n");
+  absl::StrAppendFormat(
+      &out,
+      "search    %d GPUs, global batch %d: %d layouts, %d rejected by the simulator, %d over "
+      "%.1f GiB per rank, %d fit (%.2f s)\n",
+      o.world_size, o.global_batch_size, r.enumerated, r.rejected, r.over_memory,
+      GiB(r.memory_limit_bytes), r.fitting, r.seconds);
+  if (!r.first_rejection.empty()) {
+    absl::StrAppend(&out, "          first rejection: ", r.first_rejection, "\n");
+  }
+  std::vector<std::string> model_flags = o.model_argv;
+  if (std::find(model_flags.begin(), model_flags.end(), "--bf16") == model_flags.end()) {
+    model_flags.push_back("--bf16");
+  }
+  const std::string model = absl::StrJoin(model_flags, " ");
+  for (size_t i = 0; i < r.best.size(); ++i) {
+    const PlanEntry& e = r.best[i];
+    const Layout& l = e.layout;
+    const StepResult& s = e.result;
+    absl::StrAppendFormat(&out, "\n#%d  TP %d  PP %d  VPP %d  DP %d  mbs %d  recompute %s  "
+                          "schedule %s\n",
+                          i + 1, l.tp, l.pp, l.vpp, l.dp, l.mbs, RecomputeName(l.recompute),
+                          l.schedule);
+    absl::StrAppendFormat(
+        &out,
+        "    step %.4f s  tokens/s %.0f  TFLOP/s/GPU %.1f  MFU %.1f%%  bubble %.1f%%  "
+        "exposed comm %.4f s  peak memory %.2f GiB (stage %d)\n",
+        s.step_seconds, s.tokens_per_second, s.tflops_per_gpu, 100 * s.mfu,
+        100 * s.bubble_fraction, s.exposed_comm_seconds, GiB(s.peak_memory_bytes),
+        s.peak_memory_stage);
+    const std::vector<std::string> flags = LayoutFlags(l, r.num_layers);
+    std::vector<std::string> megatron;
+    for (size_t k = 0; k < flags.size(); ++k) {
+      if (flags[k] == "--pipeline-schedule") {
+        ++k;  // MXMACA-only flag: skipped for Megatron
+        continue;
+      }
+      megatron.push_back(flags[k]);
+    }
+    const std::string layout_flags = absl::StrJoin(flags, " ");
+    absl::StrAppend(&out, "    mxmaca train ", model, " ", layout_flags, " --global-batch-size ",
+                    o.global_batch_size, " <data, optimizer and logging flags>\n");
+    absl::StrAppend(
+        &out, "    megatron: torchrun --nnodes ",
+        (o.world_size + r.cluster.gpus_per_node - 1) / r.cluster.gpus_per_node,
+        " --nproc-per-node ", std::min<int64_t>(o.world_size, r.cluster.gpus_per_node),
+        " pretrain_gpt.py ", model, " ", absl::StrJoin(megatron, " "),
+        " --global-batch-size ", o.global_batch_size, " ...",
+        l.schedule == "zb-h1"
+            ? "  (Megatron-LM has no ZB-H1 schedule: this runs plain 1F1B there)"
+            : "",
+        "\n");
+  }
+  return out;
+}
+
+absl::Status RunPlan(const std::vector<std::string>& argv) {
+  MXMACA_ASSIGN_OR_RETURN(PlanOptions options, ParsePlanArgs(argv));
+  MXMACA_ASSIGN_OR_RETURN(PlanResult result, Plan(options));
+  std::fputs(FormatPlan(options, result).c_str(), stdout);
+  return absl::OkStatus();
+}
+
+}  // namespace mxmaca::api
