@@ -10,6 +10,7 @@
 #include "api/generate/generate_command.h"
 #include "api/launch/launch_command.h"
 #include "api/inspect/inspect_data_command.h"
+#include "api/plan/plan_command.h"
 #include "api/preprocess/preprocess_command.h"
 #include "api/simulate/simulate_command.h"
 #include "base/status_macros.h"
@@ -27,6 +28,7 @@ constexpr char kUsage[] =
     "  generate       sample text from a checkpoint (--load DIR --prompt TEXT)\n"
     "  launch         start N local processes (torchrun variables) running a subcommand\n"
     "  simulate       cost-model a training step on a cluster (train flags + --cluster --world-size)\n"
+    "  plan           search parallel layouts with the simulator (model flags + batch, cluster, GPUs)\n"
     "\n"
     "docs/FLAGS.md lists every Megatron flag and what MXMACA does with it.\n";
 
@@ -59,6 +61,8 @@ int main(int argc, char** argv) {
     status = mxmaca::api::RunGenerate(args);
   } else if (command == "simulate") {
     status = mxmaca::api::RunSimulate(args);
+  } else if (command == "plan") {
+    status = mxmaca::api::RunPlan(args);
   } else {
     std::fprintf(stderr, "mxmaca: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;

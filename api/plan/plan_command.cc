@@ -54,7 +54,7 @@ absl::StatusOr<std::optional<std::string>> TakeValue(std::vector<std::string>* a
     const std::string& a = (*argv)[i];
     if (a == name) {
       if (i + 1 >= argv->size()) {
-        return absl::InvalidArgumentError(absl::StrCat("plan: ", name, " needs a value"));
+        return absl::InvalidArgumentError(absl::StrCat("", name, " needs a value"));
       }
       value = (*argv)[++i];
     } else if (absl::StartsWith(a, name + "=")) {
@@ -71,7 +71,7 @@ absl::StatusOr<int64_t> PositiveInt(const std::string& name, const std::string& 
   int64_t v = 0;
   if (!absl::SimpleAtoi(value, &v) || v < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "plan: ", name, " '", value, "' is not a positive integer"));
+        "", name, " '", value, "' is not a positive integer"));
   }
   return v;
 }
@@ -167,13 +167,13 @@ absl::StatusOr<PlanOptions> ParsePlanArgs(const std::vector<std::string>& argv_i
   MXMACA_ASSIGN_OR_RETURN(auto world, TakeValue(&argv, "--world-size"));
   MXMACA_ASSIGN_OR_RETURN(auto limit, TakeValue(&argv, "--memory-limit-gib"));
   MXMACA_ASSIGN_OR_RETURN(auto top, TakeValue(&argv, "--top"));
-  if (!gbs) return absl::InvalidArgumentError("plan: --global-batch-size B is required");
+  if (!gbs) return absl::InvalidArgumentError("--global-batch-size B is required");
   if (!cluster) {
     return absl::InvalidArgumentError(
-        "plan: --cluster PRESET|FILE is required (presets: h100-sxm, h200-sxm, b200, "
+        "--cluster PRESET|FILE is required (presets: h100-sxm, h200-sxm, b200, "
         "a100-sxm-80gb)");
   }
-  if (!world) return absl::InvalidArgumentError("plan: --world-size N (GPUs) is required");
+  if (!world) return absl::InvalidArgumentError("--world-size N (GPUs) is required");
   MXMACA_ASSIGN_OR_RETURN(o.global_batch_size, PositiveInt("--global-batch-size", *gbs));
   MXMACA_ASSIGN_OR_RETURN(o.world_size, PositiveInt("--world-size", *world));
   if (top) {
@@ -183,7 +183,7 @@ absl::StatusOr<PlanOptions> ParsePlanArgs(const std::vector<std::string>& argv_i
     double g = 0;
     if (!absl::SimpleAtod(*limit, &g) || !(g > 0)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("plan: --memory-limit-gib '", *limit, "' is not a positive number"));
+          absl::StrCat("--memory-limit-gib '", *limit, "' is not a positive number"));
     }
     o.memory_limit_gib = g;
   }
@@ -192,7 +192,7 @@ absl::StatusOr<PlanOptions> ParsePlanArgs(const std::vector<std::string>& argv_i
     for (const char* flag : kLayoutFlags) {
       if (IsFlag(a, flag)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "plan: ", flag, " is chosen by the planner; give only model flags, "
+            "", flag, " is chosen by the planner; give only model flags, "
             "--global-batch-size, --cluster, --world-size, --memory-limit-gib and --top"));
       }
     }
@@ -208,7 +208,7 @@ absl::StatusOr<PlanResult> Plan(const PlanOptions& o) {
   MXMACA_ASSIGN_OR_RETURN(MegatronArgs model, ParseMegatronArgs(o.model_argv));
   if (!model.num_layers || !model.num_attention_heads) {
     return absl::InvalidArgumentError(
-        "plan: --num-layers and --num-attention-heads are required model flags");
+        "--num-layers and --num-attention-heads are required model flags");
   }
   ModelShape shape{*model.num_layers, *model.num_attention_heads, r.cluster.gpus_per_node};
   r.num_layers = shape.num_layers;
@@ -250,7 +250,7 @@ absl::StatusOr<PlanResult> Plan(const PlanOptions& o) {
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (r.best.empty()) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "plan: no layout fits: %d enumerated, %d rejected by the simulator, %d over the "
+        "no layout fits: %d enumerated, %d rejected by the simulator, %d over the "
         "memory limit of %.1f GiB per rank%s%s",
         r.enumerated, r.rejected, r.over_memory, GiB(r.memory_limit_bytes),
         r.first_rejection.empty() ? "" : "; first rejection: ", r.first_rejection));
