@@ -159,6 +159,35 @@ std::vector<std::string> SimulateArgv(const PlanOptions& o, const Layout& l,
   return argv;
 }
 
+int64_t OpsPerStage(const Layout& l, int64_t global_batch_size) {
+  return global_batch_size / (l.mbs * l.dp) * l.vpp;
+}
+
+MfuBreakdown BreakDownMfu(const scheduler::ClusterSpec& c, const StepResult& r,
+                          int64_t ops_per_stage) {
+  MfuBreakdown b;
+  b.stage = r.slowest_stage;
+  b.gemm_efficiency = c.gemm_efficiency;
+  b.step_seconds = r.step_seconds;
+  const StageResult& st = r.stages[static_cast<size_t>(r.slowest_stage)];
+  const double n = static_cast<double>(ops_per_stage);
+  double gemm = 0;
+  for (const OpTime& op : st.op) {
+    gemm += n * op.gemm;
+    b.memory += n * op.memory;
+    b.tp_cp_comm += n * (op.tp_comm + op.cp_comm);
+  }
+  b.useful_gemm = r.model_flops / static_cast<double>(r.world_size) /
+                  (c.gpu.bf16_dense_tflops * 1e12 * c.gemm_efficiency);
+  b.extra_gemm = gemm - b.useful_gemm;
+  b.busy = r.timing.busy[static_cast<size_t>(r.slowest_stage)];
+  b.pipeline_idle = st.pipeline_finish - b.busy;
+  b.dp_grad_exposed = st.dp_grad_exposed;
+  b.param_gather_exposed = st.param_gather_exposed;
+  b.optimizer = st.optimizer;
+  return b;
+}
+
 absl::StatusOr<PlanOptions> ParsePlanArgs(const std::vector<std::string>& argv_in) {
   std::vector<std::string> argv = argv_in;
   PlanOptions o;
@@ -313,6 +342,29 @@ std::string FormatPlan(const PlanOptions& o, const PlanResult& r) {
             : "",
         "\n");
   }
+  const PlanEntry& top = r.best[0];
+  const MfuBreakdown b =
+      BreakDownMfu(r.cluster, top.result, OpsPerStage(top.layout, o.global_batch_size));
+  const double e = b.gemm_efficiency, step = b.step_seconds;
+  absl::StrAppendFormat(&out,
+                        "\nMFU of #1 (%.1f%%), from the slowest rank (stage %d), step %.4f s:\n",
+                        100 * top.result.mfu, b.stage, step);
+  absl::StrAppendFormat(&out, "  %-44s %7s  %9s\n", "", "seconds", "MFU points");
+  absl::StrAppendFormat(&out, "  %-44s %7s  %+8.1f%%\n", "GEMMs at peak x efficiency (ceiling)", "",
+                        100 * e);
+  const auto line = [&](const char* what, double seconds) {
+    absl::StrAppendFormat(&out, "  %-44s %7.4f  %+8.1f%%\n", what, seconds,
+                          -100 * e * seconds / step);
+  };
+  line("GEMM beyond the average (recompute, logits)", b.extra_gemm);
+  line("memory-bound kernels", b.memory);
+  line("TP/CP communication inside ops", b.tp_cp_comm);
+  line("pipeline bubble / waits on this rank", b.pipeline_idle);
+  line("DP gradient reduce-scatter, exposed", b.dp_grad_exposed);
+  line("param all-gather, exposed", b.param_gather_exposed);
+  line("optimizer step", b.optimizer);
+  absl::StrAppendFormat(&out, "  %-44s %7.4f  %+8.1f%%  (= MFU)\n", "useful GEMM time",
+                        b.useful_gemm, 100 * e * b.useful_gemm / step);
   return out;
 }
 

@@ -98,6 +98,36 @@ struct PlanResult {
   double seconds = 0;          // wall time of the search
 };
 
+// MfuBreakdown: where the step time of the slowest pipeline rank goes, seconds, and so
+// what MFU is made of: MFU = gemm_efficiency x useful_gemm / step (model FLOPs at peak x
+// efficiency), and every other part costs gemm_efficiency x part / step of MFU. The parts
+// add up to step_seconds (busy time is the replay's StepResult::timing.busy of that rank).
+struct MfuBreakdown {
+  int32_t stage = 0;               // StepResult::slowest_stage
+  double gemm_efficiency = 0;      // ClusterSpec::gemm_efficiency
+  double step_seconds = 0;         // StepResult::step_seconds
+  double useful_gemm = 0;          // model FLOPs per GPU / (peak x efficiency)
+  double extra_gemm = 0;           // this rank's GEMM time beyond it: recompute, logits on
+                                   // the last stage, imbalance (negative on a rank with
+                                   // less GEMM work than the average)
+  double memory = 0;               // memory-bound kernels (OpTime::memory) x ops
+  double tp_cp_comm = 0;           // TP/SP and CP collectives inside ops x ops
+  double pipeline_idle = 0;        // pipeline_finish - busy: bubble and waits on this rank
+  double dp_grad_exposed = 0;      // StageResult::dp_grad_exposed
+  double param_gather_exposed = 0; // StageResult::param_gather_exposed
+  double optimizer = 0;            // StageResult::optimizer
+  double busy = 0;                 // timing.busy of the rank (gemm + memory + comm parts)
+};
+
+// BreakDownMfu: the MfuBreakdown of `result` on `cluster`, for a layout whose ranks run
+// `ops_per_stage` = m x v (micro-batch, chunk) pairs of F, B and W each.
+MfuBreakdown BreakDownMfu(const scheduler::ClusterSpec& cluster, const StepResult& result,
+                          int64_t ops_per_stage);
+
+// OpsPerStage: m x v of `layout` at `global_batch_size`: the (micro-batch, chunk) pairs
+// one pipeline rank runs per step.
+int64_t OpsPerStage(const Layout& layout, int64_t global_batch_size);
+
 // ParsePlanArgs: `mxmaca plan` argv -> PlanOptions. Required: --global-batch-size,
 // --cluster, --world-size. Errors (InvalidArgument): a missing required flag, a
 // non-numeric or non-positive value, and any layout flag the planner chooses itself
@@ -115,7 +145,7 @@ absl::StatusOr<PlanResult> Plan(const PlanOptions& options);
 // FormatPlan: the report: the search counts, then one block per layout of `result.best`
 // (rank, TP/PP/VPP/DP/mbs/recompute/schedule, step time, tokens/s, TFLOP/s per GPU, MFU,
 // bubble share, exposed communication, peak memory per rank, and the flags for
-// `mxmaca train` and for Megatron-LM's pretrain_gpt.py).
+// `mxmaca train` and for Megatron-LM's pretrain_gpt.py), then the MfuBreakdown of #1.
 std::string FormatPlan(const PlanOptions& options, const PlanResult& result);
 
 // RunPlan: `mxmaca plan ARGS`: ParsePlanArgs, Plan, prints FormatPlan to stdout.

@@ -210,6 +210,20 @@ TEST_CASE("plan: GPT-3 175B on 1,024 H100s", "[plan]") {
   for (const PlanEntry& e : plan->best) {
     CHECK(e.result.peak_memory_bytes <= 80.0 * (1 << 30));
   }
+  // The MFU breakdown: the replay's busy time is the ops' parts (m v (F + B + W)), the
+  // parts add up to the step, and efficiency x useful / step is the reported MFU.
+  // Tolerance 1e-9 relative: sums of ~10^3 doubles.
+  const PlanEntry& top = plan->best[0];
+  const MfuBreakdown b =
+      BreakDownMfu(plan->cluster, top.result, OpsPerStage(top.layout, 1536));
+  CHECK(b.busy == Approx(b.useful_gemm + b.extra_gemm + b.memory + b.tp_cp_comm).epsilon(1e-9));
+  CHECK(b.step_seconds == Approx(b.busy + b.pipeline_idle + b.dp_grad_exposed +
+                                 b.param_gather_exposed + b.optimizer)
+                              .epsilon(1e-9));
+  CHECK(b.gemm_efficiency * b.useful_gemm / b.step_seconds == Approx(top.result.mfu).epsilon(1e-9));
+  // extra_gemm may be negative: the slowest rank can be one with less GEMM work than the
+  // average (stage 0 has no logits GEMM and finishes last under 1F1B-like schedules).
+  CHECK(b.pipeline_idle >= 0);
 }
 
 TEST_CASE("plan: enumeration rules and flag errors", "[plan]") {
