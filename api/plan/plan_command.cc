@@ -280,7 +280,7 @@ absl::StatusOr<PlanResult> Plan(const PlanOptions& o) {
   if (r.best.empty()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "no layout fits: %d enumerated, %d rejected by the simulator, %d over the "
-        "memory limit of %.1f GiB per rank%s%s",
+        "memory limit of %.4g GiB per rank%s%s",
         r.enumerated, r.rejected, r.over_memory, GiB(r.memory_limit_bytes),
         r.first_rejection.empty() ? "" : "; first rejection: ", r.first_rejection));
   }
