@@ -7,8 +7,10 @@
 //  - A checkpoint written after a move loads on another layout (PP 4) and continues the
 //    reference run bit for bit (PP under any layout is bit-identical at equal DP).
 //  - A stage made 1.5x slower from iteration 20 (--inject-stage-slowdown) loses a layer to
-//    its neighbour by iteration 30 (--rebalance-threshold 0.1, window 3; 8 layers per
-//    stage), still bit for bit.
+//    its neighbour by iteration 30 (--rebalance-threshold 0.2, window 3; 8 layers per
+//    stage), still bit for bit. The threshold sits between the stages' natural imbalance
+//    (stage 1 also holds the loss head: ~5-15% over the mean, which a 0.1 threshold
+//    mistook for a slow stage on a loaded machine) and the slowed stage's ~25% over.
 #include <catch2/catch.hpp>
 
 #include <regex>
@@ -74,7 +76,7 @@ TEST_CASE("a slowed stage loses a layer to its neighbour, bit for bit") {
   const Run balanced = corpus.Train(
       "pp2, stage 1 1.5x slower from 20",
       With(Args(corpus, 16, 30, 2, 1), {"--inject-stage-slowdown", "1:1.5:20",
-                                        "--rebalance-threshold", "0.1", "--rebalance-window", "3"}),
+                                        "--rebalance-threshold", "0.2", "--rebalance-window", "3"}),
       30);
   // The move away from the slowed stage (its busy time over the mean for 3 iterations).
   std::smatch m;
