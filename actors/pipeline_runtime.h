@@ -71,8 +71,9 @@ struct PipelineRuntimeOptions {
 };
 
 // RunPipelineJob: runs the job to its end (see file comment). `ranks` must hold
-// pipeline_size * data_parallel_size * tensor_parallel_size entries in rank order; `coordinator` is the run
-// (its stages/data/pipeline sizes are filled here); `data` the data actor's settings
+// pipeline_size * data_parallel_size * tensor_parallel_size entries in rank order;
+// `coordinator` is the run (its stages/data/pipeline sizes are filled here); `data` the
+// data actor's settings
 // (recipients and coordinator are filled here: every TP rank of the first and last
 // pipeline rank of each replica, and every rank with reset_attention_mask). Returns the coordinator's summary
 // (ok = false with the error naming actor, iteration, micro-batch and op when a rank

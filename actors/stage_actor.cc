@@ -434,7 +434,8 @@ bool TryPost(StagePointer self, size_t op_index) {
       const auto t0 = Clock::now();
       absl::Status s = RunGuarded([&] { return body(&msg); });
       if (slowdown > 1.0) {  // injected: the op takes `slowdown` times as long
-        std::this_thread::sleep_for(std::chrono::duration<double>(SecondsSince(t0) * (slowdown - 1.0)));
+        const double extra = SecondsSince(t0) * (slowdown - 1.0);
+        std::this_thread::sleep_for(std::chrono::duration<double>(extra));
       }
       msg.seconds = SecondsSince(t0);
       msg.ok = s.ok();

@@ -79,7 +79,8 @@ absl::StatusOr<std::unique_ptr<SyntheticStageProgram>> SyntheticStageProgram::Cr
     auto store = std::make_unique<layers::ParameterStore>();
     layers::ParameterSpec spec;
     spec.name = absl::StrCat("synthetic.virtual_stage.",
-                             scheduler::VirtualStage(c, o.pipeline_rank, o.pipeline_size, o.placement),
+                             scheduler::VirtualStage(c, o.pipeline_rank, o.pipeline_size,
+                                                     o.placement),
                              ".weight");
     spec.shape = {o.parameters_per_chunk};
     spec.init_std = 0.02f;

@@ -17,7 +17,8 @@ std::string ParallelSetup::Describe() const {
   std::string out = absl::StrFormat(
       " > parallel layout: tensor %d%s x pipeline %d x data parallel %d (in-process ranks: "
       "%d), %d model chunk%s per pipeline rank, %d micro-batches per replica, schedule %s\n",
-      tensor_parallel_size, sequence_parallel && tensor_parallel_size > 1 ? " (sequence parallel)" : "",
+      tensor_parallel_size,
+      sequence_parallel && tensor_parallel_size > 1 ? " (sequence parallel)" : "",
       pipeline_size, data_parallel_size, tensor_parallel_size * pipeline_size * data_parallel_size,
       virtual_size, virtual_size == 1 ? "" : "s", num_microbatches, train_schedule.name);
   absl::StrAppend(&out, " > pipeline placement (--pipeline-model-parallel-layout \"",

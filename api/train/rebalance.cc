@@ -42,8 +42,8 @@ std::optional<LayerMove> Rebalancer::Decide(int64_t iteration,
   const int32_t p = static_cast<int32_t>(stage_busy.size());
   if (policy_.threshold <= 0 || p < 2) return std::nullopt;
   const double mean = std::accumulate(stage_busy.begin(), stage_busy.end(), 0.0) / p;
-  const int32_t slow =
-      static_cast<int32_t>(std::max_element(stage_busy.begin(), stage_busy.end()) - stage_busy.begin());
+  const int32_t slow = static_cast<int32_t>(
+      std::max_element(stage_busy.begin(), stage_busy.end()) - stage_busy.begin());
   if (mean <= 0 || stage_busy[slow] <= mean * (1.0 + policy_.threshold)) {
     over_ = 0;
     return std::nullopt;
