@@ -7,6 +7,7 @@
 #include <deque>
 #include <exception>
 #include <map>
+#include <set>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -70,6 +71,7 @@ struct StageState {
   std::deque<size_t> running;       // posted, not finished, in post order
   size_t finished_ops = 0;
   size_t forwards_posted = 0, weights_posted = 0;  // stashes held = F - W (dynamic cap)
+  std::set<std::pair<int32_t, int32_t>> b_posted;  // (micro-batch, chunk) whose B is posted
   std::vector<int32_t> w_left;      // per chunk: W ops not yet finished
   int32_t max_stashed = 0;          // dynamic policy: stash cap (micro-batch x chunk)
   std::vector<ChunkSync> sync;
@@ -401,6 +403,7 @@ bool TryPost(StagePointer self, size_t op_index) {
     st.running.push_back(op_index);
     if (op.kind == OpKind::kForward) ++st.forwards_posted;
     if (op.kind == OpKind::kBackwardWeight) ++st.weights_posted;
+    if (op.kind == OpKind::kBackwardInput) st.b_posted.emplace(op.microbatch, op.chunk);
     while (st.next_post < st.posted.size() && st.posted[st.next_post]) ++st.next_post;
     std::vector<float> buffer;
     if (channel >= 0) {
@@ -523,12 +526,9 @@ bool TryPost(StagePointer self, size_t op_index) {
 size_t DynamicCandidate(const StageState& st) {
   const auto& ops = st.run.schedule;
   for (size_t j = st.next_post + 1; j < ops.size(); ++j) {
-    if (st.posted[j] || ops[j].kind != OpKind::kBackwardWeight) continue;
-    for (size_t b = 0; b < ops.size(); ++b) {
-      if (st.posted[b] && ops[b].kind == OpKind::kBackwardInput &&
-          ops[b].microbatch == ops[j].microbatch && ops[b].chunk == ops[j].chunk) {
-        return j;
-      }
+    if (!st.posted[j] && ops[j].kind == OpKind::kBackwardWeight &&
+        st.b_posted.count({ops[j].microbatch, ops[j].chunk}) != 0) {
+      return j;
     }
   }
   const int64_t stashed = static_cast<int64_t>(st.forwards_posted) -
@@ -753,6 +753,7 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
         st.running.clear();
         st.finished_ops = 0;
         st.forwards_posted = st.weights_posted = 0;
+        st.b_posted.clear();
         st.max_stashed = st.run.max_stashed;
         st.loss_sum = 0.0;
         st.num_tokens = 0.0;
