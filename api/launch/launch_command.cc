@@ -69,11 +69,13 @@ absl::StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args)
       out.master_addr = value;
     } else if (flag == "--master-port") {
       s = integer(&out.master_port);
+    } else if (flag == "--max-restarts") {
+      s = integer(&out.max_restarts);
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown launcher flag ", flag,
                        " (known: --nproc-per-node, --nnodes, --node-rank, "
-                       "--master-addr, --master-port)"));
+                       "--master-addr, --master-port, --max-restarts)"));
     }
     if (!s.ok()) return s;
   }
@@ -99,12 +101,17 @@ absl::StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args)
     return absl::InvalidArgumentError(
         absl::StrCat("--master-port ", out.master_port, " outside 1..65535"));
   }
+  if (out.max_restarts < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-restarts must be at least 0 (got ", out.max_restarts, ")"));
+  }
   if (out.master_addr.empty()) return absl::InvalidArgumentError("--master-addr is empty");
   return out;
 }
 
 std::vector<std::pair<std::string, std::string>> ChildEnvironment(const LaunchArgs& args,
-                                                                  int local_rank) {
+                                                                  int local_rank,
+                                                                  int restart_count) {
   const int world = args.nnodes * args.nproc_per_node;
   return {
       {"RANK", absl::StrCat(args.node_rank * args.nproc_per_node + local_rank)},
@@ -114,6 +121,8 @@ std::vector<std::pair<std::string, std::string>> ChildEnvironment(const LaunchAr
       {"GROUP_RANK", absl::StrCat(args.node_rank)},
       {"MASTER_ADDR", args.master_addr},
       {"MASTER_PORT", absl::StrCat(args.master_port)},
+      {"TORCHELASTIC_RESTART_COUNT", absl::StrCat(restart_count)},
+      {"TORCHELASTIC_MAX_RESTARTS", absl::StrCat(args.max_restarts)},
   };
 }
 
@@ -126,30 +135,33 @@ int ExitCode(int wstatus) {
   return 1;
 }
 
-}  // namespace
+// AttemptResult: how one start of the whole group ended.
+struct AttemptResult {
+  int code = 0;              // first failure's exit code (128 + signal); 0 = all succeeded
+  int failed_rank = -1;      // local rank of that first failure; -1 = none (or fork failed)
+  bool interrupted = false;  // the launcher received SIGINT / SIGTERM during the attempt
+};
 
-int RunLaunched(const LaunchArgs& args, const std::string& program) {
-  // Signals are taken synchronously (sigtimedwait) in this thread; children get the
-  // original mask back before exec.
-  sigset_t watched, original;
-  sigemptyset(&watched);
-  sigaddset(&watched, SIGINT);
-  sigaddset(&watched, SIGTERM);
-  sigaddset(&watched, SIGCHLD);
-  pthread_sigmask(SIG_BLOCK, &watched, &original);
-
+// RunAttempt: starts the group once and supervises it until every child is reaped.
+// `watched` (SIGINT, SIGTERM, SIGCHLD) is blocked in this thread; children get
+// `original` back before exec.
+AttemptResult RunAttempt(const LaunchArgs& args, const std::string& program, int restart_count,
+                         const sigset_t& watched, const sigset_t& original) {
+  AttemptResult result;
   std::fflush(nullptr);
   std::vector<pid_t> children;
-  int first_failure = 0;
   for (int local = 0; local < args.nproc_per_node; ++local) {
     const pid_t pid = ::fork();
     if (pid == 0) {
+      // Own process group, so that the launcher's signals reach the child's subprocesses
+      // too (and a terminal's Ctrl-C reaches only the launcher, which forwards it).
+      ::setpgid(0, 0);
       // Default dispositions before unblocking: a SIGTERM that arrives before exec must
       // end this copy of the launcher, not run the launcher's (or a test's) handlers.
       ::signal(SIGINT, SIG_DFL);
       ::signal(SIGTERM, SIG_DFL);
       pthread_sigmask(SIG_SETMASK, &original, nullptr);
-      for (const auto& [name, value] : ChildEnvironment(args, local)) {
+      for (const auto& [name, value] : ChildEnvironment(args, local, restart_count)) {
         ::setenv(name.c_str(), value.c_str(), 1);
       }
       std::vector<char*> argv;
@@ -165,19 +177,22 @@ int RunLaunched(const LaunchArgs& args, const std::string& program) {
     }
     if (pid < 0) {
       std::fprintf(stderr, "mxmaca launch: error: fork failed: %s\n", std::strerror(errno));
-      first_failure = 1;
+      result.code = 1;
       break;
     }
+    // Also here, so that the group exists before the first kill(-pid) whichever of parent
+    // and child runs first (EACCES once the child has exec'd is harmless: it did it).
+    ::setpgid(pid, pid);
     children.push_back(pid);
   }
 
   std::vector<bool> running(children.size(), true);
   size_t alive = children.size();
-  bool stopping = first_failure != 0;
+  bool stopping = result.code != 0;
   absl::Time kill_at = absl::InfiniteFuture();
   auto signal_all = [&](int sig) {
     for (size_t k = 0; k < children.size(); ++k) {
-      if (running[k]) ::kill(children[k], sig);
+      if (running[k]) ::kill(-children[k], sig);
     }
   };
   if (stopping) {
@@ -194,8 +209,9 @@ int RunLaunched(const LaunchArgs& args, const std::string& program) {
         running[k] = false;
         --alive;
         const int code = ExitCode(wstatus);
-        if (code != 0 && first_failure == 0) {
-          first_failure = code;
+        if (code != 0 && result.code == 0) {
+          result.code = code;
+          result.failed_rank = static_cast<int>(k);
           std::fprintf(stderr,
                        "mxmaca launch: local rank %zu (pid %d) failed with exit code %d; "
                        "stopping the others\n",
@@ -203,7 +219,7 @@ int RunLaunched(const LaunchArgs& args, const std::string& program) {
         }
       }
     }
-    if (first_failure != 0 && !stopping) {
+    if (result.code != 0 && !stopping) {
       stopping = true;
       signal_all(SIGTERM);
       kill_at = absl::Now() + args.grace;
@@ -217,6 +233,7 @@ int RunLaunched(const LaunchArgs& args, const std::string& program) {
     const int sig = sigtimedwait(&watched, nullptr, &wait);
     if (sig == SIGINT || sig == SIGTERM) {
       // Forward; the children decide how to end (their exit codes are reported as usual).
+      result.interrupted = true;
       signal_all(sig);
       if (!stopping) {
         stopping = true;
@@ -224,18 +241,63 @@ int RunLaunched(const LaunchArgs& args, const std::string& program) {
       }
     }
   }
+  if (stopping) {
+    // A stopped child's leftover subprocesses (e.g. ones that ignore SIGTERM and outlived
+    // their parent) must not survive into the next attempt. A group id stays reserved
+    // while any member lives, and pids are handed out cyclically, so an emptied group's
+    // id is not someone else's this soon after the reap: this reaches only our groups.
+    for (const pid_t child : children) ::kill(-child, SIGKILL);
+  }
+  return result;
+}
+
+// InterruptPending: consumes a SIGINT / SIGTERM that arrived after the last attempt's
+// final wait (so still pending); true if there was one.
+bool InterruptPending(const sigset_t& watched) {
+  bool interrupted = false;
+  timespec now = {0, 0};
+  int sig;
+  while ((sig = sigtimedwait(&watched, nullptr, &now)) > 0) {
+    if (sig == SIGINT || sig == SIGTERM) interrupted = true;
+  }
+  return interrupted;
+}
+
+}  // namespace
+
+int RunLaunched(const LaunchArgs& args, const std::string& program) {
+  // Signals are taken synchronously (sigtimedwait) in this thread.
+  sigset_t watched, original;
+  sigemptyset(&watched);
+  sigaddset(&watched, SIGINT);
+  sigaddset(&watched, SIGTERM);
+  sigaddset(&watched, SIGCHLD);
+  pthread_sigmask(SIG_BLOCK, &watched, &original);
+
+  AttemptResult last;
+  for (int restart = 0;; ++restart) {
+    last = RunAttempt(args, program, restart, watched, original);
+    if (last.code == 0 || last.interrupted || InterruptPending(watched)) break;
+    if (restart >= args.max_restarts || last.failed_rank < 0) break;
+    std::fprintf(stderr,
+                 "mxmaca launch: child local rank %d exited with code %d; restarting the job "
+                 "(%d/%d)\n",
+                 last.failed_rank, last.code, restart + 1, args.max_restarts);
+  }
   pthread_sigmask(SIG_SETMASK, &original, nullptr);
-  return first_failure;
+  return last.code;
 }
 
 int RunLaunch(const std::vector<std::string>& args) {
   if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
     std::fputs(
         "usage: mxmaca launch --nproc-per-node N [--nnodes M --node-rank R --master-addr HOST "
-        "--master-port PORT] -- <mxmaca subcommand and its flags>\n"
+        "--master-port PORT --max-restarts K] -- <mxmaca subcommand and its flags>\n"
         "Starts N processes of this binary on this node with torchrun's variables (RANK, "
-        "WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), forwards SIGINT/SIGTERM, and "
-        "exits with the first failing child's code after stopping the others.\n",
+        "WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT), "
+        "forwards SIGINT/SIGTERM, and when a child fails stops the others; then starts the "
+        "whole group again up to K times (default 0), else exits with the first failing "
+        "child's code.\n",
         stdout);
     return 0;
   }

@@ -2,14 +2,29 @@
 // (DESIGN.md "What users do" 3).
 //
 //   mxmaca launch --nproc-per-node N [--nnodes M --node-rank K --master-addr A
-//                 --master-port P] -- <mxmaca subcommand and its flags>
+//                 --master-port P --max-restarts R] -- <mxmaca subcommand and its flags>
 //
 // starts N copies of this mxmaca binary running the subcommand, each with torchrun's
 // variables: RANK = K*N + local rank, WORLD_SIZE = M*N, LOCAL_RANK, LOCAL_WORLD_SIZE = N,
-// GROUP_RANK = K, MASTER_ADDR, MASTER_PORT (read back by transport/ucx/launch_env.h). It
-// forwards SIGINT / SIGTERM to the children; when a child fails (non-zero exit or a
-// signal) it stops the others (SIGTERM, then SIGKILL after a grace period) and exits with
-// that first failure's code (128 + signal for a signal); 0 when every child succeeds.
+// GROUP_RANK = K, MASTER_ADDR, MASTER_PORT (read back by transport/ucx/launch_env.h),
+// TORCHELASTIC_RESTART_COUNT (0 on the first attempt) and TORCHELASTIC_MAX_RESTARTS = R.
+// Each child runs in its own process group (torchrun's start_new_session), and every
+// signal below goes to the whole group, so a child's own subprocesses stop with it.
+//
+// Supervision of one attempt: SIGINT / SIGTERM received by the launcher are forwarded to
+// the children; when a child fails (non-zero exit or a signal) the launcher stops the
+// others (SIGTERM, then SIGKILL after the grace period) and reaps every one.
+//
+// Restarts (torchrun's --max-restarts; default 0): after a failed attempt, if fewer than R
+// restarts were done, the launcher prints
+//   mxmaca launch: child local rank L exited with code C; restarting the job (k/R)
+// and starts the whole group again with the same command and environment, with
+// TORCHELASTIC_RESTART_COUNT = k. Pair it with --save / --load on `train` so the new
+// attempt resumes from the last checkpoint. A launcher that received SIGINT / SIGTERM
+// never restarts.
+//
+// Exit code: the last attempt's first failure's code (128 + signal for a signal), 0 when
+// every child of the last attempt succeeded.
 // Flags take "--flag value" or "--flag=value"; torchrun's underscore spellings
 // (--nproc_per_node, ...) are accepted too.
 #ifndef MXMACA_API_LAUNCH_LAUNCH_COMMAND_H_
@@ -31,6 +46,8 @@ struct LaunchArgs {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  // max_restarts: how many times the whole group is started again after a failure.
+  int max_restarts = 0;
   std::vector<std::string> command;  // what follows "--"
   // grace: how long stopped children get between SIGTERM and SIGKILL.
   absl::Duration grace = absl::Seconds(5);
@@ -38,16 +55,21 @@ struct LaunchArgs {
 
 // ParseLaunchArgs: errors (InvalidArgument) name the flag: unknown flag, missing or
 // non-integer value, --nproc-per-node missing or < 1, --nnodes < 1, --node-rank outside
-// [0, nnodes), --master-port outside 1..65535, nothing after "--".
+// [0, nnodes), --master-port outside 1..65535, --max-restarts < 0, nothing after "--".
 absl::StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args);
 
-// ChildEnvironment: the variables set for local rank `local_rank`, as (name, value).
+// ChildEnvironment: the variables set for local rank `local_rank` in attempt
+// `restart_count` (0 = the first run), as (name, value), in torchrun's order
+// (torch/distributed/elastic/agent/server/local_elastic_agent.py, _start_workers).
 std::vector<std::pair<std::string, std::string>> ChildEnvironment(const LaunchArgs& args,
-                                                                  int local_rank);
+                                                                  int local_rank,
+                                                                  int restart_count = 0);
 
 // RunLaunched: starts args.nproc_per_node children `program args.command...` (environment
-// inherited plus ChildEnvironment) and supervises them as described above. Returns the
-// exit code for the launcher (a failure to start a child: 1, with a message on stderr).
+// inherited plus ChildEnvironment), supervises them and restarts the group as described
+// above. Returns the exit code for the launcher (a failed fork: 1, with a message on
+// stderr; a program that cannot be executed: 127 from the child, which counts as a
+// failure and is restarted like any other).
 int RunLaunched(const LaunchArgs& args, const std::string& program);
 
 // RunLaunch: the subcommand — ParseLaunchArgs, then RunLaunched with this binary

@@ -1,19 +1,25 @@
 // api/launch/launch_command_test.cc (tag multiprocess): flag parsing, the torchrun
-// variables each child sees, first-failure exit codes with the others stopped, and
-// SIGTERM forwarding — with /bin/sh children standing in for mxmaca.
+// variables each child sees, first-failure exit codes with the others stopped, SIGTERM
+// forwarding, and --max-restarts — with /bin/sh children standing in for mxmaca.
 #include "api/launch/launch_command.h"
 
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 
 namespace mxmaca::api {
@@ -32,6 +38,55 @@ std::string Slurp(const std::string& path) {
   return s.str();
 }
 
+// Lines: the non-empty lines of a file, sorted.
+std::vector<std::string> Lines(const std::string& path) {
+  std::vector<std::string> lines = absl::StrSplit(Slurp(path), '\n', absl::SkipEmpty());
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
+
+// WithStderrTo: runs `f` with file descriptor 2 redirected to `path`; returns f's result.
+int WithStderrTo(const std::string& path, const std::function<int()>& f) {
+  std::fflush(stderr);
+  const int saved = dup(2);
+  FILE* file = std::fopen(path.c_str(), "w");
+  REQUIRE(file != nullptr);
+  dup2(fileno(file), 2);
+  const int result = f();
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  std::fclose(file);
+  return result;
+}
+
+// Alive: whether process `pid` still exists and is not a zombie awaiting its reaper
+// (a reparented grandchild may stay a zombie for a moment after it was killed).
+bool Alive(pid_t pid) {
+  if (kill(pid, 0) != 0) return errno != ESRCH;
+  const std::string stat = Slurp(absl::StrCat("/proc/", pid, "/stat"));
+  const size_t paren = stat.rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'Z';
+}
+
+// ExpectAllGone: every pid listed (one per line) in `path` has ended, allowing the
+// reaper of reparented grandchildren up to 2 s.
+void ExpectAllGone(const std::string& path) {
+  const std::vector<std::string> pids = Lines(path);
+  REQUIRE_FALSE(pids.empty());
+  for (const std::string& text : pids) {
+    int pid = 0;
+    REQUIRE(absl::SimpleAtoi(text, &pid));
+    bool alive = Alive(pid);
+    for (int i = 0; i < 40 && alive; ++i) {
+      absl::SleepFor(absl::Milliseconds(50));
+      alive = Alive(pid);
+    }
+    INFO("pid " << pid);
+    CHECK_FALSE(alive);
+  }
+}
+
 TEST_CASE("parse launcher flags") {
   auto a =
       ParseLaunchArgs({"--nproc-per-node", "4", "--nnodes=2", "--node_rank", "1", "--master-addr",
@@ -44,14 +99,30 @@ TEST_CASE("parse launcher flags") {
   CHECK(a->master_port == 7000);
   CHECK(a->command == std::vector<std::string>{"train", "--num-layers", "2"});
 
+  CHECK(a->max_restarts == 0);
+
   auto env = ChildEnvironment(*a, 3);
-  CHECK(env == std::vector<std::pair<std::string, std::string>>{{"RANK", "7"},
-                                                                {"WORLD_SIZE", "8"},
-                                                                {"LOCAL_RANK", "3"},
-                                                                {"LOCAL_WORLD_SIZE", "4"},
-                                                                {"GROUP_RANK", "1"},
-                                                                {"MASTER_ADDR", "head"},
-                                                                {"MASTER_PORT", "7000"}});
+  CHECK(env ==
+        std::vector<std::pair<std::string, std::string>>{{"RANK", "7"},
+                                                         {"WORLD_SIZE", "8"},
+                                                         {"LOCAL_RANK", "3"},
+                                                         {"LOCAL_WORLD_SIZE", "4"},
+                                                         {"GROUP_RANK", "1"},
+                                                         {"MASTER_ADDR", "head"},
+                                                         {"MASTER_PORT", "7000"},
+                                                         {"TORCHELASTIC_RESTART_COUNT", "0"},
+                                                         {"TORCHELASTIC_MAX_RESTARTS", "0"}});
+
+  auto r = ParseLaunchArgs({"--nproc-per-node", "2", "--max-restarts", "3", "--", "train"});
+  REQUIRE(r.ok());
+  CHECK(r->max_restarts == 3);
+  r = ParseLaunchArgs({"--nproc_per_node=2", "--max_restarts=5", "--", "train"});
+  REQUIRE(r.ok());
+  CHECK(r->max_restarts == 5);
+  auto env2 = ChildEnvironment(*r, 1, 4);
+  CHECK(env2[0] == std::pair<std::string, std::string>{"RANK", "1"});
+  CHECK(env2[7] == std::pair<std::string, std::string>{"TORCHELASTIC_RESTART_COUNT", "4"});
+  CHECK(env2[8] == std::pair<std::string, std::string>{"TORCHELASTIC_MAX_RESTARTS", "5"});
 
   auto error = [](std::vector<std::string> args) {
     auto r = ParseLaunchArgs(args);
@@ -69,6 +140,10 @@ TEST_CASE("parse launcher flags") {
   CHECK_THAT(error({"--nproc-per-node", "2", "--master-port", "0", "--", "t"}),
              Catch::Contains("--master-port 0 outside 1..65535"));
   CHECK_THAT(error({"train"}), Catch::Contains("unexpected argument \"train\""));
+  CHECK_THAT(error({"--nproc-per-node", "2", "--max-restarts", "-1", "--", "t"}),
+             Catch::Contains("--max-restarts must be at least 0 (got -1)"));
+  CHECK_THAT(error({"--nproc-per-node", "2", "--max-restarts", "two", "--", "t"}),
+             Catch::Contains("--max-restarts=\"two\" is not an integer"));
 }
 
 TEST_CASE("children see torchrun's variables; all succeed -> 0") {
@@ -131,6 +206,112 @@ TEST_CASE("SIGTERM to the launcher reaches every child") {
   CHECK(WEXITSTATUS(wstatus) == 5);
   CHECK(Slurp(dir + "/t0") == "term\n");
   CHECK(Slurp(dir + "/t1") == "term\n");
+}
+
+TEST_CASE("--max-restarts: a job that fails once succeeds on its restart") {
+  // Rank 0 fails with 9 on its first run (no marker yet) and succeeds once the marker
+  // exists; rank 1 always succeeds. Each run appends "rank restart_count" to a log.
+  auto command = [](const std::string& dir) -> std::vector<std::string> {
+    return {"-c", absl::StrCat("echo \"$RANK $TORCHELASTIC_RESTART_COUNT "
+                               "$TORCHELASTIC_MAX_RESTARTS\" >> ",
+                               dir, "/log; echo $$ >> ", dir, "/pids; ",
+                               "if [ \"$RANK\" = 0 ] && [ ! -e ", dir, "/marker ]; then touch ",
+                               dir, "/marker; exit 9; fi; exit 0")};
+  };
+  LaunchArgs a;
+  a.nproc_per_node = 2;
+  a.grace = absl::Seconds(1);
+
+  SECTION("with --max-restarts 1: restarted once, exit 0") {
+    const std::string dir = TempDir();
+    a.max_restarts = 1;
+    a.command = command(dir);
+    CHECK(WithStderrTo(dir + "/stderr", [&] { return RunLaunched(a, "/bin/sh"); }) == 0);
+    CHECK_THAT(Slurp(dir + "/stderr"),
+               Catch::Contains("mxmaca launch: child local rank 0 exited with code 9; "
+                               "restarting the job (1/1)\n"));
+    // Rank 1 of the first attempt may have been stopped before its echo (rank 0 can fail
+    // first), so only the restarted attempt is checked in full.
+    const std::vector<std::string> log = Lines(dir + "/log");
+    CHECK(std::count(log.begin(), log.end(), "0 0 1") == 1);
+    CHECK(std::count(log.begin(), log.end(), "0 1 1") == 1);
+    CHECK(std::count(log.begin(), log.end(), "1 1 1") == 1);
+    ExpectAllGone(dir + "/pids");
+  }
+
+  SECTION("with --max-restarts 0 (the default): the failure's code, no restart") {
+    const std::string dir = TempDir();
+    a.command = command(dir);
+    CHECK(WithStderrTo(dir + "/stderr", [&] { return RunLaunched(a, "/bin/sh"); }) == 9);
+    CHECK_THAT(Slurp(dir + "/stderr"), !Catch::Contains("restarting"));
+    const std::vector<std::string> log = Lines(dir + "/log");
+    CHECK(std::count(log.begin(), log.end(), "0 0 0") == 1);
+    CHECK(std::none_of(log.begin(), log.end(), [](const std::string& l) { return l[2] != '0'; }));
+    ExpectAllGone(dir + "/pids");
+  }
+}
+
+TEST_CASE("--max-restarts 2: a job that always fails runs exactly 3 times") {
+  const std::string dir = TempDir();
+  LaunchArgs a;
+  a.nproc_per_node = 2;
+  a.max_restarts = 2;
+  a.grace = absl::Seconds(1);
+  // Rank 1 logs, starts a subprocess that ignores SIGTERM (it must be killed with the
+  // group), says it is up and sleeps; rank 0 waits for that, logs and fails with 4. Every
+  // run of either rank is one line in the log.
+  const std::string script =
+      absl::StrCat("up=", dir, "/up$TORCHELASTIC_RESTART_COUNT\n",  //
+                   "echo $$ >> ", dir, "/pids\n",                   //
+                   "if [ \"$RANK\" = 1 ]; then\n",                  //
+                   "  echo \"1 $TORCHELASTIC_RESTART_COUNT\" >> ", dir, "/log\n",
+                   "  (trap '' TERM; sleep 30) &\n",  //
+                   "  echo $! >> ", dir, "/pids\n",   //
+                   "  touch $up; wait; exit 0\n",     //
+                   "fi\n",                            //
+                   "while [ ! -e $up ]; do sleep 0.02; done\n",
+                   "echo \"0 $TORCHELASTIC_RESTART_COUNT\" >> ", dir, "/log\n",  //
+                   "exit 4\n");
+  a.command = {"-c", script};
+  const absl::Time start = absl::Now();
+  CHECK(WithStderrTo(dir + "/stderr", [&] { return RunLaunched(a, "/bin/sh"); }) == 4);
+  CHECK(absl::Now() - start < absl::Seconds(20));
+  CHECK(Lines(dir + "/log") == std::vector<std::string>{"0 0", "0 1", "0 2", "1 0", "1 1", "1 2"});
+  const std::string err = Slurp(dir + "/stderr");
+  CHECK_THAT(err, Catch::Contains("child local rank 0 exited with code 4; restarting the job "
+                                  "(1/2)"));
+  CHECK_THAT(err, Catch::Contains("child local rank 0 exited with code 4; restarting the job "
+                                  "(2/2)"));
+  CHECK_THAT(err, !Catch::Contains("(3/2)"));
+  ExpectAllGone(dir + "/pids");
+}
+
+TEST_CASE("--max-restarts: a launcher stopped by SIGTERM does not restart") {
+  const std::string dir = TempDir();
+  const pid_t launcher = fork();
+  if (launcher == 0) {
+    LaunchArgs a;
+    a.nproc_per_node = 2;
+    a.max_restarts = 3;
+    a.grace = absl::Seconds(1);
+    // Each run logs, says it is up, and exits 6 on SIGTERM (a failure that would
+    // otherwise be restarted).
+    a.command = {
+        "-c", absl::StrCat("echo \"$RANK $TORCHELASTIC_RESTART_COUNT\" >> ", dir,
+                           "/log; trap 'exit 6' TERM; touch ", dir, "/up$RANK; sleep 30 & wait")};
+    _exit(RunLaunched(a, "/bin/sh"));
+  }
+  for (int i = 0; i < 100; ++i) {
+    if (access((dir + "/up0").c_str(), F_OK) == 0 && access((dir + "/up1").c_str(), F_OK) == 0)
+      break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  kill(launcher, SIGTERM);
+  int wstatus = 0;
+  waitpid(launcher, &wstatus, 0);
+  REQUIRE(WIFEXITED(wstatus));
+  CHECK(WEXITSTATUS(wstatus) == 6);
+  CHECK(Lines(dir + "/log") == std::vector<std::string>{"0 0", "1 0"});
 }
 
 }  // namespace
