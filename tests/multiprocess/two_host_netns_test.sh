@@ -7,9 +7,13 @@
 #
 # Case 1: 2 nodes x 2 processes of api/launch:ucx_rank_main: the launcher's variables ->
 #   rendezvous at node 0's address -> UCX all-reduce of 1,000 floats (each rank checks the
-#   exact sum). Then the veth's byte counters (`ip -s link show`, node 0's end) must have
-#   grown, each way, by more than one rank's payload (4,000 bytes): any all-reduce has to
-#   carry each node's partial sum of that size to the other node.
+#   exact sum).
+# Case 2: the same with allreduce_rank_main and 4 MiB per rank.
+# After each case the veth's byte counters (`ip -s link show`, node 0's end) must have
+# grown, each way, by more than one rank's payload: any all-reduce has to carry each
+# node's partial sums ([count] fp32 in all) to the other node. In case 1 the rendezvous
+# and UCX wire-up alone come near that (~4 KB); case 2's 4 MiB they cannot reach, so there
+# the counters prove that the data itself crossed the veth.
 #
 # Skips (exit 0, a line starting "SKIP:") where namespaces cannot be made: no `ip`, or
 # `ip netns add` refused (not root / no CAP_SYS_ADMIN).
@@ -19,6 +23,7 @@ root="${TEST_SRCDIR:-.}/mxmaca"
 [ -d "$root/tests/multiprocess" ] || root="."
 launch_program="$root/tests/multiprocess/launch_program"
 ucx_rank_main="$root/api/launch/ucx_rank_main"
+allreduce_rank_main="$root/tests/multiprocess/allreduce_rank_main"
 logs="${TEST_TMPDIR:-$(mktemp -d)}"
 timeout_s=90
 
@@ -55,18 +60,37 @@ run_two_nodes() {
   return "$rc"
 }
 
-# Case 1: UCX all-reduce across the two hosts.
-read -r rx0 tx0 < <(netns_bytes 0)
+# check_veth_grew NAME PAYLOAD_BYTES RX_BEFORE TX_BEFORE: compares node 0's veth counters
+# now with those before the case.
+check_veth_grew() {
+  local name="$1" payload="$2" rx0="$3" tx0="$4" rx1 tx1
+  read -r rx1 tx1 < <(netns_bytes 0)
+  echo "$name: ${NETNS_DEV[0]} bytes (ip -s link show): rx $rx0 -> $rx1 (+$((rx1 - rx0)))," \
+    "tx $tx0 -> $tx1 (+$((tx1 - tx0))); one rank's payload $payload"
+  [ $((rx1 - rx0)) -gt "$payload" ] ||
+    fail "$name: node 0 received only $((rx1 - rx0)) bytes over the veth (payload $payload)"
+  [ $((tx1 - tx0)) -gt "$payload" ] ||
+    fail "$name: node 0 sent only $((tx1 - tx0)) bytes over the veth (payload $payload)"
+}
+
+# Case 1: ucx_rank_main (1,000 floats) across the two hosts.
+read -r rx tx < <(netns_bytes 0)
 run_two_nodes ucx_allreduce "$ucx_rank_main" || fail "ucx_allreduce: exit code $?"
-read -r rx1 tx1 < <(netns_bytes 0)
-payload=4000
-echo "${NETNS_DEV[0]} bytes (ip -s link show): rx $rx0 -> $rx1 (+$((rx1 - rx0))), tx $tx0" \
-  "-> $tx1 (+$((tx1 - tx0))); one rank's payload $payload"
-[ $((rx1 - rx0)) -gt "$payload" ] || fail "node 0 received only $((rx1 - rx0)) bytes over the veth"
-[ $((tx1 - tx0)) -gt "$payload" ] || fail "node 0 sent only $((tx1 - tx0)) bytes over the veth"
+check_veth_grew ucx_allreduce 4000 "$rx" "$tx"
 for n in 0 1 2 3; do
   grep -q "^rank $n of 4 (torchrun): sum 10 ok" "$logs"/ucx_allreduce.node*.log ||
     fail "ucx_allreduce: rank $n did not report its sum"
+done
+
+# Case 2: 4 MiB per rank.
+floats=1048576
+read -r rx tx < <(netns_bytes 0)
+run_two_nodes allreduce_4mib "$allreduce_rank_main" --floats "$floats" ||
+  fail "allreduce_4mib: exit code $?"
+check_veth_grew allreduce_4mib $((4 * floats)) "$rx" "$tx"
+for n in 0 1 2 3; do
+  grep -q "^rank $n of 4: all-reduce of $floats floats ok" "$logs"/allreduce_4mib.node*.log ||
+    fail "allreduce_4mib: rank $n did not report its check"
 done
 
 if [ "$failures" != 0 ]; then
