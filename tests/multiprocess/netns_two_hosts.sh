@@ -45,6 +45,8 @@ NETNS_PIDS=()
 NETNS_CREATED=()
 
 netns_setup() {
+  # Test runners may leave the sbin folders out of PATH.
+  command -v ip > /dev/null 2>&1 || PATH="$PATH:/usr/sbin:/sbin"
   if ! command -v ip > /dev/null 2>&1; then
     echo "SKIP: the 'ip' command (iproute2) is not installed, so no network namespaces"
     return 77
@@ -140,7 +142,8 @@ netns_wait() {
     if [ "$(date +%s)" -ge "$deadline" ]; then
       echo "netns: timeout after $1 s: killing every process in ${NETNS_CREATED[*]}" >&2
       netns_kill_all KILL
-      for pid in "${NETNS_PIDS[@]}"; do wait "$pid" 2> /dev/null; done
+      # (Braces: the shell's own "Killed" job report goes to /dev/null too.)
+      { for pid in "${NETNS_PIDS[@]}"; do wait "$pid"; done; } 2> /dev/null
       NETNS_PIDS=()
       return 124
     fi
