@@ -237,7 +237,7 @@ AttemptResult RunAttempt(const LaunchArgs& args, const std::string& program, int
       signal_all(sig);
       if (!stopping) {
         stopping = true;
-        kill_at = absl::Now() + args.grace;
+        kill_at = absl::Now() + args.signal_grace;
       }
     }
   }

@@ -12,8 +12,10 @@
 // signal below goes to the whole group, so a child's own subprocesses stop with it.
 //
 // Supervision of one attempt: SIGINT / SIGTERM received by the launcher are forwarded to
-// the children; when a child fails (non-zero exit or a signal) the launcher stops the
-// others (SIGTERM, then SIGKILL after the grace period) and reaps every one.
+// the children, which get signal_grace (30 s, torchrun's close timeout) to finish, e.g.
+// to save a checkpoint under `train --exit-signal-handler`, before SIGKILL; when a child
+// fails (non-zero exit or a signal) the launcher stops the others (SIGTERM, then SIGKILL
+// after `grace`) and reaps every one.
 //
 // Restarts (torchrun's --max-restarts; default 0): after a failed attempt, if fewer than R
 // restarts were done, the launcher prints
@@ -49,8 +51,10 @@ struct LaunchArgs {
   // max_restarts: how many times the whole group is started again after a failure.
   int max_restarts = 0;
   std::vector<std::string> command;  // what follows "--"
-  // grace: how long stopped children get between SIGTERM and SIGKILL.
+  // grace: how long children stopped after a failure get between SIGTERM and SIGKILL.
   absl::Duration grace = absl::Seconds(5);
+  // signal_grace: the same after a SIGINT / SIGTERM forwarded from the launcher.
+  absl::Duration signal_grace = absl::Seconds(30);
 };
 
 // ParseLaunchArgs: errors (InvalidArgument) name the flag: unknown flag, missing or

@@ -208,6 +208,34 @@ TEST_CASE("SIGTERM to the launcher reaches every child") {
   CHECK(Slurp(dir + "/t1") == "term\n");
 }
 
+TEST_CASE("children get signal_grace, not grace, to finish after a forwarded SIGTERM") {
+  // Each child takes 1 s after SIGTERM (a checkpoint save under --exit-signal-handler)
+  // and then exits 0: longer than `grace`, well within `signal_grace`.
+  const std::string dir = TempDir();
+  const pid_t launcher = fork();
+  if (launcher == 0) {
+    LaunchArgs a;
+    a.nproc_per_node = 2;
+    a.grace = absl::Milliseconds(200);
+    a.command = {"-c",
+                 absl::StrCat("trap 'sleep 1; echo saved > ", dir, "/s$RANK; exit 0' TERM; touch ",
+                              dir, "/up$RANK; sleep 30 & wait")};
+    _exit(RunLaunched(a, "/bin/sh"));
+  }
+  for (int i = 0; i < 100; ++i) {
+    if (access((dir + "/up0").c_str(), F_OK) == 0 && access((dir + "/up1").c_str(), F_OK) == 0)
+      break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  kill(launcher, SIGTERM);
+  int wstatus = 0;
+  waitpid(launcher, &wstatus, 0);
+  REQUIRE(WIFEXITED(wstatus));
+  CHECK(WEXITSTATUS(wstatus) == 0);
+  CHECK(Slurp(dir + "/s0") == "saved\n");
+  CHECK(Slurp(dir + "/s1") == "saved\n");
+}
+
 TEST_CASE("--max-restarts: a job that fails once succeeds on its restart") {
   // Rank 0 fails with 9 on its first run (no marker yet) and succeeds once the marker
   // exists; rank 1 always succeeds. Each run appends "rank restart_count" to a log.
