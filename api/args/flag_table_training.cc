@@ -137,7 +137,7 @@ constexpr FlagSpec kTraining[] = {
     V("--log-interval", kInt, "100", kImpl),
     V("--exit-interval", kInt, "None", kImpl),
     V("--exit-duration-in-mins", kInt, "None", kImpl),
-    T("--exit-signal-handler", kUnsup),
+    T("--exit-signal-handler", kImpl, "SIGTERM: save (with --save) and exit 0 after the iteration"),
     V("--tensorboard-dir", kStr, "None", kImpl),
     F("--no-masked-softmax-fusion", "masked_softmax_fusion", kNote, kRKernel),
     F("--no-bias-gelu-fusion", "bias_gelu_fusion", kImpl),

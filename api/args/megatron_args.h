@@ -85,6 +85,7 @@ struct MegatronArgs {
   std::optional<int64_t> train_samples;              // --train-samples
   std::optional<int64_t> exit_interval;              // --exit-interval
   std::optional<int64_t> exit_duration_in_mins;      // --exit-duration-in-mins (int, as Megatron)
+  bool exit_signal_handler = false;                  // --exit-signal-handler: SIGTERM -> save, exit
   std::string optimizer = "adam";                    // adam (sgd: unsupported)
   bool recompute_activations = false;                // --recompute-activations: selective
   std::optional<std::string> recompute_granularity;  // full|selective
