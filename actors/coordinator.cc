@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <utility>
@@ -29,35 +30,69 @@ using Clock = std::chrono::steady_clock;
 
 enum class Phase { kIdle, kTrain, kStep, kRebalance, kEval, kSave, kDone };
 
-// Sums over the reports of the stages for the phase in progress.
-// Per-rank values are kept and summed in rank order (SumInRankOrder), so the totals do
-// not depend on the order the reports arrived in.
+// RankReport: what one rank reported for the phase in progress. Plain data: in a
+// multi-process job the coordinators all-gather these bytes (same binary, same layout).
+struct RankReport {
+  int32_t present = 0;
+  int32_t pipeline_rank = 0;
+  int32_t tensor_parallel_rank = 0;
+  int32_t grads_finite = 1;
+  double loss_sum = 0.0;
+  double num_tokens = 0.0;
+  double grad_norm_sq = 0.0;
+  double busy_seconds = 0.0;
+  double wall_seconds = 0.0;
+  int64_t peak_activation_bytes = 0;
+  // exit_flags: the sender's exit requests (kExitByTime | kExitBySignal), multi-process.
+  int32_t exit_flags = 0;
+  int32_t padding = 0;
+};
+constexpr int32_t kExitByTime = 1;
+constexpr int32_t kExitBySignal = 2;
+
+// Sums over the reports of the stages for the phase in progress. Per-rank reports are
+// kept and summed in rank order (Aggregate), so the totals do not depend on the order the
+// reports arrived in (nor on which process computes them).
 struct PhaseReports {
   int pending = 0;
-  std::vector<double> rank_loss_sum, rank_tokens, rank_grad_norm_sq;
+  std::vector<RankReport> ranks;
   double loss_sum = 0.0;
   double num_tokens = 0.0;
   double grad_norm_sq = 0.0;
   bool grads_finite = true;
   int64_t peak_activation_bytes = 0;
   std::vector<int64_t> rank_peak_activation_bytes;
-  std::vector<double> stage_busy;  // per pipeline rank, mean over DP replicas
+  std::vector<double> stage_busy;  // per pipeline rank, mean over DP x TP ranks
   double wall = 0.0;
-  void Reset(int ranks, int pipeline_size) {
+  void Reset(int world, int local_ranks, int pipeline_size) {
     *this = PhaseReports();
-    pending = ranks;
-    rank_loss_sum.assign(ranks, 0.0);
-    rank_tokens.assign(ranks, 0.0);
-    rank_grad_norm_sq.assign(ranks, 0.0);
-    rank_peak_activation_bytes.assign(ranks, 0);
-    stage_busy.assign(pipeline_size, 0.0);
+    pending = local_ranks;
+    ranks.assign(static_cast<size_t>(world), RankReport{});
+    rank_peak_activation_bytes.assign(static_cast<size_t>(world), 0);
+    stage_busy.assign(static_cast<size_t>(pipeline_size), 0.0);
   }
-  void SumInRankOrder() {
+  // Aggregate: the totals from `ranks`, in rank order. Every TP rank of the last stage
+  // computes the same loss: TP rank 0's counts.
+  void Aggregate(int ranks_per_pipeline_rank) {
     loss_sum = num_tokens = grad_norm_sq = 0.0;
-    for (size_t i = 0; i < rank_loss_sum.size(); ++i) {
-      loss_sum += rank_loss_sum[i];
-      num_tokens += rank_tokens[i];
-      grad_norm_sq += rank_grad_norm_sq[i];
+    grads_finite = true;
+    peak_activation_bytes = 0;
+    wall = 0.0;
+    for (double& b : stage_busy) b = 0.0;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      const RankReport& r = ranks[i];
+      if (r.tensor_parallel_rank == 0) {
+        loss_sum += r.loss_sum;
+        num_tokens += r.num_tokens;
+      }
+      grad_norm_sq += r.grad_norm_sq;
+      grads_finite = grads_finite && r.grads_finite != 0;
+      peak_activation_bytes = std::max(peak_activation_bytes, r.peak_activation_bytes);
+      rank_peak_activation_bytes[i] = r.peak_activation_bytes;
+      if (r.pipeline_rank >= 0 && r.pipeline_rank < static_cast<int32_t>(stage_busy.size())) {
+        stage_busy[r.pipeline_rank] += r.busy_seconds / ranks_per_pipeline_rank;
+      }
+      wall = std::max(wall, r.wall_seconds);
     }
   }
 };
@@ -118,12 +153,82 @@ struct CoordinatorState {
   std::optional<scheduler::EdgeSlots> train_slots, eval_slots;
   std::vector<int32_t> peak_stashed;  // the train schedule's, per pipeline rank
   std::string rebalance_log;          // printed once every stage took its new program
+  // Multi-process jobs: the exchange in flight and what runs when it completes; the exit
+  // requests agreed at the last exchange; the first local shard error of a save.
+  uint64_t control_sequence = 0;
+  std::string control_what;
+  std::function<void(const ControlPlane::Blocks&)> control_next;
+  int32_t agreed_exit_flags = 0;
+  std::string save_error;
 };
 
 using CoordinatorPointer = CoordinatorActor::stateful_pointer<CoordinatorState>;
 
 void Print(CoordinatorState& st, const std::string& text) {
   if (st.cfg->print) st.cfg->print(text);
+}
+
+// LocalStages: the stage actors of this process (all of them in a one-process job).
+int LocalStages(const CoordinatorConfig& c) {
+  int n = 0;
+  for (const StageActorHandle& s : c.stages) n += s ? 1 : 0;
+  return n;
+}
+
+void ResetReports(CoordinatorState& st) {
+  st.reports.Reset(static_cast<int>(st.cfg->stages.size()), LocalStages(*st.cfg),
+                   st.cfg->pipeline_size);
+}
+
+// LocalExitFlags: this process's exit requests (--exit-duration-in-mins, a signal).
+int32_t LocalExitFlags(const CoordinatorState& st) {
+  const CoordinatorConfig& c = *st.cfg;
+  int32_t flags = 0;
+  if (c.exit_duration_in_mins &&
+      std::chrono::duration<double>(Clock::now() - st.run_start).count() / 60.0 >
+          *c.exit_duration_in_mins) {
+    flags |= kExitByTime;
+  }
+  if (c.exit_signal_received && c.exit_signal_received()) flags |= kExitBySignal;
+  return flags;
+}
+
+// Exchange: multi-process jobs: all-gathers `block` with the other processes'
+// coordinators and runs `next` on this actor with every rank's block; a failed exchange
+// ends the run naming `what`.
+void Exchange(CoordinatorPointer self, std::vector<uint8_t> block, std::string what,
+              std::function<void(const ControlPlane::Blocks&)> next) {
+  auto& st = self->state;
+  const uint64_t sequence = ++st.control_sequence;
+  st.control_what = std::move(what);
+  st.control_next = std::move(next);
+  CoordinatorActor me = self;
+  st.cfg->control->AllGather(std::move(block), [me, sequence](absl::Status status,
+                                                              ControlPlane::Blocks blocks) {
+    caf::anon_send(me, ControlExchanged{sequence, status.ok(), std::string(status.message()),
+                                        std::move(blocks)});
+  });
+}
+
+// Block <-> RankReport / text, for Exchange.
+std::vector<uint8_t> ReportBlock(const RankReport& r) {
+  std::vector<uint8_t> block(sizeof(RankReport));
+  std::memcpy(block.data(), &r, sizeof(RankReport));
+  return block;
+}
+constexpr size_t kTextBlockBytes = 2048;
+// TextBlock: [ok byte][text, NUL-padded, truncated to fit].
+std::vector<uint8_t> TextBlock(bool ok, const std::string& text) {
+  std::vector<uint8_t> block(kTextBlockBytes, 0);
+  block[0] = ok ? 1 : 0;
+  std::memcpy(block.data() + 1, text.data(), std::min(text.size(), kTextBlockBytes - 2));
+  return block;
+}
+bool BlockOk(const std::vector<uint8_t>& block) { return !block.empty() && block[0] == 1; }
+std::string BlockText(const std::vector<uint8_t>& block) {
+  if (block.size() < 2) return "";
+  const char* begin = reinterpret_cast<const char*>(block.data() + 1);
+  return std::string(begin, strnlen(begin, block.size() - 1));
 }
 
 void Finish(CoordinatorPointer self, bool ok, std::string error) {
@@ -193,11 +298,18 @@ void AfterStep(CoordinatorPointer self) {
     StartSave(self, false);
     return;
   }
+  // One process's exit request stops them all after the same iteration: with a control
+  // plane the requests were agreed with the last reports.
+  const int32_t flags = c.control ? st.agreed_exit_flags : LocalExitFlags(st);
+  if (flags & kExitBySignal) {
+    Print(st, "exiting program after receiving SIGTERM.");
+    st.final_eval_done = true;
+    FinishTraining(self);
+    return;
+  }
   const bool exit_now =
       (c.exit_interval && *c.exit_interval > 0 && st.iteration % *c.exit_interval == 0) ||
-      (c.exit_duration_in_mins &&
-       std::chrono::duration<double>(Clock::now() - st.run_start).count() / 60.0 >
-           *c.exit_duration_in_mins);
+      (flags & kExitByTime);
   if (exit_now && st.iteration < c.train_iters) {
     Print(st, absl::StrCat(" exiting program at iteration ", st.iteration));
     st.final_eval_done = true;  // Megatron's exit paths save and stop without evaluating
@@ -247,10 +359,6 @@ void LogIfDue(CoordinatorPointer self) {
   iv = LogInterval();
 }
 
-void ResetReports(CoordinatorState& st) {
-  st.reports.Reset(static_cast<int>(st.cfg->stages.size()), st.cfg->pipeline_size);
-}
-
 // Sends `run` to every stage actor with its pipeline rank's op list and channel quotas.
 void SendToStages(CoordinatorPointer self, RunStageIteration run,
                   const std::optional<scheduler::PipelineSchedule>& schedule,
@@ -272,7 +380,7 @@ void SendToStages(CoordinatorPointer self, RunStageIteration run,
       run.forward_slots = slots->forward.at(pipeline_rank);
       run.backward_slots = slots->backward.at(pipeline_rank);
     }
-    self->send(c.stages[rank], run);
+    if (c.stages[rank]) self->send(c.stages[rank], run);
   }
 }
 
@@ -323,23 +431,18 @@ void StartEval(CoordinatorPointer self, const std::string& where, bool then_fini
   StartEvalIteration(self);
 }
 
-void StartSave(CoordinatorPointer self, bool then_finish) {
+void ExchangeShardResults(CoordinatorPointer self);
+
+// SendShardRequests: every local stage writes its shard into st.writer.
+void SendShardRequests(CoordinatorPointer self) {
   auto& st = self->state;
   CoordinatorConfig& c = *st.cfg;
-  st.phase = Phase::kSave;
-  st.save_then_finish = then_finish;
-  absl::StatusOr<checkpoint::CheckpointWriter> writer =
-      checkpoint::CheckpointWriter::Begin(*c.save_dir, st.iteration);
-  if (!writer.ok()) {
-    Finish(self, false, absl::StrCat("saving checkpoint at iteration ", st.iteration, ": ",
-                                     writer.status().message()));
-    return;
-  }
-  st.writer = std::make_shared<checkpoint::CheckpointWriter>(std::move(*writer));
   ResetReports(st);
+  st.save_error.clear();
   auto shared_writer = st.writer;
   auto write_shard = c.write_shard;
   for (const StageActorHandle& stage : c.stages) {
+    if (!stage) continue;
     SaveCheckpointShard msg;
     msg.iteration = st.iteration;
     msg.write_shard = [shared_writer, write_shard](
@@ -350,6 +453,63 @@ void StartSave(CoordinatorPointer self, bool then_finish) {
     };
     self->send(stage, msg);
   }
+}
+
+void StartSave(CoordinatorPointer self, bool then_finish) {
+  auto& st = self->state;
+  CoordinatorConfig& c = *st.cfg;
+  st.phase = Phase::kSave;
+  st.save_then_finish = then_finish;
+  const bool leader = !c.control || c.control->rank() == 0;
+  std::string begin_error;
+  if (leader) {
+    absl::StatusOr<checkpoint::CheckpointWriter> writer =
+        checkpoint::CheckpointWriter::Begin(*c.save_dir, st.iteration);
+    if (writer.ok()) {
+      st.writer = std::make_shared<checkpoint::CheckpointWriter>(std::move(*writer));
+    } else {
+      begin_error = std::string(writer.status().message());
+    }
+  }
+  if (!c.control) {
+    if (!begin_error.empty()) {
+      Finish(self, false, absl::StrCat("saving checkpoint at iteration ", st.iteration, ": ",
+                                       begin_error));
+      return;
+    }
+    SendShardRequests(self);
+    return;
+  }
+  // Multi-process: rank 0 began the save; the others attach to its temp directory.
+  std::vector<uint8_t> block =
+      leader ? TextBlock(begin_error.empty(), begin_error.empty() ? st.writer->temp_dir()
+                                                                  : begin_error)
+             : TextBlock(true, "");
+  Exchange(self, std::move(block), "the checkpoint directory",
+           [self](const ControlPlane::Blocks& blocks) {
+             auto& st = self->state;
+             CoordinatorConfig& c = *st.cfg;
+             if (!BlockOk(blocks.at(0))) {
+               Finish(self, false, absl::StrCat("saving checkpoint at iteration ", st.iteration,
+                                                " (rank 0): ", BlockText(blocks.at(0))));
+               return;
+             }
+             if (c.control->rank() != 0) {
+               absl::StatusOr<checkpoint::CheckpointWriter> attached =
+                   checkpoint::CheckpointWriter::Attach(*c.save_dir, st.iteration,
+                                                        BlockText(blocks.at(0)));
+               if (!attached.ok()) {
+                 // Still take part in the results exchange, so every rank learns it.
+                 ResetReports(st);
+                 st.reports.pending = 0;
+                 st.save_error = std::string(attached.status().message());
+                 ExchangeShardResults(self);
+                 return;
+               }
+               st.writer = std::make_shared<checkpoint::CheckpointWriter>(std::move(*attached));
+             }
+             SendShardRequests(self);
+           });
 }
 
 void OnTrainReports(CoordinatorPointer self) {
@@ -392,8 +552,10 @@ void OnTrainReports(CoordinatorPointer self) {
   }
   st.step_skip = step.skip;
   st.phase = Phase::kStep;
-  st.reports.pending = static_cast<int>(c.stages.size());
-  for (const StageActorHandle& stage : c.stages) self->send(stage, step);
+  st.reports.pending = LocalStages(c);
+  for (const StageActorHandle& stage : c.stages) {
+    if (stage) self->send(stage, step);
+  }
 }
 
 void OnStepDone(CoordinatorPointer self) {
@@ -462,9 +624,9 @@ void OnStepDone(CoordinatorPointer self) {
     if (r->has_value()) {
       st.phase = Phase::kRebalance;
       st.rebalance_log = (*r)->log;
-      st.reports.pending = static_cast<int>(c.stages.size());
+      st.reports.pending = LocalStages(c);
       for (size_t i = 0; i < c.stages.size(); ++i) {
-        self->send(c.stages[i], std::move((*r)->programs.at(i)));
+        if (c.stages[i]) self->send(c.stages[i], std::move((*r)->programs.at(i)));
       }
       return;
     }
@@ -515,6 +677,16 @@ nlohmann::json TrainingStateJson(const CoordinatorState& st) {
 void OnShardsSaved(CoordinatorPointer self) {
   auto& st = self->state;
   CoordinatorConfig& c = *st.cfg;
+  if (c.control && c.control->rank() != 0) {  // rank 0 commits
+    st.writer.reset();
+    st.last_saved_iteration = st.iteration;
+    if (st.save_then_finish) {
+      Finish(self, true, "");
+      return;
+    }
+    AfterStep(self);
+    return;
+  }
   absl::Status s = st.writer->Commit(c.checkpoint_args, TrainingStateJson(st));
   st.writer.reset();
   if (!s.ok()) {
@@ -530,6 +702,36 @@ void OnShardsSaved(CoordinatorPointer self) {
     return;
   }
   AfterStep(self);
+}
+
+// ExchangeShardResults: multi-process: every rank learns whether every shard was written
+// before rank 0 commits.
+void ExchangeShardResults(CoordinatorPointer self) {
+  auto& st = self->state;
+  Exchange(self, TextBlock(st.save_error.empty(), st.save_error), "checkpoint shard results",
+           [self](const ControlPlane::Blocks& blocks) {
+             auto& st = self->state;
+             for (size_t r = 0; r < blocks.size(); ++r) {
+               if (!BlockOk(blocks[r])) {
+                 Finish(self, false, absl::StrCat("saving checkpoint at iteration ",
+                                                  st.iteration, " (rank ", r, "): ",
+                                                  BlockText(blocks[r])));
+                 return;
+               }
+             }
+             OnShardsSaved(self);
+           });
+}
+
+// CompleteReports: every rank's report of the phase is in `st.reports.ranks`.
+void CompleteReports(CoordinatorPointer self, bool eval) {
+  auto& st = self->state;
+  st.reports.Aggregate(st.cfg->data_parallel_size * st.cfg->tensor_parallel_size);
+  if (eval) {
+    OnEvalReports(self);
+  } else {
+    OnTrainReports(self);
+  }
 }
 
 CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
@@ -610,30 +812,47 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
           for (const TraceSpan& span : d.spans) st.trace->Add(span);
         }
         PhaseReports& r = st.reports;
-        if (d.stage < 0 || d.stage >= static_cast<int32_t>(r.rank_loss_sum.size())) {
-          Finish(self, false, absl::StrCat("coordinator: report from unknown rank ", d.stage));
+        if (d.stage < 0 || d.stage >= static_cast<int32_t>(r.ranks.size()) ||
+            r.ranks[d.stage].present) {
+          Finish(self, false, absl::StrCat("coordinator: report from unknown rank ", d.stage,
+                                           " or a second report"));
           return;
         }
-        if (d.tensor_parallel_rank == 0) {  // TP ranks of a stage see the same loss
-          r.rank_loss_sum[d.stage] = d.loss_sum;
-          r.rank_tokens[d.stage] = d.num_tokens;
-        }
-        r.rank_grad_norm_sq[d.stage] = d.grad_norm_sq;
-        r.grads_finite = r.grads_finite && d.grads_finite;
-        r.peak_activation_bytes = std::max(r.peak_activation_bytes, d.peak_activation_bytes);
-        r.rank_peak_activation_bytes[d.stage] = d.peak_activation_bytes;
-        if (d.pipeline_rank >= 0 && d.pipeline_rank < static_cast<int32_t>(r.stage_busy.size())) {
-          r.stage_busy[d.pipeline_rank] +=
-              d.busy_seconds / (st.cfg->data_parallel_size * st.cfg->tensor_parallel_size);
-        }
-        r.wall = std::max(r.wall, d.wall_seconds);
+        RankReport& rr = r.ranks[d.stage];
+        rr.present = 1;
+        rr.pipeline_rank = d.pipeline_rank;
+        rr.tensor_parallel_rank = d.tensor_parallel_rank;
+        rr.grads_finite = d.grads_finite ? 1 : 0;
+        rr.loss_sum = d.loss_sum;
+        rr.num_tokens = d.num_tokens;
+        rr.grad_norm_sq = d.grad_norm_sq;
+        rr.busy_seconds = d.busy_seconds;
+        rr.wall_seconds = d.wall_seconds;
+        rr.peak_activation_bytes = d.peak_activation_bytes;
         if (--r.pending > 0) return;
-        r.SumInRankOrder();
-        if (expect_eval) {
-          OnEvalReports(self);
-        } else {
-          OnTrainReports(self);
+        if (!st.cfg->control) {
+          CompleteReports(self, expect_eval);
+          return;
         }
+        // Multi-process: all-gather the reports (and exit requests), then decide.
+        RankReport mine = r.ranks.at(static_cast<size_t>(st.cfg->control->rank()));
+        mine.exit_flags = LocalExitFlags(st);
+        Exchange(self, ReportBlock(mine), expect_eval ? "evaluation reports" : "iteration reports",
+                 [self, expect_eval](const ControlPlane::Blocks& blocks) {
+                   auto& st = self->state;
+                   PhaseReports& r = st.reports;
+                   st.agreed_exit_flags = 0;
+                   for (size_t i = 0; i < blocks.size() && i < r.ranks.size(); ++i) {
+                     if (blocks[i].size() != sizeof(RankReport)) {
+                       Finish(self, false, absl::StrCat("coordinator: a report block of ",
+                                                        blocks[i].size(), " bytes from rank ", i));
+                       return;
+                     }
+                     std::memcpy(&r.ranks[i], blocks[i].data(), sizeof(RankReport));
+                     st.agreed_exit_flags |= r.ranks[i].exit_flags;
+                   }
+                   CompleteReports(self, expect_eval);
+                 });
       },
       [=](const StageStepDone& d) {
         auto& st = self->state;
@@ -653,12 +872,38 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
         auto& st = self->state;
         if (st.phase != Phase::kSave) return;
         if (!s.ok) {
-          Finish(self, false, absl::StrCat("saving checkpoint at iteration ", s.iteration,
-                                           " (stage ", s.stage, "): ", s.error));
-          return;
+          if (!st.cfg->control) {
+            Finish(self, false, absl::StrCat("saving checkpoint at iteration ", s.iteration,
+                                             " (stage ", s.stage, "): ", s.error));
+            return;
+          }
+          if (st.save_error.empty()) st.save_error = absl::StrCat("stage ", s.stage, ": ", s.error);
         }
         if (--st.reports.pending > 0) return;
+        if (st.cfg->control) {
+          ExchangeShardResults(self);
+          return;
+        }
         OnShardsSaved(self);
+      },
+      [=](ControlExchanged& x) {
+        auto& st = self->state;
+        if (st.phase == Phase::kDone) return;
+        if (x.sequence != st.control_sequence || !st.control_next) {
+          Finish(self, false, absl::StrCat("coordinator: control exchange ", x.sequence,
+                                           " completed while ", st.control_sequence,
+                                           " was expected"));
+          return;
+        }
+        if (!x.ok) {
+          Finish(self, false, absl::StrCat("exchanging ", st.control_what,
+                                           " with the other processes at iteration ",
+                                           st.iteration, ": ", x.error));
+          return;
+        }
+        auto next = std::move(st.control_next);
+        st.control_next = nullptr;
+        next(x.blocks);
       },
       [=](const ProgramReplaced& r) {
         auto& st = self->state;

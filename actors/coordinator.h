@@ -15,11 +15,21 @@
 //      --exit-interval / --exit-duration-in-mins.
 // Failures reported by any actor end the run at once with a summary naming the actor,
 // iteration, micro-batch and op.
+//
+// Multi-process jobs (CoordinatorConfig::control): every process runs a coordinator for
+// its own stage actor; after its stage reported, each all-gathers the report through the
+// ControlPlane (control_plane.h) and every coordinator computes the same sums, in rank
+// order, from the same bytes, so all take the same decisions. Exit requests
+// (--exit-duration-in-mins, --exit-signal-handler) travel with the reports: one process's
+// request stops every process after the same iteration. A save is begun by rank 0, whose
+// temp directory the others attach to (CheckpointWriter::Attach); once every rank reported
+// its shards, rank 0 commits.
 #ifndef MXMACA_ACTORS_COORDINATOR_H_
 #define MXMACA_ACTORS_COORDINATOR_H_
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/checkpoint/checkpoint_writer.h"
+#include "actors/control_plane.h"
 #include "actors/messages.h"
 #include "actors/training_log.h"
 #include "layers/lr_schedule.h"
@@ -59,8 +70,15 @@ struct CoordinatorConfig {
   nlohmann::json checkpoint_args;           // stored in every checkpoint's metadata
   std::optional<layers::OptimizerParamScheduler> scheduler;  // required
   // stages: every stage actor, by global rank
-  // (rank = (pipeline rank * dp + dp rank) * tp + tp rank).
+  // (rank = (pipeline rank * dp + dp rank) * tp + tp rank); with `control`, only this
+  // process's entry is set (the others are null handles).
   std::vector<StageActorHandle> stages;
+  // control: set for a job that spans processes (one rank per process); see above.
+  std::shared_ptr<ControlPlane> control;
+  // exit_signal_received: --exit-signal-handler; polled after every training step: when it
+  // returns true the run prints "exiting program after receiving SIGTERM.", saves (with
+  // --save) and ends as with --exit-interval. May be empty.
+  std::function<bool()> exit_signal_received;
   int32_t pipeline_size = 1;                // P
   int32_t data_parallel_size = 1;           // dp
   int32_t tensor_parallel_size = 1;         // tp

@@ -271,6 +271,18 @@ struct ShardSaved {
   std::string error;
 };
 
+// ---- control plane -> its Coordinator (multi-process jobs) ----
+
+// ControlExchanged: the all-gather `sequence` of the coordinators' control plane
+// (control_plane.h) completed: `blocks` holds every rank's block in rank order, or ok =
+// false with the error (a mismatch, a timeout, a lost peer).
+struct ControlExchanged {
+  uint64_t sequence = 0;
+  bool ok = true;
+  std::string error;
+  std::vector<std::vector<uint8_t>> blocks;
+};
+
 // ---- Coordinator -> DataActor ----
 
 // ProduceMicroBatches: send the `num_microbatches` micro-batches of `iteration` to the
@@ -312,6 +324,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::GradsPosted)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::SlotReleased)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::ReplaceProgram)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::ProgramReplaced)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::ControlExchanged)
 
 namespace mxmaca::actors {
 
@@ -320,7 +333,8 @@ using CoordinatorActor =
     caf::typed_actor<caf::replies_to<RunTraining>::with<TrainingSummary>,
                      caf::reacts_to<StageIterationDone>, caf::reacts_to<StageStepDone>,
                      caf::reacts_to<StageFailed>, caf::reacts_to<DataFailed>,
-                     caf::reacts_to<ShardSaved>, caf::reacts_to<ProgramReplaced>>;
+                     caf::reacts_to<ShardSaved>, caf::reacts_to<ProgramReplaced>,
+                     caf::reacts_to<ControlExchanged>>;
 
 // StageActorHandle: a pipeline stage (see stage_actor.h).
 using StageActorHandle =

@@ -1,6 +1,7 @@
 // actors/pipeline_runtime.cc: see pipeline_runtime.h.
 #include "actors/pipeline_runtime.h"
 
+#include <algorithm>
 #include <utility>
 
 #include <caf/actor_system.hpp>
@@ -10,6 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "actors/compute_pool.h"
+#include "actors/control_plane.h"
+#include "actors/remote_stage_link.h"
 #include "actors/stage_actor.h"
 #include "scheduler/schedule_validator.h"
 #include "transport/collective_watchdog.h"
@@ -25,13 +28,16 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
   const int32_t p = options.pipeline_size, dp = options.data_parallel_size,
                 tp = options.tensor_parallel_size;
   const int world = p * dp * tp;
-  if (p < 1 || dp < 1 || tp < 1 || static_cast<int>(ranks.size()) != world) {
-    return absl::InvalidArgumentError(absl::StrCat("RunPipelineJob: ", ranks.size(),
-                                                   " ranks for pipeline ", p, " x data parallel ",
-                                                   dp, " x tensor parallel ", tp));
+  transport::Communicator* const remote_comm = options.communicator;
+  const size_t expected_ranks = remote_comm ? 1 : static_cast<size_t>(world);
+  if (p < 1 || dp < 1 || tp < 1 || ranks.size() != expected_ranks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RunPipelineJob: ", ranks.size(), " ranks for pipeline ", p, " x data parallel ", dp,
+        " x tensor parallel ", tp, remote_comm ? " (multi-process: expected this process's one rank)" : ""));
   }
-  for (int i = 0; i < world; ++i) {
-    const PipelineRank& r = ranks[static_cast<size_t>(i)];
+  for (size_t k = 0; k < ranks.size(); ++k) {
+    const int i = remote_comm ? remote_comm->rank() : static_cast<int>(k);
+    const PipelineRank& r = ranks[k];
     if (r.rank != i || r.pipeline_rank != i / (dp * tp) || r.data_parallel_rank != (i / tp) % dp ||
         r.tensor_parallel_rank != i % tp ||
         !r.program || static_cast<int>(r.optimizers.size()) != r.program->num_chunks() ||
@@ -65,7 +71,9 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
   // The hub outlives the pool (strand tasks post collectives); the watchdog fails any
   // collective older than the timeout on every rank that posted it.
   std::shared_ptr<transport::InProcessHub> hub_holder = options.hub;
-  if (!hub_holder) {
+  if (remote_comm) {
+    hub_holder = nullptr;  // the ranks' collectives go over `communicator`
+  } else if (!hub_holder) {
     transport::InProcessHub::Options hub_options;
     hub_options.timeout = options.collective_timeout;
     hub_holder = std::make_shared<transport::InProcessHub>(world, hub_options);
@@ -74,9 +82,14 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
                                                    hub_holder->world_size(), " ranks, the job ",
                                                    world));
   }
-  transport::InProcessHub& hub = *hub_holder;
+  std::function<std::vector<absl::Status>(absl::Time)> check = options.check_timeouts;
+  if (hub_holder) {
+    transport::InProcessHub* hub = hub_holder.get();
+    check = [hub](absl::Time now) { return hub->CheckTimeouts(now); };
+  }
+  if (!check) check = [](absl::Time) { return std::vector<absl::Status>{}; };
   transport::CollectiveWatchdog watchdog(
-      options.watchdog_period, [&hub](absl::Time now) { return hub.CheckTimeouts(now); },
+      options.watchdog_period, check,
       [](std::vector<absl::Status>) {});  // each stuck rank's actor reports its failure
 
   caf::actor_system_config cfg;
@@ -87,13 +100,16 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
   cfg.set("scheduler.policy", caf::atom("sharing"));
   caf::actor_system system{cfg};
   // With TP a rank's op blocks in TP collectives: one thread per rank avoids starvation.
-  ComputePool pool(tp > 1 ? world : options.compute_threads);
+  ComputePool pool(tp > 1 && !remote_comm ? world : options.compute_threads);
   cc->pipeline_size = p;
   cc->data_parallel_size = dp;
   cc->tensor_parallel_size = tp;
   CoordinatorActor coordinator = SpawnCoordinator(system, cc);
 
   auto peers = std::make_shared<PipelinePeers>();
+  peers->by_rank.resize(static_cast<size_t>(world));
+  if (remote_comm) cc->control = std::make_shared<ControlPlane>(
+      remote_comm, world, ControlPlane::ControlGroupId(world));
   for (PipelineRank& r : ranks) {
     absl::StatusOr<transport::RankView> view = grid->ForRank(r.rank);
     if (!view.ok()) return view.status();
@@ -112,7 +128,7 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
     sc.strand = pool.MakeStrand();
     sc.program = r.program;
     sc.optimizers = r.optimizers;
-    sc.comm = hub.ForRank(r.rank);
+    sc.comm = remote_comm ? remote_comm : hub_holder->ForRank(r.rank);
     if (dp > 1) sc.data_parallel_group = view->data_parallel_group();
     sc.embedding_group = view->embedding_group();
     sc.buckets = r.buckets;
@@ -125,7 +141,7 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
       sc.slowdown_factor = options.slowdown_factor;
       sc.slowdown_from_iteration = options.slowdown_from_iteration;
     }
-    peers->by_rank.push_back(SpawnStageActor(system, std::move(sc)));
+    peers->by_rank[static_cast<size_t>(r.rank)] = SpawnStageActor(system, std::move(sc));
   }
 
   // The ranks holding the first and the last virtual stage read the data (both on rank 0
@@ -134,6 +150,34 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
       cc->train_schedule ? cc->train_schedule->placement : scheduler::Placement::kInterleaved;
   const int32_t chunks = ranks[0].program->num_chunks();
   const int32_t last_stage = scheduler::StageChunkOf(p * chunks - 1, p, placement).stage;
+  if (remote_comm) {
+    // This rank's activations arrive from the pipeline ranks holding the virtual stages
+    // next to its own (same data- and tensor-parallel coordinates).
+    const PipelineRank& me = ranks[0];
+    std::vector<int> senders;
+    for (int32_t k = 0; k < p * chunks; ++k) {
+      if (scheduler::StageChunkOf(k, p, placement).stage != me.pipeline_rank) continue;
+      for (int32_t n : {k - 1, k + 1}) {
+        if (n < 0 || n >= p * chunks) continue;
+        const int32_t stage = scheduler::StageChunkOf(n, p, placement).stage;
+        const int rank = (stage * dp + me.data_parallel_rank) * tp + me.tensor_parallel_rank;
+        if (stage != me.pipeline_rank &&
+            std::find(senders.begin(), senders.end(), rank) == senders.end()) {
+          senders.push_back(rank);
+        }
+      }
+    }
+    StageActorHandle local = peers->by_rank[static_cast<size_t>(me.rank)];
+    const int32_t my_rank = me.rank;
+    peers->remote = RemoteStageLinks::Create(
+        remote_comm, world, ControlPlane::PipelineGroupId(world),
+        [local](ActivationMessage m) { caf::anon_send(local, std::move(m)); },
+        [coordinator, my_rank](const std::string& message) {
+          caf::anon_send(coordinator, StageFailed{absl::StrCat("pipeline link of rank ", my_rank),
+                                                  -1, -1, "p2p", message});
+        });
+    peers->remote->Start(senders);
+  }
   dc.recipients.assign(static_cast<size_t>(dp), {});
   for (const PipelineRank& r : ranks) {
     const bool reads_data = r.pipeline_rank == 0 || r.pipeline_rank == last_stage ||
@@ -159,10 +203,12 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
     self->send_exit(caf::actor_cast<caf::actor>(coordinator), caf::exit_reason::user_shutdown);
     self->send_exit(caf::actor_cast<caf::actor>(cc->data), caf::exit_reason::user_shutdown);
     for (const auto& a : peers->by_rank) {
-      self->send_exit(caf::actor_cast<caf::actor>(a), caf::exit_reason::user_shutdown);
+      if (a) self->send_exit(caf::actor_cast<caf::actor>(a), caf::exit_reason::user_shutdown);
     }
   }
   watchdog.Stop();
+  if (peers->remote) peers->remote->Stop();
+  cc->control.reset();
   cc->stages.clear();
   peers->by_rank.clear();
   cc->data = nullptr;

@@ -11,6 +11,14 @@
 // collective that does not complete within the timeout fails on every rank that posted
 // it, with a report naming group, op, sequence and bytes, and the job ends with it.
 // Then it sends RunTraining and waits for the summary.
+//
+// Multi-process jobs (PipelineRuntimeOptions::communicator set; one rank per process, as
+// Megatron runs one process per device): the same actors, but this process holds only its
+// own rank's StageActor. Its collectives, the coordinators' ControlPlane
+// (control_plane.h) and the activations to and from its pipeline neighbours
+// (remote_stage_link.h) all go over `communicator` (UCX), each on groups of their own;
+// every process runs its own Coordinator and DataActor (the data actor reads the same
+// deterministic samples and hands this rank the ones it needs).
 #ifndef MXMACA_ACTORS_PIPELINE_RUNTIME_H_
 #define MXMACA_ACTORS_PIPELINE_RUNTIME_H_
 
@@ -68,6 +76,11 @@ struct PipelineRuntimeOptions {
   double slowdown_factor = 1.0;
   int64_t slowdown_from_iteration = 1;
   absl::Duration watchdog_period = absl::Seconds(1);
+  // Multi-process (see the file comment): this process's endpoint, which must outlive the
+  // call; `ranks` then holds exactly the rank communicator->rank(). check_timeouts: the
+  // watchdog's probe (UcxCommunicator::CheckTimeouts); may be empty.
+  transport::Communicator* communicator = nullptr;
+  std::function<std::vector<absl::Status>(absl::Time)> check_timeouts;
 };
 
 // RunPipelineJob: runs the job to its end (see file comment). `ranks` must hold
@@ -80,7 +93,8 @@ struct PipelineRuntimeOptions {
 // failed). The coordinator's train/eval schedules, when set, must match the job (stages,
 // chunks, micro-batches) and pass scheduler::ValidateSchedule (complete, FIFO channels,
 // no circular wait), else InvalidArgument quoting the validator — nothing runs.
-// Errors: InvalidArgument for a rank list that does not match the sizes;
+// Errors: InvalidArgument for a rank list that does not match the sizes (multi-process:
+// not exactly this process's rank);
 // Internal when the coordinator ended without a summary.
 absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
                                                const PipelineRuntimeOptions& options,

@@ -417,17 +417,21 @@ bool TryPost(StagePointer self, size_t op_index) {
     StageActorHandle to;
     ActivationMessage out;
     std::shared_ptr<ActivationPool> pool;
+    int32_t to_rank = -1;
+    std::shared_ptr<RemoteStageLinks> remote;  // set when the neighbour is in another process
     if (channel >= 0) {
       const Direction dir = kind == OpKind::kForward ? Direction::kForward : Direction::kBackward;
       const Destination d = DestinationOf(st, op, dir);
       to = st.cfg.peers->by_rank.at(static_cast<size_t>(d.rank));
+      to_rank = d.rank;
+      if (!to) remote = st.cfg.peers->remote;
       out = ActivationMessage{iteration, eval, op.microbatch, d.chunk, dir, st.cfg.rank, {}};
       pool = st.pool;
     }
     const double slowdown =
         iteration >= st.cfg.slowdown_from_iteration ? st.cfg.slowdown_factor : 1.0;
     st.cfg.strand->Post([me, op_index, iteration, body, kind, channel, to, out, pool, slowdown,
-                         buffer = std::move(buffer)]() mutable {
+                         to_rank, remote, buffer = std::move(buffer)]() mutable {
       OpFinished msg;
       msg.iteration = iteration;
       if (kind == OpKind::kForward) msg.forward.output = std::move(buffer);
@@ -451,7 +455,11 @@ bool TryPost(StagePointer self, size_t op_index) {
           out.tensor.shape = {static_cast<int64_t>(msg.d_input.size())};
           out.tensor.data = pool->Publish(std::move(msg.d_input), channel);
         }
-        caf::anon_send(to, std::move(out));
+        if (remote) {
+          remote->Send(to_rank, channel, std::move(out));
+        } else {
+          caf::anon_send(to, std::move(out));
+        }
       }
       caf::anon_send(me, std::move(msg));
     });

@@ -37,6 +37,7 @@
 
 #include "actors/compute_pool.h"
 #include "actors/messages.h"
+#include "actors/remote_stage_link.h"
 #include "actors/stage_program.h"
 #include "kernels/exec_context.h"
 #include "layers/grad_buckets.h"
@@ -50,8 +51,10 @@ namespace mxmaca::actors {
 // (rank = (pipeline_rank * dp + data_parallel_rank) * tp + tensor_parallel_rank,
 // Megatron's tp-cp-ep-dp-pp order with CP = 1). Filled by whoever spawns the actors,
 // before the first iteration.
+// A null handle is a rank in another process: messages to it go through `remote`.
 struct PipelinePeers {
   std::vector<StageActorHandle> by_rank;
+  std::shared_ptr<RemoteStageLinks> remote;  // multi-process jobs only
 };
 
 // StageActorConfig: what a StageActor is spawned with.

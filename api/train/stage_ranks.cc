@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "layers/gpt_stage.h"
 #include "layers/tensor_parallel.h"
@@ -20,8 +21,14 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
   if (dp < 1 || tp < 1) {
     return absl::InvalidArgumentError("data and tensor parallel sizes must be >= 1");
   }
-  if (tp > 1 && options.hub == nullptr) {
+  if (tp > 1 && options.hub == nullptr && options.communicator == nullptr) {
     return absl::InvalidArgumentError("tensor parallelism needs an in-process hub");
+  }
+  if ((options.only_rank >= 0) != (options.communicator != nullptr) ||
+      options.only_rank >= p * dp * tp) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "BuildStageRanks: only_rank ", options.only_rank, " of ", p * dp * tp,
+        " ranks needs a communicator (and a communicator needs only_rank)"));
   }
   std::optional<transport::RankGrid> grid;
   if (tp > 1) {
@@ -34,6 +41,7 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
                                       : std::max<int64_t>(40000000, 1000000LL * dp);
   std::vector<StageRank> ranks;
   for (int32_t rank = 0; rank < p * dp * tp; ++rank) {
+    if (options.only_rank >= 0 && rank != options.only_rank) continue;
     const int32_t pp = rank / (dp * tp), r = (rank / tp) % dp, t = rank % tp;
     StageRank sr;
     sr.rank = rank;
@@ -43,8 +51,9 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
     std::optional<layers::TensorParallelContext> tp_context;
     if (tp > 1) {
       MXMACA_ASSIGN_OR_RETURN(transport::RankView view, grid->ForRank(sr.rank));
-      tp_context = layers::TensorParallelContextFor(view, options.hub->ForRank(sr.rank),
-                                                    options.sequence_parallel);
+      transport::Communicator* comm =
+          options.communicator ? options.communicator : options.hub->ForRank(sr.rank);
+      tp_context = layers::TensorParallelContextFor(view, comm, options.sequence_parallel);
     }
     std::vector<std::unique_ptr<layers::GptStage>> chunks;
     for (const layers::StageLayout& layout : placement.layouts[pp]) {

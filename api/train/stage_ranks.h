@@ -20,6 +20,7 @@
 #include "layers/grad_buckets.h"
 #include "layers/optimizer.h"
 #include "layers/pipeline_placement.h"
+#include "transport/communicator.h"
 #include "transport/inprocess_communicator.h"
 
 namespace mxmaca::api {
@@ -44,6 +45,11 @@ struct StageRankOptions {
   // hub: the in-process communicator the TP collectives of the layers use (required when
   // tensor_parallel_size > 1; the same hub must be given to RunPipelineJob).
   transport::InProcessHub* hub = nullptr;
+  // Multi-process jobs: build only rank `only_rank` (its parameters are initialised exactly
+  // as in the one-process job), whose TP collectives go over `communicator` (UCX) instead
+  // of `hub`. Both unset: every rank, over `hub`.
+  int32_t only_rank = -1;
+  transport::Communicator* communicator = nullptr;
   bool distributed_optimizer = false;
   // Elements per gradient bucket (--ddp-bucket-size); <= 0: Megatron's default
   // max(40,000,000, 1,000,000 x dp).

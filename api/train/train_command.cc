@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -28,6 +29,7 @@
 #include "api/train/checkpoint_args.h"
 #include "api/train/gemm_peak.h"
 #include "api/train/parallel_setup.h"
+#include "api/train/process_job.h"
 #include "api/train/rebalance.h"
 #include "api/train/stage_ranks.h"
 #include "api/train/train_setup.h"
@@ -285,16 +287,36 @@ absl::StatusOr<actors::TrainingSummary> Train(
     return actors::TrainingSummary{};
   }
   MXMACA_RETURN_IF_ERROR(CheckHonouredFlags(args));
+  // One process of a multi-process job (started by mxmaca launch, torchrun, srun, mpirun)?
+  // Then this process holds one rank, and rank 0 writes the log (process_job.h).
+  MXMACA_ASSIGN_OR_RETURN(std::optional<transport::ucx::LaunchEnv> launch,
+                          DetectProcessJob(args.world_size_flag.value_or(0)));
+  if (launch && launch->rank != 0) print = [](const std::string&) {};
   for (const std::string& n : args.notices) print(n);
   const int64_t model_parallel =
       args.tensor_model_parallel_size * args.pipeline_model_parallel_size * args.context_parallel_size;
-  const int64_t world_size = args.world_size_flag.value_or(model_parallel);
+  const int64_t world_size =
+      launch ? launch->world_size : args.world_size_flag.value_or(model_parallel);
+  const bool threads_given = args.num_threads.has_value();
   if (world_size < 1 || world_size > 4096) {
     return absl::InvalidArgumentError(
         absl::StrCat("--world-size ", world_size, ": expected 1 ... 4096 in-process ranks"));
   }
   MXMACA_RETURN_IF_ERROR(ValidateAndDeriveArgs(&args, static_cast<int>(world_size)));
   MXMACA_RETURN_IF_ERROR(CheckSupportedLayout(args));
+  std::optional<ProcessJob> process_job;
+  if (launch) {
+    if (args.trace_file || args.rebalance_threshold || args.force_layer_move) {
+      return absl::UnimplementedError(
+          "--trace-file, --rebalance-threshold and --force-layer-move run in one process only "
+          "(use --world-size N without a launcher)");
+    }
+    const absl::Duration timeout = absl::Minutes(args.distributed_timeout_minutes);
+    MXMACA_ASSIGN_OR_RETURN(ProcessJob joined, JoinProcessJob(*launch, timeout, timeout));
+    process_job = std::move(joined);
+    print(absl::StrCat(" > joined a job of ", launch->world_size,
+                       " processes over UCX, one rank each (", launch->ToString(), ")"));
+  }
 
   // Tokenizer (vocabulary size and end-of-document id).
   const std::string tokenizer_type = args.tokenizer_type.value_or("GPT2BPETokenizer");
@@ -331,10 +353,18 @@ absl::StatusOr<actors::TrainingSummary> Train(
   print("building GPT model ...");
   // The ranks' in-process communicator: the layers' tensor-parallel collectives and the
   // runtime's data-parallel / embedding ones.
+  // Multi-process: this process's rank only, over UCX.
   transport::InProcessHub::Options hub_options;
   hub_options.timeout = absl::Minutes(args.distributed_timeout_minutes);
-  auto hub = std::make_shared<transport::InProcessHub>(static_cast<int>(world_size), hub_options);
+  std::shared_ptr<transport::InProcessHub> hub;
+  if (!process_job) {
+    hub = std::make_shared<transport::InProcessHub>(static_cast<int>(world_size), hub_options);
+  }
   StageRankOptions rank_options;
+  if (process_job) {
+    rank_options.only_rank = process_job->env.rank;
+    rank_options.communicator = process_job->comm.get();
+  }
   rank_options.data_parallel_size = parallel.data_parallel_size;
   rank_options.tensor_parallel_size = parallel.tensor_parallel_size;
   rank_options.sequence_parallel = args.sequence_parallel;
@@ -387,7 +417,14 @@ absl::StatusOr<actors::TrainingSummary> Train(
   // Runtime.
   // Runtime: one compute strand per rank on a pool of min(ranks, threads) threads; each op
   // uses threads / pool threads OpenMP threads (results do not depend on the count).
-  const int threads = static_cast<int>(*args.num_threads);
+  int threads = static_cast<int>(*args.num_threads);
+  if (process_job && !threads_given) {  // the host's cores are shared by its processes
+    const char* local = std::getenv("LOCAL_WORLD_SIZE");
+    int per_host = 1;
+    if (local != nullptr && absl::SimpleAtoi(local, &per_host) && per_host > 1) {
+      threads = std::max(1, threads / per_host);
+    }
+  }
   const int world = static_cast<int>(ranks.size());
   const int pool_threads = std::max(1, std::min(world, threads));
   kernels::ExecContext exec;
@@ -493,7 +530,7 @@ absl::StatusOr<actors::TrainingSummary> Train(
   cc->scheduler = scheduler;
   cc->flops_per_iteration = layers::NumFloatingPointOperations(DenseShape(model), gbs);
   cc->gemm_peak_gflops = peak;
-  cc->num_devices = 1;
+  cc->num_devices = process_job ? world_size : 1;  // a process per device
   cc->print = print;
   cc->on_iteration = std::move(on_iteration);
   cc->trace_file = args.trace_file;
@@ -522,6 +559,11 @@ absl::StatusOr<actors::TrainingSummary> Train(
   ro.calculate_per_token_loss = args.calculate_per_token_loss;
   ro.trace = args.trace_file.has_value();
   ro.collective_timeout = absl::Minutes(args.distributed_timeout_minutes);
+  if (process_job) {
+    transport::ucx::UcxCommunicator* comm = process_job->comm.get();
+    ro.communicator = comm;
+    ro.check_timeouts = [comm](absl::Time now) { return comm->CheckTimeouts(now); };
+  }
   if (args.inject_stage_slowdown) {
     MXMACA_RETURN_IF_ERROR(ParseStageSlowdown(*args.inject_stage_slowdown, parallel.pipeline_size,
                                               &ro.slowdown_stage, &ro.slowdown_factor,
@@ -550,7 +592,15 @@ absl::StatusOr<actors::TrainingSummary> Train(
   }
   MXMACA_ASSIGN_OR_RETURN(actors::TrainingSummary summary,
                           actors::RunPipelineJob(std::move(job_ranks), ro, cc, dc));
-  if (!summary.ok) return summary;
+  if (!summary.ok) return summary;  // (no orderly close: the other processes may be stuck)
+  if (process_job) {
+    absl::Status closed = process_job->comm->Close();
+    if (!closed.ok()) {
+      summary.ok = false;
+      summary.error = absl::StrCat("closing the UCX communicator: ", closed.message());
+      return summary;
+    }
+  }
   if (summary.last_iteration > summary.first_iteration) print(absl::StrFormat(
       "[after training is done] iterations %d..%d, skipped %d, mean %.0f tokens/s, peak "
       "activation memory %.1f MB",
