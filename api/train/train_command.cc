@@ -30,6 +30,7 @@
 #include "api/train/gemm_peak.h"
 #include "api/train/parallel_setup.h"
 #include "api/train/process_job.h"
+#include "api/train/exit_signal.h"
 #include "api/train/rebalance.h"
 #include "api/train/stage_ranks.h"
 #include "api/train/train_setup.h"
@@ -62,7 +63,7 @@ constexpr const char* kHonouredDests[] = {
     "make_vocab_size_divisible_by", "attention_softmax_in_fp32", "hidden_dropout",
     "attention_dropout", "weight_decay", "start_weight_decay", "end_weight_decay",
     "weight_decay_incr_style", "clip_grad", "adam_beta1", "adam_beta2", "adam_eps",
-    "micro_batch_size", "global_batch_size", "train_iters", "train_samples", "exit_interval",
+    "micro_batch_size", "global_batch_size", "train_iters", "train_samples", "exit_interval", "exit_signal_handler",
     "exit_duration_in_mins", "optimizer", "recompute_granularity", "recompute_method",
     "recompute_num_layers", "calculate_per_token_loss", "check_for_nan_in_loss_and_grad",
     "seed", "init_method_std", "lr", "lr_decay_style", "lr_decay_iters", "lr_decay_samples",
@@ -524,6 +525,12 @@ absl::StatusOr<actors::TrainingSummary> Train(
   cc->do_valid = valid != nullptr && args.eval_iters > 0;
   cc->exit_interval = args.exit_interval;
   cc->exit_duration_in_mins = args.exit_duration_in_mins;
+  if (args.exit_signal_handler) {
+    // SIGTERM (e.g. Slurm's --signal=TERM@120, or mxmaca launch forwarding one) saves and
+    // stops after the iteration in flight; in a multi-process job every rank stops there.
+    MXMACA_RETURN_IF_ERROR(InstallExitSignalHandler(SIGTERM));
+    cc->exit_signal_received = [] { return ExitSignalReceived(); };
+  }
   cc->save_dir = args.save;
   cc->save_interval = args.save_interval.value_or(0);
   cc->checkpoint_args = CheckpointArgsJson(argv, args, model);
