@@ -141,12 +141,15 @@ absl::Status CheckSupportedLayout(const MegatronArgs& a) {
   return absl::OkStatus();
 }
 
-// Whether `dir` holds anything that looks like a (possibly interrupted) checkpoint.
+// Whether `dir` holds a published checkpoint directory (iter_XXXXXXX) without the tracker
+// file. Temp dirs of saves that never committed (iter_XXXXXXX.tmp-*, left by a process
+// killed while saving) do not count: with nothing else there, there is no checkpoint and
+// a restarted job starts from scratch, as after a crash before the first save.
 bool HasCheckpointDebris(const std::string& dir) {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("iter_", 0) == 0) return true;
+    if (name.rfind("iter_", 0) == 0 && name.find(".tmp") == std::string::npos) return true;
   }
   return false;
 }
