@@ -490,9 +490,20 @@ void RouterBackward(const kernels::ExecContext& ctx, const RouterConfig& c,
   kernels::ExecContext fp32 = ctx;
   fp32.precision = kernels::Precision::kFp32;
   // dx [T, h] += dl [T, E] · W [E, h];  dW [E, h] += dl^T · x [T, h].
-  kernels::cpu::Gemm(fp32, false, false, t, h, e, 1.0f, dl.data(), e, weight, h, 1.0f, dx, h);
-  kernels::cpu::Gemm(fp32, true, false, e, h, t, 1.0f, dl.data(), e, x, h, 1.0f, dweight, h);
+  if (dx != nullptr) {
+    kernels::cpu::Gemm(fp32, false, false, t, h, e, 1.0f, dl.data(), e, weight, h, 1.0f, dx, h);
+  }
+  if (dweight != nullptr) RouterWeightGrad(ctx, c, t, dl.data(), x, dweight);
   if (d_logits_out != nullptr) *d_logits_out = std::move(dl);
+}
+
+void RouterWeightGrad(const kernels::ExecContext& ctx, const RouterConfig& c,
+                      int64_t num_tokens, const float* d_logits, const float* x,
+                      float* dweight) {
+  kernels::ExecContext fp32 = ctx;
+  fp32.precision = kernels::Precision::kFp32;
+  kernels::cpu::Gemm(fp32, true, false, c.num_experts, c.hidden_size, num_tokens, 1.0f,
+                     d_logits, c.num_experts, x, c.hidden_size, 1.0f, dweight, c.hidden_size);
 }
 
 void UpdateExpertBias(const float* tokens_per_expert, int64_t num_experts, double update_rate,

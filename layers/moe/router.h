@@ -147,11 +147,17 @@ absl::Status RouterForward(const kernels::ExecContext& ctx, const RouterConfig& 
 // the main loss's gradient carries, e.g. 1 / num_micro_batches). Then
 //   dx [T, h] += d_logits W        (accumulates)
 //   dweight [E, h] += d_logits^T x  (accumulates)
-// d_logits (optional, may be null) receives the [T, E] logits gradient.
+// dx or dweight may be null (skipped: B and W separately). d_logits (may be null)
+// receives the [T, E] logits gradient.
 void RouterBackward(const kernels::ExecContext& ctx, const RouterConfig& config,
                     const RouterState& state, const float* x,
                     const float* weight, const float* d_probs, double aux_loss_grad_scale,
                     float* dx, float* dweight, std::vector<float>* d_logits);
+
+// RouterWeightGrad: dweight [E, h] += d_logits^T [E, T] · x [T, h] (fp32).
+void RouterWeightGrad(const kernels::ExecContext& ctx, const RouterConfig& config,
+                      int64_t num_tokens, const float* d_logits, const float* x,
+                      float* dweight);
 
 // UpdateExpertBias: Megatron's get_updated_expert_bias: with tokens_per_expert [E] (all-
 // reduced over TP x DP x CP by the caller and summed since the last update),

@@ -1,0 +1,141 @@
+// layers/moe/dispatch/dispatch_testing.cc: inputs and the direct-gather reference.
+#include "layers/moe/dispatch/dispatch_testing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+
+namespace mxmaca::layers::moe::dispatch::testing {
+
+std::vector<RankInput> MakeInputs(int ep_size, int num_experts, int64_t hidden, int64_t min_rows,
+                                  int64_t max_rows, Routing routing, uint32_t seed,
+                                  const std::vector<int>& empty_ranks) {
+  std::mt19937 gen(seed);
+  std::vector<double> weights(num_experts, 1.0);
+  if (routing == Routing::kZipf) {
+    std::vector<int> perm(num_experts);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), gen);
+    for (int e = 0; e < num_experts; ++e) weights[e] = 1.0 / std::pow(1.0 + perm[e], 1.2);
+  }
+  std::discrete_distribution<int> pick(weights.begin(), weights.end());
+  std::normal_distribution<float> value(0.0f, 1.0f);
+  std::vector<RankInput> inputs(ep_size);
+  for (int s = 0; s < ep_size; ++s) {
+    RankInput& in = inputs[s];
+    const bool empty = std::find(empty_ranks.begin(), empty_ranks.end(), s) != empty_ranks.end();
+    in.num_rows = empty ? 0 : std::uniform_int_distribution<int64_t>(min_rows, max_rows)(gen);
+    in.tokens_per_expert.assign(num_experts, 0);
+    for (int64_t r = 0; r < in.num_rows; ++r) {
+      int e = 0;
+      switch (routing) {
+        case Routing::kUniform:
+          e = std::uniform_int_distribution<int>(0, num_experts - 1)(gen);
+          break;
+        case Routing::kZipf:
+          e = pick(gen);
+          break;
+        case Routing::kOneExpert:
+          e = 0;
+          break;
+        case Routing::kSparse:
+          e = (gen() & 1) ? num_experts - 1 : std::min(1, num_experts - 1);
+          break;
+      }
+      ++in.tokens_per_expert[e];
+    }
+    in.rows.resize(in.num_rows * hidden);
+    for (float& x : in.rows) {
+      const uint32_t u = gen() % 64;
+      x = u == 0 ? -0.0f
+          : u == 1 ? std::numeric_limits<float>::infinity()
+          : u == 2 ? -std::numeric_limits<float>::infinity()
+                   : value(gen);
+    }
+  }
+  return inputs;
+}
+
+ExpectedDispatch ReferenceDispatch(const std::vector<RankInput>& inputs, int num_experts,
+                                   int64_t hidden, int d) {
+  const int P = static_cast<int>(inputs.size());
+  const int L = num_experts / P;
+  ExpectedDispatch out;
+  out.tokens_per_local_expert.assign(L, 0);
+  for (int l = 0; l < L; ++l) {
+    const int e = d * L + l;
+    for (int s = 0; s < P; ++s) {
+      int64_t row = 0;  // first row of expert e in s's input
+      for (int e2 = 0; e2 < e; ++e2) row += inputs[s].tokens_per_expert[e2];
+      const int64_t n = inputs[s].tokens_per_expert[e];
+      out.rows.insert(out.rows.end(), inputs[s].rows.begin() + row * hidden,
+                      inputs[s].rows.begin() + (row + n) * hidden);
+      out.tokens_per_local_expert[l] += n;
+    }
+  }
+  return out;
+}
+
+float ExpertFn(int e, float x) {
+  const float scale = static_cast<float>(e + 1);
+  const float shift = 0.25f * static_cast<float>(e);
+  const float y = x * scale;
+  return y + shift;
+}
+
+void ApplyExperts(std::vector<float>& rows, const std::vector<int64_t>& tokens_per_local_expert,
+                  int d, int64_t hidden) {
+  const int L = static_cast<int>(tokens_per_local_expert.size());
+  int64_t i = 0;
+  for (int l = 0; l < L; ++l) {
+    for (int64_t k = 0; k < tokens_per_local_expert[l] * hidden; ++k, ++i) {
+      rows[i] = ExpertFn(d * L + l, rows[i]);
+    }
+  }
+}
+
+std::vector<float> ReferenceCombine(const RankInput& input, int64_t hidden, bool identity) {
+  std::vector<float> out = input.rows;
+  if (identity) return out;
+  int64_t i = 0;
+  for (size_t e = 0; e < input.tokens_per_expert.size(); ++e) {
+    for (int64_t k = 0; k < input.tokens_per_expert[e] * hidden; ++k, ++i) {
+      out[i] = ExpertFn(static_cast<int>(e), out[i]);
+    }
+  }
+  return out;
+}
+
+std::string FirstDifference(const std::vector<float>& got, const std::vector<float>& want,
+                            const std::string& what) {
+  if (got.size() != want.size()) {
+    return absl::StrCat(what, ": ", got.size(), " values, expected ", want.size());
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+      return absl::StrCat(what, ": value ", i, " is ", got[i], ", expected ", want[i]);
+    }
+  }
+  return "";
+}
+
+double Imbalance(const std::vector<RankInput>& inputs, int num_experts) {
+  std::vector<int64_t> per_expert(num_experts, 0);
+  int64_t total = 0;
+  for (const RankInput& in : inputs) {
+    for (int e = 0; e < num_experts; ++e) {
+      per_expert[e] += in.tokens_per_expert[e];
+      total += in.tokens_per_expert[e];
+    }
+  }
+  if (total == 0) return 1.0;
+  const double mean = static_cast<double>(total) / num_experts;
+  return *std::max_element(per_expert.begin(), per_expert.end()) / mean;
+}
+
+}  // namespace mxmaca::layers::moe::dispatch::testing

@@ -1,0 +1,155 @@
+// layers/moe/moe_layer.h: Megatron-Core's MoELayer at expert-parallel size 1 (all experts
+// on this rank), CPU fp32, with separate forward (F), backward-input (B) and
+// backward-weight (W).
+//
+// Source: megatron/core/transformer/moe/moe_layer.py (MoELayer.forward), router.py,
+// token_dispatcher.py (the local permute / unpermute of MoEAlltoAllTokenDispatcher at
+// EP = 1), experts.py (TEGroupedMLP), shared_experts.py (SharedExpertMLP, gate off).
+// T = tokens of this rank in [b, s] order, h hidden, E experts, R permuted rows.
+//   probs, map = Router(x)                              [T, E]   (router.h)
+//   xp         = Permute(x, map)                        [R, h]   (token_permutation.h)
+//   yp         = Experts(xp, tokens_per_expert)         [R, h]   (grouped_experts.h)
+//   y          = Unpermute(yp, probs) + SharedExpert(x) [T, h]
+// B: dx = PermuteBackward(Experts_B(UnpermuteBackward(dy))) + d_logits W + SharedExpert_B(dy),
+//    summed in that order.
+//
+// Parameters (registered in a ParameterStore under Megatron's TEGroupedMLP names;
+// N = the GLOBAL layer number as layers/gpt_parameters.h; std = --init-method-std,
+// L = --num-layers; f1 = 2f with SwiGLU else f; fs = shared expert size):
+//   decoder.layers.N.mlp.router.weight                      [E, h]   normal(0, std)
+//   decoder.layers.N.mlp.experts.linear_fc1.weight<i>       [f1, h]  normal(0, std)
+//   decoder.layers.N.mlp.experts.linear_fc1.bias<i>         [f1]     0 (add_bias only)
+//   decoder.layers.N.mlp.experts.linear_fc2.weight<i>       [h, f]   normal(0, std/sqrt(2L))
+//   decoder.layers.N.mlp.experts.linear_fc2.bias<i>         [h]      0 (add_bias only)
+//   decoder.layers.N.mlp.shared_experts.linear_fc1.weight   [fs1, h] normal(0, std)
+//   decoder.layers.N.mlp.shared_experts.linear_fc1.bias     [fs1]    0 (add_bias only)
+//   decoder.layers.N.mlp.shared_experts.linear_fc2.weight   [h, fs]  normal(0, std/sqrt(2L))
+//   decoder.layers.N.mlp.shared_experts.linear_fc2.bias     [h]      0 (add_bias only)
+// i = 0..E-1. (SequentialMLP would name them mlp.experts.local_experts.<i>.linear_fc1.weight;
+// TEGroupedMLP's names are the ones --moe-grouped-gemm checkpoints carry.) The expert bias
+// (--moe-router-enable-expert-bias) is Megatron's persistent buffer
+// decoder.layers.N.mlp.router.expert_bias [E] fp32: held by the layer, not a parameter.
+#ifndef MXMACA_LAYERS_MOE_MOE_LAYER_H_
+#define MXMACA_LAYERS_MOE_MOE_LAYER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/exec_context.h"
+#include "layers/moe/grouped_experts.h"
+#include "layers/moe/router.h"
+#include "layers/moe/token_permutation.h"
+#include "layers/parameter_store.h"
+
+namespace mxmaca::layers::moe {
+
+// MoELayerConfig: the layer's flags. expert.hidden_size must equal router.hidden_size.
+struct MoELayerConfig {
+  RouterConfig router;
+  ExpertMlpConfig expert;  // ffn_hidden_size = --moe-ffn-hidden-size
+  // --moe-shared-expert-intermediate-size; 0 = no shared expert. The shared expert uses
+  // expert's activation and bias settings.
+  int64_t shared_expert_ffn_hidden_size = 0;
+  double init_method_std = 0.02;  // --init-method-std
+  int64_t num_layers = 1;         // --num-layers (scaled init of linear_fc2)
+};
+
+// ValidateMoELayerConfig: the router's and the experts' errors, plus InvalidArgument when
+// the hidden sizes differ, the shared size is negative, std < 0 or num_layers < 1.
+absl::Status ValidateMoELayerConfig(const MoELayerConfig& config);
+
+// MoEParameterPrefix: "decoder.layers.<layer>.mlp".
+std::string MoEParameterPrefix(int64_t layer);
+
+// RegisterMoEParameters: registers the tensors listed in the file banner (before
+// ParameterStore::Finalize). Errors: config errors, or the store's (duplicate names,
+// already finalized).
+absl::Status RegisterMoEParameters(const MoELayerConfig& config, int64_t layer,
+                                   ParameterStore* store);
+
+// MoECall: per-call facts.
+struct MoECall {
+  int64_t num_tokens = 0;  // T
+  int64_t seq_length = 0;  // s (seq_aux_loss)
+  bool training = true;
+  GlobalAuxLossInput global;  // global_aux_loss counts (router.h)
+};
+
+// MoEMetrics: per-call logging values (issue 7, "Per-layer metrics").
+struct MoEMetrics {
+  std::vector<int64_t> tokens_per_expert;  // [E] rows each expert processed (after capacity)
+  double mean_tokens_per_expert = 0.0;
+  int64_t max_tokens_per_expert = 0;
+  double load_imbalance = 0.0;  // max / mean (1 = perfectly balanced; 0 with no tokens)
+  int64_t dropped_tokens = 0;   // (token, expert) choices dropped by capacity
+  int64_t capacity = -1;        // expert capacity (-1: dropless)
+  // Megatron's logged values (router.py: aux_loss / coeff, z_loss / coeff); 0 when off.
+  double load_balancing_loss = 0.0;
+  double z_loss = 0.0;
+};
+
+// MoEStash: what F keeps for B and W, and what B keeps for W (one per micro-batch).
+struct MoEStash {
+  int64_t num_tokens = 0;
+  RouterState router;
+  PermutationPlan plan;
+  std::vector<float> permuted_x;    // [R, h]
+  std::vector<float> expert_out;    // [R, h]
+  GroupedExpertsStash experts;
+  GroupedExpertsStash shared;       // shared expert over all T rows
+  std::vector<float> d_expert_out;  // [R, h] (B)
+  std::vector<float> d_logits;      // [T, E] (B)
+};
+
+// MoELayer: binds to the tensors of one layer in a finalized ParameterStore.
+class MoELayer {
+ public:
+  // Create: validates the config and looks up the layer's tensors (NotFound naming a
+  // missing one; InvalidArgument on a shape mismatch or when the store is not finalized).
+  static absl::StatusOr<MoELayer> Create(const MoELayerConfig& config, int64_t layer,
+                                         ParameterStore* store);
+
+  // Forward: y [T, h] (overwritten) from x [T, h]. Fills the stash and metrics (metrics
+  // may be null). In training with the expert bias enabled, adds the routing map's
+  // column sums to local_tokens_per_expert(). Errors: the router's (RouterForward).
+  absl::Status Forward(const kernels::ExecContext& ctx, const MoECall& call, const float* x,
+                       float* y, MoEStash* stash, MoEMetrics* metrics);
+
+  // BackwardInput: dx [T, h] (overwritten) from dy [T, h]; the aux / z-loss gradients are
+  // scaled by aux_loss_grad_scale (router.h). Keeps in the stash what W needs.
+  void BackwardInput(const kernels::ExecContext& ctx, const float* x, const float* dy,
+                     double aux_loss_grad_scale, MoEStash* stash, float* dx);
+
+  // BackwardWeight: accumulates every parameter gradient of the layer into the store's
+  // gradient arena. x, dy as given to F and B.
+  void BackwardWeight(const kernels::ExecContext& ctx, const float* x, const float* dy,
+                      const MoEStash& stash);
+
+  // expert_bias: [E] fp32 (zeros at start; used for selection only).
+  std::vector<float>& expert_bias() { return expert_bias_; }
+  // local_tokens_per_expert: [E] routed tokens counted since the last UpdateExpertBias.
+  const std::vector<float>& local_tokens_per_expert() const { return local_tokens_; }
+  // UpdateExpertBias: get_updated_expert_bias with `tokens_per_expert` [E] (the caller's
+  // all-reduce of local_tokens_per_expert() over TP x DP x CP; null: the local counts),
+  // then resets the local counts (Megatron's finalize_model_grads does both).
+  void UpdateExpertBias(const float* tokens_per_expert);
+
+  const MoELayerConfig& config() const { return config_; }
+
+ private:
+  MoELayer() = default;
+  MoELayerConfig config_;
+  ExpertMlpConfig shared_config_;
+  ParameterStore* store_ = nullptr;
+  int router_weight_ = -1;
+  ExpertWeights experts_, shared_;
+  ExpertGrads expert_grads_, shared_grads_;
+  std::vector<float> expert_bias_, local_tokens_;
+};
+
+}  // namespace mxmaca::layers::moe
+
+#endif  // MXMACA_LAYERS_MOE_MOE_LAYER_H_
