@@ -195,6 +195,17 @@ absl::StatusOr<std::vector<float>> CombineAndWait(
   return Await(w, timeout, "combine");
 }
 
+absl::StatusOr<std::vector<float>> DispatchBackwardAndWait(
+    TokenDispatcher& dispatcher, const std::shared_ptr<const DispatchLayout>& layout,
+    const float* grad, int64_t num_rows, absl::Duration timeout) {
+  auto w = std::make_shared<Waiter<std::vector<float>>>();
+  dispatcher.DispatchBackward(layout, grad, num_rows, [w](absl::StatusOr<std::vector<float>> r) {
+    w->result = std::move(r);
+    w->notification.Notify();
+  });
+  return Await(w, timeout, "dispatch backward");
+}
+
 absl::StatusOr<std::vector<float>> CombineBackwardAndWait(
     TokenDispatcher& dispatcher, const std::shared_ptr<const DispatchLayout>& layout,
     const float* grad, int64_t num_rows, absl::Duration timeout) {

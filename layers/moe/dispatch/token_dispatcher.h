@@ -138,7 +138,7 @@ class TokenDispatcher {
   DispatcherOptions options_;
 };
 
-// DispatchAndWait / CombineAndWait / ...: the same calls, blocking the calling thread until
+// DispatchAndWait, CombineAndWait, DispatchBackwardAndWait, CombineBackwardAndWait: the same calls, blocking the calling thread until
 // `done` (for tests, benchmarks and single-threaded tools; actors use the callbacks).
 // `timeout` bounds the wait: on expiry DeadlineExceeded is returned, and the caller must
 // then keep `rows` alive until the process ends (the operation may still complete later;
@@ -150,6 +150,9 @@ absl::StatusOr<DispatchResult> DispatchAndWait(TokenDispatcher& dispatcher, cons
 absl::StatusOr<std::vector<float>> CombineAndWait(
     TokenDispatcher& dispatcher, const std::shared_ptr<const DispatchLayout>& layout,
     const float* expert_rows, int64_t num_rows, absl::Duration timeout = absl::InfiniteDuration());
+absl::StatusOr<std::vector<float>> DispatchBackwardAndWait(
+    TokenDispatcher& dispatcher, const std::shared_ptr<const DispatchLayout>& layout,
+    const float* grad, int64_t num_rows, absl::Duration timeout = absl::InfiniteDuration());
 absl::StatusOr<std::vector<float>> CombineBackwardAndWait(
     TokenDispatcher& dispatcher, const std::shared_ptr<const DispatchLayout>& layout,
     const float* grad, int64_t num_rows, absl::Duration timeout = absl::InfiniteDuration());
