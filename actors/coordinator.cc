@@ -160,6 +160,13 @@ struct CoordinatorState {
   std::function<void(const ControlPlane::Blocks&)> control_next;
   int32_t agreed_exit_flags = 0;
   std::string save_error;
+  // --optimizer-post-validation: the partial reduction of this iteration's reports so far
+  // (arrival order; it only picks the optimistic step, never the final one), and the final
+  // steps still in flight of an iteration whose successor already started.
+  double partial_grad_norm_sq = 0.0;
+  bool partial_finite = true;
+  int64_t overlap_iteration = -1;
+  int overlap_pending = 0;
 };
 
 using CoordinatorPointer = CoordinatorActor::stateful_pointer<CoordinatorState>;
@@ -391,6 +398,8 @@ void StartIteration(CoordinatorPointer self) {
   st.phase = Phase::kTrain;
   st.iteration_start = Clock::now();
   ResetReports(st);
+  st.partial_grad_norm_sq = 0.0;
+  st.partial_finite = true;
   RunStageIteration run;
   run.iteration = st.iteration;
   run.eval = false;
@@ -512,6 +521,53 @@ void StartSave(CoordinatorPointer self, bool then_finish) {
            });
 }
 
+// MaybeSendOptimisticStep: --optimizer-post-validation: folds report `d` (not the
+// iteration's last) into the partial reduction and sends its stage the optimistic step
+// that the partial decides: skip when it holds a NaN/Inf (then so does the global
+// reduction: the final decision is certain), none when its norm already exceeds
+// --clip-grad (the coefficient needs the global norm: the stage waits), else a step with
+// clip coefficient 1.
+void MaybeSendOptimisticStep(CoordinatorPointer self, const StageIterationDone& d) {
+  auto& st = self->state;
+  const CoordinatorConfig& c = *st.cfg;
+  st.partial_grad_norm_sq += d.grad_norm_sq;
+  st.partial_finite = st.partial_finite && d.grads_finite &&
+                      std::isfinite(st.partial_grad_norm_sq) &&
+                      (d.tensor_parallel_rank != 0 || std::isfinite(d.loss_sum));
+  if (!c.optimizer_post_validation || c.control || c.calculate_per_token_loss) return;
+  ApplyOptimizerStep step;
+  step.iteration = st.iteration;
+  step.optimistic = true;
+  step.lr = c.scheduler->lr();
+  step.weight_decay = c.scheduler->weight_decay();
+  step.min_seconds = c.synthetic_optimizer_seconds;
+  if (!st.partial_finite) {
+    step.skip = true;
+  } else if (c.clip_grad > 0.0 &&
+             c.clip_grad / (std::sqrt(st.partial_grad_norm_sq) + 1.0e-6) < 1.0) {
+    return;
+  }
+  const StageActorHandle& stage = c.stages.at(static_cast<size_t>(d.stage));
+  if (stage) self->send(stage, step);
+}
+
+// CanStartNextIteration: post-validation may send the next iteration's op lists with the
+// final step decision when nothing is due between the two iterations.
+bool CanStartNextIteration(const CoordinatorState& st) {
+  const CoordinatorConfig& c = *st.cfg;
+  const int64_t it = st.iteration;
+  if (!c.optimizer_post_validation || c.control || c.rebalance || st.overlap_pending > 0) {
+    return false;
+  }
+  if (it >= c.train_iters) return false;
+  if (c.do_valid && c.eval_interval > 0 && it % c.eval_interval == 0) return false;
+  if (c.save_dir && c.save_interval > 0 && it % c.save_interval == 0) return false;
+  if (c.exit_interval && *c.exit_interval > 0 && it % *c.exit_interval == 0) return false;
+  return LocalExitFlags(st) == 0;
+}
+
+void RecordStep(CoordinatorPointer self);
+
 void OnTrainReports(CoordinatorPointer self) {
   auto& st = self->state;
   CoordinatorConfig& c = *st.cfg;
@@ -523,6 +579,7 @@ void OnTrainReports(CoordinatorPointer self) {
   const bool finite = std::isfinite(st.step_loss) && r.grads_finite && std::isfinite(st.step_grad_norm);
   ApplyOptimizerStep step;
   step.iteration = st.iteration;
+  step.min_seconds = c.synthetic_optimizer_seconds;
   step.grad_scale = grad_scale;
   step.lr = c.scheduler->lr();
   step.weight_decay = c.scheduler->weight_decay();
@@ -556,9 +613,20 @@ void OnTrainReports(CoordinatorPointer self) {
   for (const StageActorHandle& stage : c.stages) {
     if (stage) self->send(stage, step);
   }
+  if (CanStartNextIteration(st)) {
+    // Post-validation: every stage runs its final step (a confirmation, or the redo) on its
+    // strand before the next op list, which it gets right behind the step (FIFO).
+    st.overlap_iteration = st.iteration;
+    st.overlap_pending = st.reports.pending;
+    st.reports.pending = 0;
+    RecordStep(self);
+    StartIteration(self);
+  }
 }
 
-void OnStepDone(CoordinatorPointer self) {
+// RecordStep: the bookkeeping of a finished step: scheduler, counters, losses, timing,
+// the log line.
+void RecordStep(CoordinatorPointer self) {
   auto& st = self->state;
   CoordinatorConfig& c = *st.cfg;
   if (!st.step_skip) c.scheduler->Step(c.global_batch_size);
@@ -611,6 +679,12 @@ void OnStepDone(CoordinatorPointer self) {
     c.on_iteration(r);
   }
   LogIfDue(self);
+}
+
+void OnStepDone(CoordinatorPointer self) {
+  auto& st = self->state;
+  CoordinatorConfig& c = *st.cfg;
+  RecordStep(self);
   st.pending_eval = c.do_valid && c.eval_interval > 0 && st.iteration % c.eval_interval == 0;
   st.pending_save = c.save_dir && c.save_interval > 0 && st.iteration % c.save_interval == 0;
   if (c.rebalance && !st.step_skip) {
@@ -754,6 +828,13 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
           Finish(self, false, "coordinator: no learning-rate scheduler configured");
           return st.promise;
         }
+        if (st.cfg->optimizer_post_validation && st.cfg->control) {
+          Finish(self, false,
+                 "--optimizer-post-validation is not supported in multi-process jobs yet "
+                 "(its partial reductions are relayed by the one coordinator of an "
+                 "in-process job); drop the flag or run the ranks in one process");
+          return st.promise;
+        }
         st.run_start = Clock::now();
         for (auto [schedule, slots] :
              {std::make_pair(&st.cfg->train_schedule, &st.train_slots),
@@ -829,7 +910,10 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
         rr.busy_seconds = d.busy_seconds;
         rr.wall_seconds = d.wall_seconds;
         rr.peak_activation_bytes = d.peak_activation_bytes;
-        if (--r.pending > 0) return;
+        if (--r.pending > 0) {
+          if (!expect_eval) MaybeSendOptimisticStep(self, d);
+          return;
+        }
         if (!st.cfg->control) {
           CompleteReports(self, expect_eval);
           return;
@@ -856,6 +940,18 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
       },
       [=](const StageStepDone& d) {
         auto& st = self->state;
+        if (d.optimistic) {
+          ++(d.rolled_back ? st.summary.optimistic_steps_rolled_back
+                           : st.summary.optimistic_steps_confirmed);
+        }
+        if (st.overlap_pending > 0 && d.iteration == st.overlap_iteration) {
+          // Post-validation: a final step of the iteration before the one running.
+          if (st.trace) {
+            for (const TraceSpan& span : d.spans) st.trace->Add(span);
+          }
+          --st.overlap_pending;
+          return;
+        }
         if (st.phase != Phase::kStep || d.iteration != st.iteration) {
           if (st.phase == Phase::kDone) return;
           Finish(self, false, absl::StrCat("coordinator: unexpected step report from stage ",

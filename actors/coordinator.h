@@ -3,7 +3,9 @@
 // Per training iteration (megatron/training/training.py train / train_step):
 //   1. hands every StageActor its op list and asks the DataActor for the global batch's
 //      micro-batches (which go straight to the stages);
-//   2. collects each stage's report (loss, token count, gradient sum of squares);
+//   2. collects each stage's report (loss, token count, gradient sum of squares) — with
+//      --optimizer-post-validation each early report is answered with an optimistic step
+//      (see CoordinatorConfig::optimizer_post_validation);
 //   3. decides the step: global grad norm (each logical parameter counted once), skip on
 //      NaN/Inf (counted; the run stops after --max-consecutive-nan-iterations in a row),
 //      clip coefficient (--clip-grad), learning rate and weight decay from the scheduler,
@@ -105,6 +107,26 @@ struct CoordinatorConfig {
       int64_t iteration, const std::vector<double>& stage_busy)>
       rebalance;
   std::optional<int32_t> max_stashed_microbatches;
+  // --optimizer-post-validation (Qi et al., ICLR 2024, section 4; messages.h
+  // ApplyOptimizerStep): every report but the last gets an optimistic step decided from
+  // the reports so far (in one process the coordinator relays the partial reduction: a
+  // stage sees the sum over every rank that reported before it, which in 1F1B is the
+  // chain of downstream stages of the paper); the last report completes the global
+  // reduction, summed in rank order as without the flag, and the final decision confirms
+  // or rolls back each optimistic step. When nothing is due between iterations
+  // (evaluation, save, rebalancing, exit, the last iteration), the next iteration's op
+  // lists go out with the final decision instead of after every stage's step: a stage
+  // whose optimistic step was confirmed starts at once, the others after their redo (their
+  // strand runs the step first). Results are bit-identical to the synchronous step. Not
+  // with `control` (multi-process): the run fails at start naming the flag. With
+  // --calculate-per-token-loss (the gradient scale needs the global token count) and on
+  // ranks whose step all-gathers parameters (distributed optimizer with dp > 1) no
+  // optimistic step is taken: those wait for the final decision.
+  bool optimizer_post_validation = false;
+  // synthetic_optimizer_seconds: benchmarks on the synthetic backend: every applied
+  // optimizer step (optimistic, final or redo) lasts at least this long on its stage's
+  // strand (ApplyOptimizerStep::min_seconds). 0 = off.
+  double synthetic_optimizer_seconds = 0.0;
   // write_shard for SaveCheckpointShard (stage_checkpoint.h); required with save_dir.
   std::function<absl::Status(const StageIdentity&, StageProgram&,
                              const std::vector<std::shared_ptr<layers::AdamWOptimizer>>&,

@@ -64,6 +64,16 @@ struct RunStageIteration {
 // ApplyOptimizerStep: after every stage reported the iteration: multiply the gradients by
 // grad_scale (1/tokens with --calculate-per-token-loss, else 1), then by clip_coeff, and
 // step AdamW with lr / weight_decay — or, when skip, drop the gradients (a NaN/Inf step).
+//
+// --optimizer-post-validation (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024,
+// section 4): a stage that reported before the others may get an `optimistic` step first,
+// decided from the partial reduction of the reports so far (skip when it already holds a
+// NaN/Inf; clip_coeff 1 when its norm is under --clip-grad; none when it is over, since
+// the coefficient needs the global norm). The stage keeps exact copies of what the step
+// changes (parameters, gradients, Adam moments and step count). The final step for the
+// same iteration (optimistic = false) then validates it: equal decision -> the copies are
+// dropped; otherwise they are restored and the final step runs, so the parameters end
+// bit-identical to the synchronous step.
 struct ApplyOptimizerStep {
   int64_t iteration = 0;
   bool skip = false;
@@ -71,6 +81,11 @@ struct ApplyOptimizerStep {
   double clip_coeff = 1.0;
   double lr = 0.0;
   double weight_decay = 0.0;
+  bool optimistic = false;
+  // min_seconds: benchmarks on the synthetic backend (CoordinatorConfig::
+  // synthetic_optimizer_seconds): an applied (not skipped) step lasts at least this long on
+  // the stage's strand, which sleeps the rest. 0 = as long as AdamW takes.
+  double min_seconds = 0.0;
 };
 
 // ---- DataActor -> StageActor ----
@@ -155,11 +170,15 @@ struct StageIterationDone {
   std::vector<TraceSpan> spans;  // the ops' timeline, with --trace-file
 };
 
-// StageStepDone: the optimizer step (or skip) of `iteration` is applied.
+// StageStepDone: the optimizer step (or skip) of `iteration` is applied. With
+// post-validation, `optimistic` says an optimistic step preceded the final one and
+// `rolled_back` that it was undone and redone (else it was confirmed).
 struct StageStepDone {
   int32_t stage = 0;
   int64_t iteration = 0;
   std::vector<TraceSpan> spans;  // the optimizer span, with --trace-file
+  bool optimistic = false;
+  bool rolled_back = false;
 };
 
 // StageFailed: an op failed; the job ends with this message.
@@ -210,6 +229,10 @@ struct TrainingSummary {
   // averaged over DP replicas, wall = the slowest rank's), over the iterations after the
   // first.
   std::vector<double> stage_bubble_fraction;
+  // --optimizer-post-validation: optimistic steps (rank x iteration) the final decision
+  // confirmed, and those it rolled back and redid.
+  int64_t optimistic_steps_confirmed = 0;
+  int64_t optimistic_steps_rolled_back = 0;
 };
 
 // ---- compute strand -> its own StageActor ----
@@ -226,9 +249,14 @@ struct OpFinished {
   std::vector<float> d_input;    // for B ops (not on the first virtual stage)
 };
 
-// StepFinished: the strand applied the optimizer step.
+// StepFinished: the strand applied the optimizer step. Post-validation: `optimistic` for
+// the provisional step; `validated` for a final step that checked an optimistic one,
+// `rolled_back` when it restored the copies and redid the step (else it confirmed).
 struct StepFinished {
   int64_t iteration = 0;
+  bool optimistic = false;
+  bool validated = false;
+  bool rolled_back = false;
   int64_t start_us = 0;
   int64_t duration_us = 0;
   bool ok = true;

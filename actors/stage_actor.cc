@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "actors/activation_pool.h"
+#include "actors/step_backup.h"
 #include "kernels/cpu/elementwise.h"
 
 namespace mxmaca::actors {
@@ -89,6 +90,13 @@ struct StageState {
   bool gather_pending = false;      // parameters not yet all-gathered: no op may start
   bool step_reply_pending = false;  // StageStepDone waits for the all-gather
   StepFinished step_finished;
+  // --optimizer-post-validation: the optimistic step taken for `optimistic_iteration` (-1:
+  // none), the copies it keeps (written and read on the strand only; the actor just hands
+  // the pointer to the validating task) and its trace span (sent with the final report).
+  int64_t optimistic_iteration = -1;
+  ApplyOptimizerStep optimistic_step;
+  std::shared_ptr<StepBackup> backup;
+  std::optional<TraceSpan> optimistic_span;
   std::vector<SaveCheckpointShard> deferred_saves;
   bool failed = false;
   // Pooled payloads of the two outgoing channels (0 = activations, 1 = gradients) and how
@@ -640,10 +648,17 @@ void ReplyStep(StagePointer self) {
   auto& st = self->state;
   const StepFinished& f = st.step_finished;
   StageStepDone done{st.cfg.rank, f.iteration, {}};
+  done.optimistic = f.validated;
+  done.rolled_back = f.rolled_back;
   if (st.cfg.trace) {
-    done.spans.push_back(TraceSpan{"optimizer", "optimizer", st.cfg.rank, f.start_us,
-                                   f.duration_us, f.iteration, -1});
+    if (st.optimistic_span) done.spans.push_back(*st.optimistic_span);
+    done.spans.push_back(TraceSpan{f.validated ? (f.rolled_back ? "optimizer (rollback + redo)"
+                                                                : "optimizer (confirmed)")
+                                               : "optimizer",
+                                   "optimizer", st.cfg.rank, f.start_us, f.duration_us,
+                                   f.iteration, -1});
   }
+  st.optimistic_span.reset();
   self->send(st.cfg.coordinator, std::move(done));
 }
 
@@ -675,6 +690,44 @@ void OnGatherDone(StagePointer self) {
   TryAdvance(self);
 }
 
+// RunStep: scales the gradients by grad_scale and clip_coeff and steps every chunk's AdamW
+// (or only drops the gradients, for a skip); an applied step then lasts at least
+// step.min_seconds (the synthetic backend's declared optimizer time).
+absl::Status RunStep(StageProgram& program,
+                     const std::vector<std::shared_ptr<layers::AdamWOptimizer>>& optimizers,
+                     const kernels::ExecContext& exec, const ApplyOptimizerStep& step) {
+  const Clock::time_point t0 = Clock::now();
+  for (int c = 0; c < program.num_chunks(); ++c) {
+    layers::ParameterStore& params = program.parameters(c);
+    if (!step.skip) {
+      absl::Span<float> g = params.grads_arena();
+      for (const double factor : {step.grad_scale, step.clip_coeff}) {
+        if (factor != 1.0) {
+          kernels::cpu::Scale(exec, g.data(), g.size(), static_cast<float>(factor));
+        }
+      }
+      optimizers[c]->Step(exec, step.lr, step.weight_decay);
+    }
+    params.ZeroGrads();
+  }
+  if (!step.skip && step.min_seconds > 0.0) {
+    std::this_thread::sleep_until(
+        t0 + std::chrono::duration_cast<Clock::duration>(
+                 std::chrono::duration<double>(step.min_seconds)));
+  }
+  return absl::OkStatus();
+}
+
+// SameDecision: whether an optimistic step did exactly what the final one asks.
+bool SameDecision(const ApplyOptimizerStep& a, const ApplyOptimizerStep& b) {
+  if (a.skip != b.skip) return false;
+  return a.skip || (a.grad_scale == b.grad_scale && a.clip_coeff == b.clip_coeff &&
+                    a.lr == b.lr && a.weight_decay == b.weight_decay);
+}
+
+// ApplyStep: runs `step` on the strand. Post-validation (messages.h ApplyOptimizerStep):
+// an optimistic step first saves the copies; the final step of the same iteration then
+// confirms it (drops the copies) or restores them and runs the final step.
 void ApplyStep(StagePointer self, const ApplyOptimizerStep& step) {
   auto& st = self->state;
   auto program = st.cfg.program;
@@ -683,6 +736,40 @@ void ApplyStep(StagePointer self, const ApplyOptimizerStep& step) {
   StageActorHandle me = self;
   const bool gather = st.cfg.distributed_optimizer && st.cfg.data_parallel_size > 1 &&
                       st.cfg.data_parallel_group && !step.skip;
+  std::shared_ptr<StepBackup> backup;
+  bool validate = false, confirm = false;
+  if (step.optimistic) {
+    // No speculation where the step all-gathers parameters: the other DP ranks of this
+    // stage may not step optimistically, and the collective must match on all of them.
+    if (st.cfg.distributed_optimizer && st.cfg.data_parallel_size > 1 &&
+        st.cfg.data_parallel_group) {
+      return;
+    }
+    if (st.optimistic_iteration >= 0) {
+      Fail(self, step.iteration, -1, "optimizer",
+           absl::StrCat("an optimistic step for iteration ", step.iteration,
+                        " while the one of iteration ", st.optimistic_iteration,
+                        " is not validated"));
+      return;
+    }
+    st.optimistic_iteration = step.iteration;
+    st.optimistic_step = step;
+    st.backup = std::make_shared<StepBackup>();
+    backup = st.backup;
+  } else if (st.optimistic_iteration >= 0) {
+    if (st.optimistic_iteration != step.iteration) {
+      Fail(self, step.iteration, -1, "optimizer",
+           absl::StrCat("the step of iteration ", step.iteration,
+                        " arrived while the optimistic step of iteration ",
+                        st.optimistic_iteration, " is not validated"));
+      return;
+    }
+    validate = true;
+    confirm = SameDecision(st.optimistic_step, step);
+    backup = std::move(st.backup);
+    st.backup.reset();
+    st.optimistic_iteration = -1;
+  }
   auto* comm = st.cfg.comm;
   std::optional<transport::ProcessGroup> group = st.cfg.data_parallel_group;
   auto buckets = st.cfg.buckets;
@@ -695,22 +782,20 @@ void ApplyStep(StagePointer self, const ApplyOptimizerStep& step) {
   st.cfg.strand->Post([=] {
     StepFinished msg;
     msg.iteration = step.iteration;
+    msg.optimistic = step.optimistic;
+    msg.validated = validate;
+    msg.rolled_back = validate && !confirm;
     msg.start_us = TraceClockMicros();
     absl::Status s = RunGuarded([&]() -> absl::Status {
-      for (int c = 0; c < program->num_chunks(); ++c) {
-        layers::ParameterStore& params = program->parameters(c);
-        if (!step.skip) {
-          absl::Span<float> g = params.grads_arena();
-          for (const double factor : {step.grad_scale, step.clip_coeff}) {
-            if (factor != 1.0) {
-              kernels::cpu::Scale(exec, g.data(), g.size(), static_cast<float>(factor));
-            }
-          }
-          optimizers[c]->Step(exec, step.lr, step.weight_decay);
+      if (step.optimistic) {
+        if (absl::Status saved = backup->Save(*program, optimizers); !saved.ok()) return saved;
+      } else if (validate) {
+        if (confirm) return absl::OkStatus();  // the copies go with the last reference
+        if (absl::Status restored = backup->Restore(*program, optimizers); !restored.ok()) {
+          return restored;
         }
-        params.ZeroGrads();
       }
-      return absl::OkStatus();
+      return RunStep(*program, optimizers, exec, step);
     });
     msg.duration_us = TraceClockMicros() - msg.start_us;
     msg.ok = s.ok();
@@ -881,7 +966,15 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
         auto& st = self->state;
         if (st.failed) return;
         if (!f.ok) {
-          Fail(self, f.iteration, -1, "optimizer", f.error);
+          Fail(self, f.iteration, -1, f.optimistic ? "optimistic optimizer step" : "optimizer",
+               f.error);
+          return;
+        }
+        if (f.optimistic) {  // post-validation: the final decision follows
+          if (st.cfg.trace) {
+            st.optimistic_span = TraceSpan{"optimizer (optimistic)", "optimizer", st.cfg.rank,
+                                           f.start_us, f.duration_us, f.iteration, -1};
+          }
           return;
         }
         st.step_finished = f;
@@ -900,6 +993,7 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
         auto& st = self->state;
         ProgramReplaced reply{st.cfg.rank, true, ""};
         if (st.active || st.gather_pending || !st.running.empty() || !r.program ||
+            st.optimistic_iteration >= 0 ||
             static_cast<int>(r.optimizers.size()) != r.program->num_chunks() ||
             static_cast<int>(r.buckets.size()) != r.program->num_chunks()) {
           reply.ok = false;

@@ -26,6 +26,13 @@
 // rank updates its shard and the parameters are all-gathered per bucket (before the next
 // op of this stage with --overlap-param-gather, else before the step is reported).
 // Every collective error (mismatch, timeout) fails the job naming the actor.
+//
+// --optimizer-post-validation (messages.h ApplyOptimizerStep): an optimistic step arrives
+// after the report; the stage saves exact copies (step_backup.h) and steps at once. The
+// final step of that iteration confirms it or restores the copies and redoes it; either
+// runs on the strand before any op of the next iteration, so no op ever sees parameters
+// that are later rolled back. Ranks whose step all-gathers parameters (distributed
+// optimizer, dp > 1) ignore optimistic steps and wait for the final one.
 #ifndef MXMACA_ACTORS_STAGE_ACTOR_H_
 #define MXMACA_ACTORS_STAGE_ACTOR_H_
 
