@@ -5,10 +5,11 @@
 #   host 0: namespace mxmaca-<pid>-<r>-0, interface mx<tag>a, 10.231.<x>.1/24
 #   host 1: namespace mxmaca-<pid>-<r>-1, interface mx<tag>b, 10.231.<x>.2/24
 #
-# with <pid> this shell's $$, <r> a $RANDOM, <tag> both in hex and x = $$ % 200. The veth pair is created directly inside
-# the namespaces (ip -n NS link add ... peer ... netns NS), so neither the interfaces nor
-# the addresses ever exist in the machine's own namespace; each namespace also has lo up.
-# The only path between the two hosts is the veth pair.
+# with <pid> this shell's $$, <r> a $RANDOM, <tag> both in hex and x = $$ % 200. The veth
+# pair is created directly inside the namespaces (ip -n NS link add ... peer ... netns NS),
+# so neither the interfaces nor the addresses ever exist in the machine's own namespace
+# (and names cannot clash with another run's); each namespace also has lo up. The only
+# path between the two hosts is the veth pair.
 #
 # Sourced (the test's way), it defines:
 #   netns_setup        creates both namespaces and the link. Returns 0 when ready; when the
