@@ -23,7 +23,8 @@ namespace mxmaca::layers::moe {
 
 // kInvariantBlockRows: the fixed row count of every Gemm call BatchInvariantGemm makes.
 // 64 keeps oneDNN's packing of B (k * n per call) small next to the block's 64 k n
-// multiply-adds.
+// multiply-adds. Measured (1 thread, [1024, 512] x [512, 2048]^T, shared 2-core machine):
+// 24-28 ms against 21-26 ms for one plain Gemm call, i.e. 10-25% slower.
 inline constexpr int64_t kInvariantBlockRows = 64;
 
 // BatchInvariantGemm: C[m, n] = A[m, k] · op(B), op(B) = B^T when trans_b (B [n, k],
