@@ -294,6 +294,7 @@ const absl::flat_hash_map<std::string, Binding>& Bindings() {
       MXMACA_BIND(pipeline_channel_slots),
       MXMACA_BIND(dynamic_pipeline),
       MXMACA_BIND(max_stashed_microbatches),
+      MXMACA_BIND(optimizer_post_validation),
       MXMACA_BIND(inject_stage_slowdown),
       MXMACA_BIND(rebalance_threshold),
       MXMACA_BIND(rebalance_window),

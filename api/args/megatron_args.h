@@ -216,6 +216,9 @@ struct MegatronArgs {
   // --dynamic-pipeline, --max-stashed-microbatches N, --inject-stage-slowdown S:F[:I].
   bool dynamic_pipeline = false;
   std::optional<int64_t> max_stashed_microbatches;
+  // --optimizer-post-validation: optimistic optimizer steps validated after the global
+  // grad-norm / NaN check (actors/coordinator.h CoordinatorConfig::optimizer_post_validation).
+  bool optimizer_post_validation = false;
   std::optional<std::string> inject_stage_slowdown;
   // --rebalance-threshold X, --rebalance-window K, --force-layer-move ITER:FROM:TO.
   std::optional<double> rebalance_threshold;

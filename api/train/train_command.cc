@@ -81,6 +81,7 @@ constexpr const char* kHonouredDests[] = {
     "softmax_over_padded_vocab",
     // Pipeline and data parallelism (in-process ranks).
     "world_size", "pipeline_schedule", "pipeline_channel_slots", "dynamic_pipeline",
+    "optimizer_post_validation",
     "max_stashed_microbatches", "inject_stage_slowdown", "rebalance_threshold",
     "rebalance_window", "force_layer_move", "ddp_bucket_size", "distributed_timeout_minutes",
     "num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank",
@@ -455,6 +456,7 @@ absl::StatusOr<actors::TrainingSummary> Train(
   cc->train_schedule = parallel.train_schedule;
   cc->eval_schedule = parallel.eval_schedule;
   cc->dynamic_pipeline = args.dynamic_pipeline;
+  cc->optimizer_post_validation = args.optimizer_post_validation;
   if (args.rebalance_threshold || args.force_layer_move) {
     RebalancePolicy policy;
     policy.threshold = args.rebalance_threshold.value_or(0.0);
