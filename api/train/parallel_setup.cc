@@ -15,7 +15,7 @@ namespace mxmaca::api {
 
 std::string ParallelSetup::Describe() const {
   std::string out = absl::StrFormat(
-      " > parallel layout: tensor %d%s x pipeline %d x data parallel %d (in-process ranks: "
+      " > parallel layout: tensor %d%s x pipeline %d x data parallel %d (ranks: "
       "%d), %d model chunk%s per pipeline rank, %d micro-batches per replica, schedule %s\n",
       tensor_parallel_size,
       sequence_parallel && tensor_parallel_size > 1 ? " (sequence parallel)" : "",
