@@ -29,6 +29,13 @@
 // TEGroupedMLP's names are the ones --moe-grouped-gemm checkpoints carry.) The expert bias
 // (--moe-router-enable-expert-bias) is Megatron's persistent buffer
 // decoder.layers.N.mlp.router.expert_bias [E] fp32: held by the layer, not a parameter.
+//
+// Not supported here (each is an error or simply absent, never silently approximated):
+// EP > 1 (layers/moe/dispatch), expert tensor parallelism, --moe-shared-expert-gate,
+// --moe-shared-expert-overlap, a list of load-balancing types, --moe-input-jitter-eps,
+// --moe-router-force-load-balancing, --moe-router-dtype fp64 (the router is always fp32),
+// the router bias that newer Megatron adds with --add-bias-linear, padding masks, and
+// --moe-router-padding-for-quantization.
 #ifndef MXMACA_LAYERS_MOE_MOE_LAYER_H_
 #define MXMACA_LAYERS_MOE_MOE_LAYER_H_
 

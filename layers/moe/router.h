@@ -144,7 +144,9 @@ absl::Status RouterForward(const kernels::ExecContext& ctx, const RouterConfig& 
 // RouterBackward: d_logits [T, E] from d_probs [T, E] (gradient of the final probs; entries
 // outside routing_map are ignored) plus the aux-loss and z-loss gradients, each multiplied by
 // `aux_loss_grad_scale` (Megatron's MoEAuxLossAutoScaler.main_loss_backward_scale: the scale
-// the main loss's gradient carries, e.g. 1 / num_micro_batches). Then
+// the main loss's gradient carries, e.g. 1 / num_micro_batches; with
+// --calculate-per-token-loss Megatron attaches aux_loss * T instead, i.e. pass the scale
+// times T). Then
 //   dx [T, h] += d_logits W        (accumulates)
 //   dweight [E, h] += d_logits^T x  (accumulates)
 // dx or dweight may be null (skipped: B and W separately). d_logits (may be null)
