@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "api/calibrate/calibrate_command.h"
 #include "api/generate/generate_command.h"
 #include "api/launch/launch_command.h"
 #include "api/inspect/inspect_data_command.h"
@@ -29,6 +30,7 @@ constexpr char kUsage[] =
     "  launch         start N local processes (torchrun variables) running a subcommand\n"
     "  simulate       cost-model a training step on a cluster (train flags + --cluster --world-size)\n"
     "  plan           search parallel layouts with the simulator (model flags + batch, cluster, GPUs)\n"
+    "  calibrate      measure op costs on this CPU for simulate --cost-table (model flags + --output)\n"
     "\n"
     "docs/FLAGS.md lists every Megatron flag and what MXMACA does with it.\n";
 
@@ -63,6 +65,8 @@ int main(int argc, char** argv) {
     status = mxmaca::api::RunSimulate(args);
   } else if (command == "plan") {
     status = mxmaca::api::RunPlan(args);
+  } else if (command == "calibrate") {
+    status = mxmaca::api::RunCalibrate(args);
   } else {
     std::fprintf(stderr, "mxmaca: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;

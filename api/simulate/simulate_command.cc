@@ -1,8 +1,10 @@
 // api/simulate/simulate_command.cc: see simulate_command.h.
 #include "api/simulate/simulate_command.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -44,17 +46,45 @@ double GiB(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
 
 }  // namespace
 
+scheduler::ClusterSpec CpuClusterFromCostTable(const CostTable& table, const std::string& source) {
+  scheduler::ClusterSpec c;
+  c.name = absl::StrCat("cost table ", source);
+  c.gpu.name = absl::StrCat("CPU ", table.host, " (", table.cores, " cores, ", table.precision, ")");
+  // The roofline fields only feed the memory report and MFU: GEMM "peak" = the measured
+  // rate; bandwidths are placeholders (op and collective times come from the table).
+  c.gpu.bf16_dense_tflops = std::max(1e-3, table.gemm_gflops / 1e3);
+  c.gpu.hbm_gb_per_s = 10;
+  c.gpu.hbm_gib = 1024;
+  c.gpus_per_node = std::max(1, table.cores);
+  c.nvlink_gb_per_s = c.internode_gb_per_s = 10;
+  c.gemm_efficiency = c.hbm_efficiency = c.link_efficiency = 1.0;
+  return c;
+}
+
 absl::StatusOr<SimulateJob> PrepareSimulation(const std::vector<std::string>& argv_in) {
   std::vector<std::string> argv = argv_in;
   MXMACA_ASSIGN_OR_RETURN(std::optional<std::string> cluster, TakeFlag(&argv, "--cluster"));
-  if (!cluster) {
+  MXMACA_ASSIGN_OR_RETURN(std::optional<std::string> cost_table,
+                          TakeFlag(&argv, "--cost-table"));
+  if (!cluster && !cost_table) {
     return absl::InvalidArgumentError(
         "--cluster NAME|FILE is required (presets: h100-sxm, h200-sxm, b200, "
-        "a100-sxm-80gb; file format: docs/SIMULATOR.md)");
+        "a100-sxm-80gb; file format: docs/SIMULATOR.md), or --cost-table FILE from "
+        "mxmaca calibrate");
   }
   SimulateJob job;
-  job.cluster_source = *cluster;
-  MXMACA_ASSIGN_OR_RETURN(job.inputs.cluster, scheduler::LoadCluster(*cluster));
+  if (cost_table) {
+    MXMACA_ASSIGN_OR_RETURN(CostTable table, LoadCostTable(*cost_table));
+    job.inputs.cost_table = std::make_shared<const CostTable>(std::move(table));
+    job.cost_table_source = *cost_table;
+  }
+  if (cluster) {
+    job.cluster_source = *cluster;
+    MXMACA_ASSIGN_OR_RETURN(job.inputs.cluster, scheduler::LoadCluster(*cluster));
+  } else {
+    job.cluster_source = *cost_table;
+    job.inputs.cluster = CpuClusterFromCostTable(*job.inputs.cost_table, *cost_table);
+  }
   MXMACA_ASSIGN_OR_RETURN(job.args, ParseMegatronArgs(argv));
   MegatronArgs& a = job.args;
   if (!a.world_size_flag || *a.world_size_flag < 1) {
@@ -90,6 +120,7 @@ absl::StatusOr<SimulateJob> PrepareSimulation(const std::vector<std::string>& ar
   in.distributed_optimizer = a.use_distributed_optimizer;
   in.overlap_grad_reduce = a.overlap_grad_reduce;
   in.overlap_param_gather = a.overlap_param_gather;
+  in.num_threads = a.num_threads.value_or(1);
   if (in.sequence_parallel && in.tensor_parallel_size > 1 &&
       (in.micro_batch_size * in.model.seq_length / in.context_parallel_size) %
               in.tensor_parallel_size != 0) {
@@ -152,6 +183,16 @@ std::string FormatReport(const SimulateJob& job, const StepResult& r) {
       in.context_parallel_size, in.data_parallel_size, in.schedule.num_stages, nodes,
       in.schedule.name, in.schedule.num_chunks, in.schedule.num_microbatches,
       in.micro_batch_size, in.model.seq_length);
+  if (in.cost_table != nullptr) {
+    absl::StrAppendFormat(&out,
+                          "cost table        %s (measured %s, load %.2f): %d worker(s) shared by "
+                          "%d strand(s); step overhead %.2f ms\n",
+                          job.cost_table_source, in.cost_table->measured_at,
+                          in.cost_table->load_average_1m, r.workers,
+                          in.schedule.num_stages * in.data_parallel_size,
+                          1e3 * r.step_overhead_seconds);
+    for (const std::string& note : r.notes) absl::StrAppend(&out, "note              ", note, "\n");
+  }
   absl::StrAppendFormat(&out, "step time         %.4f s\n", r.step_seconds);
   absl::StrAppendFormat(&out, "tokens/s          %.0f\n", r.tokens_per_second);
   absl::StrAppendFormat(&out, "TFLOP/s per GPU   %.1f (Megatron's formula, %.4g FLOPs/step)\n",

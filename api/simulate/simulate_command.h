@@ -12,7 +12,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "api/args/megatron_args.h"
+#include "api/calibrate/cost_table.h"
 #include "api/simulate/step_model.h"
+#include "scheduler/cluster.h"
 
 namespace mxmaca::api {
 
@@ -20,12 +22,20 @@ namespace mxmaca::api {
 struct SimulateJob {
   MegatronArgs args;  // validated for args.world_size ranks
   StepModelInputs inputs;
-  std::string cluster_source;  // --cluster as given
+  std::string cluster_source;     // --cluster as given (the cost table's path without it)
+  std::string cost_table_source;  // --cost-table as given; empty without
 };
 
+// CpuClusterFromCostTable: the cluster `simulate --cost-table` reports against when no
+// --cluster is given: one "GPU" per core of the measuring machine with the table's GEMM
+// rate as its peak (for MFU); its bandwidths are placeholders, unused for times.
+scheduler::ClusterSpec CpuClusterFromCostTable(const CostTable& table, const std::string& source);
+
 // PrepareSimulation: parses `argv` (simulate's flags: Megatron training flags, plus
-// --cluster NAME|FILE (required) and MXMACA's --world-size N (required) and
-// --trace-file PATH). Flags a simulation does not need get harmless defaults when absent:
+// --cluster NAME|FILE and MXMACA's --world-size N (required) and --trace-file PATH, and
+// --cost-table FILE (`mxmaca calibrate`'s table: op times measured on the CPU backend
+// instead of the roofline, with --num-threads as the CPU run's; --cluster is then
+// optional). One of --cluster and --cost-table is required. Flags a simulation does not need get harmless defaults when absent:
 // --train-iters 1, --lr 1e-4, and, without --tokenizer-type / --vocab-file, GPT-2's
 // 50,257-token vocabulary (NullTokenizer --vocab-size 50256, which adds EOD); with
 // GPT2BPETokenizer the vocabulary files are not read (50,257 tokens assumed). Errors:

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "api/simulate/calibrated_step.h"
 #include "base/status_macros.h"
 #include "layers/flops.h"
 #include "layers/stage_memory.h"
@@ -213,6 +214,7 @@ double RecomputeTransientBytes(const Ctx& x, const layers::GptConfig& m, int64_t
 }  // namespace
 
 absl::StatusOr<StepResult> SimulateStep(const StepModelInputs& in) {
+  if (in.cost_table != nullptr) return SimulateCalibratedStep(in);
   const int64_t p = in.placement.pipeline_model_parallel_size;
   const int64_t v = in.placement.virtual_pipeline_model_parallel_size;
   if (in.micro_batch_size < 1 || in.global_batch_size < 1 || in.tensor_parallel_size < 1 ||

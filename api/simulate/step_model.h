@@ -14,9 +14,12 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "api/calibrate/cost_table.h"
 #include "layers/gpt_config.h"
 #include "layers/pipeline_placement.h"
 #include "scheduler/cluster.h"
@@ -40,6 +43,14 @@ struct StepModelInputs {
   bool overlap_grad_reduce = false;      // --overlap-grad-reduce
   bool overlap_param_gather = false;     // --overlap-param-gather
   scheduler::ClusterSpec cluster;
+  // cost_table: measured op times (`mxmaca calibrate`, api/calibrate/cost_table.h) instead
+  // of the roofline, and the CPU backend's concurrency: the ranks' strands share the
+  // compute pool's workers (docs/SIMULATOR.md, "Calibrated cost tables"). Null: roofline.
+  std::shared_ptr<const CostTable> cost_table;
+  // num_threads: --num-threads of the CPU run (with a cost table only): the pool has
+  // min(world, num_threads) threads (world threads with TP > 1), each op
+  // num_threads / pool threads OpenMP threads, as api/train/train_command.cc sets up.
+  int64_t num_threads = 1;
 };
 
 // OpTime: the parts of one op (F, B or W of one micro-batch on one model chunk), seconds.
@@ -90,6 +101,12 @@ struct StepResult {
   int32_t slowest_stage = 0;
   int32_t peak_memory_stage = 0;
   double peak_memory_bytes = 0;
+  // With a cost table: the workers the ranks' strands share (CPU cores in use, / t with
+  // TP), the fixed per-step overhead included in step_seconds, and notes on where the
+  // run differs from the measured conditions (e.g. threads per op).
+  int workers = 0;
+  double step_overhead_seconds = 0;
+  std::vector<std::string> notes;
 };
 
 // SimulateStep: runs the model. Errors: InvalidArgument for sizes the model cannot use
