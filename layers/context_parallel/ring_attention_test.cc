@@ -17,156 +17,19 @@
 
 #include "kernels/cpu/attention.h"
 #include "layers/context_parallel/cp_layout.h"
+#include "layers/context_parallel/ring_test_util.h"
 
 namespace mxmaca::layers::cp {
 namespace {
 
-constexpr double kEps32 = 1.1920928955078125e-07;  // fp32 machine epsilon (2^-23)
-
-std::vector<float> RandomNormal(int64_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> x(n);
-  for (float& v : x) v = dist(gen);
-  return x;
-}
-
-// RandomDocStarts: [b, s] document-start ids of documents with random lengths in
-// [1, max_len] (doc_start[i] = first position of i's document).
-std::vector<int32_t> RandomDocStarts(int64_t b, int64_t s, int64_t max_len, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int64_t> len(1, max_len);
-  std::vector<int32_t> ds(b * s);
-  for (int64_t bi = 0; bi < b; ++bi) {
-    int64_t start = 0;
-    while (start < s) {
-      const int64_t end = std::min(s, start + len(gen));
-      for (int64_t i = start; i < end; ++i) ds[bi * s + i] = static_cast<int32_t>(start);
-      start = end;
-    }
-  }
-  return ds;
-}
-
-struct Shape {
-  int64_t b, np, ng, s, hn;
-};
-
-struct Result {
-  std::vector<float> out, lse, dq, dk, dv;
-};
-
-// RunRing: every CP rank's forward then backward over the simulated ring. q, k, v, dout
-// are the full [b, heads, s, hn] tensors; doc_start the full [b, s] (or empty).
-// order(r, i) gives the source rank of rank r's i-th block (ring order by default).
-// The dk/dv contributions of each block are summed by the block's owner in arrival
-// order of the ranks 0..CP-1, or, with travel = true, accumulated into one buffer that
-// follows the block around the ring (Step's accumulate mode).
-Result RunRing(const Shape& sh, int64_t cp, int64_t tile, const std::vector<float>& q,
-               const std::vector<float>& k, const std::vector<float>& v,
-               const std::vector<float>& dout, const std::vector<int32_t>& doc_start,
-               int num_threads = 2,
-               std::function<int64_t(int64_t, int64_t)> order = nullptr,
-               bool travel = false) {
-  if (!order) order = [cp](int64_t r, int64_t i) { return ((r - i) % cp + cp) % cp; };
-  auto layout = MakeCpLayout(sh.s, cp);
-  REQUIRE(layout.ok());
-  const int64_t sl = layout->LocalSeq();
-  RingAttentionConfig cfg;
-  cfg.b = sh.b;
-  cfg.heads = sh.np;
-  cfg.groups = sh.ng;
-  cfg.head_dim = sh.hn;
-  cfg.layout = *layout;
-  cfg.q_tile = tile;
-  cfg.kv_tile = tile;
-  kernels::ExecContext ctx;
-  ctx.num_threads = num_threads;
-
-  // Per-rank local tensors.
-  std::vector<std::vector<float>> ql(cp), kl(cp), vl(cp), dol(cp), outl(cp), lsel(cp),
-      dql(cp);
-  std::vector<std::vector<int32_t>> dsl(cp);
-  for (int64_t r = 0; r < cp; ++r) {
-    ql[r].resize(sh.b * sh.np * sl * sh.hn);
-    dol[r].resize(ql[r].size());
-    kl[r].resize(sh.b * sh.ng * sl * sh.hn);
-    vl[r].resize(kl[r].size());
-    REQUIRE(SliceSequence(*layout, r, sh.b * sh.np, sh.hn, q.data(), ql[r].data()).ok());
-    REQUIRE(SliceSequence(*layout, r, sh.b * sh.np, sh.hn, dout.data(), dol[r].data()).ok());
-    REQUIRE(SliceSequence(*layout, r, sh.b * sh.ng, sh.hn, k.data(), kl[r].data()).ok());
-    REQUIRE(SliceSequence(*layout, r, sh.b * sh.ng, sh.hn, v.data(), vl[r].data()).ok());
-    if (!doc_start.empty()) {
-      dsl[r].resize(sh.b * sl);
-      REQUIRE(SliceSequence(*layout, r, sh.b, 1, doc_start.data(), dsl[r].data()).ok());
-    }
-  }
-
-  auto fwd = RingAttentionForward::Create(cfg);
-  REQUIRE(fwd.ok());
-  auto bwd = RingAttentionBackward::Create(cfg);
-  REQUIRE(bwd.ok());
-  for (int64_t r = 0; r < cp; ++r) {
-    const int32_t* ds = doc_start.empty() ? nullptr : dsl[r].data();
-    REQUIRE((*fwd)->Begin(ctx, r, ql[r].data(), ds).ok());
-    for (int64_t i = 0; i < cp; ++i) {
-      const int64_t src = order(r, i);
-      REQUIRE((*fwd)->Step(ctx, src, kl[src].data(), vl[src].data()).ok());
-    }
-    outl[r].resize(ql[r].size());
-    lsel[r].resize(sh.b * sh.np * sl);
-    REQUIRE((*fwd)->Finish(ctx, outl[r].data(), lsel[r].data()).ok());
-  }
-
-  // Backward: contributions to block j's dk/dv, either kept per (rank, block) and summed
-  // by the owner in rank order, or accumulated in a travelling buffer in ring order.
-  std::vector<std::vector<float>> dk_sum(cp, std::vector<float>(kl[0].size(), 0.0f));
-  std::vector<std::vector<float>> dv_sum(cp, std::vector<float>(kl[0].size(), 0.0f));
-  std::vector<float> dk_part(kl[0].size()), dv_part(kl[0].size());
-  for (int64_t r = 0; r < cp; ++r) {
-    const int32_t* ds = doc_start.empty() ? nullptr : dsl[r].data();
-    REQUIRE((*bwd)->Begin(ctx, r, ql[r].data(), ds, outl[r].data(), dol[r].data(),
-                          lsel[r].data())
-                .ok());
-    for (int64_t i = 0; i < cp; ++i) {
-      const int64_t src = order(r, i);
-      if (travel) {
-        REQUIRE((*bwd)->Step(ctx, src, kl[src].data(), vl[src].data(), dk_sum[src].data(),
-                             dv_sum[src].data(), /*accumulate=*/true)
-                    .ok());
-      } else {
-        REQUIRE((*bwd)->Step(ctx, src, kl[src].data(), vl[src].data(), dk_part.data(),
-                             dv_part.data())
-                    .ok());
-        for (size_t e = 0; e < dk_part.size(); ++e) {
-          dk_sum[src][e] += dk_part[e];
-          dv_sum[src][e] += dv_part[e];
-        }
-      }
-    }
-    dql[r].resize(ql[r].size());
-    REQUIRE((*bwd)->Finish(ctx, dql[r].data()).ok());
-  }
-
-  Result res;
-  res.out.resize(q.size());
-  res.dq.resize(q.size());
-  res.lse.resize(sh.b * sh.np * sh.s);
-  res.dk.resize(k.size());
-  res.dv.resize(v.size());
-  for (int64_t r = 0; r < cp; ++r) {
-    REQUIRE(GatherSequence(*layout, r, sh.b * sh.np, sh.hn, outl[r].data(), res.out.data())
-                .ok());
-    REQUIRE(GatherSequence(*layout, r, sh.b * sh.np, sh.hn, dql[r].data(), res.dq.data())
-                .ok());
-    REQUIRE(GatherSequence(*layout, r, sh.b * sh.np, 1, lsel[r].data(), res.lse.data()).ok());
-    REQUIRE(GatherSequence(*layout, r, sh.b * sh.ng, sh.hn, dk_sum[r].data(), res.dk.data())
-                .ok());
-    REQUIRE(GatherSequence(*layout, r, sh.b * sh.ng, sh.hn, dv_sum[r].data(), res.dv.data())
-                .ok());
-  }
-  return res;
-}
+using testing::kEps32;
+using testing::MaxRelToMax;
+using testing::RandomDocStarts;
+using testing::RandomNormal;
+using testing::Result;
+using testing::RunRing;
+using testing::Shape;
+using testing::Tol;
 
 // ReferenceRow: float64 out, lse of one query row (b, h, i) of the unsharded attention.
 void ReferenceRow(const Shape& sh, const std::vector<float>& q, const std::vector<float>& k,
@@ -247,18 +110,6 @@ RefResult Reference(const Shape& sh, const std::vector<float>& q, const std::vec
   return ref;
 }
 
-// MaxRelToMax: max_i |got_i - want_i| / max_i |want_i|.
-template <typename W>
-double MaxRelToMax(const std::vector<float>& got, const std::vector<W>& want) {
-  REQUIRE(got.size() == want.size());
-  double err = 0.0, mx = 0.0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    err = std::max(err, std::abs(static_cast<double>(got[i]) - static_cast<double>(want[i])));
-    mx = std::max(mx, std::abs(static_cast<double>(want[i])));
-  }
-  return err / std::max(mx, 1e-30);
-}
-
 TEST_CASE("ring attention: chunk pairs follow TransformerEngine's 2-chunk rule",
           "[ring_attention]") {
   // At ring step i, rank r holds rank j = (r - i) mod CP's block. TE
@@ -289,18 +140,6 @@ TEST_CASE("ring attention: chunk pairs follow TransformerEngine's 2-chunk rule",
   }
 }
 
-// Tolerances. Every compared quantity is built from fp32 dot products (hn terms, oneDNN's
-// blocked order), exps (1-2 ulp), row sums, and the online merge: a row's softmax is
-// merged from n_tiles = s / tile key tiles (each merge rescales by e^(m - m'), a few
-// roundings), and a block's dk/dv from the CP ranks' contributions. With random-sign
-// inputs these errors grow like a few ulps per summation level, i.e. with
-// log2(n_tiles), not with s, so we bound the error relative to the reference's max by
-//   Tol(C) = C eps (1 + log2(n_tiles))
-// with C = 8 for the forward against float64 (one-sided error), 16 for the gradients
-// (two more products per tile) and for any fp32-vs-fp32 comparison (both sides err).
-// Measured (printed as warnings): 1-4 eps at seq 256, 2-8 eps at seq 4096, i.e. 6-20x
-// below the bounds; a masking or merge bug gives errors of order 1e-2.
-double Tol(double c, double n_tiles) { return c * kEps32 * (1.0 + std::log2(n_tiles)); }
 
 TEST_CASE("ring attention: CP 1, 2, 4 at seq 256 against float64 attention",
           "[ring_attention]") {
