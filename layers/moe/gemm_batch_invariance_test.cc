@@ -6,13 +6,12 @@
 // by m), so the case asserts the measured fact — if a future oneDNN makes it invariant the
 // case fails and this note (and expert_gemm.h) should be revisited. Second case: the
 // BatchInvariantGemm that the experts use, which must be invariant.
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "kernels/cpu/gemm.h"
 #include "layers/moe/expert_gemm.h"
@@ -20,13 +19,12 @@
 namespace mxmaca::layers::moe {
 namespace {
 
-using Product = void (*)(const kernels::ExecContext&, bool, int64_t, int64_t, int64_t,
-                         const float*, const float*, float*);
+using Product = void (*)(const kernels::ExecContext&, bool, int64_t, int64_t, int64_t, const float*,
+                         const float*, float*);
 
 void PlainGemm(const kernels::ExecContext& ctx, bool trans_b, int64_t m, int64_t n, int64_t k,
                const float* a, const float* b, float* c) {
-  kernels::cpu::Gemm(ctx, false, trans_b, m, n, k, 1.0f, a, k, b, trans_b ? k : n, 0.0f, c,
-                     n);
+  kernels::cpu::Gemm(ctx, false, trans_b, m, n, k, 1.0f, a, k, b, trans_b ? k : n, 0.0f, c, n);
 }
 
 // Counts the (block size, position) placements whose row differs from the row computed

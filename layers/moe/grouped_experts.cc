@@ -13,8 +13,8 @@ namespace {
 
 // The activation row by row (a fixed split of every row into vector/scalar parts, so a
 // row's bits do not depend on the rows around it).
-void ActivationForward(const kernels::ExecContext& ctx, const ExpertMlpConfig& c,
-                       const float* fc1, float* act, int64_t rows) {
+void ActivationForward(const kernels::ExecContext& ctx, const ExpertMlpConfig& c, const float* fc1,
+                       float* act, int64_t rows) {
   const int64_t f = c.ffn_hidden_size;
   if (c.swiglu) {
     kernels::cpu::SwigluForward(ctx, fc1, act, rows, f);  // row-wise by construction
@@ -31,8 +31,8 @@ void ActivationForward(const kernels::ExecContext& ctx, const ExpertMlpConfig& c
   }
 }
 
-void ActivationBackward(const kernels::ExecContext& ctx, const ExpertMlpConfig& c,
-                        const float* fc1, const float* d_act, float* d_fc1, int64_t rows) {
+void ActivationBackward(const kernels::ExecContext& ctx, const ExpertMlpConfig& c, const float* fc1,
+                        const float* d_act, float* d_fc1, int64_t rows) {
   const int64_t f = c.ffn_hidden_size;
   if (c.swiglu) {
     kernels::cpu::SwigluBackward(ctx, fc1, d_act, d_fc1, rows, f);
@@ -59,16 +59,16 @@ int64_t TotalRows(absl::Span<const int64_t> counts) {
 
 absl::Status ValidateExpertMlpConfig(const ExpertMlpConfig& c) {
   if (c.hidden_size < 1 || c.ffn_hidden_size < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "MoE experts: --hidden-size (", c.hidden_size, ") and --moe-ffn-hidden-size (",
-        c.ffn_hidden_size, ") must be >= 1"));
+    return absl::InvalidArgumentError(absl::StrCat("MoE experts: --hidden-size (", c.hidden_size,
+                                                   ") and --moe-ffn-hidden-size (",
+                                                   c.ffn_hidden_size, ") must be >= 1"));
   }
   return absl::OkStatus();
 }
 
 void GroupedExpertsForward(const kernels::ExecContext& ctx, const ExpertMlpConfig& c,
-                           const ExpertWeights& w, absl::Span<const int64_t> counts,
-                           const float* x, float* y, GroupedExpertsStash* stash) {
+                           const ExpertWeights& w, absl::Span<const int64_t> counts, const float* x,
+                           float* y, GroupedExpertsStash* stash) {
   const int64_t h = c.hidden_size, f = c.ffn_hidden_size, f1 = c.fc1_size();
   const int64_t rows_total = TotalRows(counts);
   stash->fc1_out.assign(rows_total * f1, 0.0f);
@@ -113,9 +113,8 @@ void GroupedExpertsBackwardInput(const kernels::ExecContext& ctx, const ExpertMl
 }
 
 void GroupedExpertsBackwardWeight(const kernels::ExecContext& ctx, const ExpertMlpConfig& c,
-                                  absl::Span<const int64_t> counts, const float* x,
-                                  const float* dy, const GroupedExpertsStash& stash,
-                                  const ExpertGrads& g) {
+                                  absl::Span<const int64_t> counts, const float* x, const float* dy,
+                                  const GroupedExpertsStash& stash, const ExpertGrads& g) {
   const int64_t h = c.hidden_size, f = c.ffn_hidden_size, f1 = c.fc1_size();
   int64_t row = 0;
   for (size_t i = 0; i < counts.size(); ++i) {

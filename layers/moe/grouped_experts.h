@@ -68,17 +68,15 @@ void GroupedExpertsForward(const kernels::ExecContext& ctx, const ExpertMlpConfi
 
 // GroupedExpertsBackwardInput: dx [R, h] (overwritten) from dy [R, h]; stores d_fc1 in the
 // stash for the weight gradients.
-void GroupedExpertsBackwardInput(const kernels::ExecContext& ctx,
-                                 const ExpertMlpConfig& config, const ExpertWeights& weights,
-                                 absl::Span<const int64_t> counts, const float* dy, float* dx,
-                                 GroupedExpertsStash* stash);
+void GroupedExpertsBackwardInput(const kernels::ExecContext& ctx, const ExpertMlpConfig& config,
+                                 const ExpertWeights& weights, absl::Span<const int64_t> counts,
+                                 const float* dy, float* dx, GroupedExpertsStash* stash);
 
 // GroupedExpertsBackwardWeight: accumulates dW2_i += dY_i^T act_i, db2_i += colsum dY_i,
 // dW1_i += d_fc1_i^T X_i, db1_i += colsum d_fc1_i (kernels/cpu Gemm with beta = 1 and
 // BiasGrad's fixed order). x, dy [R, h]; needs a stash filled by F and B.
-void GroupedExpertsBackwardWeight(const kernels::ExecContext& ctx,
-                                  const ExpertMlpConfig& config, absl::Span<const int64_t> counts,
-                                  const float* x, const float* dy,
+void GroupedExpertsBackwardWeight(const kernels::ExecContext& ctx, const ExpertMlpConfig& config,
+                                  absl::Span<const int64_t> counts, const float* x, const float* dy,
                                   const GroupedExpertsStash& stash, const ExpertGrads& grads);
 
 }  // namespace mxmaca::layers::moe

@@ -2,13 +2,12 @@
 // gradient, and agreement with a direct fp64 evaluation.
 #include "layers/moe/grouped_experts.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 namespace mxmaca::layers::moe {
 namespace {
@@ -32,8 +31,7 @@ Experts MakeExperts(int64_t num, bool swiglu, uint32_t seed) {
     for (float& x : v) x = normal(gen);
     return v;
   };
-  const int64_t h = ex.config.hidden_size, f = ex.config.ffn_hidden_size,
-                f1 = ex.config.fc1_size();
+  const int64_t h = ex.config.hidden_size, f = ex.config.ffn_hidden_size, f1 = ex.config.fc1_size();
   for (int64_t i = 0; i < num; ++i) {
     ex.w1.push_back(fill(f1 * h));
     ex.b1.push_back(fill(f1));
@@ -73,8 +71,7 @@ TEST_CASE("an expert row's output and input gradient do not depend on the row co
       kernels::ExecContext ctx;
       ctx.num_threads = 2;
       GroupedExpertsForward(ctx, ex.config, ex.weights, counts, x.data(), y.data(), &stash);
-      GroupedExpertsBackwardInput(ctx, ex.config, ex.weights, counts, dy.data(), dx.data(),
-                                  &stash);
+      GroupedExpertsBackwardInput(ctx, ex.config, ex.weights, counts, dy.data(), dx.data(), &stash);
       const std::vector<float> row_y(y.begin() + at * h, y.begin() + (at + 1) * h);
       const std::vector<float> row_dx(dx.begin() + at * h, dx.begin() + (at + 1) * h);
       if (ref_y.empty()) {
@@ -98,8 +95,8 @@ TEST_CASE("grouped experts equal a direct fp64 evaluation (GELU), empty experts 
   std::vector<float> x(5 * h), y(5 * h);
   for (float& v : x) v = normal(gen);
   GroupedExpertsStash stash;
-  GroupedExpertsForward(kernels::ExecContext{}, ex.config, ex.weights, counts, x.data(),
-                        y.data(), &stash);
+  GroupedExpertsForward(kernels::ExecContext{}, ex.config, ex.weights, counts, x.data(), y.data(),
+                        &stash);
   for (int64_t r = 0; r < 5; ++r) {
     const int64_t e = r < 3 ? 0 : 2;
     std::vector<double> act(f);

@@ -20,8 +20,7 @@ ExpertMlpConfig SharedConfig(const MoELayerConfig& c) {
 }
 
 float ScaledStd(const MoELayerConfig& c) {
-  return static_cast<float>(c.init_method_std /
-                            std::sqrt(2.0 * static_cast<double>(c.num_layers)));
+  return static_cast<float>(c.init_method_std / std::sqrt(2.0 * static_cast<double>(c.num_layers)));
 }
 
 // Registers one MLP's fc1/fc2 (and biases) under `fc1_prefix`/`fc2_prefix` + `suffix`
@@ -30,19 +29,29 @@ absl::Status RegisterMlp(const MoELayerConfig& c, const ExpertMlpConfig& mlp,
                          const std::string& base, const std::string& suffix,
                          ParameterStore* store) {
   const int64_t h = mlp.hidden_size;
-  ParameterSpec w1{base + ".linear_fc1.weight" + suffix, {mlp.fc1_size(), h},
-                   ParameterInit::kNormal, static_cast<float>(c.init_method_std)};
-  ParameterSpec w2{base + ".linear_fc2.weight" + suffix, {h, mlp.ffn_hidden_size},
-                   ParameterInit::kNormal, ScaledStd(c)};
+  ParameterSpec w1{base + ".linear_fc1.weight" + suffix,
+                   {mlp.fc1_size(), h},
+                   ParameterInit::kNormal,
+                   static_cast<float>(c.init_method_std)};
+  ParameterSpec w2{base + ".linear_fc2.weight" + suffix,
+                   {h, mlp.ffn_hidden_size},
+                   ParameterInit::kNormal,
+                   ScaledStd(c)};
   MXMACA_RETURN_IF_ERROR(store->Register(w1).status());
   if (mlp.add_bias) {
-    ParameterSpec b1{base + ".linear_fc1.bias" + suffix, {mlp.fc1_size()},
-                     ParameterInit::kZeros, 0.0f, /*weight_decay=*/false};
+    ParameterSpec b1{base + ".linear_fc1.bias" + suffix,
+                     {mlp.fc1_size()},
+                     ParameterInit::kZeros,
+                     0.0f,
+                     /*weight_decay=*/false};
     MXMACA_RETURN_IF_ERROR(store->Register(b1).status());
   }
   MXMACA_RETURN_IF_ERROR(store->Register(w2).status());
   if (mlp.add_bias) {
-    ParameterSpec b2{base + ".linear_fc2.bias" + suffix, {h}, ParameterInit::kZeros, 0.0f,
+    ParameterSpec b2{base + ".linear_fc2.bias" + suffix,
+                     {h},
+                     ParameterInit::kZeros,
+                     0.0f,
                      /*weight_decay=*/false};
     MXMACA_RETURN_IF_ERROR(store->Register(b2).status());
   }
@@ -60,21 +69,20 @@ absl::StatusOr<int> Lookup(ParameterStore* store, const std::string& name,
   return index;
 }
 
-absl::Status BindMlp(const ExpertMlpConfig& mlp, const std::string& base,
-                     const std::string& suffix, ParameterStore* store, ExpertWeights* w,
-                     ExpertGrads* g) {
+absl::Status BindMlp(const ExpertMlpConfig& mlp, const std::string& base, const std::string& suffix,
+                     ParameterStore* store, ExpertWeights* w, ExpertGrads* g) {
   const int64_t h = mlp.hidden_size;
-  MXMACA_ASSIGN_OR_RETURN(int w1, Lookup(store, base + ".linear_fc1.weight" + suffix,
-                                         {mlp.fc1_size(), h}));
-  MXMACA_ASSIGN_OR_RETURN(int w2, Lookup(store, base + ".linear_fc2.weight" + suffix,
-                                         {h, mlp.ffn_hidden_size}));
+  MXMACA_ASSIGN_OR_RETURN(int w1,
+                          Lookup(store, base + ".linear_fc1.weight" + suffix, {mlp.fc1_size(), h}));
+  MXMACA_ASSIGN_OR_RETURN(
+      int w2, Lookup(store, base + ".linear_fc2.weight" + suffix, {h, mlp.ffn_hidden_size}));
   w->fc1_weight.push_back(store->param(w1));
   w->fc2_weight.push_back(store->param(w2));
   g->fc1_weight.push_back(store->grad(w1));
   g->fc2_weight.push_back(store->grad(w2));
   if (mlp.add_bias) {
-    MXMACA_ASSIGN_OR_RETURN(int b1, Lookup(store, base + ".linear_fc1.bias" + suffix,
-                                           {mlp.fc1_size()}));
+    MXMACA_ASSIGN_OR_RETURN(int b1,
+                            Lookup(store, base + ".linear_fc1.bias" + suffix, {mlp.fc1_size()}));
     MXMACA_ASSIGN_OR_RETURN(int b2, Lookup(store, base + ".linear_fc2.bias" + suffix, {h}));
     w->fc1_bias.push_back(store->param(b1));
     w->fc2_bias.push_back(store->param(b2));
@@ -90,9 +98,9 @@ absl::Status ValidateMoELayerConfig(const MoELayerConfig& c) {
   MXMACA_RETURN_IF_ERROR(ValidateRouterConfig(c.router));
   MXMACA_RETURN_IF_ERROR(ValidateExpertMlpConfig(c.expert));
   if (c.expert.hidden_size != c.router.hidden_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("MoE layer: expert hidden size ", c.expert.hidden_size,
-                     " != router hidden size ", c.router.hidden_size));
+    return absl::InvalidArgumentError(absl::StrCat("MoE layer: expert hidden size ",
+                                                   c.expert.hidden_size, " != router hidden size ",
+                                                   c.router.hidden_size));
   }
   if (c.shared_expert_ffn_hidden_size < 0) {
     return absl::InvalidArgumentError(
@@ -111,16 +119,16 @@ std::string MoEParameterPrefix(int64_t layer) {
   return absl::StrCat("decoder.layers.", layer, ".mlp");
 }
 
-absl::Status RegisterMoEParameters(const MoELayerConfig& c, int64_t layer,
-                                   ParameterStore* store) {
+absl::Status RegisterMoEParameters(const MoELayerConfig& c, int64_t layer, ParameterStore* store) {
   MXMACA_RETURN_IF_ERROR(ValidateMoELayerConfig(c));
   const std::string prefix = MoEParameterPrefix(layer);
-  ParameterSpec router{prefix + ".router.weight", {c.router.num_experts, c.router.hidden_size},
-                       ParameterInit::kNormal, static_cast<float>(c.init_method_std)};
+  ParameterSpec router{prefix + ".router.weight",
+                       {c.router.num_experts, c.router.hidden_size},
+                       ParameterInit::kNormal,
+                       static_cast<float>(c.init_method_std)};
   MXMACA_RETURN_IF_ERROR(store->Register(router).status());
   for (int64_t i = 0; i < c.router.num_experts; ++i) {
-    MXMACA_RETURN_IF_ERROR(
-        RegisterMlp(c, c.expert, prefix + ".experts", absl::StrCat(i), store));
+    MXMACA_RETURN_IF_ERROR(RegisterMlp(c, c.expert, prefix + ".experts", absl::StrCat(i), store));
   }
   if (c.shared_expert_ffn_hidden_size > 0) {
     MXMACA_RETURN_IF_ERROR(RegisterMlp(c, SharedConfig(c), prefix + ".shared_experts", "", store));
@@ -139,10 +147,9 @@ absl::StatusOr<MoELayer> MoELayer::Create(const MoELayerConfig& config, int64_t 
   moe.shared_config_ = SharedConfig(config);
   moe.store_ = store;
   const std::string prefix = MoEParameterPrefix(layer);
-  MXMACA_ASSIGN_OR_RETURN(
-      moe.router_weight_,
-      Lookup(store, prefix + ".router.weight",
-             {config.router.num_experts, config.router.hidden_size}));
+  MXMACA_ASSIGN_OR_RETURN(moe.router_weight_,
+                          Lookup(store, prefix + ".router.weight",
+                                 {config.router.num_experts, config.router.hidden_size}));
   for (int64_t i = 0; i < config.router.num_experts; ++i) {
     MXMACA_RETURN_IF_ERROR(BindMlp(config.expert, prefix + ".experts", absl::StrCat(i), store,
                                    &moe.experts_, &moe.expert_grads_));
@@ -156,8 +163,8 @@ absl::StatusOr<MoELayer> MoELayer::Create(const MoELayerConfig& config, int64_t 
   return moe;
 }
 
-absl::Status MoELayer::Forward(const kernels::ExecContext& ctx, const MoECall& call,
-                               const float* x, float* y, MoEStash* st, MoEMetrics* metrics) {
+absl::Status MoELayer::Forward(const kernels::ExecContext& ctx, const MoECall& call, const float* x,
+                               float* y, MoEStash* st, MoEMetrics* metrics) {
   const RouterConfig& rc = config_.router;
   const int64_t t = call.num_tokens, h = rc.hidden_size, e = rc.num_experts;
   RouterCall rcall;
@@ -172,8 +179,8 @@ absl::Status MoELayer::Forward(const kernels::ExecContext& ctx, const MoECall& c
   if (call.training && rc.enable_expert_bias) {
     for (int64_t i = 0; i < e; ++i) local_tokens_[i] += st->router.tokens_per_expert[i];
   }
-  MXMACA_ASSIGN_OR_RETURN(st->plan, MakePermutationPlan(st->router.routing_map.data(),
-                                                        st->router.probs.data(), t, e));
+  MXMACA_ASSIGN_OR_RETURN(
+      st->plan, MakePermutationPlan(st->router.routing_map.data(), st->router.probs.data(), t, e));
   const int64_t rows = st->plan.num_rows();
   st->permuted_x.assign(rows * h, 0.0f);
   st->expert_out.assign(rows * h, 0.0f);
@@ -184,8 +191,7 @@ absl::Status MoELayer::Forward(const kernels::ExecContext& ctx, const MoECall& c
   if (config_.shared_expert_ffn_hidden_size > 0) {
     std::vector<float> shared_out(t * h);
     const int64_t counts[1] = {t};
-    GroupedExpertsForward(ctx, shared_config_, shared_, counts, x, shared_out.data(),
-                          &st->shared);
+    GroupedExpertsForward(ctx, shared_config_, shared_, counts, x, shared_out.data(), &st->shared);
     for (int64_t i = 0; i < t * h; ++i) y[i] = y[i] + shared_out[i];
   }
   if (metrics != nullptr) {
@@ -234,11 +240,9 @@ void MoELayer::BackwardInput(const kernels::ExecContext& ctx, const float* x, co
 void MoELayer::BackwardWeight(const kernels::ExecContext& ctx, const float* x, const float* dy,
                               const MoEStash& st) {
   const RouterConfig& rc = config_.router;
-  GroupedExpertsBackwardWeight(ctx, config_.expert, st.plan.tokens_per_expert,
-                               st.permuted_x.data(), st.d_expert_out.data(), st.experts,
-                               expert_grads_);
-  RouterWeightGrad(ctx, rc, st.num_tokens, st.d_logits.data(), x,
-                   store_->grad(router_weight_));
+  GroupedExpertsBackwardWeight(ctx, config_.expert, st.plan.tokens_per_expert, st.permuted_x.data(),
+                               st.d_expert_out.data(), st.experts, expert_grads_);
+  RouterWeightGrad(ctx, rc, st.num_tokens, st.d_logits.data(), x, store_->grad(router_weight_));
   if (config_.shared_expert_ffn_hidden_size > 0) {
     const int64_t counts[1] = {st.num_tokens};
     GroupedExpertsBackwardWeight(ctx, shared_config_, counts, x, dy, st.shared, shared_grads_);
@@ -247,8 +251,8 @@ void MoELayer::BackwardWeight(const kernels::ExecContext& ctx, const float* x, c
 
 void MoELayer::UpdateExpertBias(const float* tokens_per_expert) {
   const int64_t e = config_.router.num_experts;
-  moe::UpdateExpertBias(tokens_per_expert != nullptr ? tokens_per_expert : local_tokens_.data(),
-                        e, config_.router.bias_update_rate, expert_bias_.data());
+  moe::UpdateExpertBias(tokens_per_expert != nullptr ? tokens_per_expert : local_tokens_.data(), e,
+                        config_.router.bias_update_rate, expert_bias_.data());
   std::fill(local_tokens_.begin(), local_tokens_.end(), 0.0f);
 }
 

@@ -103,8 +103,8 @@ struct MoEStash {
   int64_t num_tokens = 0;
   RouterState router;
   PermutationPlan plan;
-  std::vector<float> permuted_x;    // [R, h]
-  std::vector<float> expert_out;    // [R, h]
+  std::vector<float> permuted_x;  // [R, h]
+  std::vector<float> expert_out;  // [R, h]
   GroupedExpertsStash experts;
   GroupedExpertsStash shared;       // shared expert over all T rows
   std::vector<float> d_expert_out;  // [R, h] (B)

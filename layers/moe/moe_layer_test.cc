@@ -3,14 +3,13 @@
 // Numerical parity with PyTorch: moe_parity_test.
 #include "layers/moe/moe_layer.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 namespace mxmaca::layers::moe {
 namespace {
@@ -44,7 +43,8 @@ TEST_CASE("parameters are registered under Megatron's TEGroupedMLP names") {
   }
   // router + 4 experts x 4 tensors + shared 4 tensors.
   CHECK(store.size() == 1 + 16 + 4);
-  const ParameterInfo& fc2 = store.info(*store.Index("decoder.layers.5.mlp.experts.linear_fc2.weight1"));
+  const ParameterInfo& fc2 =
+      store.info(*store.Index("decoder.layers.5.mlp.experts.linear_fc2.weight1"));
   CHECK(fc2.spec.shape == std::vector<int64_t>{16, 32});
   CHECK(fc2.spec.init_std == Approx(0.3 / std::sqrt(2.0)));  // num_layers = 1
 }
@@ -204,8 +204,7 @@ TEST_CASE("forward and backward are bit-identical for 1 and 2 threads") {
     outputs.push_back(all);
   }
   REQUIRE(outputs[0].size() == outputs[1].size());
-  CHECK(std::memcmp(outputs[0].data(), outputs[1].data(), sizeof(float) * outputs[0].size()) ==
-        0);
+  CHECK(std::memcmp(outputs[0].data(), outputs[1].data(), sizeof(float) * outputs[0].size()) == 0);
 }
 
 }  // namespace

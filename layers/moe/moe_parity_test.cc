@@ -12,6 +12,7 @@
 //    formula (a missing term, a wrong mask, a transposed weight) shows up as O(1e-2..1).
 //    Gradients whose reference is exactly 0 (experts that got no token) must be 0.
 //  - aux and z loss: relative 1e-5 (sums of T*E fp32 terms accumulated in double).
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -22,8 +23,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "layers/moe/moe_layer.h"
 #include "layers/parameter_store.h"

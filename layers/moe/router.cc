@@ -14,7 +14,7 @@
 namespace mxmaca::layers::moe {
 namespace {
 
-constexpr float kSigmoidNormEps = 1e-20f;  // Megatron's "+ 1e-20" in the sigmoid normalisation
+constexpr float kSigmoidNormEps = 1e-20f;       // Megatron's "+ 1e-20" in the sigmoid normalisation
 constexpr int kSinkhornMaxIterations = 100000;  // guard only; Megatron loops until tol
 
 float Sigmoid(float x) {
@@ -147,8 +147,7 @@ bool IsSinkhorn(const RouterConfig& c) {
 }
 
 // Adds to dl [E] the gradient through y = softmax(logits) given dy [E] (y recomputed).
-void SoftmaxBackwardAdd(const float* logits, const float* dy, int64_t e, float scale,
-                        float* dl) {
+void SoftmaxBackwardAdd(const float* logits, const float* dy, int64_t e, float scale, float* dl) {
   std::vector<float> y(e);
   Softmax(logits, e, y.data());
   double dot = 0.0;
@@ -205,8 +204,9 @@ absl::Status ValidateRouterConfig(const RouterConfig& c) {
     return bad("MoE router: --moe-router-pre-softmax needs --moe-router-score-function softmax");
   }
   if (c.enable_expert_bias && c.score_function != ScoreFunction::kSigmoid) {
-    return bad("MoE router: --moe-router-enable-expert-bias needs "
-               "--moe-router-score-function sigmoid (Megatron applies the bias only there)");
+    return bad(
+        "MoE router: --moe-router-enable-expert-bias needs "
+        "--moe-router-score-function sigmoid (Megatron applies the bias only there)");
   }
   if (IsSinkhorn(c) && c.aux_loss_coeff != 0.0) {
     return bad("MoE router: sinkhorn load balancing needs --moe-aux-loss-coeff 0, got ",
@@ -216,13 +216,14 @@ absl::Status ValidateRouterConfig(const RouterConfig& c) {
     return bad("MoE router: --moe-expert-capacity-factor must be > 0, got ", *c.capacity_factor);
   }
   if (c.pad_to_capacity && !c.capacity_factor.has_value()) {
-    return bad("MoE router: --moe-pad-expert-input-to-capacity needs "
-               "--moe-expert-capacity-factor");
+    return bad(
+        "MoE router: --moe-pad-expert-input-to-capacity needs "
+        "--moe-expert-capacity-factor");
   }
   if (c.aux_loss_coeff < 0.0 || c.z_loss_coeff < 0.0 || c.bias_update_rate < 0.0) {
     return bad("MoE router: negative --moe-aux-loss-coeff (", c.aux_loss_coeff,
-               "), --moe-z-loss-coeff (", c.z_loss_coeff,
-               ") or --moe-router-bias-update-rate (", c.bias_update_rate, ")");
+               "), --moe-z-loss-coeff (", c.z_loss_coeff, ") or --moe-router-bias-update-rate (",
+               c.bias_update_rate, ")");
   }
   return absl::OkStatus();
 }
@@ -232,12 +233,12 @@ absl::Status RouterForward(const kernels::ExecContext& ctx, const RouterConfig& 
                            RouterState* st) {
   const int64_t t = call.num_tokens, e = c.num_experts, k = c.topk, h = c.hidden_size;
   if (t < 1) return absl::InvalidArgumentError(absl::StrCat("MoE router: ", t, " tokens"));
-  const bool seq_aux = UsesAuxLoss(c, call) &&
-                       c.load_balancing_type == LoadBalancingType::kSeqAuxLoss;
+  const bool seq_aux =
+      UsesAuxLoss(c, call) && c.load_balancing_type == LoadBalancingType::kSeqAuxLoss;
   if (seq_aux && (call.seq_length < 1 || t % call.seq_length != 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "MoE router: seq_aux_loss needs the token count ", t,
-        " to be a multiple of the sequence length ", call.seq_length));
+    return absl::InvalidArgumentError(
+        absl::StrCat("MoE router: seq_aux_loss needs the token count ", t,
+                     " to be a multiple of the sequence length ", call.seq_length));
   }
   const bool use_bias = c.enable_expert_bias && !IsSinkhorn(c);
   if (use_bias && call.expert_bias == nullptr) {
@@ -251,8 +252,7 @@ absl::Status RouterForward(const kernels::ExecContext& ctx, const RouterConfig& 
   for (int64_t i = 0; i < t * e; ++i) {
     if (!std::isfinite(st->logits[i])) {
       return absl::InvalidArgumentError(absl::StrCat("MoE router: logit of token ", i / e,
-                                                     ", expert ", i % e, " is ",
-                                                     st->logits[i]));
+                                                     ", expert ", i % e, " is ", st->logits[i]));
     }
   }
   const float* logits = st->logits.data();
@@ -278,8 +278,7 @@ absl::Status RouterForward(const kernels::ExecContext& ctx, const RouterConfig& 
   } else {
     for (int64_t r = 0; r < t; ++r) {
       const float* l = logits + r * e;
-      SelectionValues(c, l, use_bias ? call.expert_bias : nullptr, scores.data(),
-                      values.data());
+      SelectionValues(c, l, use_bias ? call.expert_bias : nullptr, scores.data(), values.data());
       int32_t* sel = &st->top_indices[r * k];
       SelectExperts(c, values.data(), sel);
       if (c.score_function == ScoreFunction::kSoftmax) {
@@ -404,10 +403,10 @@ absl::Status RouterForward(const kernels::ExecContext& ctx, const RouterConfig& 
   return absl::OkStatus();
 }
 
-void RouterBackward(const kernels::ExecContext& ctx, const RouterConfig& c,
-                    const RouterState& st, const float* x,
-                    const float* weight, const float* d_probs, double aux_loss_grad_scale,
-                    float* dx, float* dweight, std::vector<float>* d_logits_out) {
+void RouterBackward(const kernels::ExecContext& ctx, const RouterConfig& c, const RouterState& st,
+                    const float* x, const float* weight, const float* d_probs,
+                    double aux_loss_grad_scale, float* dx, float* dweight,
+                    std::vector<float>* d_logits_out) {
   const int64_t t = st.num_tokens, e = c.num_experts, k = c.topk, h = c.hidden_size;
   std::vector<float> dl(t * e, 0.0f);
   const float gscale = static_cast<float>(aux_loss_grad_scale);
@@ -497,13 +496,12 @@ void RouterBackward(const kernels::ExecContext& ctx, const RouterConfig& c,
   if (d_logits_out != nullptr) *d_logits_out = std::move(dl);
 }
 
-void RouterWeightGrad(const kernels::ExecContext& ctx, const RouterConfig& c,
-                      int64_t num_tokens, const float* d_logits, const float* x,
-                      float* dweight) {
+void RouterWeightGrad(const kernels::ExecContext& ctx, const RouterConfig& c, int64_t num_tokens,
+                      const float* d_logits, const float* x, float* dweight) {
   kernels::ExecContext fp32 = ctx;
   fp32.precision = kernels::Precision::kFp32;
-  kernels::cpu::Gemm(fp32, true, false, c.num_experts, c.hidden_size, num_tokens, 1.0f,
-                     d_logits, c.num_experts, x, c.hidden_size, 1.0f, dweight, c.hidden_size);
+  kernels::cpu::Gemm(fp32, true, false, c.num_experts, c.hidden_size, num_tokens, 1.0f, d_logits,
+                     c.num_experts, x, c.hidden_size, 1.0f, dweight, c.hidden_size);
 }
 
 void UpdateExpertBias(const float* tokens_per_expert, int64_t num_experts, double update_rate,

@@ -100,16 +100,16 @@ struct RouterCall {
 // RouterState: what RouterForward produces and RouterBackward consumes (owned vectors).
 struct RouterState {
   int64_t num_tokens = 0;
-  std::vector<float> logits;             // [T, E]
-  std::vector<int32_t> top_indices;      // [T, k] selected experts in selection order
-  std::vector<float> probs;              // [T, E] final routing probs (0 where not routed)
-  std::vector<uint8_t> routing_map;      // [T, E] final map (after capacity drop / pad)
+  std::vector<float> logits;                      // [T, E]
+  std::vector<int32_t> top_indices;               // [T, k] selected experts in selection order
+  std::vector<float> probs;                       // [T, E] final routing probs (0 where not routed)
+  std::vector<uint8_t> routing_map;               // [T, E] final map (after capacity drop / pad)
   std::vector<int64_t> tokens_per_expert;         // [E] column sums of routing_map
   std::vector<int64_t> routed_tokens_per_expert;  // [E] top-k choices before capacity
-  int64_t capacity = -1;       // expert capacity (-1: dropless)
+  int64_t capacity = -1;                          // expert capacity (-1: dropless)
   int64_t dropped_tokens = 0;  // (token, expert) top-k choices removed by capacity
-  double aux_loss = 0.0;  // the load-balancing loss INCLUDING its coefficient (0 if off)
-  double z_loss = 0.0;    // the z-loss INCLUDING its coefficient (0 if off)
+  double aux_loss = 0.0;       // the load-balancing loss INCLUDING its coefficient (0 if off)
+  double z_loss = 0.0;         // the z-loss INCLUDING its coefficient (0 if off)
   // Backward helpers: aux-loss gradient per (t, e) of the aux scores (coefficient
   // included), and each token's logsumexp (z loss).
   std::vector<float> aux_grad;  // [T, E] or empty
@@ -127,7 +127,8 @@ struct RouterState {
 //                    selection values; the best group_topk groups are kept, the others'
 //                    experts masked to -inf before the expert top-k.
 //  probs *= topk_scaling_factor when set (not for sinkhorn).
-//  sinkhorn (training): selection = top-k of sinkhorn(logits) (fp32 iterations, tol 1e-4);
+//  sinkhorn (training): selection = top-k of sinkhorn(logits) (fp32 iterations until the
+//                    mean |d1 change| <= 1e-4, at most 100000 as a guard);
 //                    probs = act(logits) at the selection, act = sigmoid (k = 1) or softmax
 //                    over all E (k > 1).
 //  capacity: C = ceil(T k / E * factor); per expert, keep the C best tokens (policy probs:
@@ -152,21 +153,20 @@ absl::Status RouterForward(const kernels::ExecContext& ctx, const RouterConfig& 
 // dx or dweight may be null (skipped: B and W separately). d_logits (may be null)
 // receives the [T, E] logits gradient.
 void RouterBackward(const kernels::ExecContext& ctx, const RouterConfig& config,
-                    const RouterState& state, const float* x,
-                    const float* weight, const float* d_probs, double aux_loss_grad_scale,
-                    float* dx, float* dweight, std::vector<float>* d_logits);
+                    const RouterState& state, const float* x, const float* weight,
+                    const float* d_probs, double aux_loss_grad_scale, float* dx, float* dweight,
+                    std::vector<float>* d_logits);
 
 // RouterWeightGrad: dweight [E, h] += d_logits^T [E, T] · x [T, h] (fp32).
 void RouterWeightGrad(const kernels::ExecContext& ctx, const RouterConfig& config,
-                      int64_t num_tokens, const float* d_logits, const float* x,
-                      float* dweight);
+                      int64_t num_tokens, const float* d_logits, const float* x, float* dweight);
 
 // UpdateExpertBias: Megatron's get_updated_expert_bias: with tokens_per_expert [E] (all-
 // reduced over TP x DP x CP by the caller and summed since the last update),
 //   bias[e] += sign(mean(tokens_per_expert) - tokens_per_expert[e]) * update_rate
 // in fp32 (sign(0) = 0).
-void UpdateExpertBias(const float* tokens_per_expert, int64_t num_experts,
-                      double update_rate, float* bias);
+void UpdateExpertBias(const float* tokens_per_expert, int64_t num_experts, double update_rate,
+                      float* bias);
 
 // GetCapacity: Megatron's get_capacity: ceil(num_tokens / num_experts * capacity_factor)
 // evaluated in double (num_tokens = T * k for the router).

@@ -3,12 +3,11 @@
 // exact in fp32). The formulas' numerics are checked against PyTorch in moe_parity_test.
 #include "layers/moe/router.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 namespace mxmaca::layers::moe {
 namespace {
@@ -152,7 +151,9 @@ TEST_CASE("RouterForward rejects non-finite logits") {
 }
 
 TEST_CASE("ValidateRouterConfig names the offending flag") {
-  auto message = [](const RouterConfig& c) { return std::string(ValidateRouterConfig(c).message()); };
+  auto message = [](const RouterConfig& c) {
+    return std::string(ValidateRouterConfig(c).message());
+  };
   RouterConfig c = Config(4, 5);
   CHECK(message(c).find("--moe-router-topk") != std::string::npos);
   c = Config(6, 2);

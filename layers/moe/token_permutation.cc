@@ -8,12 +8,11 @@
 
 namespace mxmaca::layers::moe {
 
-absl::StatusOr<PermutationPlan> MakePermutationPlan(const uint8_t* routing_map,
-                                                    const float* probs, int64_t num_tokens,
-                                                    int64_t num_experts) {
+absl::StatusOr<PermutationPlan> MakePermutationPlan(const uint8_t* routing_map, const float* probs,
+                                                    int64_t num_tokens, int64_t num_experts) {
   if (num_tokens < 0 || num_experts < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("MoE permute: bad shape [", num_tokens,
-                                                   ", ", num_experts, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("MoE permute: bad shape [", num_tokens, ", ", num_experts, "]"));
   }
   const int64_t t = num_tokens, e = num_experts;
   PermutationPlan plan;
@@ -52,7 +51,8 @@ absl::StatusOr<PermutationPlan> MakePermutationPlan(const uint8_t* routing_map,
     }
   }
   plan.token_row_offsets.assign(t + 1, 0);
-  for (int64_t r = 0; r < t; ++r) plan.token_row_offsets[r + 1] = plan.token_row_offsets[r] + per_token[r];
+  for (int64_t r = 0; r < t; ++r)
+    plan.token_row_offsets[r + 1] = plan.token_row_offsets[r] + per_token[r];
   plan.token_rows.resize(rows);
   std::vector<int64_t> fill(plan.token_row_offsets.begin(), plan.token_row_offsets.end() - 1);
   // Rows are visited in ascending row order = ascending expert for each token.
@@ -65,13 +65,11 @@ absl::StatusOr<PermutationPlan> MakePermutationPlan(const uint8_t* routing_map,
 void Permute(const PermutationPlan& plan, const float* x, int64_t hidden, float* out) {
   const int64_t rows = plan.num_rows();
   for (int64_t r = 0; r < rows; ++r) {
-    std::memcpy(out + r * hidden, x + int64_t{plan.row_token[r]} * hidden,
-                sizeof(float) * hidden);
+    std::memcpy(out + r * hidden, x + int64_t{plan.row_token[r]} * hidden, sizeof(float) * hidden);
   }
 }
 
-void PermuteBackward(const PermutationPlan& plan, const float* d_out, int64_t hidden,
-                     float* dx) {
+void PermuteBackward(const PermutationPlan& plan, const float* d_out, int64_t hidden, float* dx) {
   for (int64_t t = 0; t < plan.num_tokens; ++t) {
     float* o = dx + t * hidden;
     std::fill(o, o + hidden, 0.0f);

@@ -21,8 +21,8 @@ namespace mxmaca::layers::moe {
 
 // PermutationPlan: index maps built once per routing decision.
 struct PermutationPlan {
-  int64_t num_tokens = 0;   // T
-  int64_t num_experts = 0;  // E
+  int64_t num_tokens = 0;                  // T
+  int64_t num_experts = 0;                 // E
   std::vector<int64_t> tokens_per_expert;  // [E] rows of each expert
   std::vector<int64_t> expert_offsets;     // [E + 1] first row of each expert; back() = R
   std::vector<int32_t> row_token;          // [R] source token of each row
@@ -36,17 +36,15 @@ struct PermutationPlan {
 // MakePermutationPlan: from routing_map [T, E] (0/1 bytes) and probs [T, E] (fp32, read
 // only where the map is 1). InvalidArgument for T < 0, E < 1, or a map byte other than 0/1
 // (naming token and expert).
-absl::StatusOr<PermutationPlan> MakePermutationPlan(const uint8_t* routing_map,
-                                                    const float* probs, int64_t num_tokens,
-                                                    int64_t num_experts);
+absl::StatusOr<PermutationPlan> MakePermutationPlan(const uint8_t* routing_map, const float* probs,
+                                                    int64_t num_tokens, int64_t num_experts);
 
 // Permute: out [R, h] row r = x [T, h] row row_token[r].
 void Permute(const PermutationPlan& plan, const float* x, int64_t hidden, float* out);
 
 // PermuteBackward: dx [T, h] (overwritten) row t = sum of d_out [R, h] rows of token t in
 // ascending expert order, from 0 (zero rows for tokens routed nowhere).
-void PermuteBackward(const PermutationPlan& plan, const float* d_out, int64_t hidden,
-                     float* dx);
+void PermuteBackward(const PermutationPlan& plan, const float* d_out, int64_t hidden, float* dx);
 
 // Unpermute: out [T, h] (overwritten) row t = sum over its rows r (ascending expert) of
 // fp32(row_prob[r] * y[r]) accumulated in fp32 from 0 (see the file banner).

@@ -1,10 +1,9 @@
 // Unit tests of the local permutation: order, combine order, and backward.
 #include "layers/moe/token_permutation.h"
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 namespace mxmaca::layers::moe {
 namespace {
