@@ -30,7 +30,7 @@ void PlainGemm(const kernels::ExecContext& ctx, bool trans_b, int64_t m, int64_t
 // Counts the (block size, position) placements whose row differs from the row computed
 // alone (m = 1).
 int CountVariantRows(Product product, int64_t k, int64_t n, bool trans_b, int threads,
-                     uint32_t seed) {
+                     uint32_t seed, kernels::Precision precision = kernels::Precision::kFp32) {
   std::mt19937 gen(seed);
   std::normal_distribution<float> normal;
   std::vector<float> b(n * k), x(301 * k);
@@ -38,6 +38,7 @@ int CountVariantRows(Product product, int64_t k, int64_t n, bool trans_b, int th
   for (float& v : x) v = normal(gen);
   kernels::ExecContext ctx;
   ctx.num_threads = threads;
+  ctx.precision = precision;
   std::vector<float> alone(n);
   product(ctx, trans_b, 1, n, k, x.data(), b.data(), alone.data());
   int variant = 0;
@@ -73,6 +74,12 @@ TEST_CASE("BatchInvariantGemm rows are bit-identical for any block size") {
       }
     }
   }
+}
+
+TEST_CASE("BatchInvariantGemm rows are bit-identical under bf16 inputs too") {
+  // --bf16: Gemm rounds A and B to bf16 and runs fixed-shape oneDNN matmuls per block.
+  CHECK(CountVariantRows(BatchInvariantGemm, 64, 128, true, 2, 6, kernels::Precision::kBf16) == 0);
+  CHECK(CountVariantRows(BatchInvariantGemm, 128, 64, false, 1, 7, kernels::Precision::kBf16) == 0);
 }
 
 TEST_CASE("BatchInvariantGemm equals a plain product within fp32 rounding") {

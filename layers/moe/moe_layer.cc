@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -247,6 +248,22 @@ void MoELayer::BackwardWeight(const kernels::ExecContext& ctx, const float* x, c
     const int64_t counts[1] = {st.num_tokens};
     GroupedExpertsBackwardWeight(ctx, shared_config_, counts, x, dy, st.shared, shared_grads_);
   }
+}
+
+int64_t MoEStashBytes(const MoEStash& s) {
+  auto bytes = [](const auto& v) {
+    return static_cast<int64_t>(v.size() * sizeof(typename std::decay_t<decltype(v)>::value_type));
+  };
+  const RouterState& r = s.router;
+  const PermutationPlan& p = s.plan;
+  return bytes(r.logits) + bytes(r.top_indices) + bytes(r.probs) + bytes(r.routing_map) +
+         bytes(r.tokens_per_expert) + bytes(r.routed_tokens_per_expert) + bytes(r.aux_grad) +
+         bytes(r.lse) + bytes(p.tokens_per_expert) + bytes(p.expert_offsets) + bytes(p.row_token) +
+         bytes(p.row_expert) + bytes(p.row_prob) + bytes(p.token_row_offsets) +
+         bytes(p.token_rows) + bytes(s.permuted_x) + bytes(s.expert_out) +
+         bytes(s.experts.fc1_out) + bytes(s.experts.act_out) + bytes(s.experts.d_fc1) +
+         bytes(s.shared.fc1_out) + bytes(s.shared.act_out) + bytes(s.shared.d_fc1) +
+         bytes(s.d_expert_out) + bytes(s.d_logits);
 }
 
 void MoELayer::UpdateExpertBias(const float* tokens_per_expert) {

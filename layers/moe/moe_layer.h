@@ -111,6 +111,9 @@ struct MoEStash {
   std::vector<float> d_logits;      // [T, E] (B)
 };
 
+// MoEStashBytes: the bytes the stash's buffers hold (for memory accounting).
+int64_t MoEStashBytes(const MoEStash& stash);
+
 // MoELayer: binds to the tensors of one layer in a finalized ParameterStore.
 class MoELayer {
  public:

@@ -122,6 +122,8 @@ TEST_CASE("every token to one expert: completes, metrics show the skew and the d
     layer.BackwardInput(kernels::ExecContext{}, x.data(), y.data(), 1.0, &stash, dx.data());
     layer.BackwardWeight(kernels::ExecContext{}, x.data(), y.data(), stash);
     const int64_t kept = capacity ? 10 : 40;  // capacity = ceil(40 / 4 * 1.0)
+    // At least the permuted input and expert output rows ([kept, 16] fp32 each).
+    CHECK(MoEStashBytes(stash) >= 2 * kept * 16 * 4);
     CHECK(m.tokens_per_expert == std::vector<int64_t>{0, kept, 0, 0});
     CHECK(m.max_tokens_per_expert == kept);
     CHECK(m.load_imbalance == Approx(4.0));

@@ -132,6 +132,19 @@ TEST_CASE("z loss and aux loss values") {
   CHECK(eval.z_loss == 0.0);
 }
 
+TEST_CASE("sinkhorn routes by the balanced cost in training, by the activation in eval") {
+  RouterConfig c = Config(2, 1);
+  c.load_balancing_type = LoadBalancingType::kSinkhorn;
+  // Both tokens prefer expert 0; sinkhorn balances: the token with the smaller margin
+  // (token 1) moves to expert 1. Probs are sigmoid(logit) at the chosen expert.
+  const std::vector<float> logits = {2.0f, 0.0f, 1.0f, 0.5f};
+  const RouterState train = Route(c, logits);
+  CHECK(train.top_indices == std::vector<int32_t>{0, 1});
+  CHECK(train.probs[3] == Approx(1.0 / (1.0 + std::exp(-0.5))).epsilon(1e-6));
+  const RouterState eval = Route(c, logits, nullptr, /*training=*/false);
+  CHECK(eval.top_indices == std::vector<int32_t>{0, 0});
+}
+
 TEST_CASE("UpdateExpertBias moves toward the mean by the rate") {
   const std::vector<float> tpe = {1.0f, 5.0f, 3.0f};
   std::vector<float> bias = {0.0f, 0.0f, 0.5f};
