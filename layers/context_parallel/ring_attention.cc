@@ -88,7 +88,8 @@ void ApplyMask(const QueryRows& q, const Tile& kt, float* scores) {
   }
 }
 
-// Scratch: two [q_tile, kv_tile] buffers owned by the calling thread.
+// Scratch: two [q_tile, kv_tile] buffers owned by the calling thread (thread_local, grown
+// once, shared by the forward (slot 0) and the backward (slots 0 and 1)).
 float* ThreadScratch(int64_t n, int slot) {
   thread_local std::vector<float> buffers[2];
   std::vector<float>& b = buffers[slot];
@@ -219,6 +220,13 @@ absl::StatusOr<std::unique_ptr<RingAttentionForward>> RingAttentionForward::Crea
   f->l_.resize(rows);
   f->seen_.assign(config.layout.cp_size, false);
   return f;
+}
+
+int64_t RingAttentionForward::StateBytes(const RingAttentionConfig& c, int num_threads) {
+  const int64_t rows = c.b * c.heads * c.layout.LocalSeq();
+  const int64_t tile = std::min(c.q_tile, c.layout.chunk) * std::min(c.kv_tile, c.layout.chunk);
+  return static_cast<int64_t>(sizeof(float)) *
+         (rows * (c.head_dim + 2) + std::max(num_threads, 1) * tile);
 }
 
 absl::Status RingAttentionForward::Begin(const kernels::ExecContext& ctx, int64_t cp_rank,
@@ -361,6 +369,13 @@ absl::StatusOr<std::unique_ptr<RingAttentionBackward>> RingAttentionBackward::Cr
   bwd->dv_head_.resize(rows * config.head_dim);
   bwd->seen_.assign(config.layout.cp_size, false);
   return bwd;
+}
+
+int64_t RingAttentionBackward::StateBytes(const RingAttentionConfig& c, int num_threads) {
+  const int64_t rows = c.b * c.heads * c.layout.LocalSeq();
+  const int64_t tile = std::min(c.q_tile, c.layout.chunk) * std::min(c.kv_tile, c.layout.chunk);
+  return static_cast<int64_t>(sizeof(float)) *
+         (rows * (3 * c.head_dim + 1) + 2 * std::max(num_threads, 1) * tile);
 }
 
 absl::Status RingAttentionBackward::Begin(const kernels::ExecContext& ctx, int64_t cp_rank,

@@ -111,6 +111,12 @@ class RingAttentionForward {
   // has not arrived (naming it) — every source contributes to some query of every rank.
   absl::Status Finish(const kernels::ExecContext& ctx, float* out, float* lse);
 
+  // StateBytes: bytes this object holds (accumulators, 4 (b np s_local (hn + 2)) for a
+  // valid config) plus the per-thread tile scratch of `num_threads` threads
+  // (4 q_tile kv_tile each), for memory accounting against a per-shard cap. The K/V
+  // blocks in flight and q/out are the caller's.
+  static int64_t StateBytes(const RingAttentionConfig& config, int num_threads);
+
   const RingAttentionConfig& config() const { return config_; }
 
  private:
@@ -158,6 +164,10 @@ class RingAttentionBackward {
   // Finish: writes dq [b, np, s_local, hn]. Errors: FailedPrecondition without Begin or
   // when a source rank's block has not arrived.
   absl::Status Finish(const kernels::ExecContext& ctx, float* dq);
+
+  // StateBytes: as RingAttentionForward::StateBytes: D, dq and the per-head dk/dv
+  // partials, 4 (b np s_local (3 hn + 1)), plus 2 tile buffers per thread.
+  static int64_t StateBytes(const RingAttentionConfig& config, int num_threads);
 
   const RingAttentionConfig& config() const { return config_; }
 

@@ -339,5 +339,34 @@ TEST_CASE("ring attention: clear errors", "[ring_attention]") {
         absl::StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("ring attention: state memory falls as 1/CP and has no s^2 term",
+          "[ring_attention]") {
+  // 128K tokens, 4 heads of 64 (the benchmark layer): per-rank state must be
+  // O(s/CP * np * hn) + O(tile^2) per thread, never O(s^2) (64 GiB at 128K).
+  const int64_t s = 131072;
+  int64_t prev_fwd = 0, prev_bwd = 0;
+  for (int64_t cp : {1, 2, 4, 8}) {
+    auto layout = MakeCpLayout(s, cp);
+    REQUIRE(layout.ok());
+    RingAttentionConfig cfg;
+    cfg.heads = 4;
+    cfg.groups = 4;
+    cfg.head_dim = 64;
+    cfg.layout = *layout;
+    const int64_t fwd = RingAttentionForward::StateBytes(cfg, 2);
+    const int64_t bwd = RingAttentionBackward::StateBytes(cfg, 2);
+    const int64_t rows = 4 * s / cp;
+    CHECK(fwd == 4 * (rows * 66 + 2 * 128 * 128));
+    CHECK(bwd == 4 * (rows * 193 + 4 * 128 * 128));
+    if (prev_fwd > 0) {
+      // Halving the tokens per rank halves the state up to the fixed tile scratch.
+      CHECK(std::abs(2 * fwd - prev_fwd) <= 4 * 2 * 128 * 128 * 2);
+      CHECK(std::abs(2 * bwd - prev_bwd) <= 4 * 4 * 128 * 128 * 2);
+    }
+    prev_fwd = fwd;
+    prev_bwd = bwd;
+  }
+}
+
 }  // namespace
 }  // namespace mxmaca::layers::cp
