@@ -93,7 +93,7 @@ void AllGatherDispatcher::MoveFromExperts(std::shared_ptr<const DispatchLayout> 
       const DispatchLayout& l = *call->layout;
       const int L = l.num_local_experts();
       // -0.0f is the exact additive identity (see the header).
-      call->gathered.assign(P * tmax * h, 0.0f);
+      call->gathered.assign(P * tmax * h, -0.0f);
       for (int s = 0; s < P; ++s) {
         for (int e = me * L; e < (me + 1) * L; ++e) {
           const int64_t c = l.Count(s, e);
