@@ -9,6 +9,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 
 namespace mxmaca::layers::moe::dispatch::testing {
 
@@ -136,6 +137,65 @@ double Imbalance(const std::vector<RankInput>& inputs, int num_experts) {
   if (total == 0) return 1.0;
   const double mean = static_cast<double>(total) / num_experts;
   return *std::max_element(per_expert.begin(), per_expert.end()) / mean;
+}
+
+namespace {
+
+std::vector<float> RandomRows(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+}  // namespace
+
+std::string CheckOneRank(TokenDispatcher& disp, const std::vector<RankInput>& inputs,
+                         int num_experts, int64_t h, int d, uint32_t grad_seed,
+                         absl::Duration timeout) {
+  const std::string who = absl::StrCat(disp.name(), " EP rank ", d);
+  const RankInput& in = inputs[d];
+  auto got = DispatchAndWait(disp, in.rows.data(), in.num_rows, h, in.tokens_per_expert, timeout);
+  if (!got.ok()) return absl::StrCat(who, " dispatch: ", got.status().ToString());
+  const ExpectedDispatch want = ReferenceDispatch(inputs, num_experts, h, d);
+  if (got->tokens_per_local_expert != want.tokens_per_local_expert) {
+    return absl::StrCat(who, ": tokens_per_local_expert differs");
+  }
+  std::string e = FirstDifference(got->rows, want.rows, who + " dispatch rows");
+  if (!e.empty()) return e;
+  const int64_t n = static_cast<int64_t>(got->rows.size()) / h;
+
+  // Identity experts: combine(dispatch(x)) == x.
+  auto back = CombineAndWait(disp, got->layout, got->rows.data(), n, timeout);
+  if (!back.ok()) return absl::StrCat(who, " combine: ", back.status().ToString());
+  e = FirstDifference(*back, in.rows, who + " combine of identity experts");
+  if (!e.empty()) return e;
+
+  // Per-expert functions: each row comes back transformed by the expert it was routed to.
+  std::vector<float> expert_out = got->rows;
+  ApplyExperts(expert_out, got->tokens_per_local_expert, d, h);
+  back = CombineAndWait(disp, got->layout, expert_out.data(), n, timeout);
+  if (!back.ok()) return absl::StrCat(who, " combine: ", back.status().ToString());
+  const std::vector<float> want_combined = ReferenceCombine(in, h, /*identity=*/false);
+  e = FirstDifference(*back, want_combined, who + " combine of expert outputs");
+  if (!e.empty()) return e;
+
+  // Backward of combine: the gradient [T, h] moves like dispatch (no count exchange).
+  std::vector<RankInput> grads = inputs;
+  for (size_t s = 0; s < grads.size(); ++s) {
+    grads[s].rows = RandomRows(grads[s].num_rows * h, grad_seed + static_cast<uint32_t>(s));
+  }
+  auto g = CombineBackwardAndWait(disp, got->layout, grads[d].rows.data(), in.num_rows, timeout);
+  if (!g.ok()) return absl::StrCat(who, " combine backward: ", g.status().ToString());
+  e = FirstDifference(*g, ReferenceDispatch(grads, num_experts, h, d).rows,
+                      who + " combine backward");
+  if (!e.empty()) return e;
+
+  // Backward of dispatch: the gradient [N, h] moves like combine.
+  auto db = DispatchBackwardAndWait(disp, got->layout, expert_out.data(), n, timeout);
+  if (!db.ok()) return absl::StrCat(who, " dispatch backward: ", db.status().ToString());
+  return FirstDifference(*db, want_combined, who + " dispatch backward");
 }
 
 }  // namespace mxmaca::layers::moe::dispatch::testing

@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
+#include "layers/moe/dispatch/token_dispatcher.h"
+
 namespace mxmaca::layers::moe::dispatch::testing {
 
 // Routing: how rows pick experts.
@@ -59,6 +62,16 @@ std::vector<float> ReferenceCombine(const RankInput& input, int64_t hidden, bool
 // FirstDifference: "" when got and want are bit-identical, else where and what differs.
 std::string FirstDifference(const std::vector<float>& got, const std::vector<float>& want,
                             const std::string& what);
+
+// CheckOneRank: every call of EP rank d (of the group whose inputs are `inputs`) against
+// the references, bit for bit: Dispatch (rows and tokens_per_local_expert), Combine of
+// identity experts (gives back the input), Combine of ApplyExperts outputs
+// (ReferenceCombine), CombineBackward of a random gradient (seeded by grad_seed + source
+// rank; moves like Dispatch) and DispatchBackward (moves like Combine). Every EP rank of
+// the group must call it at the same time. Returns "" or the first failure.
+std::string CheckOneRank(TokenDispatcher& disp, const std::vector<RankInput>& inputs,
+                         int num_experts, int64_t h, int d, uint32_t grad_seed,
+                         absl::Duration timeout);
 
 // Imbalance: max / mean of per-expert row counts summed over ranks (1.0 = balanced).
 double Imbalance(const std::vector<RankInput>& inputs, int num_experts);

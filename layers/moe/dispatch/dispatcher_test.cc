@@ -24,6 +24,7 @@
 #include "layers/moe/dispatch/all_gather_dispatcher.h"
 #include "layers/moe/dispatch/all_to_all_dispatcher.h"
 #include "layers/moe/dispatch/counting_communicator.h"
+#include "layers/moe/dispatch/dispatcher_factory.h"
 #include "layers/moe/dispatch/dispatch_testing.h"
 #include "layers/moe/dispatch/hierarchical_dispatcher.h"
 #include "transport/collective_watchdog.h"
@@ -65,24 +66,10 @@ struct Variant {
 
 absl::StatusOr<std::unique_ptr<TokenDispatcher>> Make(const Variant& v,
                                                       DispatcherOptions options) {
-  switch (v.kind) {
-    case Kind::kAllToAll: {
-      auto d = AllToAllDispatcher::Create(std::move(options));
-      if (!d.ok()) return d.status();
-      return std::unique_ptr<TokenDispatcher>(std::move(*d));
-    }
-    case Kind::kAllGather: {
-      auto d = AllGatherDispatcher::Create(std::move(options));
-      if (!d.ok()) return d.status();
-      return std::unique_ptr<TokenDispatcher>(std::move(*d));
-    }
-    case Kind::kHierarchical: {
-      auto d = HierarchicalDispatcher::Create(std::move(options), v.ranks_per_node);
-      if (!d.ok()) return d.status();
-      return std::unique_ptr<TokenDispatcher>(std::move(*d));
-    }
-  }
-  return absl::InternalError("unknown kind");
+  const char* type = v.kind == Kind::kAllToAll    ? "alltoall"
+                     : v.kind == Kind::kAllGather ? "allgather"
+                                                  : "hierarchical";
+  return CreateTokenDispatcher(type, std::move(options), v.ranks_per_node);
 }
 
 // RunOnThreads: body(r) on n threads; returns each thread's report ("" = success).
@@ -99,62 +86,6 @@ void RequireAllEmpty(const std::vector<std::string>& reports) {
     INFO("rank " << r);
     CHECK(reports[r] == "");
   }
-}
-
-std::vector<float> RandomRows(int64_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.0f, 2.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
-// CheckOneRank: every call of one EP rank (index d of its group) against the references.
-// `inputs` are all EP ranks' inputs of this rank's group. Returns "" or the first failure.
-std::string CheckOneRank(TokenDispatcher& disp, const std::vector<RankInput>& inputs,
-                         int num_experts, int64_t h, int d, uint32_t grad_seed) {
-  const std::string who = absl::StrCat(disp.name(), " EP rank ", d);
-  const RankInput& in = inputs[d];
-  auto got = DispatchAndWait(disp, in.rows.data(), in.num_rows, h, in.tokens_per_expert, kWait);
-  if (!got.ok()) return absl::StrCat(who, " dispatch: ", got.status().ToString());
-  const testing::ExpectedDispatch want = testing::ReferenceDispatch(inputs, num_experts, h, d);
-  if (got->tokens_per_local_expert != want.tokens_per_local_expert) {
-    return absl::StrCat(who, ": tokens_per_local_expert differs");
-  }
-  std::string e = FirstDifference(got->rows, want.rows, who + " dispatch rows");
-  if (!e.empty()) return e;
-  const int64_t n = static_cast<int64_t>(got->rows.size()) / h;
-
-  // Identity experts: combine(dispatch(x)) == x.
-  auto back = CombineAndWait(disp, got->layout, got->rows.data(), n, kWait);
-  if (!back.ok()) return absl::StrCat(who, " combine: ", back.status().ToString());
-  e = FirstDifference(*back, in.rows, who + " combine of identity experts");
-  if (!e.empty()) return e;
-
-  // Per-expert functions: each row comes back transformed by the expert it was routed to.
-  std::vector<float> expert_out = got->rows;
-  testing::ApplyExperts(expert_out, got->tokens_per_local_expert, d, h);
-  back = CombineAndWait(disp, got->layout, expert_out.data(), n, kWait);
-  if (!back.ok()) return absl::StrCat(who, " combine: ", back.status().ToString());
-  const std::vector<float> want_combined = testing::ReferenceCombine(in, h, /*identity=*/false);
-  e = FirstDifference(*back, want_combined, who + " combine of expert outputs");
-  if (!e.empty()) return e;
-
-  // Backward of combine: the gradient [T, h] moves like dispatch (no count exchange).
-  std::vector<RankInput> grads = inputs;
-  for (size_t s = 0; s < grads.size(); ++s) {
-    grads[s].rows = RandomRows(grads[s].num_rows * h, grad_seed + static_cast<uint32_t>(s));
-  }
-  auto g = CombineBackwardAndWait(disp, got->layout, grads[d].rows.data(), in.num_rows, kWait);
-  if (!g.ok()) return absl::StrCat(who, " combine backward: ", g.status().ToString());
-  e = FirstDifference(*g, testing::ReferenceDispatch(grads, num_experts, h, d).rows,
-                      who + " combine backward");
-  if (!e.empty()) return e;
-
-  // Backward of dispatch: the gradient [N, h] moves like combine.
-  auto db = DispatchBackwardAndWait(disp, got->layout, expert_out.data(), n, kWait);
-  if (!db.ok()) return absl::StrCat(who, " dispatch backward: ", db.status().ToString());
-  return FirstDifference(*db, want_combined, who + " dispatch backward");
 }
 
 // RunScenario: world ranks (TP = world / ep), every EP group runs `variant` on inputs
@@ -185,8 +116,8 @@ std::vector<std::string> RunScenario(const Variant& variant, int world, int ep, 
                                                         routing, group_seed, empty_ranks);
     // Two micro-batches in a row: layouts and sequence numbers must not leak between them.
     for (int mb = 0; mb < 2; ++mb) {
-      std::string e = CheckOneRank(**disp, inputs, num_experts, h, g.rank_in_group,
-                                   group_seed + 77 + mb);
+      std::string e = testing::CheckOneRank(**disp, inputs, num_experts, h, g.rank_in_group,
+                                            group_seed + 77 + mb, kWait);
       if (!e.empty()) return absl::StrCat(variant.Name(), " micro-batch ", mb, ": ", e);
       inputs = testing::MakeInputs(ep, num_experts, h, min_rows, max_rows, routing,
                                    group_seed + 5 + mb, empty_ranks);
@@ -478,6 +409,9 @@ TEST_CASE("options are validated") {
   CHECK(HierarchicalDispatcher::Create(o, 0).status().code() ==
         absl::StatusCode::kInvalidArgument);
   CHECK(HierarchicalDispatcher::Create(o, 2).ok());
+  auto flex = CreateTokenDispatcher("flex", o);
+  CHECK(flex.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(flex.status().message().find("alltoall, allgather or hierarchical") != std::string::npos);
   o.comm = nullptr;
   CHECK(AllToAllDispatcher::Create(o).status().code() == absl::StatusCode::kInvalidArgument);
 }
@@ -546,7 +480,7 @@ TEST_CASE("continuations run through the executor") {
       o.executor = [q](std::function<void()> fn) { q->Post(std::move(fn)); };
       auto disp = Make(v, o);
       if (!disp.ok()) return disp.status().ToString();
-      return CheckOneRank(**disp, inputs, E, h, r, 72);
+      return testing::CheckOneRank(**disp, inputs, E, h, r, 72, kWait);
     }));
   }
   for (auto& q : queues) CHECK(q->ran() > 0);
