@@ -10,13 +10,14 @@
 //              Forward / BackwardInput / BackwardWeight on random hidden states and
 //              output gradients, / 2; with TP t > 1, t such stages (the TP shards) on t
 //              threads over an in-process hub, so the TP collectives are inside the
-//              times; with concurrency k > 1 (TP 1 only), k independent stages run at
+//              times, with and without sequence parallelism; with concurrency k > 1 (TP 1 only), k independent stages run at
 //              once on k threads (memory-bandwidth and cache contention of k ranks
 //              sharing the machine), mean over the k;
 //   embedding  a stage with the embedding only (0 layers): lookup F, its (empty) B and the
 //              gradient scatter-add W;
 //   loss_head  a stage with the final norm, output layer and cross-entropy only;
-//   optimizer  AdamW (layers/optimizer.h) over 4 M fp32 parameters: seconds per parameter;
+//   optimizer  the step end of a rank per parameter: the gradient-norm pass, AdamW
+//              (layers/optimizer.h) and zeroing the gradients, over 4 M fp32 parameters;
 //   allreduce  the in-process hub's all-reduce of fp32 buffers between 2 ranks on 2
 //              threads at 1 MiB and 16 MiB: latency + seconds per byte (a line through
 //              the two points);

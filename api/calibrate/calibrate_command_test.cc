@@ -29,8 +29,8 @@ TEST_CASE("calibrate: measures every op and simulate reads the table") {
   std::string log;
   auto table = Calibrate(kModel, o, &log);
   REQUIRE(table.ok());
-  // TP 1 x concurrency {1, 2} + TP 2 x concurrency 1, three ops each.
-  CHECK(table->ops.size() == 9);
+  // TP 1 x concurrency {1, 2} + TP 2 (with and without SP) x concurrency 1, three ops each.
+  CHECK(table->ops.size() == 12);
   for (const CostEntry& e : table->ops) {
     // Every op does some work in F and W (B of the embedding is empty on the first stage).
     CHECK(e.seconds[0] > 0);
