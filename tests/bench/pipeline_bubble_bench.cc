@@ -20,8 +20,14 @@
 //   the ratios coord/theory and coord/sim, the mean sleep overshoot per op (µs: measured
 //   op time - declared) and the median hop and turnaround (tests/bench/
 //   pipeline_trace_stats.h) from the run's trace.
+// --opt_ms X declares the optimizer step's time (every applied step sleeps to X ms on its
+// stage's strand: CoordinatorConfig::synthetic_optimizer_seconds); --post_validation
+// 0|1|both runs without / with --optimizer-post-validation (both: each case twice, rows
+// tagged "sync" / "postval"). The extra columns: idle ms = step ms - mean busy ms per stage
+// - opt ms (the iteration's idle beyond the op and optimizer work), and rollbacks /
+// confirmed optimistic steps.
 //   bazel run -c opt //tests/bench:pipeline_bubble_bench [-- --f_ms 2 --b_ms 2 --w_ms 2
-//       --dynamic 0|1 --slow_stage S --slow_factor X
+//       --dynamic 0|1 --slow_stage S --slow_factor X --opt_ms 0 --post_validation 0
 //       --iters 4 --p 4,8,16 --schedules gpipe,1f1b,interleaved-1f1b --m_factors 4,8
 //       --trace_dir /tmp]
 #include <algorithm>
@@ -38,7 +44,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "actors/pipeline_runtime.h"
 #include "actors/synthetic_stage_program.h"
+#include "layers/lr_schedule.h"
 #include "scheduler/bubble_formulas.h"
 #include "scheduler/schedule_factory.h"
 #include "scheduler/schedule_simulator.h"
@@ -65,12 +73,66 @@ std::string LoadAverage() {
   return absl::StrCat(a, " ", b, " ", c);
 }
 
+// RunJob: RunSyntheticJob's job (actors/synthetic_stage_program.cc: constant lr 1e-4, clip
+// 1.0, no evaluation or checkpoints), with the coordinator's post-validation switch and a
+// declared optimizer time.
+absl::StatusOr<actors::TrainingSummary> RunJob(const actors::SyntheticJobOptions& o,
+                                               bool post_validation, double opt_seconds) {
+  absl::StatusOr<std::vector<actors::PipelineRank>> ranks = actors::BuildSyntheticRanks(o);
+  if (!ranks.ok()) return ranks.status();
+  scheduler::ScheduleOptions so;
+  so.kind = o.schedule;
+  so.num_stages = o.pipeline_size;
+  so.num_chunks = o.num_chunks;
+  so.num_microbatches = o.num_microbatches;
+  absl::StatusOr<scheduler::PipelineSchedule> schedule = scheduler::BuildSchedule(so);
+  if (!schedule.ok()) return schedule.status();
+  layers::OptimizerParamSchedulerConfig lr;
+  lr.max_lr = lr.min_lr = 1.0e-4;
+  lr.lr_decay_style = layers::LrDecayStyle::kConstant;
+  lr.start_wd = lr.end_wd = 0.0;
+  absl::StatusOr<layers::OptimizerParamScheduler> lr_scheduler =
+      layers::OptimizerParamScheduler::Create(lr);
+  if (!lr_scheduler.ok()) return lr_scheduler.status();
+  const int64_t gbs = o.micro_batch_size * o.num_microbatches * o.data_parallel_size;
+  auto cc = std::make_shared<actors::CoordinatorConfig>();
+  cc->train_iters = o.train_iters;
+  cc->global_batch_size = gbs;
+  cc->micro_batch_size = o.micro_batch_size;
+  cc->num_microbatches = o.num_microbatches;
+  cc->seq_length = o.seq_length;
+  cc->clip_grad = 1.0;
+  cc->log_interval = 0;
+  cc->eval_interval = 0;
+  cc->eval_iters = 0;
+  cc->scheduler = *lr_scheduler;
+  cc->train_schedule = std::move(*schedule);
+  cc->trace_file = o.trace_file;
+  cc->dynamic_pipeline = o.dynamic;
+  cc->on_iteration = o.on_iteration;
+  cc->optimizer_post_validation = post_validation;
+  cc->synthetic_optimizer_seconds = opt_seconds;
+  actors::DataActorConfig dc;
+  dc.train = std::make_shared<actors::SyntheticSampleDataset>(
+      std::max<int64_t>(1, o.train_iters) * gbs, o.seq_length);
+  dc.micro_batch_size = o.micro_batch_size;
+  dc.seq_length = o.seq_length;
+  actors::PipelineRuntimeOptions ro;
+  ro.pipeline_size = o.pipeline_size;
+  ro.data_parallel_size = o.data_parallel_size;
+  ro.compute_threads = o.pipeline_size * o.data_parallel_size;
+  ro.trace = o.trace_file.has_value();
+  return actors::RunPipelineJob(std::move(*ranks), ro, cc, std::move(dc));
+}
+
 struct Row {
   std::string schedule;
   int p = 0, v = 1, m = 0;
   double theory = 0, sim = 0, coord = 0, step = 0, overshoot_us = 0, hop_us = 0, turn_us = 0;
   double explained = 0, hop90_us = 0, turn90_us = 0;
   double step_ms = 0;
+  double idle_ms = 0;
+  int64_t rollbacks = 0, confirmed = 0;
 };
 
 }  // namespace
@@ -85,6 +147,8 @@ int main(int argc, char** argv) {
   int slow_stage = -1;
   double slow_factor = 1.0;
   std::string trace_dir = "/tmp";
+  double opt_ms = 0;
+  std::string post_validation = "0";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--f_ms") f_ms = std::atof(value.c_str());
@@ -98,19 +162,29 @@ int main(int argc, char** argv) {
     else if (flag == "--dynamic") dynamic = std::atoi(value.c_str()) != 0;
     else if (flag == "--slow_stage") slow_stage = std::atoi(value.c_str());
     else if (flag == "--slow_factor") slow_factor = std::atof(value.c_str());
+    else if (flag == "--opt_ms") opt_ms = std::atof(value.c_str());
+    else if (flag == "--post_validation") post_validation = value;
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
     }
   }
   if (iters < 2) iters = 2;  // the first iteration warms up and is not measured
-  std::printf("pipeline bubble: F %.3g ms, B %.3g ms, W %.3g ms per op and chunk, DP 1, %d "
-              "iterations (first not measured), one pool thread per rank\n",
-              f_ms, b_ms, w_ms, iters);
+  std::printf("pipeline bubble: F %.3g ms, B %.3g ms, W %.3g ms per op and chunk, optimizer "
+              "%.3g ms, DP 1, %d iterations (first not measured), one pool thread per rank\n",
+              f_ms, b_ms, w_ms, opt_ms, iters);
+  std::vector<bool> modes;
+  if (post_validation == "0" || post_validation == "both") modes.push_back(false);
+  if (post_validation == "1" || post_validation == "both") modes.push_back(true);
+  if (modes.empty()) {
+    std::fprintf(stderr, "--post_validation 0|1|both, not %s\n", post_validation.c_str());
+    return 2;
+  }
   std::printf("load average at the start: %s\n\n", LoadAverage().c_str());
   std::printf("| schedule | p | v | m | theory | sim | coord | step | coord/theory | coord/sim "
-              "| explained | step ms | overshoot us | hop p50/p90 us | turnaround p50/p90 us |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+              "| explained | step ms | idle ms | overshoot us | hop p50/p90 us | turnaround "
+              "p50/p90 us | rollbacks / confirmed |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::fflush(stdout);
   const std::string trace_path =
       absl::StrCat(trace_dir, "/mxmaca_bubble_bench_", getpid(), ".json");
@@ -128,8 +202,10 @@ int main(int argc, char** argv) {
     const int v = two_chunks ? 2 : 1;
     for (int p : IntList(p_list)) {
       for (int factor : IntList(m_factors)) {
+       for (const bool postval : modes) {
         Row row;
         row.schedule = std::string(name);
+        if (modes.size() > 1 || opt_ms > 0) row.schedule += postval ? " postval" : " sync";
         row.p = p;
         row.v = v;
         row.m = factor * p;
@@ -176,7 +252,7 @@ int main(int argc, char** argv) {
         o.on_iteration = [&](const actors::IterationLogRecord& r) {
           step_seconds.push_back(r.elapsed_ms_per_iteration * 1e-3);
         };
-        absl::StatusOr<actors::TrainingSummary> summary = actors::RunSyntheticJob(o);
+        absl::StatusOr<actors::TrainingSummary> summary = RunJob(o, postval, opt_ms * 1e-3);
         if (!summary.ok() || !summary->ok) {
           std::fprintf(stderr, "%s p=%d m=%d failed: %s\n", row.schedule.c_str(), p, row.m,
                        summary.ok() ? summary->error.c_str()
@@ -202,6 +278,11 @@ int main(int argc, char** argv) {
         }
         row.step = bench::Mean(step_bubble);
         row.step_ms = bench::Mean(step_ms);
+        std::vector<double> busy_ms;
+        for (const bench::IterationBusy& b : busy) busy_ms.push_back(b.mean_busy_seconds * 1e3);
+        row.idle_ms = row.step_ms - bench::Mean(busy_ms) - opt_ms;
+        row.rollbacks = summary->optimistic_steps_rolled_back;
+        row.confirmed = summary->optimistic_steps_confirmed;
         std::vector<double> overshoot;
         for (const bench::TracedOp& op : *ops) {
           if (op.iteration < 2) continue;
@@ -237,12 +318,14 @@ int main(int argc, char** argv) {
           row.explained = std::nan("");
         }
         std::printf("| %s | %d | %d | %d | %.4f | %.4f | %.4f | %.4f | %.3f | %.3f | %.4f | %.1f "
-                    "| %.0f | %.0f / %.0f | %.0f / %.0f |\n",
+                    "| %.2f | %.0f | %.0f / %.0f | %.0f / %.0f | %lld / %lld |\n",
                     row.schedule.c_str(), row.p, row.v, row.m, row.theory, row.sim, row.coord,
                     row.step, row.coord / row.theory, row.coord / row.sim, row.explained,
-                    row.step_ms, row.overshoot_us, row.hop_us, row.hop90_us, row.turn_us,
-                    row.turn90_us);
+                    row.step_ms, row.idle_ms, row.overshoot_us, row.hop_us, row.hop90_us,
+                    row.turn_us, row.turn90_us, static_cast<long long>(row.rollbacks),
+                    static_cast<long long>(row.confirmed));
         std::fflush(stdout);
+       }
       }
     }
   }
