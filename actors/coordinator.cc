@@ -53,9 +53,38 @@ constexpr int32_t kExitBySignal = 2;
 // Sums over the reports of the stages for the phase in progress. Per-rank reports are
 // kept and summed in rank order (Aggregate), so the totals do not depend on the order the
 // reports arrived in (nor on which process computes them).
+// MoE statistics travel as flat doubles: per MoE layer (CoordinatorConfig::moe_layers
+// order) [calls, dropped tokens, load-balancing loss, z-loss, tokens of expert 0..E-1],
+// each summed over the micro-batches; TP rank 0's only (every TP rank routes the same
+// tokens).
+constexpr int kMoEHeader = 4;
+int64_t MoEStride(const CoordinatorConfig& c) { return kMoEHeader + c.moe_num_experts; }
+std::vector<double> FlattenMoEStats(const CoordinatorConfig& c,
+                                    const std::vector<layers::moe::MoELayerStats>& stats) {
+  std::vector<double> flat(c.moe_layers.size() * static_cast<size_t>(MoEStride(c)), 0.0);
+  for (const layers::moe::MoELayerStats& s : stats) {
+    for (size_t l = 0; l < c.moe_layers.size(); ++l) {
+      if (c.moe_layers[l] != s.layer) continue;
+      double* row = flat.data() + l * static_cast<size_t>(MoEStride(c));
+      row[0] += static_cast<double>(s.calls);
+      row[1] += s.dropped_tokens;
+      row[2] += s.load_balancing_loss;
+      row[3] += s.z_loss;
+      for (size_t e = 0; e < s.tokens_per_expert.size() &&
+                         e < static_cast<size_t>(c.moe_num_experts);
+           ++e) {
+        row[kMoEHeader + e] += s.tokens_per_expert[e];
+      }
+    }
+  }
+  return flat;
+}
+
 struct PhaseReports {
   int pending = 0;
   std::vector<RankReport> ranks;
+  std::vector<std::vector<double>> rank_moe;  // per rank, FlattenMoEStats
+  std::vector<double> moe;                    // their sum
   double loss_sum = 0.0;
   double num_tokens = 0.0;
   double grad_norm_sq = 0.0;
@@ -68,6 +97,7 @@ struct PhaseReports {
     *this = PhaseReports();
     pending = local_ranks;
     ranks.assign(static_cast<size_t>(world), RankReport{});
+    rank_moe.assign(static_cast<size_t>(world), {});
     rank_peak_activation_bytes.assign(static_cast<size_t>(world), 0);
     stage_busy.assign(static_cast<size_t>(pipeline_size), 0.0);
   }
@@ -94,6 +124,11 @@ struct PhaseReports {
       }
       wall = std::max(wall, r.wall_seconds);
     }
+    moe.clear();
+    for (const std::vector<double>& m : rank_moe) {
+      if (moe.size() < m.size()) moe.resize(m.size(), 0.0);
+      for (size_t i = 0; i < m.size(); ++i) moe[i] += m[i];
+    }
   }
 };
 
@@ -108,6 +143,7 @@ struct LogInterval {
   std::vector<double> stage_busy;
   double stage_wall = 0.0;
   int64_t peak_activation_bytes = 0;
+  std::vector<double> moe;  // summed PhaseReports::moe
 };
 
 struct CoordinatorState {
@@ -218,9 +254,12 @@ void Exchange(CoordinatorPointer self, std::vector<uint8_t> block, std::string w
 }
 
 // Block <-> RankReport / text, for Exchange.
-std::vector<uint8_t> ReportBlock(const RankReport& r) {
-  std::vector<uint8_t> block(sizeof(RankReport));
+std::vector<uint8_t> ReportBlock(const RankReport& r, const std::vector<double>& moe) {
+  std::vector<uint8_t> block(sizeof(RankReport) + moe.size() * sizeof(double));
   std::memcpy(block.data(), &r, sizeof(RankReport));
+  if (!moe.empty()) {
+    std::memcpy(block.data() + sizeof(RankReport), moe.data(), moe.size() * sizeof(double));
+  }
   return block;
 }
 constexpr size_t kTextBlockBytes = 2048;
@@ -362,7 +401,36 @@ void LogIfDue(CoordinatorPointer self) {
       r.stage_bubble_fraction.push_back(std::max(0.0, 1.0 - busy / iv.stage_wall));
     }
   }
+  // MoE: Megatron's load_balancing_loss / z_loss (mean over layers and micro-batches), then
+  // one line per MoE layer with its expert load over the interval.
+  std::vector<std::string> moe_lines;
+  if (!c.moe_layers.empty() && iv.moe.size() >= c.moe_layers.size() * MoEStride(c)) {
+    double lb = 0.0, z = 0.0;
+    for (size_t l = 0; l < c.moe_layers.size(); ++l) {
+      const double* row = iv.moe.data() + l * static_cast<size_t>(MoEStride(c));
+      const double calls = std::max(1.0, row[0]);
+      lb += row[2] / calls;
+      z += row[3] / calls;
+      double total = 0.0, max_tokens = 0.0;
+      std::string counts;
+      for (int64_t e = 0; e < c.moe_num_experts; ++e) {
+        const double n = row[kMoEHeader + e];
+        total += n;
+        max_tokens = std::max(max_tokens, n);
+        absl::StrAppend(&counts, e == 0 ? "" : " ", static_cast<int64_t>(n));
+      }
+      const double mean = total / static_cast<double>(std::max<int64_t>(1, c.moe_num_experts));
+      moe_lines.push_back(absl::StrFormat(
+          "  moe layer %d | tokens per expert: [%s] | max/mean load: %.3f | dropped tokens: %d | "
+          "load_balancing_loss: %.6E | z_loss: %.6E |",
+          c.moe_layers[l], counts, mean > 0 ? max_tokens / mean : 0.0,
+          static_cast<int64_t>(row[1]), row[2] / calls, row[3] / calls));
+    }
+    const double layers = static_cast<double>(c.moe_layers.size());
+    r.moe_losses = {{"load_balancing_loss", lb / layers}, {"z_loss", z / layers}};
+  }
   Print(st, FormatIterationLog(r));
+  for (const std::string& line : moe_lines) Print(st, line);
   iv = LogInterval();
 }
 
@@ -650,6 +718,8 @@ void RecordStep(CoordinatorPointer self) {
   }
   for (size_t i = 0; i < iv.stage_busy.size(); ++i) iv.stage_busy[i] += st.reports.stage_busy[i];
   iv.stage_wall += st.reports.wall;
+  if (iv.moe.size() < st.reports.moe.size()) iv.moe.resize(st.reports.moe.size(), 0.0);
+  for (size_t i = 0; i < st.reports.moe.size(); ++i) iv.moe[i] += st.reports.moe[i];
   iv.peak_activation_bytes = std::max(iv.peak_activation_bytes, st.reports.peak_activation_bytes);
   st.summary.peak_activation_bytes =
       std::max(st.summary.peak_activation_bytes, st.reports.peak_activation_bytes);
@@ -910,6 +980,13 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
         rr.busy_seconds = d.busy_seconds;
         rr.wall_seconds = d.wall_seconds;
         rr.peak_activation_bytes = d.peak_activation_bytes;
+        if (!st.cfg->moe_layers.empty()) {
+          r.rank_moe[d.stage] = d.tensor_parallel_rank == 0 && !d.eval
+                                    ? FlattenMoEStats(*st.cfg, d.moe_stats)
+                                    : std::vector<double>(st.cfg->moe_layers.size() *
+                                                              MoEStride(*st.cfg),
+                                                          0.0);
+        }
         if (--r.pending > 0) {
           if (!expect_eval) MaybeSendOptimisticStep(self, d);
           return;
@@ -919,20 +996,30 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
           return;
         }
         // Multi-process: all-gather the reports (and exit requests), then decide.
-        RankReport mine = r.ranks.at(static_cast<size_t>(st.cfg->control->rank()));
+        const size_t me = static_cast<size_t>(st.cfg->control->rank());
+        RankReport mine = r.ranks.at(me);
         mine.exit_flags = LocalExitFlags(st);
-        Exchange(self, ReportBlock(mine), expect_eval ? "evaluation reports" : "iteration reports",
+        const size_t moe_doubles = st.cfg->moe_layers.size() * MoEStride(*st.cfg);
+        r.rank_moe[me].resize(moe_doubles, 0.0);
+        Exchange(self, ReportBlock(mine, r.rank_moe[me]),
+                 expect_eval ? "evaluation reports" : "iteration reports",
                  [self, expect_eval](const ControlPlane::Blocks& blocks) {
                    auto& st = self->state;
                    PhaseReports& r = st.reports;
                    st.agreed_exit_flags = 0;
+                   const size_t moe_doubles = st.cfg->moe_layers.size() * MoEStride(*st.cfg);
                    for (size_t i = 0; i < blocks.size() && i < r.ranks.size(); ++i) {
-                     if (blocks[i].size() != sizeof(RankReport)) {
+                     if (blocks[i].size() != sizeof(RankReport) + moe_doubles * sizeof(double)) {
                        Finish(self, false, absl::StrCat("coordinator: a report block of ",
                                                         blocks[i].size(), " bytes from rank ", i));
                        return;
                      }
                      std::memcpy(&r.ranks[i], blocks[i].data(), sizeof(RankReport));
+                     r.rank_moe[i].assign(moe_doubles, 0.0);
+                     if (moe_doubles > 0) {
+                       std::memcpy(r.rank_moe[i].data(), blocks[i].data() + sizeof(RankReport),
+                                   moe_doubles * sizeof(double));
+                     }
                      st.agreed_exit_flags |= r.ranks[i].exit_flags;
                    }
                    CompleteReports(self, expect_eval);

@@ -81,6 +81,11 @@ struct CoordinatorConfig {
   // returns true the run prints "exiting program after receiving SIGTERM.", saves (with
   // --save) and ends as with --exit-interval. May be empty.
   std::function<bool()> exit_signal_received;
+  // MoE models: the global numbers of the MoE layers and the expert count, for the routing
+  // metrics in the log (one line per MoE layer at every --log-interval, and Megatron's
+  // load_balancing_loss / z_loss after lm loss). Empty: a dense model.
+  std::vector<int64_t> moe_layers;
+  int64_t moe_num_experts = 0;
   int32_t pipeline_size = 1;                // P
   int32_t data_parallel_size = 1;           // dp
   int32_t tensor_parallel_size = 1;         // tp

@@ -36,6 +36,7 @@ absl::Status GptStageProgram::Forward(const MicroBatchKey& key,
   const layers::StageLayout& layout = stage.layout();
   layers::MicroBatchInput in;
   in.micro_batch_id = key.global_microbatch;
+  in.moe_aux_loss_grad_scale = key.moe_aux_loss_grad_scale;
   in.iteration = key.iteration;
   in.micro_batch_size = batch.b;
   in.seq_length = batch.s;
@@ -133,6 +134,14 @@ void GptStageProgram::EndCall(int chunk) {
     if (c != chunk) others += chunks_[c]->live_activation_bytes();
   }
   peak_ = std::max(peak_, others + chunks_[chunk]->peak_activation_bytes());
+}
+
+std::vector<layers::moe::MoELayerStats> GptStageProgram::TakeMoEStats() {
+  std::vector<layers::moe::MoELayerStats> out;
+  for (auto& chunk : chunks_) {
+    for (layers::moe::MoELayerStats& s : chunk->TakeMoEStats()) out.push_back(std::move(s));
+  }
+  return out;
 }
 
 void GptStageProgram::ResetPeakActivationBytes() {

@@ -40,6 +40,7 @@ class GptStageProgram : public StageProgram {
   bool counts_toward_grad_norm(int chunk, int param) const override;
   int64_t peak_activation_bytes() const override { return peak_; }
   void ResetPeakActivationBytes() override;
+  std::vector<layers::moe::MoELayerStats> TakeMoEStats() override;
 
   layers::GptStage& stage(int chunk = 0) { return *chunks_[chunk]; }
 

@@ -26,6 +26,7 @@
 #include "actors/trace.h"
 #include "data/gpt_batch.h"
 #include "layers/grad_buckets.h"
+#include "layers/moe/moe_stats.h"
 #include "layers/optimizer.h"
 #include "scheduler/pipeline_schedule.h"
 
@@ -168,6 +169,8 @@ struct StageIterationDone {
   double wall_seconds = 0.0;
   int64_t peak_activation_bytes = 0;
   std::vector<TraceSpan> spans;  // the ops' timeline, with --trace-file
+  // MoE models: this rank's MoE layers' routing statistics over the iteration (training).
+  std::vector<layers::moe::MoELayerStats> moe_stats;
 };
 
 // StageStepDone: the optimizer step (or skip) of `iteration` is applied. With
@@ -269,6 +272,7 @@ struct GradNormFinished {
   int64_t iteration = 0;
   double grad_norm_sq = 0.0;
   bool finite = true;
+  std::vector<layers::moe::MoELayerStats> moe_stats;  // StageProgram::TakeMoEStats
 };
 
 // StageIdentity: a stage actor's place in the grid.

@@ -162,6 +162,9 @@ MicroBatchKey KeyFor(const StageState& st, const scheduler::PipelineOp& op) {
                           static_cast<int64_t>(op.microbatch) * st.cfg.data_parallel_size +
                           st.cfg.data_parallel_rank;
   key.eval = st.run.eval;
+  // Megatron's MoEAuxLossAutoScaler: the aux losses' gradient takes the main loss's scale.
+  key.moe_aux_loss_grad_scale =
+      st.run.calculate_per_token_loss ? 1.0 : 1.0 / std::max(1, st.run.num_microbatches);
   return key;
 }
 
@@ -343,7 +346,9 @@ void MaybeReport(StagePointer self) {
           };
       sq += layers::ShardGradNormSquared(exec, store, buckets[c], dp_rank, counts);
     }
-    caf::anon_send(me, GradNormFinished{iteration, sq, std::isfinite(sq)});
+    GradNormFinished finished{iteration, sq, std::isfinite(sq)};
+    finished.moe_stats = program->TakeMoEStats();
+    caf::anon_send(me, std::move(finished));
   });
 }
 
@@ -953,6 +958,7 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
         StageIterationDone done = MakeReport(st);
         done.grad_norm_sq = g.grad_norm_sq;
         done.grads_finite = g.finite;
+        done.moe_stats = std::move(g.moe_stats);
         AttachSpans(st, &done);
         st.active = false;
         st.finishing = false;

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "data/gpt_batch.h"
+#include "layers/moe/moe_stats.h"
 #include "layers/parameter_store.h"
 
 namespace mxmaca::actors {
@@ -26,6 +27,9 @@ struct MicroBatchKey {
   int32_t chunk = 0;             // model chunk (virtual stage)
   int64_t global_microbatch = 0;
   bool eval = false;
+  // MoE layers: the aux / z-loss gradient scale (1 / micro-batches per replica, or 1 with
+  // --calculate-per-token-loss; Megatron's MoEAuxLossAutoScaler).
+  double moe_aux_loss_grad_scale = 1.0;
 };
 
 // Activation: a [b, s, h] fp32 tensor passed between stages (shared, immutable once sent).
@@ -94,6 +98,9 @@ class StageProgram {
   // ResetPeakActivationBytes starts a new measurement.
   virtual int64_t peak_activation_bytes() const = 0;
   virtual void ResetPeakActivationBytes() = 0;
+  // TakeMoEStats: the MoE layers' routing statistics since the last call, reset (on the
+  // strand, after an iteration's last op); empty for dense programs.
+  virtual std::vector<layers::moe::MoELayerStats> TakeMoEStats() { return {}; }
 };
 
 }  // namespace mxmaca::actors

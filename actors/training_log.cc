@@ -20,6 +20,9 @@ std::string FormatIterationLog(const IterationLogRecord& r) {
   absl::StrAppendFormat(&line, " learning rate: %.6E |", r.learning_rate);
   absl::StrAppendFormat(&line, " global batch size: %5d |", r.global_batch_size);
   absl::StrAppendFormat(&line, " lm loss: %.6E |", r.lm_loss);
+  for (const auto& [name, value] : r.moe_losses) {
+    absl::StrAppendFormat(&line, " %s: %.6E |", name, value);
+  }
   absl::StrAppendFormat(&line, " loss scale: %.1f |", r.loss_scale);
   absl::StrAppendFormat(&line, " grad norm: %.3f |", r.grad_norm);
   absl::StrAppendFormat(&line, " number of skipped iterations: %3d |", r.skipped_iterations);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -27,6 +28,9 @@ struct IterationLogRecord {
   double learning_rate = 0.0;               // after the scheduler step, as Megatron logs it
   int64_t global_batch_size = 0;
   double lm_loss = 0.0;                     // token-weighted mean over the interval
+  // MoE models: Megatron's extra losses after lm loss ("load_balancing_loss", "z_loss"),
+  // each the mean over MoE layers and micro-batches of the interval.
+  std::vector<std::pair<std::string, double>> moe_losses;
   double loss_scale = 1.0;                  // 1.0 without fp16 loss scaling
   double grad_norm = 0.0;                   // of the last iteration in the interval
   int64_t skipped_iterations = 0;           // in the interval

@@ -8,13 +8,19 @@
 #define MXMACA_LAYERS_GPT_CONFIG_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/exec_context.h"
 
 namespace mxmaca::layers {
+
+namespace moe {
+struct MoELayerConfig;  // layers/moe/moe_layer.h
+}  // namespace moe
 
 // PositionEmbeddingType: --position-embedding-type.
 enum class PositionEmbeddingType { kLearnedAbsolute, kRope, kNone };
@@ -82,6 +88,15 @@ struct GptConfig {
   int num_threads = 1;  // CPU threads per kernel call (not a Megatron flag)
   // --apply-residual-connection-post-layernorm: only false is supported (Validate says so).
   bool apply_residual_connection_post_layernorm = false;
+  // Mixture of Experts (--num-experts): moe_layers[l] is true where global layer l's MLP
+  // is a MoELayer (--moe-layer-freq); `moe` holds that layer's flags
+  // (layers/moe/moe_layer.h). Empty / null: a dense model.
+  std::vector<bool> moe_layers;
+  std::shared_ptr<const moe::MoELayerConfig> moe;
+  bool is_moe_layer(int64_t layer) const {
+    return moe != nullptr && layer >= 0 && layer < static_cast<int64_t>(moe_layers.size()) &&
+           moe_layers[static_cast<size_t>(layer)];
+  }
 
   // Derived sizes.
   int64_t query_groups() const {

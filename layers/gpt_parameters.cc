@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "layers/moe/moe_layer.h"
 
 namespace mxmaca::layers {
 
@@ -137,6 +138,13 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
     if (layer_norm) {
       MXMACA_ASSIGN_OR_RETURN(ids_l.mlp_norm_bias,
                               store->Register(Bias(name("pre_mlp_layernorm.bias"), h)));
+    }
+    if (config.is_moe_layer(l)) {
+      // A MoE layer's MLP: router and experts (layers/moe/moe_layer.h), replicated on every
+      // TP rank (expert-parallel size 1).
+      MXMACA_RETURN_IF_ERROR(moe::RegisterMoEParameters(*config.moe, l, store));
+      ids.layers.push_back(ids_l);
+      continue;
     }
     MXMACA_ASSIGN_OR_RETURN(
         ids_l.fc1_weight,

@@ -121,8 +121,20 @@ absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& conf
   MXMACA_ASSIGN_OR_RETURN(
       stage->ids_, RegisterGptParameters(config, layout, &stage->store_, tp_ctx.rank, tp_ctx.size));
   stage->store_.Finalize(arena_multiple);
-  for (const LayerParameterIds& ids : stage->ids_.layers) {
-    stage->layers_.emplace_back(&stage->store_, ids);
+  for (size_t i = 0; i < stage->ids_.layers.size(); ++i) {
+    const int64_t layer = layout.first_layer + static_cast<int64_t>(i);
+    std::unique_ptr<moe::MoELayer> moe;
+    if (config.is_moe_layer(layer)) {
+      MXMACA_ASSIGN_OR_RETURN(moe::MoELayer created,
+                              moe::MoELayer::Create(*config.moe, layer, &stage->store_));
+      moe = std::make_unique<moe::MoELayer>(std::move(created));
+      moe::MoELayerStats stats;
+      stats.layer = layer;
+      stats.tokens_per_expert.assign(static_cast<size_t>(config.moe->router.num_experts), 0.0);
+      stage->moe_stats_.push_back(std::move(stats));
+    }
+    stage->layers_.emplace_back(&stage->store_, stage->ids_.layers[i], moe.get());
+    stage->moe_layers_.push_back(std::move(moe));
   }
   const int n = static_cast<int>(layout.num_layers());
   const int r = static_cast<int>(std::min<int64_t>(config.recompute_num_layers, n));
@@ -211,7 +223,32 @@ LayerCall GptStage::MakeCall(const MicroBatchStash& st, int local_layer, bool tr
   call.iteration = st.iteration;
   call.micro_batch_id = st.micro_batch_id;
   call.tracker = training ? &tracker_ : &eval_tracker_;
+  call.moe_aux_loss_grad_scale = st.moe_aux_loss_grad_scale;
   return call;
+}
+
+void GptStage::AddMoEStats(int64_t local_layer, const moe::MoEMetrics& m) {
+  const int64_t layer = layout_.first_layer + local_layer;
+  for (moe::MoELayerStats& s : moe_stats_) {
+    if (s.layer != layer) continue;
+    ++s.calls;
+    for (size_t e = 0; e < s.tokens_per_expert.size() && e < m.tokens_per_expert.size(); ++e) {
+      s.tokens_per_expert[e] += static_cast<double>(m.tokens_per_expert[e]);
+    }
+    s.dropped_tokens += static_cast<double>(m.dropped_tokens);
+    s.load_balancing_loss += m.load_balancing_loss;
+    s.z_loss += m.z_loss;
+  }
+}
+
+std::vector<moe::MoELayerStats> GptStage::TakeMoEStats() {
+  std::vector<moe::MoELayerStats> out = moe_stats_;
+  for (moe::MoELayerStats& s : moe_stats_) {
+    s.calls = 0;
+    std::fill(s.tokens_per_expert.begin(), s.tokens_per_expert.end(), 0.0);
+    s.dropped_tokens = s.load_balancing_loss = s.z_loss = 0.0;
+  }
+  return out;
 }
 
 namespace {
@@ -325,6 +362,7 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
   const int n = static_cast<int>(layers_.size());
   st->micro_batch_id = in.micro_batch_id;
   st->iteration = in.iteration;
+  st->moe_aux_loss_grad_scale = in.moe_aux_loss_grad_scale;
   st->b = b;
   st->s = s;
   st->layers.resize(n);
@@ -355,7 +393,9 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
   const bool selective = config_.recompute_granularity == RecomputeGranularity::kSelective;
   for (const Chunk& chunk : chunks_) {
     for (int i = chunk.begin; i < chunk.end; ++i) {
-      const LayerCall call = MakeCall(*st, i, training);
+      LayerCall call = MakeCall(*st, i, training);
+      moe::MoEMetrics metrics;
+      if (training && moe_layers_[static_cast<size_t>(i)]) call.moe_metrics = &metrics;
       float* out = hidden_in(i + 1);
       ForwardKeep keep = ForwardKeep::kAll;
       if (!training || chunk.recompute) {
@@ -364,6 +404,7 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
         keep = ForwardKeep::kNoProbs;
       }
       MXMACA_RETURN_IF_ERROR(layers_[i].Forward(call, &st->layers[i], out, keep, &scratch_));
+      if (call.moe_metrics != nullptr) AddMoEStats(static_cast<int64_t>(i), metrics);
       if (!training || (chunk.recompute && i != chunk.begin)) st->layers[i].input.Free();
     }
   }

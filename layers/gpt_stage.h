@@ -48,6 +48,8 @@
 #include "layers/gpt_config.h"
 #include "layers/gpt_parameters.h"
 #include "layers/micro_batch_stash.h"
+#include "layers/moe/moe_layer.h"
+#include "layers/moe/moe_stats.h"
 #include "layers/parameter_store.h"
 #include "layers/tensor_parallel.h"
 #include "layers/transformer_layer.h"
@@ -70,6 +72,9 @@ struct MicroBatchInput {
                                            // without the embedding
   absl::Span<const int32_t> labels;        // [b, s] in [0, V): last stage (not for inference)
   absl::Span<const float> loss_mask;       // [b, s]: last stage; empty = all ones
+  // MoE layers: the aux / z-loss gradient scale used in this micro-batch's B (Megatron's
+  // MoEAuxLossAutoScaler: 1 / num_microbatches, or 1 with --calculate-per-token-loss).
+  double moe_aux_loss_grad_scale = 1.0;
 };
 
 // StageOutput: what Forward / EvalForward / InferenceForward return.
@@ -149,6 +154,16 @@ class GptStage {
   int64_t live_activation_bytes() const { return tracker_.live(); }
   int64_t peak_activation_bytes() const { return tracker_.peak(); }
   void ResetPeakActivationBytes() { tracker_.ResetPeak(); }
+
+  // TakeMoEStats: the routing statistics of this stage's MoE layers (one entry per MoE
+  // layer, in layer order) summed over the training forwards since the last call, and
+  // reset. Empty for a dense stage.
+  std::vector<moe::MoELayerStats> TakeMoEStats();
+
+ private:
+  void AddMoEStats(int64_t local_layer, const moe::MoEMetrics& metrics);
+
+ public:
   int num_stashes() const { return static_cast<int>(stashes_.size()); }
   // StashBytes: bytes held by micro-batch m's stash; NotFound if none.
   absl::StatusOr<int64_t> StashBytes(int64_t micro_batch_id) const;
@@ -192,6 +207,9 @@ class GptStage {
   ParameterStore store_;
   GptParameterIds ids_;
   std::vector<TransformerLayer> layers_;
+  // MoE layers (null for dense layers), by local layer, and their statistics.
+  std::vector<std::unique_ptr<moe::MoELayer>> moe_layers_;
+  std::vector<moe::MoELayerStats> moe_stats_;
   std::vector<Chunk> chunks_;
   MemoryTracker tracker_;       // training stashes (live/peak reported)
   MemoryTracker eval_tracker_;  // eval/inference temporaries: pooled, not reported

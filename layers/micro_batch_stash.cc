@@ -60,6 +60,7 @@ void LayerStash::FreeAllButInput() {
         &d_qkv,   &d_ln1_out, &d_proj,   &d_ln2_out, &d_fc1,    &d_fc2}) {
     buf->Free();
   }
+  moe.reset();
 }
 
 void LayerStash::FreeAll() {

@@ -19,10 +19,15 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <utility>
 #include <vector>
 
 namespace mxmaca::layers {
+
+namespace moe {
+struct MoEStash;  // layers/moe/moe_layer.h
+}  // namespace moe
 
 // MemoryTracker: live and peak bytes of the stash buffers that report to it, and a cache
 // of released blocks so that the next micro-batch reuses them (no page faults, no
@@ -149,7 +154,10 @@ struct LayerStash {
   StashBuffer<float> d_proj;     // [T, h] (before dropout)
   StashBuffer<float> d_ln2_out;  // [T, h]
   StashBuffer<float> d_fc1;      // [T, f1]
-  StashBuffer<float> d_fc2;      // [T, h] (before dropout)
+  StashBuffer<float> d_fc2;      // [T, h] (before dropout; MoE layers: of the MoE output)
+  // MoE layers: the MoELayer's stash (router state, permuted rows, expert activations),
+  // kept from F to W; not counted in bytes().
+  std::shared_ptr<moe::MoEStash> moe;
 
   int64_t bytes() const;
   // FreeAll: every buffer.
@@ -164,6 +172,7 @@ struct MicroBatchStash {
 
   int64_t micro_batch_id = 0;  // global micro-batch id (dropout keys, ordering)
   int64_t iteration = 0;       // dropout keys
+  double moe_aux_loss_grad_scale = 1.0;  // MicroBatchInput's, for the MoE layers' B
   int64_t b = 0, s = 0;        // micro-batch size and sequence length
   Phase phase = Phase::kForwardDone;
 

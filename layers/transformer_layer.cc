@@ -2,6 +2,8 @@
 #include "layers/transformer_layer.h"
 
 #include <cmath>
+#include <cstring>
+#include <memory>
 
 #include "base/status_macros.h"
 #include "kernels/cpu/attention.h"
@@ -238,6 +240,7 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
     MXMACA_RETURN_IF_ERROR(GatherFromSequenceParallelRegion(*call.tp, ln2_local, call.b, call.s, h,
                                                             st->ln2_out.data()));
   }
+  if (moe_ != nullptr) return MoEForward(call, st, out, keep, scratch);
   st->fc1_out.Allocate(tr, t * f1);
   LinearForward(ctx, st->ln2_out.data(), P(ids_.fc1_weight), P(ids_.fc1_bias), t, h, f1,
                 st->fc1_out.data());
@@ -300,25 +303,29 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
     MXMACA_RETURN_IF_ERROR(GatherFromSequenceParallelRegion(*call.tp, d_fc2_local, call.b, call.s,
                                                             h, st->d_fc2.data()));
   }
-  float* d_act = LayerScratch::Get(scratch->a, t * f);
-  LinearBackwardInput(ctx, st->d_fc2.data(), P(ids_.fc2_weight), t, f, h, d_act);
-  st->d_fc1.Allocate(tr, t * f1);
-  if (c.swiglu) {
-    cpu::SwigluBackward(ctx, st->fc1_out.data(), d_act, st->d_fc1.data(), t, f);
-  } else if (c.gelu_tanh_approximation) {
-    kernels::cpu::GeluTanhBackward(ctx, st->fc1_out.data(), d_act, st->d_fc1.data(), t * f);
+  if (moe_ != nullptr) {
+    MXMACA_RETURN_IF_ERROR(MoEBackwardInput(call, st, scratch));
   } else {
-    cpu::GeluBackward(ctx, st->fc1_out.data(), d_act, st->d_fc1.data(), t * f);
-  }
-  st->fc1_out.Free();
-  // linear_fc1 (column-parallel): input gradient summed over TP (or reduce-scattered).
-  st->d_ln2_out.Allocate(tr, tl * h);
-  {
-    float* partial = sp ? LayerScratch::Get(scratch->a, t * h) : st->d_ln2_out.data();
-    LinearBackwardInput(ctx, st->d_fc1.data(), P(ids_.fc1_weight), t, h, f1, partial);
-    MXMACA_ASSIGN_OR_RETURN(float* summed,
-                            RowParallelOutput(call, partial, st->d_ln2_out.data(), h));
-    (void)summed;  // == st->d_ln2_out.data() in every case
+    float* d_act = LayerScratch::Get(scratch->a, t * f);
+    LinearBackwardInput(ctx, st->d_fc2.data(), P(ids_.fc2_weight), t, f, h, d_act);
+    st->d_fc1.Allocate(tr, t * f1);
+    if (c.swiglu) {
+      cpu::SwigluBackward(ctx, st->fc1_out.data(), d_act, st->d_fc1.data(), t, f);
+    } else if (c.gelu_tanh_approximation) {
+      kernels::cpu::GeluTanhBackward(ctx, st->fc1_out.data(), d_act, st->d_fc1.data(), t * f);
+    } else {
+      cpu::GeluBackward(ctx, st->fc1_out.data(), d_act, st->d_fc1.data(), t * f);
+    }
+    st->fc1_out.Free();
+    // linear_fc1 (column-parallel): input gradient summed over TP (or reduce-scattered).
+    st->d_ln2_out.Allocate(tr, tl * h);
+    {
+      float* partial = sp ? LayerScratch::Get(scratch->a, t * h) : st->d_ln2_out.data();
+      LinearBackwardInput(ctx, st->d_fc1.data(), P(ids_.fc1_weight), t, h, f1, partial);
+      MXMACA_ASSIGN_OR_RETURN(float* summed,
+                              RowParallelOutput(call, partial, st->d_ln2_out.data(), h));
+      (void)summed;  // == st->d_ln2_out.data() in every case
+    }
   }
   float* dx2 = LayerScratch::Get(scratch->c, tl * h);
   NormBackwardInput(c, ctx, st->d_ln2_out.data(), st->residual2.data(), P(ids_.mlp_norm_weight),
@@ -392,10 +399,19 @@ absl::Status TransformerLayer::BackwardWeight(const LayerCall& call, LayerStash*
                 f1 = c.fc1_size();
   const bool ln = IsLayerNorm(c);
 
-  LinearBackwardWeight(ctx, st->d_fc2.data(), st->act_out.data(), t, f, h, ids_.fc2_weight,
-                       ids_.fc2_bias, sink);
-  LinearBackwardWeight(ctx, st->d_fc1.data(), st->ln2_out.data(), t, h, f1, ids_.fc1_weight,
-                       ids_.fc1_bias, sink);
+  if (moe_ != nullptr) {
+    // Through the sink: each micro-batch's MoE gradients are folded in micro-batch order,
+    // as every other tensor's.
+    if (!st->moe) return absl::FailedPreconditionError("MoE layer: W without the stash of B");
+    moe_->BackwardWeight(ctx, st->ln2_out.data(), st->d_fc2.data(), *st->moe,
+                         [sink](int id) { return sink->Begin(id); });
+    for (int id : moe_->parameter_ids()) sink->End(id);
+  } else {
+    LinearBackwardWeight(ctx, st->d_fc2.data(), st->act_out.data(), t, f, h, ids_.fc2_weight,
+                         ids_.fc2_bias, sink);
+    LinearBackwardWeight(ctx, st->d_fc1.data(), st->ln2_out.data(), t, h, f1, ids_.fc1_weight,
+                         ids_.fc1_bias, sink);
+  }
   {
     float* dg = sink->Begin(ids_.mlp_norm_weight);
     float* db = ln ? sink->Begin(ids_.mlp_norm_bias) : nullptr;
@@ -419,6 +435,63 @@ absl::Status TransformerLayer::BackwardWeight(const LayerCall& call, LayerStash*
     if (ln) sink->End(ids_.input_norm_bias);
   }
   st->FreeAll();
+  return absl::OkStatus();
+}
+
+// MoE MLP block of Forward: ln2_out [T, h] (whole on every TP rank) -> MoELayer -> this
+// rank's rows -> hidden dropout -> residual add.
+absl::Status TransformerLayer::MoEForward(const LayerCall& call, LayerStash* st, float* out,
+                                          ForwardKeep keep, LayerScratch* scratch) const {
+  const GptConfig& c = *call.config;
+  const int64_t t = call.b * call.s, tl = LocalTokens(call), h = c.hidden_size;
+  if (!st->moe) st->moe = std::make_shared<moe::MoEStash>();
+  moe::MoECall mc;
+  mc.num_tokens = t;
+  mc.seq_length = call.s;
+  mc.training = call.training;
+  float* y_full = LayerScratch::Get(scratch->a, t * h);
+  MXMACA_RETURN_IF_ERROR(
+      moe_->Forward(call.ctx, mc, st->ln2_out.data(), y_full, st->moe.get(), call.moe_metrics));
+  float* y = y_full;
+  if (Sp(call)) {
+    y = LayerScratch::Get(scratch->c, tl * h);
+    ScatterToSequenceParallelRegion(*call.tp, y_full, call.b, call.s, h, y);
+  }
+  if (HiddenDropout(call) > 0.0f) {
+    HiddenDropoutForward(call, y, y, h,
+                         DropoutKey(c.seed, call.global_layer, DropoutSite::kMlpOutput,
+                                    call.iteration, call.micro_batch_id));
+  }
+  cpu::Add(call.ctx, st->residual2.data(), y, out, tl * h);
+  switch (keep) {
+    case ForwardKeep::kAll:
+      break;
+    case ForwardKeep::kNoProbs:
+      st->probs.Free();
+      break;
+    case ForwardKeep::kInputOnly:
+      st->FreeAllButInput();
+      break;
+  }
+  return absl::OkStatus();
+}
+
+// MoE MLP block of BackwardInput: d_fc2 (dL/d(MoE output), whole [T, h]) -> MoELayer B ->
+// d_ln2_out (this rank's rows).
+absl::Status TransformerLayer::MoEBackwardInput(const LayerCall& call, LayerStash* st,
+                                                LayerScratch* scratch) const {
+  const GptConfig& c = *call.config;
+  const int64_t t = call.b * call.s, tl = LocalTokens(call), h = c.hidden_size;
+  if (!st->moe) return absl::FailedPreconditionError("MoE layer: B without the stash of F");
+  float* dx_full = LayerScratch::Get(scratch->a, t * h);
+  moe_->BackwardInput(call.ctx, st->ln2_out.data(), st->d_fc2.data(),
+                      call.moe_aux_loss_grad_scale, st->moe.get(), dx_full);
+  st->d_ln2_out.Allocate(call.tracker, tl * h);
+  if (Sp(call)) {
+    ScatterToSequenceParallelRegion(*call.tp, dx_full, call.b, call.s, h, st->d_ln2_out.data());
+  } else {
+    std::memcpy(st->d_ln2_out.data(), dx_full, sizeof(float) * static_cast<size_t>(t * h));
+  }
   return absl::OkStatus();
 }
 

@@ -40,6 +40,7 @@
 #include "layers/gpt_config.h"
 #include "layers/gpt_parameters.h"
 #include "layers/micro_batch_stash.h"
+#include "layers/moe/moe_layer.h"
 #include "layers/parameter_store.h"
 #include "layers/tensor_parallel.h"
 
@@ -73,6 +74,11 @@ struct LayerCall {
   MemoryTracker* tracker = nullptr;  // stash allocation and accounting (nullptr: plain)
   // tp: the TP rank's context (nullptr or size 1: no tensor parallelism). Not owned.
   const TensorParallelContext* tp = nullptr;
+  // MoE layers: the aux / z-loss gradient scale (Megatron's MoEAuxLossAutoScaler: the main
+  // loss's backward scale, 1 / num_microbatches, or 1 with --calculate-per-token-loss), and
+  // where F reports the routing metrics (null: not reported, e.g. a recomputation).
+  double moe_aux_loss_grad_scale = 1.0;
+  moe::MoEMetrics* moe_metrics = nullptr;
 };
 
 // ForwardKeep: what F leaves in the stash.
@@ -117,10 +123,19 @@ void NormBackwardWeight(const GptConfig& config, const kernels::ExecContext& ctx
                         float* dgamma, float* dbeta);
 
 // TransformerLayer: stateless F/B/W of one layer over the parameters `ids` in `store`.
+//
+// MoE layers (`moe` non-null; GptConfig::is_moe_layer): the MLP block is the MoELayer
+// (layers/moe/moe_layer.h) at expert-parallel size 1. With tensor parallelism every TP
+// rank routes all T tokens of the micro-batch (the norm output is whole on every rank:
+// gathered with SP) through all experts, so the MoE output, its input gradient and its
+// weight gradients are the same on every TP rank (no TP collective; the experts count
+// toward the grad norm once, as replicated tensors do); with SP each rank keeps its rows.
+// Its stash (LayerStash::moe) is not counted in LayerStash::bytes().
 class TransformerLayer {
  public:
-  TransformerLayer(const ParameterStore* store, const LayerParameterIds& ids)
-      : store_(store), ids_(ids) {}
+  TransformerLayer(const ParameterStore* store, const LayerParameterIds& ids,
+                   moe::MoELayer* moe = nullptr)
+      : store_(store), ids_(ids), moe_(moe) {}
 
   // Forward: st->input holds x [T, h] ([b s/p, h] with SP); writes y of the same shape
   // to `out` (not aliasing x) and leaves in `st` what `keep` says. Errors: only those of
@@ -142,8 +157,14 @@ class TransformerLayer {
 
  private:
   const float* P(int id) const { return id >= 0 ? store_->param(id) : nullptr; }
+  // The MLP block of a MoE layer (see the class comment).
+  absl::Status MoEForward(const LayerCall& call, LayerStash* st, float* out, ForwardKeep keep,
+                          LayerScratch* scratch) const;
+  absl::Status MoEBackwardInput(const LayerCall& call, LayerStash* st,
+                                LayerScratch* scratch) const;
   const ParameterStore* store_;
   LayerParameterIds ids_;
+  moe::MoELayer* moe_ = nullptr;  // not owned (GptStage)
 };
 
 }  // namespace mxmaca::layers

@@ -71,7 +71,7 @@ absl::StatusOr<int> Lookup(ParameterStore* store, const std::string& name,
 }
 
 absl::Status BindMlp(const ExpertMlpConfig& mlp, const std::string& base, const std::string& suffix,
-                     ParameterStore* store, ExpertWeights* w, ExpertGrads* g) {
+                     ParameterStore* store, ExpertWeights* w, ExpertGrads* g, MoELayer::MlpIds* ids) {
   const int64_t h = mlp.hidden_size;
   MXMACA_ASSIGN_OR_RETURN(int w1,
                           Lookup(store, base + ".linear_fc1.weight" + suffix, {mlp.fc1_size(), h}));
@@ -81,6 +81,8 @@ absl::Status BindMlp(const ExpertMlpConfig& mlp, const std::string& base, const 
   w->fc2_weight.push_back(store->param(w2));
   g->fc1_weight.push_back(store->grad(w1));
   g->fc2_weight.push_back(store->grad(w2));
+  ids->fc1_weight.push_back(w1);
+  ids->fc2_weight.push_back(w2);
   if (mlp.add_bias) {
     MXMACA_ASSIGN_OR_RETURN(int b1,
                             Lookup(store, base + ".linear_fc1.bias" + suffix, {mlp.fc1_size()}));
@@ -89,6 +91,8 @@ absl::Status BindMlp(const ExpertMlpConfig& mlp, const std::string& base, const 
     w->fc2_bias.push_back(store->param(b2));
     g->fc1_bias.push_back(store->grad(b1));
     g->fc2_bias.push_back(store->grad(b2));
+    ids->fc1_bias.push_back(b1);
+    ids->fc2_bias.push_back(b2);
   }
   return absl::OkStatus();
 }
@@ -153,11 +157,11 @@ absl::StatusOr<MoELayer> MoELayer::Create(const MoELayerConfig& config, int64_t 
                                  {config.router.num_experts, config.router.hidden_size}));
   for (int64_t i = 0; i < config.router.num_experts; ++i) {
     MXMACA_RETURN_IF_ERROR(BindMlp(config.expert, prefix + ".experts", absl::StrCat(i), store,
-                                   &moe.experts_, &moe.expert_grads_));
+                                   &moe.experts_, &moe.expert_grads_, &moe.expert_ids_));
   }
   if (config.shared_expert_ffn_hidden_size > 0) {
     MXMACA_RETURN_IF_ERROR(BindMlp(moe.shared_config_, prefix + ".shared_experts", "", store,
-                                   &moe.shared_, &moe.shared_grads_));
+                                   &moe.shared_, &moe.shared_grads_, &moe.shared_ids_));
   }
   moe.expert_bias_.assign(config.router.num_experts, 0.0f);
   moe.local_tokens_.assign(config.router.num_experts, 0.0f);
@@ -240,14 +244,38 @@ void MoELayer::BackwardInput(const kernels::ExecContext& ctx, const float* x, co
 
 void MoELayer::BackwardWeight(const kernels::ExecContext& ctx, const float* x, const float* dy,
                               const MoEStash& st) {
+  ParameterStore* store = store_;
+  BackwardWeight(ctx, x, dy, st, [store](int id) { return store->grad(id); });
+}
+
+void MoELayer::BackwardWeight(const kernels::ExecContext& ctx, const float* x, const float* dy,
+                              const MoEStash& st, const std::function<float*(int)>& grad) {
+  auto bind = [&grad](const MlpIds& ids) {
+    ExpertGrads g;
+    for (int id : ids.fc1_weight) g.fc1_weight.push_back(grad(id));
+    for (int id : ids.fc1_bias) g.fc1_bias.push_back(grad(id));
+    for (int id : ids.fc2_weight) g.fc2_weight.push_back(grad(id));
+    for (int id : ids.fc2_bias) g.fc2_bias.push_back(grad(id));
+    return g;
+  };
   const RouterConfig& rc = config_.router;
   GroupedExpertsBackwardWeight(ctx, config_.expert, st.plan.tokens_per_expert, st.permuted_x.data(),
-                               st.d_expert_out.data(), st.experts, expert_grads_);
-  RouterWeightGrad(ctx, rc, st.num_tokens, st.d_logits.data(), x, store_->grad(router_weight_));
+                               st.d_expert_out.data(), st.experts, bind(expert_ids_));
+  RouterWeightGrad(ctx, rc, st.num_tokens, st.d_logits.data(), x, grad(router_weight_));
   if (config_.shared_expert_ffn_hidden_size > 0) {
     const int64_t counts[1] = {st.num_tokens};
-    GroupedExpertsBackwardWeight(ctx, shared_config_, counts, x, dy, st.shared, shared_grads_);
+    GroupedExpertsBackwardWeight(ctx, shared_config_, counts, x, dy, st.shared, bind(shared_ids_));
   }
+}
+
+std::vector<int> MoELayer::parameter_ids() const {
+  std::vector<int> ids = {router_weight_};
+  for (const MlpIds* m : {&expert_ids_, &shared_ids_}) {
+    for (const auto* v : {&m->fc1_weight, &m->fc1_bias, &m->fc2_weight, &m->fc2_bias}) {
+      ids.insert(ids.end(), v->begin(), v->end());
+    }
+  }
+  return ids;
 }
 
 int64_t MoEStashBytes(const MoEStash& s) {

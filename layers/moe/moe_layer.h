@@ -40,6 +40,7 @@
 #define MXMACA_LAYERS_MOE_MOE_LAYER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -137,6 +138,18 @@ class MoELayer {
   // gradient arena. x, dy as given to F and B.
   void BackwardWeight(const kernels::ExecContext& ctx, const float* x, const float* dy,
                       const MoEStash& stash);
+  // BackwardWeight: the same, accumulating tensor `id`'s gradient into grad(id) (a buffer
+  // of the tensor's numel floats) instead of the arena — for callers that fold each
+  // micro-batch's gradient into the arena themselves (layers/transformer_layer.h's
+  // WeightGradSink). Every id of parameter_ids() is asked for.
+  void BackwardWeight(const kernels::ExecContext& ctx, const float* x, const float* dy,
+                      const MoEStash& stash, const std::function<float*(int id)>& grad);
+  // parameter_ids: the store indices of the layer's tensors (router, experts, shared).
+  std::vector<int> parameter_ids() const;
+  // MlpIds: the store indices of a group of expert MLPs, in ExpertGrads' order.
+  struct MlpIds {
+    std::vector<int> fc1_weight, fc1_bias, fc2_weight, fc2_bias;
+  };
 
   // expert_bias: [E] fp32 (zeros at start; used for selection only).
   std::vector<float>& expert_bias() { return expert_bias_; }
@@ -157,6 +170,7 @@ class MoELayer {
   int router_weight_ = -1;
   ExpertWeights experts_, shared_;
   ExpertGrads expert_grads_, shared_grads_;
+  MlpIds expert_ids_, shared_ids_;
   std::vector<float> expert_bias_, local_tokens_;
 };
 
