@@ -43,20 +43,22 @@ void AllGatherDispatcher::MoveToExperts(std::shared_ptr<const DispatchLayout> la
   const DispatchLayout& l = *call->layout;
   const int me = ep_rank(), P = ep_size();
   const int64_t h = l.hidden(), tmax = l.MaxInputRows();
-  call->out.resize(l.OutputRows(me) * h);
+  std::shared_ptr<internal::BufferPool> pool = pool_;
+  call->out = pool->Take(l.OutputRows(me) * h);
   const DispatcherOptions& o = options_;
   std::vector<internal::Step> steps;
   if (tmax > 0) {  // every rank computes the same tmax, so all skip together
-    steps.push_back([call, rows, me, P, h, tmax, &o](internal::StepContext& ctx) {
+    steps.push_back([call, rows, me, P, h, tmax, pool, &o](internal::StepContext& ctx) {
       const int64_t mine = call->layout->InputRows(me) * h;
-      call->padded.assign(tmax * h, 0.0f);
+      call->padded = pool->Take(tmax * h);
       if (mine > 0) std::memcpy(call->padded.data(), rows, mine * sizeof(float));
-      call->gathered.resize(P * tmax * h);
+      std::fill(call->padded.begin() + mine, call->padded.end(), 0.0f);  // padding rows
+      call->gathered = pool->Take(P * tmax * h);
       o.comm->AllGather(o.ep_group, call->padded.data(), call->gathered.data(), tmax * h,
                         transport::DataType::kFloat32, ctx.Done());
       return absl::OkStatus();
     });
-    steps.push_back([call, me, P, h, tmax](internal::StepContext&) {
+    steps.push_back([call, me, P, h, tmax, pool](internal::StepContext&) {
       const DispatchLayout& l = *call->layout;
       const int L = l.num_local_experts();
       for (int s = 0; s < P; ++s) {
@@ -68,8 +70,8 @@ void AllGatherDispatcher::MoveToExperts(std::shared_ptr<const DispatchLayout> la
                       c * h * sizeof(float));
         }
       }
-      call->gathered = {};
-      call->padded = {};
+      pool->Give(std::move(call->gathered));
+      pool->Give(std::move(call->padded));
       return absl::OkStatus();
     });
   }
@@ -86,14 +88,16 @@ void AllGatherDispatcher::MoveFromExperts(std::shared_ptr<const DispatchLayout> 
   const DispatchLayout& l = *call->layout;
   const int me = ep_rank(), P = ep_size();
   const int64_t h = l.hidden(), tmax = l.MaxInputRows();
+  std::shared_ptr<internal::BufferPool> pool = pool_;
   const DispatcherOptions& o = options_;
   std::vector<internal::Step> steps;
   if (tmax > 0) {
-    steps.push_back([call, rows, me, P, h, tmax, &o](internal::StepContext& ctx) {
+    steps.push_back([call, rows, me, P, h, tmax, pool, &o](internal::StepContext& ctx) {
       const DispatchLayout& l = *call->layout;
       const int L = l.num_local_experts();
       // -0.0f is the exact additive identity (see the header).
-      call->gathered.assign(P * tmax * h, -0.0f);
+      call->gathered = pool->Take(P * tmax * h);
+      std::fill(call->gathered.begin(), call->gathered.end(), -0.0f);
       for (int s = 0; s < P; ++s) {
         for (int e = me * L; e < (me + 1) * L; ++e) {
           const int64_t c = l.Count(s, e);
@@ -102,7 +106,7 @@ void AllGatherDispatcher::MoveFromExperts(std::shared_ptr<const DispatchLayout> 
                       rows + l.OutputOffset(s, e) * h, c * h * sizeof(float));
         }
       }
-      call->out.resize(tmax * h);
+      call->out = pool->Take(tmax * h);
       o.comm->ReduceScatterSum(o.ep_group, call->gathered.data(), call->out.data(), tmax * h,
                                ctx.Done());
       return absl::OkStatus();
@@ -111,8 +115,8 @@ void AllGatherDispatcher::MoveFromExperts(std::shared_ptr<const DispatchLayout> 
   const int64_t keep = l.InputRows(me) * h;
   internal::RunSteps(
       std::move(steps),
-      [call, keep, done = std::move(done)](absl::Status status) {
-        call->gathered = {};
+      [call, keep, pool, done = std::move(done)](absl::Status status) {
+        pool->Give(std::move(call->gathered));
         call->out.resize(keep);  // drop the padding rows (and size 0 when nothing moved)
         Finish(call, done, status);
       },

@@ -58,8 +58,9 @@ void AllToAllDispatcher::MoveToExperts(std::shared_ptr<const DispatchLayout> lay
   ToExpertSplits(l, me, &call->to_experts_send, &call->to_experts_recv);
   const int64_t n = l.OutputRows(me) * l.hidden();
   const bool regroup = l.num_local_experts() > 1;
-  call->out.resize(n);
-  if (regroup) call->staging.resize(n);
+  std::shared_ptr<internal::BufferPool> pool = pool_;
+  call->out = pool->Take(n);
+  if (regroup) call->staging = pool->Take(n);
   const DispatcherOptions& o = options_;
   std::vector<internal::Step> steps;
   steps.push_back([call, rows, regroup, &o](internal::StepContext& ctx) {
@@ -70,9 +71,9 @@ void AllToAllDispatcher::MoveToExperts(std::shared_ptr<const DispatchLayout> lay
     return absl::OkStatus();
   });
   if (regroup) {
-    steps.push_back([call, me](internal::StepContext&) {
+    steps.push_back([call, me, pool](internal::StepContext&) {
       GatherExpertInputs(*call->layout, me, call->staging.data(), call->out.data());
-      call->staging = {};
+      pool->Give(std::move(call->staging));
       return absl::OkStatus();
     });
   }
@@ -97,14 +98,15 @@ void AllToAllDispatcher::MoveFromExperts(std::shared_ptr<const DispatchLayout> l
   // The reverse exchange: send what was received, receive what was sent.
   ToExpertSplits(l, me, &call->to_experts_send, &call->to_experts_recv);
   const bool regroup = l.num_local_experts() > 1;
-  call->out.resize(l.InputRows(me) * l.hidden());
+  std::shared_ptr<internal::BufferPool> pool = pool_;
+  call->out = pool->Take(l.InputRows(me) * l.hidden());
   const DispatcherOptions& o = options_;
   std::vector<internal::Step> steps;
-  steps.push_back([call, rows, regroup, me, &o](internal::StepContext& ctx) {
+  steps.push_back([call, rows, regroup, me, pool, &o](internal::StepContext& ctx) {
     const float* send = rows;
     if (regroup) {
       const DispatchLayout& l = *call->layout;
-      call->staging.resize(l.OutputRows(me) * l.hidden());
+      call->staging = pool->Take(l.OutputRows(me) * l.hidden());
       ScatterExpertOutputs(l, me, rows, call->staging.data());
       send = call->staging.data();
     }
@@ -116,7 +118,8 @@ void AllToAllDispatcher::MoveFromExperts(std::shared_ptr<const DispatchLayout> l
   });
   internal::RunSteps(
       std::move(steps),
-      [call, done = std::move(done)](absl::Status status) {
+      [call, pool, done = std::move(done)](absl::Status status) {
+        pool->Give(std::move(call->staging));
         if (!status.ok()) {
           done(status);
           return;

@@ -195,7 +195,11 @@ std::string CheckOneRank(TokenDispatcher& disp, const std::vector<RankInput>& in
   // Backward of dispatch: the gradient [N, h] moves like combine.
   auto db = DispatchBackwardAndWait(disp, got->layout, expert_out.data(), n, timeout);
   if (!db.ok()) return absl::StrCat(who, " dispatch backward: ", db.status().ToString());
-  return FirstDifference(*db, want_combined, who + " dispatch backward");
+  e = FirstDifference(*db, want_combined, who + " dispatch backward");
+  // Hand every output back: the next call on this dispatcher then runs on recycled
+  // buffers, whose stale contents must not leak into results.
+  for (auto* v : {&got->rows, &*back, &*g, &*db}) disp.Recycle(std::move(*v));
+  return e;
 }
 
 }  // namespace mxmaca::layers::moe::dispatch::testing

@@ -67,8 +67,9 @@ std::string FirstDifference(const std::vector<float>& got, const std::vector<flo
 // the references, bit for bit: Dispatch (rows and tokens_per_local_expert), Combine of
 // identity experts (gives back the input), Combine of ApplyExperts outputs
 // (ReferenceCombine), CombineBackward of a random gradient (seeded by grad_seed + source
-// rank; moves like Dispatch) and DispatchBackward (moves like Combine). Every EP rank of
-// the group must call it at the same time. Returns "" or the first failure.
+// rank; moves like Dispatch) and DispatchBackward (moves like Combine); then Recycles every
+// output (so a second call runs on reused buffers). Every EP rank of the group must call
+// it at the same time. Returns "" or the first failure.
 std::string CheckOneRank(TokenDispatcher& disp, const std::vector<RankInput>& inputs,
                          int num_experts, int64_t h, int d, uint32_t grad_seed,
                          absl::Duration timeout);

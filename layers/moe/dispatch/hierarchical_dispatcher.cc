@@ -264,7 +264,8 @@ Direction FromExpertsDirection() {
   return dir;
 }
 
-void RunDirection(const DispatcherOptions& o, const NodeTopology& t, int me,
+void RunDirection(const DispatcherOptions& o, const NodeTopology& t,
+                  std::shared_ptr<internal::BufferPool> pool, int me,
                   std::shared_ptr<const DispatchLayout> layout, const float* rows,
                   std::shared_ptr<const Direction> dir, RowsDone done) {
   auto call = std::make_shared<Call>();
@@ -274,12 +275,12 @@ void RunDirection(const DispatcherOptions& o, const NodeTopology& t, int me,
   const int P = l.ep_size(), K = t.num_nodes();
   const int64_t h = l.hidden();
   const int my_node = t.node_of[me], leader = t.leader(my_node);
-  call->out.resize(dir->result_rows(l, me) * h);
+  call->out = pool->Take(dir->result_rows(l, me) * h);
   call->member_rows.assign(P, nullptr);
   call->member_rows[me] = rows;
   std::vector<internal::Step> steps;
   // 1: members' rows to the leader.
-  steps.push_back([call, dir, &o, &t, me, my_node, leader, h](internal::StepContext& ctx) {
+  steps.push_back([call, dir, pool, &o, &t, me, my_node, leader, h](internal::StepContext& ctx) {
     const DispatchLayout& l = *call->layout;
     if (me != leader) {
       o.comm->Send(o.ep_group, leader, call->member_rows[me], dir->gather_rows(l, me) * h,
@@ -289,7 +290,7 @@ void RunDirection(const DispatcherOptions& o, const NodeTopology& t, int me,
     call->from_member.resize(l.ep_size());
     for (int m : t.members[my_node]) {
       if (m == me) continue;
-      call->from_member[m].resize(dir->gather_rows(l, m) * h);
+      call->from_member[m] = pool->Take(dir->gather_rows(l, m) * h);
       call->member_rows[m] = call->from_member[m].data();
       o.comm->Recv(o.ep_group, m, call->from_member[m].data(), dir->gather_rows(l, m) * h,
                    DataType::kFloat32, ctx.Done());
@@ -297,15 +298,16 @@ void RunDirection(const DispatcherOptions& o, const NodeTopology& t, int me,
     return absl::OkStatus();
   });
   // 2: one message per ordered pair of leaders.
-  steps.push_back([call, dir, &o, &t, me, my_node, leader, h, K](internal::StepContext& ctx) {
+  steps.push_back([call, dir, pool, &o, &t, me, my_node, leader, h,
+                   K](internal::StepContext& ctx) {
     if (me != leader) return absl::OkStatus();
     call->to_node.resize(K);
     call->from_node.resize(K);
     for (int k = 0; k < K; ++k) {
       if (k == my_node) continue;
-      call->to_node[k].resize(dir->message_rows(call->plan, my_node, k, K) * h);
+      call->to_node[k] = pool->Take(dir->message_rows(call->plan, my_node, k, K) * h);
       dir->pack(*call, t, my_node, k, call->to_node[k].data());
-      call->from_node[k].resize(dir->message_rows(call->plan, k, my_node, K) * h);
+      call->from_node[k] = pool->Take(dir->message_rows(call->plan, k, my_node, K) * h);
       o.comm->Send(o.ep_group, t.leader(k), call->to_node[k].data(),
                    static_cast<int64_t>(call->to_node[k].size()), DataType::kFloat32,
                    ctx.Done());
@@ -316,7 +318,7 @@ void RunDirection(const DispatcherOptions& o, const NodeTopology& t, int me,
     return absl::OkStatus();
   });
   // 3: every member's result, assembled by the leader.
-  steps.push_back([call, dir, &o, &t, me, my_node, leader, h](internal::StepContext& ctx) {
+  steps.push_back([call, dir, pool, &o, &t, me, my_node, leader, h](internal::StepContext& ctx) {
     const DispatchLayout& l = *call->layout;
     if (me != leader) {
       o.comm->Recv(o.ep_group, leader, call->out.data(),
@@ -326,7 +328,7 @@ void RunDirection(const DispatcherOptions& o, const NodeTopology& t, int me,
     call->to_member.resize(l.ep_size());
     for (int m : t.members[my_node]) {
       if (m == me) continue;
-      call->to_member[m].resize(dir->result_rows(l, m) * h);
+      call->to_member[m] = pool->Take(dir->result_rows(l, m) * h);
       dir->assemble(*call, t, m, call->to_member[m].data());
       o.comm->Send(o.ep_group, m, call->to_member[m].data(),
                    static_cast<int64_t>(call->to_member[m].size()), DataType::kFloat32,
@@ -337,11 +339,12 @@ void RunDirection(const DispatcherOptions& o, const NodeTopology& t, int me,
   });
   internal::RunSteps(
       std::move(steps),
-      [call, done = std::move(done)](absl::Status status) {
-        call->from_member.clear();
-        call->to_node.clear();
-        call->from_node.clear();
-        call->to_member.clear();
+      [call, pool, done = std::move(done)](absl::Status status) {
+        for (auto* buffers : {&call->from_member, &call->to_node, &call->from_node,
+                              &call->to_member}) {
+          for (std::vector<float>& b : *buffers) pool->Give(std::move(b));
+          buffers->clear();
+        }
         if (!status.ok()) {
           done(status);
           return;
@@ -355,13 +358,13 @@ void RunDirection(const DispatcherOptions& o, const NodeTopology& t, int me,
 
 void HierarchicalDispatcher::MoveToExperts(std::shared_ptr<const DispatchLayout> layout,
                                            const float* rows, RowsDone done) {
-  RunDirection(options_, topology_, ep_rank(), std::move(layout), rows,
+  RunDirection(options_, topology_, pool_, ep_rank(), std::move(layout), rows,
                std::make_shared<const Direction>(ToExpertsDirection()), std::move(done));
 }
 
 void HierarchicalDispatcher::MoveFromExperts(std::shared_ptr<const DispatchLayout> layout,
                                              const float* rows, RowsDone done) {
-  RunDirection(options_, topology_, ep_rank(), std::move(layout), rows,
+  RunDirection(options_, topology_, pool_, ep_rank(), std::move(layout), rows,
                std::make_shared<const Direction>(FromExpertsDirection()), std::move(done));
 }
 

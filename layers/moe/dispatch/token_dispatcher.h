@@ -48,6 +48,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "layers/moe/dispatch/dispatch_layout.h"
+#include "layers/moe/dispatch/internal/buffer_pool.h"
 #include "layers/moe/dispatch/internal/step_chain.h"
 #include "transport/communicator.h"
 #include "transport/process_group.h"
@@ -88,7 +89,8 @@ using LayoutDone = std::function<void(absl::StatusOr<std::shared_ptr<const Dispa
 // transport's per-group ordering is what matches calls across ranks.
 class TokenDispatcher {
  public:
-  explicit TokenDispatcher(DispatcherOptions options) : options_(std::move(options)) {}
+  explicit TokenDispatcher(DispatcherOptions options)
+      : options_(std::move(options)), pool_(std::make_shared<internal::BufferPool>()) {}
   virtual ~TokenDispatcher() = default;
 
   // name: "alltoall", "allgather" or "hierarchical" (Megatron's
@@ -119,6 +121,11 @@ class TokenDispatcher {
   void CombineBackward(const std::shared_ptr<const DispatchLayout>& layout, const float* grad,
                        int64_t num_rows, RowsDone done);
 
+  // Recycle: hands a result buffer (DispatchResult::rows, a Combine or backward output)
+  // back once its contents are no longer needed; later calls reuse its memory (warm pages)
+  // for their outputs and staging. Optional: dropping results is correct, only slower.
+  void Recycle(std::vector<float> rows) { pool_->Give(std::move(rows)); }
+
  protected:
   // ExchangeCounts: every EP rank's CountHeader [E + 2] -> the layout (all ranks).
   virtual void ExchangeCounts(std::vector<int64_t> header, LayoutDone done) = 0;
@@ -136,6 +143,8 @@ class TokenDispatcher {
   int ep_size() const { return options_.ep_group.size(); }
 
   DispatcherOptions options_;
+  // pool_: staging and output buffers (shared with in-flight calls).
+  std::shared_ptr<internal::BufferPool> pool_;
 };
 
 // DispatchAndWait, CombineAndWait, DispatchBackwardAndWait, CombineBackwardAndWait: the same calls, blocking the calling thread until
