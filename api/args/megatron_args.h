@@ -193,6 +193,9 @@ struct MegatronArgs {
   std::optional<double> moe_expert_capacity_factor;  // None = dropless
   bool moe_pad_expert_input_to_capacity = false;     // --moe-pad-expert-input-to-capacity
   std::string moe_token_drop_policy = "probs";       // probs|position
+  std::optional<int64_t> moe_shared_expert_intermediate_size;  // None = no shared expert
+  std::optional<int64_t> moe_router_num_groups;                // group-limited routing
+  std::optional<int64_t> moe_router_group_topk;
 
   // ---- MXMACA's own flags (not Megatron's; marked as ours in docs/FLAGS.md) ----
   // --max-consecutive-nan-iterations K: stop training with an error after K

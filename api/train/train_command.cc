@@ -28,6 +28,7 @@
 #include "api/data_config/gpt_data_config.h"
 #include "api/train/checkpoint_args.h"
 #include "api/train/gemm_peak.h"
+#include "api/train/moe_setup.h"
 #include "api/train/parallel_setup.h"
 #include "api/train/process_job.h"
 #include "api/train/exit_signal.h"
@@ -87,7 +88,14 @@ constexpr const char* kHonouredDests[] = {
     "num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank",
     "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-    "pipeline_model_parallel_layout"};
+    "pipeline_model_parallel_layout",
+    // Mixture of Experts (api/train/moe_setup.h).
+    "num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_aux_loss_coeff",
+    "moe_router_load_balancing_type", "moe_layer_freq", "moe_router_score_function",
+    "moe_router_pre_softmax", "moe_router_topk_scaling_factor", "moe_z_loss_coeff",
+    "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity", "moe_token_drop_policy",
+    "moe_shared_expert_intermediate_size", "moe_router_num_groups", "moe_router_group_topk",
+    "expert_tensor_parallel_size"};
 
 absl::Status CheckHonouredFlags(const MegatronArgs& a) {
   std::vector<std::string> rejected;
@@ -353,6 +361,7 @@ absl::StatusOr<actors::TrainingSummary> Train(
 
   // Model, placement, schedules (parallel_setup.h) and the ranks' state.
   MXMACA_ASSIGN_OR_RETURN(layers::GptConfig model, GptConfigFromArgs(args, vocab_size));
+  MXMACA_RETURN_IF_ERROR(AddMoEConfig(args, &model));
   MXMACA_ASSIGN_OR_RETURN(ParallelSetup parallel, BuildParallelSetup(args, model));
   print(parallel.Describe());
   print("building GPT model ...");
@@ -546,6 +555,12 @@ absl::StatusOr<actors::TrainingSummary> Train(
   cc->print = print;
   cc->on_iteration = std::move(on_iteration);
   cc->trace_file = args.trace_file;
+  if (model.moe) {
+    for (int64_t l = 0; l < model.num_layers; ++l) {
+      if (model.is_moe_layer(l)) cc->moe_layers.push_back(l);
+    }
+    cc->moe_num_experts = model.moe->router.num_experts;
+  }
 
   actors::DataActorConfig dc;
   dc.train = train;
