@@ -84,9 +84,11 @@ using DispatchDone = std::function<void(absl::StatusOr<DispatchResult>)>;
 using RowsDone = std::function<void(absl::StatusOr<std::vector<float>>)>;
 using LayoutDone = std::function<void(absl::StatusOr<std::shared_ptr<const DispatchLayout>>)>;
 
-// TokenDispatcher: one EP rank's dispatcher. Not thread-safe: one call in flight per
-// instance at a time is the expected use (calls of one rank are ordered anyway); the
-// transport's per-group ordering is what matches calls across ranks.
+// TokenDispatcher: one EP rank's dispatcher. At most ONE call (Dispatch, Combine or a
+// backward) may be in flight per EP group and rank: start the next one from (or after) the
+// previous one's `done`. The calls post several operations on the EP group one step after
+// another, and two calls in flight would interleave those posts differently on different
+// ranks, which the transport reports as a mismatch. The dispatcher must outlive its calls.
 class TokenDispatcher {
  public:
   explicit TokenDispatcher(DispatcherOptions options)
