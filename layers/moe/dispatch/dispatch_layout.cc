@@ -152,6 +152,17 @@ std::vector<int64_t> DispatchLayout::TokensPerExpert() const {
   return out;
 }
 
+double DispatchLayout::ExpertLoadImbalance() const {
+  const std::vector<int64_t> per_expert = TokensPerExpert();
+  int64_t total = 0, max = 0;
+  for (int64_t c : per_expert) {
+    total += c;
+    max = std::max(max, c);
+  }
+  if (total == 0) return 1.0;
+  return static_cast<double>(max) * num_experts_ / static_cast<double>(total);
+}
+
 int64_t DispatchLayout::MaxInputRows() const {
   int64_t m = 0;
   for (int s = 0; s < ep_size_; ++s) m = std::max(m, InputRows(s));

@@ -100,6 +100,9 @@ class DispatchLayout {
   std::vector<int64_t> TokensPerLocalExpert(int d) const;
   // TokensPerExpert: [E] rows each expert receives from all ranks (for load metrics).
   std::vector<int64_t> TokensPerExpert() const;
+  // ExpertLoadImbalance: max / mean of TokensPerExpert() (1.0 when balanced or empty), the
+  // "max/mean load imbalance" of the per-layer MoE metrics.
+  double ExpertLoadImbalance() const;
   // MaxInputRows: max over s of T_s (the all-gather dispatcher's padded block).
   int64_t MaxInputRows() const;
 

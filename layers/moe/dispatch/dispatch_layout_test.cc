@@ -62,6 +62,18 @@ TEST_CASE("DispatchLayout offsets match a walk over the chunks") {
   }
 }
 
+TEST_CASE("TokensPerExpert and ExpertLoadImbalance") {
+  // 2 ranks, 4 experts: per expert 1+3, 0+0, 2+2, 5+3 -> [4, 0, 4, 8]; mean 4, max 8.
+  auto layout = DispatchLayout::Create(2, 4, 0, 0, Headers({{1, 0, 2, 5}, {3, 0, 2, 3}}, 2));
+  REQUIRE(layout.ok());
+  CHECK(layout->TokensPerExpert() == std::vector<int64_t>{4, 0, 4, 8});
+  CHECK(layout->ExpertLoadImbalance() == 2.0);
+  CHECK(layout->MaxInputRows() == 8);
+  auto empty = DispatchLayout::Create(2, 2, 1, 0, Headers({{0, 0}, {0, 0}}, 2));
+  REQUIRE(empty.ok());
+  CHECK(empty->ExpertLoadImbalance() == 1.0);
+}
+
 TEST_CASE("GatherExpertInputs and ScatterExpertOutputs are inverse permutations") {
   std::mt19937 gen(77);
   const int P = 3, L = 2, E = P * L, h = 5;
