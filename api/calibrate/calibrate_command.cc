@@ -41,6 +41,12 @@ double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// Fastest: the least-disturbed of repeated timings (other processes only ever slow a run
+// down, so on a shared machine the minimum estimates the unloaded time).
+double Fastest(const std::vector<double>& v) {
+  return v.empty() ? 0 : *std::min_element(v.begin(), v.end());
+}
+
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -90,9 +96,9 @@ struct StageSpec {
   double per;  // divide the stage's times by this (layers in the stage)
 };
 
-// MeasureStage: median F, B, W seconds of `spec` at config `c`, micro-batch b, over
+// MeasureStage: the fastest F, B, W seconds of `spec` at config `c`, micro-batch b, over
 // `repeats` runs after one warm-up; tp > 1: t TP shards on t threads (rank 0's times);
-// else `copies` independent stages on as many threads (mean of their medians).
+// else `copies` independent stages on as many threads (mean of their fastest).
 absl::StatusOr<std::array<double, 3>> MeasureStage(const layers::GptConfig& c,
                                                    const StageSpec& spec, int64_t b, int tp,
                                                    bool sp, int copies, int repeats) {
@@ -180,7 +186,7 @@ absl::StatusOr<std::array<double, 3>> MeasureStage(const layers::GptConfig& c,
   std::array<double, 3> out = {0, 0, 0};
   const int used = tp > 1 ? 1 : threads;  // TP: rank 0 (the ranks meet in every collective)
   for (int r = 0; r < used; ++r) {
-    for (int k = 0; k < 3; ++k) out[k] += Median(times[static_cast<size_t>(r)][k]) / used;
+    for (int k = 0; k < 3; ++k) out[k] += Fastest(times[static_cast<size_t>(r)][k]) / used;
   }
   return out;
 }
@@ -208,10 +214,10 @@ double MeasureOptimizerSecondsPerParameter(const kernels::ExecContext& exec, int
     if (i > 0) secs.push_back(Since(t0));
   }
   if (sink < 0) std::printf("%g\n", sink);  // keeps the norm pass from being dropped
-  return Median(secs) / static_cast<double>(n);
+  return Fastest(secs) / static_cast<double>(n);
 }
 
-// AllReduceSeconds: median wall time of an in-process all-reduce of `count` floats
+// AllReduceSeconds: the fastest wall time of an in-process all-reduce of `count` floats
 // between 2 ranks posting from 2 threads.
 absl::StatusOr<double> AllReduceSeconds(int64_t count, int repeats) {
   transport::InProcessHub hub(2);
@@ -246,7 +252,7 @@ absl::StatusOr<double> AllReduceSeconds(int64_t count, int repeats) {
     for (const absl::Status& st : status) MXMACA_RETURN_IF_ERROR(st);
     if (i > 0) secs.push_back(s);
   }
-  return Median(secs);
+  return Fastest(secs);
 }
 
 // SyntheticStepSeconds: median iteration time (after the first two) of a synthetic

@@ -3,16 +3,18 @@
 // (cost_table.h) for `mxmaca simulate --cost-table FILE` (docs/SIMULATOR.md, "Calibrated
 // cost tables").
 //
-// What is measured (median of --calibrate-repeats timed runs after one warm-up, so a
-// burst of load from other processes does not skew it):
+// What is measured (the fastest of --calibrate-repeats timed runs after one warm-up: other
+// processes only ever slow a run down, so on a shared machine the fastest run estimates the
+// unloaded time; the synthetic-runtime steps use the median):
 //   layer      F, B (input gradient) and W (weight gradient) of one transformer layer:
 //              a layers::GptStage of 2 layers (no embedding, no loss head) timed by
 //              Forward / BackwardInput / BackwardWeight on random hidden states and
 //              output gradients, / 2; with TP t > 1, t such stages (the TP shards) on t
 //              threads over an in-process hub, so the TP collectives are inside the
-//              times, with and without sequence parallelism; with concurrency k > 1 (TP 1 only), k independent stages run at
-//              once on k threads (memory-bandwidth and cache contention of k ranks
-//              sharing the machine), mean over the k;
+//              times, with and without sequence parallelism; with concurrency k > 1
+//              (TP 1 only), k independent stages run at once on k threads (memory-
+//              bandwidth and cache contention of k ranks sharing the machine), mean over
+//              the k;
 //   embedding  a stage with the embedding only (0 layers): lookup F, its (empty) B and the
 //              gradient scatter-add W;
 //   loss_head  a stage with the final norm, output layer and cross-entropy only;
