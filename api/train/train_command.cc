@@ -361,7 +361,6 @@ absl::StatusOr<actors::TrainingSummary> Train(
 
   // Model, placement, schedules (parallel_setup.h) and the ranks' state.
   MXMACA_ASSIGN_OR_RETURN(layers::GptConfig model, GptConfigFromArgs(args, vocab_size));
-  MXMACA_RETURN_IF_ERROR(AddMoEConfig(args, &model));
   MXMACA_ASSIGN_OR_RETURN(ParallelSetup parallel, BuildParallelSetup(args, model));
   print(parallel.Describe());
   print("building GPT model ...");

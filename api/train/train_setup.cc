@@ -1,6 +1,8 @@
 // api/train/train_setup.cc: see train_setup.h.
 #include "api/train/train_setup.h"
 
+#include "api/train/moe_setup.h"
+
 #include <cmath>
 #include <utility>
 
@@ -51,6 +53,7 @@ absl::StatusOr<layers::GptConfig> GptConfigFromArgs(const MegatronArgs& a, int64
   c.num_threads = static_cast<int>(a.num_threads.value_or(1));
   c.apply_residual_connection_post_layernorm = a.apply_residual_connection_post_layernorm;
   MXMACA_RETURN_IF_ERROR(c.Validate());
+  MXMACA_RETURN_IF_ERROR(AddMoEConfig(a, &c));  // --num-experts (moe_setup.h)
   return c;
 }
 
