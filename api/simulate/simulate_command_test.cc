@@ -125,6 +125,51 @@ TEST_CASE("Megatron-LM 2021 Table 1 on A100s", "[simulate][validation]") {
   }
 }
 
+// Megatron-LM README, "Training Speed and Scalability" (github.com/NVIDIA/Megatron-LM,
+// README.md at commit 0010ab74; the per-model table itself is an image,
+// images/model_table.png, whose rows were not readable offline): GPT-3 175B with the
+// 131,072-token vocabulary, strong-scaled "from 96 H100 GPUs to 4608 GPUs, using the same
+// batch size of 1152 sequences throughout ... a reduction in MFU from 47% to 42%", with
+// --overlap-grad-reduce --overlap-param-gather --tp-comm-overlap. Sequence 4096 (the text's
+// "all models use ... a sequence length of 4096"). Not stated, assumed: TP 8 with SP and
+// PP 12 (96 GPUs = one replica of 8 x 12; 4608 = DP 48 of it), interleaved with 2 layers
+// per virtual stage (v 4), micro-batch 1, distributed optimizer, no recomputation.
+// --tp-comm-overlap is not modelled (TP exchanges counted as exposed). Bound: 20% on
+// TFLOP/s per GPU (published = MFU x 989): the layout is assumed, and the 15% the issue
+// asks for is reported, not asserted (docs/SIMULATOR.md lists the errors).
+TEST_CASE("Megatron-LM README: GPT-3 175B strong scaling on H100", "[simulate][validation]") {
+  struct Point {
+    int gpus;
+    double mfu;
+  };
+  for (const Point& pt : {Point{96, 0.47}, Point{4608, 0.42}}) {
+    char buf[1024];
+    std::snprintf(buf, sizeof buf,
+                  "--num-layers 96 --hidden-size 12288 --num-attention-heads 96 --seq-length 4096 "
+                  "--max-position-embeddings 4096 --tokenizer-type NullTokenizer --vocab-size "
+                  "131071 --global-batch-size 1152 --micro-batch-size 1 --bf16 "
+                  "--tensor-model-parallel-size 8 --sequence-parallel "
+                  "--pipeline-model-parallel-size 12 --num-layers-per-virtual-pipeline-stage 2 "
+                  "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather "
+                  "--cluster h100-sxm --world-size %d",
+                  pt.gpus);
+    auto job = PrepareSimulation(Split(buf));
+    REQUIRE(job.ok());
+    CHECK(job->inputs.model.padded_vocab_size == 131072);
+    auto r = SimulateStep(job->inputs);
+    REQUIRE(r.ok());
+    const double published = pt.mfu * 989;
+    const double error = r->tflops_per_gpu / published - 1;
+    std::printf(
+        "validation: Megatron-LM README GPT-3 175B (V 131072, s 4096, batch 1152) on %d H100: "
+        "published MFU %.0f%% = %.0f TFLOP/s/GPU, simulated %.1f TFLOP/s/GPU (MFU %.1f%%, "
+        "bubble %.1f%%), error %+.1f%%\n",
+        pt.gpus, 100 * pt.mfu, published, r->tflops_per_gpu, 100 * r->mfu,
+        100 * r->bubble_fraction, 100 * error);
+    CHECK(std::abs(error) < 0.20);
+  }
+}
+
 TEST_CASE("step model invariants on a small layout", "[simulate]") {
   const std::string base =
       "--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
