@@ -94,7 +94,7 @@ absl::StatusOr<std::unique_ptr<ContextParallelAttention>> ContextParallelAttenti
   std::unique_ptr<ContextParallelAttention> a(
       new ContextParallelAttention(config, comm, cp_group, options));
   auto reservation = CappedReservation::Make(
-      options.memory_cap, StateBytes(config, /*num_threads=*/1),
+      options.memory_cap, StateBytes(config, std::max(1, options.num_threads)),
       absl::StrCat("context-parallel attention state and K/V ring buffers (s_local ",
                    config.layout.LocalSeq(), ", CP ", config.layout.cp_size, ")"));
   if (!reservation.ok()) return reservation.status();

@@ -97,6 +97,9 @@ class ContextParallelAttention {
     // for the object's lifetime; a configuration that does not fit fails with
     // ResourceExhausted naming the shard.
     ShardMemoryCap* memory_cap = nullptr;
+    // num_threads: the ctx.num_threads the calls will use (the per-thread tile scratch
+    // charged to memory_cap).
+    int num_threads = 1;
   };
 
   // Create: config.layout.cp_size must equal cp_group.size(); this rank is
