@@ -13,7 +13,8 @@
 #
 # Cases: TP2 x SP x PP2 x DP2 (8 processes, 1F1B); PP2 interleaved (2 chunks) x DP2 with
 # the distributed optimizer and overlapped grad reduce / param gather (4 processes);
-# ZB-H1 with the dynamic policy x DP2 (4 processes); ZB-V (2 processes); and a
+# ZB-H1 with the dynamic policy x DP2 (4 processes); ZB-V (2 processes); a MoE model at
+# TP2 x SP x PP2 x DP2 (8 processes; its routing statistics travel in the report blocks); a
 # multi-process run stopped at iteration 2 (--exit-interval, saves) and resumed with --load,
 # which must end in the same checkpoint as the uninterrupted run.
 set -euo pipefail
@@ -43,7 +44,7 @@ check() {
     train "${base[@]}" "$@" --save "$name.mp" > "$name.mp.log" 2>&1 ||
     { echo "FAIL $name: the $n-process run failed"; tail -8 "$name.mp.log"; exit 1; }
   compare "$name" "$name.one" "$name.mp"
-  echo "ok   $name: $n processes, $(losses "$name.mp.log" | wc -l) losses and every shard identical ($(( $(date +%s) - t0 )) s)"
+  echo "ok   $name: $n processes, $(losses "$name.mp.log" | wc -l) losses, $(grep -c 'moe layer' "$name.mp.log" || true) MoE lines and every shard identical ($(( $(date +%s) - t0 )) s)"
 }
 
 # compare NAME LOG_DIR_A LOG_DIR_B: same losses (train and validation), same shard bytes.
@@ -55,6 +56,10 @@ compare() {
     exit 1
   fi
   [ "$(losses "$a.log" | wc -l)" -ge 4 ] || { echo "FAIL $name: too few losses logged"; exit 1; }
+  # MoE: the per-layer routing lines (tokens per expert, load, dropped, aux and z-loss).
+  if ! diff <(grep 'moe layer' "$a.log") <(grep 'moe layer' "$b.log") > /dev/null; then
+    echo "FAIL $name: MoE routing statistics differ"; exit 1
+  fi
   local it
   it=$(cat "$a/latest_checkpointed_iteration.txt")
   [ "$it" = "$(cat "$b/latest_checkpointed_iteration.txt")" ] ||
@@ -79,6 +84,9 @@ check zbh1_dynamic 4 --pipeline-model-parallel-size 2 --pipeline-schedule zb-h1 
   --dynamic-pipeline
 check zbv 2 --pipeline-model-parallel-size 2 --pipeline-schedule zb-v \
   --num-virtual-stages-per-pipeline-rank 2
+check moe_tp2_sp_pp2_dp2 8 --tensor-model-parallel-size 2 --sequence-parallel \
+  --pipeline-model-parallel-size 2 --num-experts 4 --moe-router-topk 2 --moe-layer-freq 2 \
+  --moe-ffn-hidden-size 48 --moe-aux-loss-coeff 1e-2 --moe-z-loss-coeff 1e-3
 
 # Resume: stop at iteration 2 (saves), resume from it; the end is the uninterrupted run's.
 layout=(--tensor-model-parallel-size 2 --sequence-parallel --pipeline-model-parallel-size 2)
