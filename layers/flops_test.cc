@@ -30,5 +30,18 @@ TEST_CASE("SwiGLU counts three MLP GEMMs and GQA shrinks the KV projections") {
         Approx(12.0 * 2 * 128 * 4 * 512.0 * 512 * (1.0 - 0.25)));
 }
 
+TEST_CASE("MoE layers count top-k routed experts and the shared expert per token") {
+  DenseGptShape dense{4, 512, 1024, 8, 8, 64, 128, 1024, false};
+  DenseGptShape moe = dense;
+  moe.num_moe_layers = 2;  // 2 of 4 layers
+  moe.moe_ffn_hidden_size = 256;
+  moe.moe_router_topk = 2;
+  moe.shared_expert_ffn_hidden_size = 128;
+  // MLP FLOPs of a MoE layer: 12·B·s·h·(moe_ffn·topk + shared) instead of 12·B·s·h·ffn.
+  const double per_layer_delta = 12.0 * 2 * 128 * 512 * (1024.0 - (256.0 * 2 + 128.0));
+  CHECK(NumFloatingPointOperations(dense, 2) - NumFloatingPointOperations(moe, 2) ==
+        Approx(2 * per_layer_delta));
+}
+
 }  // namespace
 }  // namespace mxmaca::layers

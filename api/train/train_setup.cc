@@ -2,6 +2,7 @@
 #include "api/train/train_setup.h"
 
 #include "api/train/moe_setup.h"
+#include "layers/moe/moe_layer.h"
 
 #include <cmath>
 #include <utility>
@@ -116,6 +117,12 @@ layers::DenseGptShape DenseShape(const layers::GptConfig& c) {
   s.seq_length = c.seq_length;
   s.padded_vocab_size = c.padded_vocab_size;
   s.swiglu = c.swiglu;
+  if (c.moe) {
+    for (int64_t l = 0; l < c.num_layers; ++l) s.num_moe_layers += c.is_moe_layer(l) ? 1 : 0;
+    s.moe_ffn_hidden_size = c.moe->expert.ffn_hidden_size;
+    s.moe_router_topk = c.moe->router.topk;
+    s.shared_expert_ffn_hidden_size = c.moe->shared_expert_ffn_hidden_size;
+  }
   return s;
 }
 
