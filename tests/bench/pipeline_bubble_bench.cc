@@ -25,9 +25,11 @@
 // 0|1|both runs without / with --optimizer-post-validation (both: each case twice, rows
 // tagged "sync" / "postval"). The extra columns: idle ms = step ms - mean busy ms per stage
 // - opt ms (the iteration's idle beyond the op and optimizer work), and rollbacks /
-// confirmed optimistic steps.
+// confirmed optimistic steps. --log_interval N prints the coordinator's Megatron-style log
+// line every N iterations (per-stage bubble %), as `mxmaca train` does.
 //   bazel run -c opt //tests/bench:pipeline_bubble_bench [-- --f_ms 2 --b_ms 2 --w_ms 2
 //       --dynamic 0|1 --slow_stage S --slow_factor X --opt_ms 0 --post_validation 0
+//       --log_interval 0
 //       --iters 4 --p 4,8,16 --schedules gpipe,1f1b,interleaved-1f1b --m_factors 4,8
 //       --trace_dir /tmp]
 #include <algorithm>
@@ -102,7 +104,8 @@ absl::StatusOr<actors::TrainingSummary> RunJob(const actors::SyntheticJobOptions
   cc->num_microbatches = o.num_microbatches;
   cc->seq_length = o.seq_length;
   cc->clip_grad = 1.0;
-  cc->log_interval = 0;
+  cc->log_interval = o.log_interval;
+  cc->print = o.print;
   cc->eval_interval = 0;
   cc->eval_iters = 0;
   cc->scheduler = *lr_scheduler;
@@ -149,6 +152,7 @@ int main(int argc, char** argv) {
   std::string trace_dir = "/tmp";
   double opt_ms = 0;
   std::string post_validation = "0";
+  int64_t log_interval = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--f_ms") f_ms = std::atof(value.c_str());
@@ -164,6 +168,7 @@ int main(int argc, char** argv) {
     else if (flag == "--slow_factor") slow_factor = std::atof(value.c_str());
     else if (flag == "--opt_ms") opt_ms = std::atof(value.c_str());
     else if (flag == "--post_validation") post_validation = value;
+    else if (flag == "--log_interval") log_interval = std::atoll(value.c_str());
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
@@ -248,6 +253,10 @@ int main(int argc, char** argv) {
           }
         }
         o.trace_file = trace_path;
+        o.log_interval = log_interval;
+        if (log_interval > 0) {
+          o.print = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
+        }
         std::vector<double> step_seconds;
         o.on_iteration = [&](const actors::IterationLogRecord& r) {
           step_seconds.push_back(r.elapsed_ms_per_iteration * 1e-3);
