@@ -24,12 +24,10 @@ class Stopwatch {
   absl::Time start_;
 };
 
-absl::Status Annotate(const absl::Status& st, int64_t rank, absl::string_view phase,
-                      int64_t step) {
+absl::Status Annotate(const absl::Status& st, int64_t rank, absl::string_view phase, int64_t step) {
   if (st.ok()) return st;
-  return absl::Status(st.code(), absl::StrCat("context-parallel attention CP rank ", rank,
-                                              ", ", phase, " ring step ", step, ": ",
-                                              st.message()));
+  return absl::Status(st.code(), absl::StrCat("context-parallel attention CP rank ", rank, ", ",
+                                              phase, " ring step ", step, ": ", st.message()));
 }
 
 }  // namespace
@@ -58,8 +56,7 @@ ContextParallelAttention::ContextParallelAttention(const RingAttentionConfig& co
   block_elems_ = config.b * config.groups * config.layout.LocalSeq() * config.head_dim;
 }
 
-int64_t ContextParallelAttention::StateBytes(const RingAttentionConfig& config,
-                                             int num_threads) {
+int64_t ContextParallelAttention::StateBytes(const RingAttentionConfig& config, int num_threads) {
   const int64_t ring = std::max(RingAttentionForward::StateBytes(config, num_threads),
                                 RingAttentionBackward::StateBytes(config, num_threads));
   const int64_t cp = config.layout.cp_size;
@@ -87,9 +84,9 @@ absl::StatusOr<std::unique_ptr<ContextParallelAttention>> ContextParallelAttenti
   }
   if (cp_group.rank_in_group < 0 || cp_group.rank_in_group >= cp_group.size() ||
       cp_group.global_rank() != comm->rank()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "context-parallel attention: group ", cp_group.name(), " rank_in_group ",
-        cp_group.rank_in_group, " is not the communicator's rank ", comm->rank()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("context-parallel attention: group ", cp_group.name(), " rank_in_group ",
+                     cp_group.rank_in_group, " is not the communicator's rank ", comm->rank()));
   }
   std::unique_ptr<ContextParallelAttention> a(
       new ContextParallelAttention(config, comm, cp_group, options));
@@ -111,8 +108,7 @@ absl::StatusOr<std::unique_ptr<ContextParallelAttention>> ContextParallelAttenti
 
 void ContextParallelAttention::PostBlock(const char* what, int64_t step, const float* a,
                                          const float* b, float* ra, float* rb,
-                                         PendingTransfers* pending,
-                                         CpAttentionTimes* times) {
+                                         PendingTransfers* pending, CpAttentionTimes* times) {
   Stopwatch sw(&times->post_seconds);
   const int cp = static_cast<int>(config_.layout.cp_size);
   const int next = static_cast<int>((rank_ + 1) % cp);
@@ -136,8 +132,7 @@ void ContextParallelAttention::PostBlock(const char* what, int64_t step, const f
 }
 
 absl::Status ContextParallelAttention::WaitFor(const char* phase, int64_t step,
-                                               PendingTransfers* pending,
-                                               CpAttentionTimes* times) {
+                                               PendingTransfers* pending, CpAttentionTimes* times) {
   absl::Status st;
   {
     Stopwatch sw(&times->wait_seconds);
@@ -147,10 +142,9 @@ absl::Status ContextParallelAttention::WaitFor(const char* phase, int64_t step,
   return Annotate(st, rank_, phase, step);
 }
 
-absl::Status ContextParallelAttention::Forward(const kernels::ExecContext& ctx,
-                                               const float* q, const float* k,
-                                               const float* v, const int32_t* doc_start,
-                                               float* out, float* lse,
+absl::Status ContextParallelAttention::Forward(const kernels::ExecContext& ctx, const float* q,
+                                               const float* k, const float* v,
+                                               const int32_t* doc_start, float* out, float* lse,
                                                CpAttentionTimes* times) {
   CpAttentionTimes local;
   CpAttentionTimes* t = times != nullptr ? times : &local;
@@ -196,12 +190,11 @@ absl::Status ContextParallelAttention::Forward(const kernels::ExecContext& ctx,
   return Annotate(fwd->Finish(ctx, out, lse), rank_, "forward finish,", cp - 1);
 }
 
-absl::Status ContextParallelAttention::Backward(const kernels::ExecContext& ctx,
-                                                const float* q, const float* k,
-                                                const float* v, const int32_t* doc_start,
-                                                const float* out, const float* lse,
-                                                const float* dout, float* dq, float* dk,
-                                                float* dv, CpAttentionTimes* times) {
+absl::Status ContextParallelAttention::Backward(const kernels::ExecContext& ctx, const float* q,
+                                                const float* k, const float* v,
+                                                const int32_t* doc_start, const float* out,
+                                                const float* lse, const float* dout, float* dq,
+                                                float* dk, float* dv, CpAttentionTimes* times) {
   CpAttentionTimes local;
   CpAttentionTimes* t = times != nullptr ? times : &local;
   *t = CpAttentionTimes();
@@ -244,8 +237,7 @@ absl::Status ContextParallelAttention::Backward(const kernels::ExecContext& ctx,
     }
     {
       Stopwatch sw(&t->compute_seconds);
-      absl::Status st =
-          bwd->Step(ctx, src, held_k, held_v, held_dk, held_dv, /*accumulate=*/true);
+      absl::Status st = bwd->Step(ctx, src, held_k, held_v, held_dk, held_dv, /*accumulate=*/true);
       if (!st.ok()) return Annotate(st, rank_, "backward", i);
     }
     if (cp > 1) {

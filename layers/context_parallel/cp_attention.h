@@ -67,6 +67,8 @@
 
 namespace mxmaca::layers::cp {
 
+class PendingTransfers;  // pending_transfers.h
+
 // CpAttentionTimes: where one Forward or Backward call spent its wall-clock time on this
 // rank (seconds) and what it sent.
 struct CpAttentionTimes {
@@ -154,8 +156,8 @@ class ContextParallelAttention {
   // PostBlock: posts Send(a), Send(b) to next and Recv(ra), Recv(rb) from prev on
   // `pending`; `what` names the pair ("K/V" or "dK/dV") for error reports.
   void PostBlock(const char* what, int64_t step, const float* a, const float* b, float* ra,
-                 float* rb, class PendingTransfers* pending, CpAttentionTimes* times);
-  absl::Status WaitFor(const char* phase, int64_t step, class PendingTransfers* pending,
+                 float* rb, PendingTransfers* pending, CpAttentionTimes* times);
+  absl::Status WaitFor(const char* phase, int64_t step, PendingTransfers* pending,
                        CpAttentionTimes* times);
 
   RingAttentionConfig config_;

@@ -8,6 +8,7 @@
 // comes, mismatched messages).
 #include "layers/context_parallel/cp_attention.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
@@ -18,8 +19,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "kernels/cpu/attention.h"
 #include "kernels/exec_context.h"
@@ -83,8 +82,7 @@ Inputs MakeInputs(const Shape& sh, int64_t cp, bool docs, uint32_t seed) {
     in.kl[r].resize(sh.b * sh.ng * sl * sh.hn);
     in.vl[r].resize(in.kl[r].size());
     REQUIRE(SliceSequence(*layout, r, sh.b * sh.np, sh.hn, in.q.data(), in.ql[r].data()).ok());
-    REQUIRE(SliceSequence(*layout, r, sh.b * sh.np, sh.hn, in.dout.data(), in.dol[r].data())
-                .ok());
+    REQUIRE(SliceSequence(*layout, r, sh.b * sh.np, sh.hn, in.dout.data(), in.dol[r].data()).ok());
     REQUIRE(SliceSequence(*layout, r, sh.b * sh.ng, sh.hn, in.k.data(), in.kl[r].data()).ok());
     REQUIRE(SliceSequence(*layout, r, sh.b * sh.ng, sh.hn, in.v.data(), in.vl[r].data()).ok());
     if (docs) {
@@ -111,8 +109,7 @@ Result Gather(const Shape& sh, int64_t cp, const Locals& l) {
   res.dk.resize(sh.b * sh.ng * sh.s * sh.hn);
   res.dv.resize(res.dk.size());
   for (int64_t r = 0; r < cp; ++r) {
-    REQUIRE(GatherSequence(*layout, r, sh.b * sh.np, sh.hn, l.out[r].data(), res.out.data())
-                .ok());
+    REQUIRE(GatherSequence(*layout, r, sh.b * sh.np, sh.hn, l.out[r].data(), res.out.data()).ok());
     REQUIRE(GatherSequence(*layout, r, sh.b * sh.np, sh.hn, l.dq[r].data(), res.dq.data()).ok());
     REQUIRE(GatherSequence(*layout, r, sh.b * sh.np, 1, l.lse[r].data(), res.lse.data()).ok());
     REQUIRE(GatherSequence(*layout, r, sh.b * sh.ng, sh.hn, l.dk[r].data(), res.dk.data()).ok());
@@ -143,8 +140,9 @@ Result SimulateRing(const Shape& sh, int64_t cp, int64_t tile, const Inputs& in)
   }
   for (int64_t r = 0; r < cp; ++r) {
     bwd[r] = std::move(*RingAttentionBackward::Create(cfg));
-    REQUIRE(bwd[r]->Begin(ctx, r, in.ql[r].data(), ds(r), l.out[r].data(), in.dol[r].data(),
-                          l.lse[r].data())
+    REQUIRE(bwd[r]
+                ->Begin(ctx, r, in.ql[r].data(), ds(r), l.out[r].data(), in.dol[r].data(),
+                        l.lse[r].data())
                 .ok());
     l.dk[r].assign(in.kl[r].size(), 0.0f);
     l.dv[r].assign(in.kl[r].size(), 0.0f);
@@ -152,8 +150,9 @@ Result SimulateRing(const Shape& sh, int64_t cp, int64_t tile, const Inputs& in)
   for (int64_t i = 0; i < cp; ++i) {
     for (int64_t r = 0; r < cp; ++r) {
       const int64_t src = ((r - i) % cp + cp) % cp;
-      REQUIRE(bwd[r]->Step(ctx, src, in.kl[src].data(), in.vl[src].data(), l.dk[src].data(),
-                           l.dv[src].data(), /*accumulate=*/true)
+      REQUIRE(bwd[r]
+                  ->Step(ctx, src, in.kl[src].data(), in.vl[src].data(), l.dk[src].data(),
+                         l.dv[src].data(), /*accumulate=*/true)
                   .ok());
     }
   }
@@ -203,14 +202,13 @@ Threaded RunThreaded(const Shape& sh, int64_t cp, int64_t tile, const Inputs& in
     threads.emplace_back([&, r] {
       kernels::ExecContext ctx;  // one compute thread per rank
       const int32_t* ds = in.dsl[r].empty() ? nullptr : in.dsl[r].data();
-      t.fwd_status[r] =
-          attn[r]->Forward(ctx, in.ql[r].data(), in.kl[r].data(), in.vl[r].data(), ds,
-                           l.out[r].data(), l.lse[r].data(), &t.fwd_times[r]);
+      t.fwd_status[r] = attn[r]->Forward(ctx, in.ql[r].data(), in.kl[r].data(), in.vl[r].data(), ds,
+                                         l.out[r].data(), l.lse[r].data(), &t.fwd_times[r]);
       if (!t.fwd_status[r].ok()) return;
-      t.bwd_status[r] = attn[r]->Backward(
-          ctx, in.ql[r].data(), in.kl[r].data(), in.vl[r].data(), ds, l.out[r].data(),
-          l.lse[r].data(), in.dol[r].data(), l.dq[r].data(), l.dk[r].data(), l.dv[r].data(),
-          &t.bwd_times[r]);
+      t.bwd_status[r] =
+          attn[r]->Backward(ctx, in.ql[r].data(), in.kl[r].data(), in.vl[r].data(), ds,
+                            l.out[r].data(), l.lse[r].data(), in.dol[r].data(), l.dq[r].data(),
+                            l.dk[r].data(), l.dv[r].data(), &t.bwd_times[r]);
     });
   }
   for (auto& th : threads) th.join();
@@ -237,11 +235,11 @@ Result Unsharded(const Shape& sh, const Inputs& in) {
   ref.dq.resize(in.q.size());
   ref.dk.resize(in.k.size());
   ref.dv.resize(in.v.size());
-  kernels::cpu::AttentionForward(ctx, ash, in.q.data(), in.k.data(), in.v.data(), ds, scale,
-                                 0.0f, {}, probs.data(), ref.out.data());
-  kernels::cpu::AttentionBackward(ctx, ash, in.q.data(), in.k.data(), in.v.data(),
-                                  probs.data(), ds, scale, 0.0f, {}, in.dout.data(),
-                                  ref.dq.data(), ref.dk.data(), ref.dv.data());
+  kernels::cpu::AttentionForward(ctx, ash, in.q.data(), in.k.data(), in.v.data(), ds, scale, 0.0f,
+                                 {}, probs.data(), ref.out.data());
+  kernels::cpu::AttentionBackward(ctx, ash, in.q.data(), in.k.data(), in.v.data(), probs.data(), ds,
+                                  scale, 0.0f, {}, in.dout.data(), ref.dq.data(), ref.dk.data(),
+                                  ref.dv.data());
   return ref;
 }
 
@@ -253,9 +251,10 @@ void RequireSameBits(const Result& a, const Result& b) {
   CHECK(a.dv == b.dv);
 }
 
-TEST_CASE("cp attention: CP 1, 2, 4 over the in-process hub equal the ring and the "
-          "unsharded attention",
-          "[cp_attention]") {
+TEST_CASE(
+    "cp attention: CP 1, 2, 4 over the in-process hub equal the ring and the "
+    "unsharded attention",
+    "[cp_attention]") {
   const Shape sh{2, 4, 2, 512, 32};  // GQA: 2 query heads per K/V group
   const int64_t tile = 32;
   uint32_t seed = 100;
@@ -344,8 +343,7 @@ class Executor {
   std::thread thread_;
 };
 
-TEST_CASE("cp attention: completions on another thread give the same bits",
-          "[cp_attention]") {
+TEST_CASE("cp attention: completions on another thread give the same bits", "[cp_attention]") {
   const Shape sh{1, 4, 4, 256, 16};
   const int64_t cp = 4, tile = 16;
   const Inputs in = MakeInputs(sh, cp, /*docs=*/true, 7);
@@ -371,9 +369,8 @@ TEST_CASE("cp attention: clear errors instead of hangs", "[cp_attention]") {
     transport::InProcessHub hub(2);
     auto grid1 = transport::RankGrid::Create(2, 1, 1, 1);
     REQUIRE(grid1.ok());
-    auto a = ContextParallelAttention::Create(cfg, hub.ForRank(0),
-                                              transport::RankView(*grid1, 0)
-                                                  .context_parallel_group());
+    auto a = ContextParallelAttention::Create(
+        cfg, hub.ForRank(0), transport::RankView(*grid1, 0).context_parallel_group());
     REQUIRE(a.status().code() == absl::StatusCode::kInvalidArgument);
     CHECK(std::string(a.status().message()).find("context-parallel size is 2") !=
           std::string::npos);
@@ -391,8 +388,8 @@ TEST_CASE("cp attention: clear errors instead of hangs", "[cp_attention]") {
     ShardMemoryCap cap("context_parallel rank 0", 1024);
     ContextParallelAttention::Options opts;
     opts.memory_cap = &cap;
-    auto a = ContextParallelAttention::Create(cfg, hub.ForRank(0), v0.context_parallel_group(),
-                                              opts);
+    auto a =
+        ContextParallelAttention::Create(cfg, hub.ForRank(0), v0.context_parallel_group(), opts);
     REQUIRE(a.status().code() == absl::StatusCode::kResourceExhausted);
     const std::string msg(a.status().message());
     CHECK(msg.find("shard context_parallel rank 0: allocating " +
@@ -401,8 +398,8 @@ TEST_CASE("cp attention: clear errors instead of hangs", "[cp_attention]") {
     ShardMemoryCap big("context_parallel rank 0", 1 << 30);
     opts.memory_cap = &big;
     {
-      auto ok = ContextParallelAttention::Create(cfg, hub.ForRank(0),
-                                                 v0.context_parallel_group(), opts);
+      auto ok =
+          ContextParallelAttention::Create(cfg, hub.ForRank(0), v0.context_parallel_group(), opts);
       REQUIRE(ok.ok());
       CHECK(big.live() == ContextParallelAttention::StateBytes(cfg, 1));
     }
@@ -413,13 +410,13 @@ TEST_CASE("cp attention: clear errors instead of hangs", "[cp_attention]") {
     transport::InProcessHub hub(2);
     ContextParallelAttention::Options opts;
     opts.transfer_timeout = absl::Milliseconds(100);
-    auto a = ContextParallelAttention::Create(cfg, hub.ForRank(0), v0.context_parallel_group(),
-                                              opts);
+    auto a =
+        ContextParallelAttention::Create(cfg, hub.ForRank(0), v0.context_parallel_group(), opts);
     REQUIRE(a.ok());
     std::vector<float> out(in.ql[0].size()), lse(out.size() / sh.hn);
     kernels::ExecContext ctx;
-    const absl::Status st = (*a)->Forward(ctx, in.ql[0].data(), in.kl[0].data(),
-                                          in.vl[0].data(), nullptr, out.data(), lse.data());
+    const absl::Status st = (*a)->Forward(ctx, in.ql[0].data(), in.kl[0].data(), in.vl[0].data(),
+                                          nullptr, out.data(), lse.data());
     REQUIRE(st.code() == absl::StatusCode::kDeadlineExceeded);
     const std::string msg(st.message());
     CHECK(msg.find("CP rank 0, forward ring step 0") != std::string::npos);
@@ -433,8 +430,7 @@ TEST_CASE("cp attention: clear errors instead of hangs", "[cp_attention]") {
     const RingAttentionConfig cfg1 = MakeConfig(other, cp, 8);
     const Inputs in1 = MakeInputs(other, cp, false, 5);
     auto a0 = ContextParallelAttention::Create(cfg, hub.ForRank(0), v0.context_parallel_group());
-    auto a1 =
-        ContextParallelAttention::Create(cfg1, hub.ForRank(1), v1.context_parallel_group());
+    auto a1 = ContextParallelAttention::Create(cfg1, hub.ForRank(1), v1.context_parallel_group());
     REQUIRE(a0.ok());
     REQUIRE(a1.ok());
     absl::Status s0, s1;
@@ -446,8 +442,8 @@ TEST_CASE("cp attention: clear errors instead of hangs", "[cp_attention]") {
     });
     kernels::ExecContext ctx;
     std::vector<float> out(in.ql[0].size()), lse(out.size() / sh.hn);
-    s0 = (*a0)->Forward(ctx, in.ql[0].data(), in.kl[0].data(), in.vl[0].data(), nullptr,
-                        out.data(), lse.data());
+    s0 = (*a0)->Forward(ctx, in.ql[0].data(), in.kl[0].data(), in.vl[0].data(), nullptr, out.data(),
+                        lse.data());
     t1.join();
     INFO(s0 << " / " << s1);
     CHECK(s0.code() == absl::StatusCode::kFailedPrecondition);
@@ -463,8 +459,8 @@ TEST_CASE("cp attention: clear errors instead of hangs", "[cp_attention]") {
     std::vector<float> buf(in.ql[0].size());
     CHECK((*a)->Forward(ctx, buf.data(), buf.data(), buf.data(), nullptr, nullptr, buf.data())
               .code() == absl::StatusCode::kInvalidArgument);
-    CHECK((*a)->Backward(ctx, buf.data(), buf.data(), buf.data(), nullptr, buf.data(),
-                         buf.data(), buf.data(), buf.data(), nullptr, buf.data())
+    CHECK((*a)->Backward(ctx, buf.data(), buf.data(), buf.data(), nullptr, buf.data(), buf.data(),
+                         buf.data(), buf.data(), nullptr, buf.data())
               .code() == absl::StatusCode::kInvalidArgument);
     CHECK(hub.pending_operations() == 0);
   }

@@ -15,21 +15,20 @@ namespace {
 absl::Status CheckLength(const char* name, size_t got, int64_t want, bool may_be_empty) {
   if (may_be_empty && got == 0) return absl::OkStatus();
   if (static_cast<int64_t>(got) != want) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "context parallel: micro-batch ", name, " has ", got, " elements, expected b * s = ",
-        want));
+    return absl::InvalidArgumentError(absl::StrCat("context parallel: micro-batch ", name, " has ",
+                                                   got, " elements, expected b * s = ", want));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::StatusOr<data::GptMicroBatch> SliceMicroBatchForCpRank(
-    const CpLayout& layout, int64_t rank, const data::GptMicroBatch& batch) {
+absl::StatusOr<data::GptMicroBatch> SliceMicroBatchForCpRank(const CpLayout& layout, int64_t rank,
+                                                             const data::GptMicroBatch& batch) {
   if (batch.s != layout.seq) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("context parallel: micro-batch sequence length ", batch.s,
-                     " differs from the layout's ", layout.seq));
+    return absl::InvalidArgumentError(absl::StrCat("context parallel: micro-batch sequence length ",
+                                                   batch.s, " differs from the layout's ",
+                                                   layout.seq));
   }
   if (batch.b < 1) {
     return absl::InvalidArgumentError(
@@ -42,9 +41,8 @@ absl::StatusOr<data::GptMicroBatch> SliceMicroBatchForCpRank(
   if (st.ok()) st = CheckLength("position_ids", batch.position_ids.size(), n, false);
   if (st.ok()) st = CheckLength("doc_start", batch.doc_start.size(), n, true);
   if (!st.ok()) return st;
-  auto part = SliceBatchForCpRank(layout, rank, batch.b, batch.tokens.data(),
-                                  batch.labels.data(), batch.loss_mask.data(),
-                                  batch.position_ids.data(),
+  auto part = SliceBatchForCpRank(layout, rank, batch.b, batch.tokens.data(), batch.labels.data(),
+                                  batch.loss_mask.data(), batch.position_ids.data(),
                                   batch.doc_start.empty() ? nullptr : batch.doc_start.data());
   if (!part.ok()) return part.status();
   data::GptMicroBatch out;
@@ -61,16 +59,16 @@ absl::StatusOr<data::GptMicroBatch> SliceMicroBatchForCpRank(
 absl::StatusOr<CpLossPart> LocalLossPart(const std::vector<float>& per_token_loss,
                                          const std::vector<float>& loss_mask) {
   if (per_token_loss.size() != loss_mask.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("context parallel loss: ", per_token_loss.size(), " losses but ",
-                     loss_mask.size(), " loss-mask values"));
+    return absl::InvalidArgumentError(absl::StrCat("context parallel loss: ", per_token_loss.size(),
+                                                   " losses but ", loss_mask.size(),
+                                                   " loss-mask values"));
   }
   CpLossPart part;
   for (size_t i = 0; i < loss_mask.size(); ++i) {
     const float m = loss_mask[i];
     if (!std::isfinite(m) || m < 0.0f) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "context parallel loss: loss_mask[", i, "] = ", m, ", expected a finite value >= 0"));
+      return absl::InvalidArgumentError(absl::StrCat("context parallel loss: loss_mask[", i,
+                                                     "] = ", m, ", expected a finite value >= 0"));
     }
     if (m == 0.0f) continue;
     part.loss_sum += static_cast<double>(per_token_loss[i]) * m;
@@ -94,11 +92,11 @@ absl::StatusOr<CpLossPart> AllReduceCpLoss(transport::Communicator* comm,
   if (comm == nullptr) return absl::InvalidArgumentError("AllReduceCpLoss: null communicator");
   // The buffer is shared with the completion callback, so a completion that arrives
   // after a timeout writes into memory that is still alive.
-  auto buf = std::make_shared<std::array<float, 2>>(std::array<float, 2>{
-      static_cast<float>(part.loss_sum), static_cast<float>(part.tokens)});
+  auto buf = std::make_shared<std::array<float, 2>>(
+      std::array<float, 2>{static_cast<float>(part.loss_sum), static_cast<float>(part.tokens)});
   PendingTransfers pending;
-  transport::DoneCallback done = pending.Track(
-      absl::StrCat("all-reduce of [loss_sum, tokens] on ", group.name()));
+  transport::DoneCallback done =
+      pending.Track(absl::StrCat("all-reduce of [loss_sum, tokens] on ", group.name()));
   comm->AllReduceSum(group, buf->data(), buf->data(), 2,
                      [buf, done](const transport::CollectiveInfo& info, absl::Status st) {
                        done(info, std::move(st));

@@ -38,8 +38,7 @@ namespace mxmaca::layers::cp {
 // original ones (see above). doc_start stays empty if it is empty in `batch`.
 // Errors: InvalidArgument when batch.s != layout.seq, rank is outside [0, CP), b < 1, or
 // an array's length is not b s (naming the array and both lengths).
-absl::StatusOr<data::GptMicroBatch> SliceMicroBatchForCpRank(const CpLayout& layout,
-                                                             int64_t rank,
+absl::StatusOr<data::GptMicroBatch> SliceMicroBatchForCpRank(const CpLayout& layout, int64_t rank,
                                                              const data::GptMicroBatch& batch);
 
 // CpLossPart: one rank's (or the reduced) loss numerator and denominator.

@@ -2,6 +2,7 @@
 // the CP loss reduction, on random samples with end-of-document tokens.
 #include "layers/context_parallel/cp_batch.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -9,8 +10,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "data/gpt_batch.h"
 #include "layers/context_parallel/cp_layout.h"
@@ -31,9 +30,10 @@ std::vector<int32_t> RandomSamples(int64_t b, int64_t s, uint32_t seed) {
   return samples;
 }
 
-TEST_CASE("cp batch: each rank keeps chunks r and 2CP-1-r with original positions, "
-          "labels and document starts",
-          "[cp_batch]") {
+TEST_CASE(
+    "cp batch: each rank keeps chunks r and 2CP-1-r with original positions, "
+    "labels and document starts",
+    "[cp_batch]") {
   const int64_t b = 3, s = 96;
   uint32_t seed = 40;
   for (bool reset : {false, true}) {
@@ -59,8 +59,8 @@ TEST_CASE("cp batch: each rank keeps chunks r and 2CP-1-r with original position
             const int64_t pos = t < c ? r * c + t : (2 * cp - 1 - r) * c + (t - c);
             const int64_t li = bi * (s / cp) + t, gi = bi * s + pos;
             const int32_t* sample = samples.data() + bi * (s + 1);
-            INFO("reset " << reset << " cp " << cp << " rank " << r << " b " << bi << " t "
-                          << t << " pos " << pos);
+            INFO("reset " << reset << " cp " << cp << " rank " << r << " b " << bi << " t " << t
+                          << " pos " << pos);
             // Tokens and labels straight from the raw sample: the label is the next token
             // of the ORIGINAL sample, also at a chunk's last position.
             REQUIRE(part->tokens[li] == sample[pos]);
@@ -74,8 +74,7 @@ TEST_CASE("cp batch: each rank keeps chunks r and 2CP-1-r with original position
           }
         }
         // Gathering every rank's part rebuilds the original arrays.
-        REQUIRE(GatherSequence(*layout, r, b, 1, part->labels.data(), rebuilt.labels.data())
-                    .ok());
+        REQUIRE(GatherSequence(*layout, r, b, 1, part->labels.data(), rebuilt.labels.data()).ok());
       }
       for (int x : covered) REQUIRE(x == 1);
       CHECK(rebuilt.labels == full.labels);
@@ -99,8 +98,7 @@ TEST_CASE("cp batch: clear errors", "[cp_batch]") {
   bad.labels.pop_back();
   st = SliceMicroBatchForCpRank(*layout, 0, bad);
   REQUIRE(!st.ok());
-  CHECK(std::string(st.status().message()).find("labels has 127 elements") !=
-        std::string::npos);
+  CHECK(std::string(st.status().message()).find("labels has 127 elements") != std::string::npos);
   bad = full;
   bad.doc_start.clear();  // allowed: no document masks
   auto ok = SliceMicroBatchForCpRank(*layout, 1, bad);
@@ -110,9 +108,10 @@ TEST_CASE("cp batch: clear errors", "[cp_batch]") {
   CHECK(MakeCpLayout(100, 8).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("cp batch: the loss summed over CP ranks equals the unsharded loss; a fully "
-          "masked rank contributes 0 and 0",
-          "[cp_batch]") {
+TEST_CASE(
+    "cp batch: the loss summed over CP ranks equals the unsharded loss; a fully "
+    "masked rank contributes 0 and 0",
+    "[cp_batch]") {
   const int64_t b = 2, s = 128;
   std::mt19937 gen(77);
   std::uniform_real_distribution<float> loss_dist(0.5f, 11.0f);
@@ -180,8 +179,7 @@ TEST_CASE("cp batch: the loss summed over CP ranks equals the unsharded loss; a 
       REQUIRE(reduced[r].ok());
       CHECK(reduced[r]->tokens == want_tokens);
       CHECK(std::isfinite(reduced[r]->Mean()));
-      CHECK(std::abs(reduced[r]->Mean() - want_sum / want_tokens) <=
-            1e-6 * want_sum / want_tokens);
+      CHECK(std::abs(reduced[r]->Mean() - want_sum / want_tokens) <= 1e-6 * want_sum / want_tokens);
       CHECK(reduced[r]->Mean() == reduced[0]->Mean());
     }
   }

@@ -62,17 +62,16 @@ ShardMemoryCap::ShardMemoryCap(std::string shard_name, int64_t cap_bytes)
 absl::Status ShardMemoryCap::Check(int64_t live_bytes, int64_t bytes,
                                    absl::string_view what) const {
   if (bytes < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("shard ", shard_name_, ": allocating ",
-                                                   bytes, " bytes for ", what,
-                                                   ": negative size"));
+    return absl::InvalidArgumentError(absl::StrCat("shard ", shard_name_, ": allocating ", bytes,
+                                                   " bytes for ", what, ": negative size"));
   }
   if (cap_bytes_ == 0) return absl::OkStatus();
   // Compare without overflow: live + bytes > cap <=> bytes > cap - live.
   if (live_bytes > cap_bytes_ || bytes > cap_bytes_ - live_bytes) {
     return absl::ResourceExhaustedError(
         absl::StrCat("shard ", shard_name_, ": allocating ", bytes, " bytes for ", what,
-                     " would use ", live_bytes + bytes, " of the ", cap_bytes_,
-                     "-byte cap (", kMemoryCapFlag, "; ", live_bytes, " bytes already held)"));
+                     " would use ", live_bytes + bytes, " of the ", cap_bytes_, "-byte cap (",
+                     kMemoryCapFlag, "; ", live_bytes, " bytes already held)"));
   }
   return absl::OkStatus();
 }

@@ -2,13 +2,12 @@
 // --memory-cap-per-shard value parser.
 #include "layers/context_parallel/memory_cap.h"
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 namespace mxmaca::layers::cp {
 namespace {
@@ -41,8 +40,7 @@ TEST_CASE("memory cap: the error names the shard, the size, the purpose, total a
   CHECK(cap.live() == 0);
 }
 
-TEST_CASE("memory cap: 0 means no cap; live and peak follow random traffic",
-          "[memory_cap]") {
+TEST_CASE("memory cap: 0 means no cap; live and peak follow random traffic", "[memory_cap]") {
   ShardMemoryCap unlimited("s", 0);
   CHECK(unlimited.Reserve(int64_t{1} << 50, "big").ok());
   // Random reserve/release sequence against a plain model of the counter.
@@ -111,14 +109,13 @@ TEST_CASE("memory cap: --memory-cap-per-shard values", "[memory_cap]") {
   CHECK(*ParseMemoryCap("3GB") == 3000000000LL);
   CHECK(*ParseMemoryCap("4kb") == 4000);
   CHECK(*ParseMemoryCap(" 7 ") == 7);
-  for (const char* bad : {"", "-5", "1.5G", "12XB", "G", "99999999999999999999",
-                          "9000000000000T"}) {
+  for (const char* bad :
+       {"", "-5", "1.5G", "12XB", "G", "99999999999999999999", "9000000000000T"}) {
     auto r = ParseMemoryCap(bad);
     INFO(bad);
     REQUIRE(!r.ok());
     CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
-    CHECK(std::string(r.status().message()).find("--memory-cap-per-shard") !=
-          std::string::npos);
+    CHECK(std::string(r.status().message()).find("--memory-cap-per-shard") != std::string::npos);
   }
 }
 

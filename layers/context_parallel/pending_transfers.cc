@@ -38,8 +38,7 @@ transport::DoneCallback PendingTransfers::Track(std::string what, bool measure_l
     if (it == state->outstanding.end()) return;  // a backend bug: `done` fired twice
     if (!status.ok() && state->error.ok()) {
       state->error = absl::Status(
-          status.code(), absl::StrCat(it->second, " (", info.ToString(), "): ",
-                                      status.message()));
+          status.code(), absl::StrCat(it->second, " (", info.ToString(), "): ", status.message()));
     }
     if (measure_latency) state->latency_seconds += absl::ToDoubleSeconds(done - posted);
     state->outstanding.erase(it);
@@ -57,9 +56,9 @@ absl::Status PendingTransfers::Wait(absl::Duration timeout) {
     for (const auto& [id, what] : s->outstanding) {
       absl::StrAppend(&missing, missing.empty() ? "" : "; ", what);
     }
-    return absl::DeadlineExceededError(absl::StrCat(
-        "no completion within ", absl::FormatDuration(timeout), " for ",
-        s->outstanding.size(), " transfer(s): ", missing));
+    return absl::DeadlineExceededError(
+        absl::StrCat("no completion within ", absl::FormatDuration(timeout), " for ",
+                     s->outstanding.size(), " transfer(s): ", missing));
   }
   return s->error;
 }

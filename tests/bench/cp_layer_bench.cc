@@ -143,8 +143,8 @@ struct Block {
 };
 std::vector<Block> ShardBlocks(int64_t sl) {
   const int64_t qe = kBatch * kHeads * sl * kHeadDim, ke = qe;
-  return {{"q", qe},    {"k", ke},     {"v", ke},   {"out", qe}, {"lse", kBatch * kHeads * sl},
-          {"dout", qe}, {"dq", qe},    {"dk", ke},  {"dv", ke}};
+  return {{"q", qe},    {"k", ke},  {"v", ke},  {"out", qe}, {"lse", kBatch * kHeads * sl},
+          {"dout", qe}, {"dq", qe}, {"dk", ke}, {"dv", ke}};
 }
 
 Row RunRow(const Flags& flags, int64_t seq, int64_t cp) {
@@ -165,8 +165,8 @@ Row RunRow(const Flags& flags, int64_t seq, int64_t cp) {
   cfg.q_tile = kTile;
   cfg.kv_tile = kTile;
   const int cores = std::max(1u, std::thread::hardware_concurrency());
-  const int threads = flags.threads > 0 ? flags.threads
-                                        : std::max<int>(1, cores / static_cast<int>(cp));
+  const int threads =
+      flags.threads > 0 ? flags.threads : std::max<int>(1, cores / static_cast<int>(cp));
   const int64_t sl = layout->LocalSeq();
   row.state_bytes = ContextParallelAttention::StateBytes(cfg, threads);
   row.shard_bytes = row.state_bytes;
@@ -194,8 +194,8 @@ Row RunRow(const Flags& flags, int64_t seq, int64_t cp) {
     caps[r] = std::make_unique<ShardMemoryCap>(
         absl::StrCat("context_parallel rank ", r, " of ", cp, " (seq ", seq, ")"), flags.cap);
     for (const Block& b : ShardBlocks(sl)) {
-      auto res = layers::cp::CappedReservation::Make(
-          caps[r].get(), b.elems * 4, absl::StrCat("attention ", b.what, " block"));
+      auto res = layers::cp::CappedReservation::Make(caps[r].get(), b.elems * 4,
+                                                     absl::StrCat("attention ", b.what, " block"));
       if (!res.ok()) {
         row.error = std::string(res.status().message());
         return row;
@@ -223,8 +223,8 @@ Row RunRow(const Flags& flags, int64_t seq, int64_t cp) {
   std::vector<RankData> d(cp);
   for (int64_t r = 0; r < cp; ++r) {
     const int64_t qe = kBatch * kHeads * sl * kHeadDim;
-    for (auto* x : {&d[r].q, &d[r].k, &d[r].v, &d[r].out, &d[r].dout, &d[r].dq, &d[r].dk,
-                    &d[r].dv}) {
+    for (auto* x :
+         {&d[r].q, &d[r].k, &d[r].v, &d[r].out, &d[r].dout, &d[r].dq, &d[r].dk, &d[r].dv}) {
       x->resize(qe);
     }
     d[r].lse.resize(kBatch * kHeads * sl);
@@ -245,8 +245,8 @@ Row RunRow(const Flags& flags, int64_t seq, int64_t cp) {
         ctx.num_threads = threads;
         RankData& x = d[r];
         st[r] = backward ? attn[r]->Backward(ctx, x.q.data(), x.k.data(), x.v.data(), nullptr,
-                                             x.out.data(), x.lse.data(), x.dout.data(),
-                                             x.dq.data(), x.dk.data(), x.dv.data(), &bt[r])
+                                             x.out.data(), x.lse.data(), x.dout.data(), x.dq.data(),
+                                             x.dk.data(), x.dv.data(), &bt[r])
                          : attn[r]->Forward(ctx, x.q.data(), x.k.data(), x.v.data(), nullptr,
                                             x.out.data(), x.lse.data(), &ft[r]);
       });
@@ -291,7 +291,8 @@ int Main(int argc, char** argv) {
     } else if (const char* v = value("--threads")) {
       if (!absl::SimpleAtoi(v, &flags.threads)) return std::fprintf(stderr, "bad --threads\n"), 2;
     } else if (const char* v = value("--link-gbps")) {
-      if (!absl::SimpleAtod(v, &flags.link_gbps)) return std::fprintf(stderr, "bad --link-gbps\n"), 2;
+      if (!absl::SimpleAtod(v, &flags.link_gbps))
+        return std::fprintf(stderr, "bad --link-gbps\n"), 2;
     } else if (a == "--no-compute") {
       flags.no_compute = true;
     } else if (a == "--inline-transfers") {
@@ -301,18 +302,18 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  std::printf("# cp_layer_bench: hidden %" PRId64 ", %" PRId64 " heads of %" PRId64
-              ", b %" PRId64 ", tile %" PRId64 ", fp32; cap %s = %" PRId64
-              " bytes (%.0f MiB); cores %u; transfers %s%s\n",
-              kHeads * kHeadDim, kHeads, kHeadDim, kBatch, kTile, layers::cp::kMemoryCapFlag,
-              flags.cap, MiB(flags.cap), std::thread::hardware_concurrency(),
-              flags.inline_transfers ? "inline" : "on transfer threads",
-              flags.link_gbps > 0 ? absl::StrCat(", emulated link ", flags.link_gbps, " GB/s")
-                                        .c_str()
-                                  : "");
-  std::printf("| seq | CP | s/CP | shard MiB | state MiB | vs CP=1 | fwd s | bwd s | step s | "
-              "step vs CP=1 | compute s (all ranks) | wait s | hidden fwd | hidden bwd | "
-              "result |\n");
+  std::printf(
+      "# cp_layer_bench: hidden %" PRId64 ", %" PRId64 " heads of %" PRId64 ", b %" PRId64
+      ", tile %" PRId64 ", fp32; cap %s = %" PRId64 " bytes (%.0f MiB); cores %u; transfers %s%s\n",
+      kHeads * kHeadDim, kHeads, kHeadDim, kBatch, kTile, layers::cp::kMemoryCapFlag, flags.cap,
+      MiB(flags.cap), std::thread::hardware_concurrency(),
+      flags.inline_transfers ? "inline" : "on transfer threads",
+      flags.link_gbps > 0 ? absl::StrCat(", emulated link ", flags.link_gbps, " GB/s").c_str()
+                          : "");
+  std::printf(
+      "| seq | CP | s/CP | shard MiB | state MiB | vs CP=1 | fwd s | bwd s | step s | "
+      "step vs CP=1 | compute s (all ranks) | wait s | hidden fwd | hidden bwd | "
+      "result |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::fflush(stdout);
   for (int64_t seq : flags.seqs) {
@@ -324,22 +325,23 @@ int Main(int argc, char** argv) {
       const double step = row.fwd_s + row.bwd_s;
       if (cp == 1 && row.fits && row.error.empty()) base_step = step;
       const std::string mem_ratio =
-          base_bytes > 0 ? absl::StrCat(static_cast<double>(row.shard_bytes) / base_bytes)
-                         : "-";
+          base_bytes > 0 ? absl::StrCat(static_cast<double>(row.shard_bytes) / base_bytes) : "-";
       if (row.fits && row.error.empty() && flags.no_compute) {
-        std::printf("| %" PRId64 " | %" PRId64 " | %" PRId64 " | %.1f | %.1f | %s | - | - | - | "
+        std::printf("| %" PRId64 " | %" PRId64 " | %" PRId64
+                    " | %.1f | %.1f | %s | - | - | - | "
                     "- | - | - | - | - | fits the cap (not run: --no-compute) |\n",
                     seq, cp, seq / cp, MiB(row.shard_bytes), MiB(row.state_bytes),
                     mem_ratio.c_str());
       } else if (!row.fits || !row.error.empty()) {
-        std::printf("| %" PRId64 " | %" PRId64 " | %" PRId64 " | %.1f | %.1f | %s | - | - | - | "
+        std::printf("| %" PRId64 " | %" PRId64 " | %" PRId64
+                    " | %.1f | %.1f | %s | - | - | - | "
                     "- | - | - | - | - | %s: %s |\n",
                     seq, cp, seq / cp, MiB(row.shard_bytes), MiB(row.state_bytes),
-                    mem_ratio.c_str(), row.fits ? "FAILED" : "OUT OF MEMORY",
-                    row.error.c_str());
+                    mem_ratio.c_str(), row.fits ? "FAILED" : "OUT OF MEMORY", row.error.c_str());
       } else {
         const std::string step_ratio = base_step > 0 ? absl::StrCat(step / base_step) : "-";
-        std::printf("| %" PRId64 " | %" PRId64 " | %" PRId64 " | %.1f | %.1f | %s | %.2f | %.2f "
+        std::printf("| %" PRId64 " | %" PRId64 " | %" PRId64
+                    " | %.1f | %.1f | %s | %.2f | %.2f "
                     "| %.2f | %s | %.2f | %.3f | %.3f | %.3f | ok |\n",
                     seq, cp, seq / cp, MiB(row.shard_bytes), MiB(row.state_bytes),
                     mem_ratio.c_str(), row.fwd_s, row.bwd_s, step, step_ratio.c_str(),
