@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# examples/train_kjv_moe.sh: the KJV job (examples/train_kjv.sh) with a Mixture-of-Experts
+# GPT: 8 experts, top-2 routing, a MoE MLP on every other layer, Megatron's aux loss
+# (1e-2) and z-loss (1e-3), dropless. The log shows load_balancing_loss and z_loss after
+# lm loss, and one line per MoE layer with the tokens each expert got, the max/mean load
+# and the dropped tokens (docs/MOE.md).
+#   bash examples/train_kjv_moe.sh                                   # one device
+#   NPROC=8 OUT=out/kjv_moe_8proc bash examples/train_kjv_moe.sh \
+#     --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
+#     --sequence-parallel --micro-batch-size 4                       # TP2 x PP2 x DP2, 8 processes
+# Expert parallelism (--expert-model-parallel-size > 1) is not in this version: every rank
+# holds all experts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export OUT=${OUT:-out/kjv_moe}
+exec bash examples/train_kjv.sh \
+  --num-experts 8 --moe-router-topk 2 --moe-layer-freq 2 --moe-ffn-hidden-size 512 \
+  --moe-aux-loss-coeff 1e-2 --moe-z-loss-coeff 1e-3 "$@"
