@@ -302,6 +302,32 @@ TEST_CASE(
   }
 }
 
+// The check through the real transport: one layer's attention at seq 4096 with
+// CP = 4 (b = 1, 4 query heads in 2 groups, hn = 64, tile 128) against the unsharded fp32
+// kernel, plain causal and document-masked; Tol(16) over s / tile = 32 key tiles as in
+// ring_attention_test's seq-4096 case.
+TEST_CASE("cp attention: seq 4096, CP 4 over the hub against the unsharded kernel",
+          "[cp_attention]") {
+  const Shape sh{1, 4, 2, 4096, 64};
+  const int64_t cp = 4, tile = 128;
+  for (bool docs : {false, true}) {
+    const Inputs in = MakeInputs(sh, cp, docs, docs ? 61 : 51);
+    const Threaded got = RunThreaded(sh, cp, tile, in);
+    const Result ref = Unsharded(sh, in);
+    const double tol = Tol(16, static_cast<double>(sh.s) / tile);
+    const double e_out = MaxRelToMax(got.result.out, ref.out);
+    const double e_dq = MaxRelToMax(got.result.dq, ref.dq);
+    const double e_dk = MaxRelToMax(got.result.dk, ref.dk);
+    const double e_dv = MaxRelToMax(got.result.dv, ref.dv);
+    WARN("seq 4096 cp 4 docs " << docs << ": out " << e_out << " dq " << e_dq << " dk " << e_dk
+                               << " dv " << e_dv << " (tol " << tol << ")");
+    CHECK(e_out < tol);
+    CHECK(e_dq < tol);
+    CHECK(e_dk < tol);
+    CHECK(e_dv < tol);
+  }
+}
+
 // Executor: one background thread running the hub's compute-and-notify steps, so
 // transfers complete (and `done` fires) on a thread that is neither sender nor receiver.
 class Executor {
