@@ -17,6 +17,8 @@
 //   xp2p        GB/s over the p2p row's GB/s: every rank Sends its mean cross-rank bytes to
 //               (r + 1) % P while receiving from (r - 1) % P, on the same transport
 //   imb         expert: max / mean rows per expert; rank: max / mean rows received per rank
+//   (1/node)    hierarchical with one rank per node: every rank is a leader, so it is a
+//               pairwise Send/Recv all-to-all (copies run on every rank's thread in-process)
 //   fresh       the caller drops its results instead of Recycle()-ing them
 //   x-node      messages crossing node boundaries per iteration (hierarchical: counted by
 //               CountingCommunicator; all-to-all and all-gather: one per ordered rank pair
@@ -129,7 +131,7 @@ struct Measured {
 };
 
 Measured DispatchSeconds(const Config& c, const RankContext& ctx,
-                         const transport::ProcessGroup& g, const std::string& type,
+                         const transport::ProcessGroup& g, const std::string& type, int rpn,
                          bool recycle, const std::vector<testing::RankInput>& inputs) {
   Measured m;
   CountingCommunicator comm(ctx.comm);
@@ -137,7 +139,7 @@ Measured DispatchSeconds(const Config& c, const RankContext& ctx,
   o.comm = &comm;
   o.ep_group = g;
   o.num_experts = c.experts;
-  auto disp = CreateTokenDispatcher(type, o, c.rpn);
+  auto disp = CreateTokenDispatcher(type, o, rpn);
   if (!disp.ok()) {
     m.error = disp.status().ToString();
     return m;
@@ -212,9 +214,17 @@ std::string RankProgram(const Config& c, const RankContext& ctx, const char* tra
       std::printf("  %-34s %12s %9.2f %7.2f %8s\n", "p2p Send/Recv ring", "-", p2p, 1.0, "-");
     }
     double a2a = 0;
-    for (auto [type, recycle] : {std::pair{"alltoall", false}, std::pair{"alltoall", true},
-                                 std::pair{"hierarchical", true}, std::pair{"allgather", true}}) {
-      Measured m = DispatchSeconds(c, ctx, g, type, recycle, inputs);
+    struct Path {
+      const char* type;
+      int rpn;
+      bool recycle;
+    };
+    for (const Path& path : {Path{"alltoall", c.rpn, false}, Path{"alltoall", c.rpn, true},
+                             Path{"hierarchical", c.rpn, true}, Path{"hierarchical", 1, true},
+                             Path{"allgather", c.rpn, true}}) {
+      const char* type = path.type;
+      const bool recycle = path.recycle;
+      Measured m = DispatchSeconds(c, ctx, g, type, path.rpn, recycle, inputs);
       if (!m.error.empty()) return absl::StrCat(type, ": ", m.error);
       // Cross-node messages: hierarchical counted (leaders only send across: sum over
       // ranks = this rank's count times the number of nodes when rank 0 is a leader).
@@ -223,7 +233,9 @@ std::string RankProgram(const Config& c, const RankContext& ctx, const char* tra
         for (int b = 0; b < c.ep; ++b) pairs += a / c.rpn != b / c.rpn;
       }
       const int64_t nodes = (c.ep + c.rpn - 1) / c.rpn;
-      const int64_t x_node = std::string(type) == "hierarchical"
+      // Hierarchical with fewer ranks per node than the reported layout is the pairwise
+      // p2p all-to-all (every rank a leader): count it like the collectives.
+      const int64_t x_node = std::string(type) == "hierarchical" && path.rpn == c.rpn
                                  ? m.cross_node_messages * nodes
                                  : 3 * pairs;  // count all-gather + rows + rows back
       const double tokens_per_s = static_cast<double>(total_rows) * c.iters / m.seconds;
@@ -231,7 +243,7 @@ std::string RankProgram(const Config& c, const RankContext& ctx, const char* tra
       if (std::string(type) == "alltoall" && recycle) a2a = tokens_per_s;
       if (print) {
         std::string name =
-            std::string(type) == "hierarchical" ? absl::StrCat(type, "(", c.rpn, "/node)") : type;
+            std::string(type) == "hierarchical" ? absl::StrCat(type, "(", path.rpn, "/node)") : type;
         if (!recycle) name += ", fresh buffers";
         std::printf("  %-34s %12.0f %9.2f %7.2f %8lld", name.c_str(), tokens_per_s, gbps,
                     gbps / p2p, static_cast<long long>(x_node));
