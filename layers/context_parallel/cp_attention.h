@@ -124,7 +124,9 @@ class ContextParallelAttention {
   // needs all of them). times (optional) receives this call's timings.
   // Errors: RingAttentionForward's (InvalidArgument for null inputs, bad doc_start);
   // transfer errors from the Communicator (prefixed with the ring step and message);
-  // DeadlineExceeded when a transfer does not complete within transfer_timeout.
+  // DeadlineExceeded when a transfer does not complete within transfer_timeout. A rank
+  // that fails before posting (e.g. a bad doc_start) leaves its peers waiting until their
+  // timeout: the supervisor ends the job on the first error.
   absl::Status Forward(const kernels::ExecContext& ctx, const float* q, const float* k,
                        const float* v, const int32_t* doc_start, float* out, float* lse,
                        CpAttentionTimes* times = nullptr);
