@@ -5,7 +5,8 @@
 // bit) and, for the hierarchical dispatcher as 2 nodes x 2 ranks, counts its own
 // cross-node messages: each leader exactly one count message and one row message to the
 // other leader per dispatch and one row message per combine; non-leaders none; no
-// collective spans the nodes.
+// collective spans the nodes. And a rank that never dispatches: the others get
+// DeadlineExceeded from the transport's timeout (through CollectiveWatchdog), not a hang.
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <string>
@@ -15,6 +16,7 @@
 #include "layers/moe/dispatch/counting_communicator.h"
 #include "layers/moe/dispatch/dispatch_testing.h"
 #include "layers/moe/dispatch/dispatcher_factory.h"
+#include "transport/collective_watchdog.h"
 #include "transport/rank_grid.h"
 #include "transport/ucx/multiprocess_testing.h"
 #include "transport/ucx/ucx_communicator.h"
@@ -129,6 +131,57 @@ TEST_CASE("4 processes over UCX: all dispatchers exact, hierarchical 2x2 message
     CHECK(results[r].text == "");
     CHECK(results[r].exit_code == 0);
     CHECK_FALSE(results[r].timed_out);
+  }
+}
+
+// RunAbsentRank: rank 3 never dispatches; ranks 0-2 must fail with DeadlineExceeded.
+std::string RunAbsentRank(int rank, int port, const char* type) {
+  setenv("UCX_TLS", "shm,tcp", 1);
+  setenv("UCX_NET_DEVICES", "lo", 1);
+  setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 1);
+  transport::ucx::RendezvousOptions rv;
+  rv.master_port = port;
+  rv.timeout = absl::Seconds(20);
+  UcxCommunicator::Options uo;
+  uo.timeout = absl::Milliseconds(500);
+  auto ucx = UcxCommunicator::Create(rv, rank, kWorld, uo);
+  if (!ucx.ok()) return ucx.status().ToString();
+  std::string error;
+  if (rank != 3) {
+    UcxCommunicator* comm = ucx->get();
+    transport::CollectiveWatchdog dog(
+        absl::Milliseconds(50), [comm](absl::Time t) { return comm->CheckTimeouts(t); },
+        [](std::vector<absl::Status>) {});
+    auto grid = transport::RankGrid::Create(kWorld, 1, 1, 1, kWorld);
+    DispatcherOptions o;
+    o.comm = comm;
+    o.ep_group = grid->ForRank(rank)->expert_model_parallel_group();
+    o.num_experts = 4;
+    auto disp = CreateTokenDispatcher(type, o, kRanksPerNode);
+    if (!disp.ok()) return disp.status().ToString();
+    std::vector<float> rows(4 * 8, 1.0f);
+    auto got = DispatchAndWait(**disp, rows.data(), 4, 8, {1, 1, 1, 1}, kWait);
+    if (got.status().code() != absl::StatusCode::kDeadlineExceeded) {
+      error = absl::StrCat(type, ": expected DEADLINE_EXCEEDED, got ", got.status().ToString());
+    }
+  }
+  absl::Status closed = (*ucx)->Close();
+  if (error.empty() && !closed.ok()) error = closed.ToString();
+  return error;
+}
+
+TEST_CASE("4 processes over UCX: a rank that never dispatches gives DeadlineExceeded") {
+  for (const char* type : {"alltoall", "hierarchical"}) {
+    INFO(type);
+    const int port = transport::ucx::FreeTcpPort();
+    std::vector<RankResult> results = transport::ucx::RunRanks(
+        kWorld, [port, type](int rank) { return RunAbsentRank(rank, port, type); },
+        absl::Seconds(60));
+    for (size_t r = 0; r < results.size(); ++r) {
+      INFO("rank " << r);
+      CHECK(results[r].text == "");
+      CHECK(results[r].exit_code == 0);
+    }
   }
 }
 
