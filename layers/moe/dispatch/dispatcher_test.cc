@@ -135,6 +135,7 @@ std::vector<Variant> AllVariants(int ep) {
   std::vector<Variant> v = {{Kind::kAllToAll}, {Kind::kAllGather}, {Kind::kHierarchical, 1}};
   if (ep >= 2) v.push_back({Kind::kHierarchical, 2});
   if (ep >= 4) v.push_back({Kind::kHierarchical, 4});
+  if (ep >= 4) v.push_back({Kind::kHierarchical, 3});  // uneven nodes: {0, 1, 2}, {3}
   return v;
 }
 
