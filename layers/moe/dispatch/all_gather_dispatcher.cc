@@ -43,7 +43,7 @@ void AllGatherDispatcher::MoveToExperts(std::shared_ptr<const DispatchLayout> la
   const DispatchLayout& l = *call->layout;
   const int me = ep_rank(), P = ep_size();
   const int64_t h = l.hidden(), tmax = l.MaxInputRows();
-  std::shared_ptr<internal::BufferPool> pool = pool_;
+  std::shared_ptr<BufferPool> pool = pool_;
   call->out = pool->Take(l.OutputRows(me) * h);
   const DispatcherOptions& o = options_;
   std::vector<internal::Step> steps;
@@ -88,7 +88,7 @@ void AllGatherDispatcher::MoveFromExperts(std::shared_ptr<const DispatchLayout> 
   const DispatchLayout& l = *call->layout;
   const int me = ep_rank(), P = ep_size();
   const int64_t h = l.hidden(), tmax = l.MaxInputRows();
-  std::shared_ptr<internal::BufferPool> pool = pool_;
+  std::shared_ptr<BufferPool> pool = pool_;
   const DispatcherOptions& o = options_;
   std::vector<internal::Step> steps;
   if (tmax > 0) {

@@ -58,7 +58,7 @@ void AllToAllDispatcher::MoveToExperts(std::shared_ptr<const DispatchLayout> lay
   ToExpertSplits(l, me, &call->to_experts_send, &call->to_experts_recv);
   const int64_t n = l.OutputRows(me) * l.hidden();
   const bool regroup = l.num_local_experts() > 1;
-  std::shared_ptr<internal::BufferPool> pool = pool_;
+  std::shared_ptr<BufferPool> pool = pool_;
   call->out = pool->Take(n);
   if (regroup) call->staging = pool->Take(n);
   const DispatcherOptions& o = options_;
@@ -98,7 +98,7 @@ void AllToAllDispatcher::MoveFromExperts(std::shared_ptr<const DispatchLayout> l
   // The reverse exchange: send what was received, receive what was sent.
   ToExpertSplits(l, me, &call->to_experts_send, &call->to_experts_recv);
   const bool regroup = l.num_local_experts() > 1;
-  std::shared_ptr<internal::BufferPool> pool = pool_;
+  std::shared_ptr<BufferPool> pool = pool_;
   call->out = pool->Take(l.InputRows(me) * l.hidden());
   const DispatcherOptions& o = options_;
   std::vector<internal::Step> steps;

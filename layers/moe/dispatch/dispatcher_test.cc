@@ -103,12 +103,16 @@ std::vector<std::string> RunScenario(const Variant& variant, int world, int ep, 
   for (int r = 0; r < world; ++r) {
     comms.push_back(std::make_unique<CountingCommunicator>(hub.ForRank(r)));
   }
+  // One pool for every rank's dispatcher (as one pool may serve all layers of a rank):
+  // exercises it from several threads at once.
+  auto pool = std::make_shared<BufferPool>();
   std::vector<std::string> reports = RunOnThreads(world, [&](int r) -> std::string {
     const ProcessGroup g = grid->ForRank(r)->expert_model_parallel_group();
     DispatcherOptions o;
     o.comm = comms[r].get();
     o.ep_group = g;
     o.num_experts = num_experts;
+    o.buffer_pool = pool;
     auto disp = Make(variant, o);
     if (!disp.ok()) return disp.status().ToString();
     const uint32_t group_seed = seed + 1000u * static_cast<uint32_t>(g.index);

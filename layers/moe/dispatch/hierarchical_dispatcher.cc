@@ -265,7 +265,7 @@ Direction FromExpertsDirection() {
 }
 
 void RunDirection(const DispatcherOptions& o, const NodeTopology& t,
-                  std::shared_ptr<internal::BufferPool> pool, int me,
+                  std::shared_ptr<BufferPool> pool, int me,
                   std::shared_ptr<const DispatchLayout> layout, const float* rows,
                   std::shared_ptr<const Direction> dir, RowsDone done) {
   auto call = std::make_shared<Call>();

@@ -48,7 +48,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "layers/moe/dispatch/dispatch_layout.h"
-#include "layers/moe/dispatch/internal/buffer_pool.h"
+#include "layers/moe/dispatch/buffer_pool.h"
 #include "layers/moe/dispatch/internal/step_chain.h"
 #include "transport/communicator.h"
 #include "transport/process_group.h"
@@ -66,6 +66,9 @@ struct DispatcherOptions {
   // executor: runs continuations between steps (an actor passes "send myself a message");
   // empty: inline on the completing thread.
   internal::Executor executor;
+  // buffer_pool: staging and output buffers; one pool can serve all dispatchers (MoE
+  // layers) of a rank. Null: the dispatcher makes its own (BufferPool defaults).
+  std::shared_ptr<BufferPool> buffer_pool;
 };
 
 // ValidateDispatcherOptions: InvalidArgument when comm is null, E < 1, E % P != 0, or
@@ -92,7 +95,8 @@ using LayoutDone = std::function<void(absl::StatusOr<std::shared_ptr<const Dispa
 class TokenDispatcher {
  public:
   explicit TokenDispatcher(DispatcherOptions options)
-      : options_(std::move(options)), pool_(std::make_shared<internal::BufferPool>()) {}
+      : options_(std::move(options)),
+        pool_(options_.buffer_pool ? options_.buffer_pool : std::make_shared<BufferPool>()) {}
   virtual ~TokenDispatcher() = default;
 
   // name: "alltoall", "allgather" or "hierarchical" (Megatron's
@@ -146,7 +150,7 @@ class TokenDispatcher {
 
   DispatcherOptions options_;
   // pool_: staging and output buffers (shared with in-flight calls).
-  std::shared_ptr<internal::BufferPool> pool_;
+  std::shared_ptr<BufferPool> pool_;
 };
 
 // DispatchAndWait, CombineAndWait, DispatchBackwardAndWait, CombineBackwardAndWait: the same calls, blocking the calling thread until
