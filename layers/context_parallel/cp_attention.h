@@ -88,7 +88,8 @@ struct CpAttentionTimes {
   void Add(const CpAttentionTimes& o);
 };
 
-// ContextParallelAttention: the attention of one layer on one CP rank.
+// ContextParallelAttention: the attention of one layer on one CP rank. Reusable for any
+// number of micro-batches; one call at a time (not thread-safe).
 class ContextParallelAttention {
  public:
   struct Options {
