@@ -111,10 +111,11 @@ double P2pSeconds(const Config& c, const RankContext& ctx, const transport::Proc
       --left;
     };
     ctx.comm->Send(g, (ctx.rank + 1) % c.ep, send.data(), n, transport::DataType::kFloat32, done);
-    ctx.comm->Recv(g, (ctx.rank + c.ep - 1) % c.ep, recv.data(), n,
-                   transport::DataType::kFloat32, done);
+    ctx.comm->Recv(g, (ctx.rank + c.ep - 1) % c.ep, recv.data(), n, transport::DataType::kFloat32,
+                   done);
     absl::MutexLock lock(&mu);
-    mu.Await(absl::Condition(+[](int* l) { return *l == 0; }, &left));
+    mu.Await(absl::Condition(
+        +[](int* l) { return *l == 0; }, &left));
   };
   once();
   ctx.barrier();
@@ -130,9 +131,9 @@ struct Measured {
   std::string error;
 };
 
-Measured DispatchSeconds(const Config& c, const RankContext& ctx,
-                         const transport::ProcessGroup& g, const std::string& type, int rpn,
-                         bool recycle, const std::vector<testing::RankInput>& inputs) {
+Measured DispatchSeconds(const Config& c, const RankContext& ctx, const transport::ProcessGroup& g,
+                         const std::string& type, int rpn, bool recycle,
+                         const std::vector<testing::RankInput>& inputs) {
   Measured m;
   CountingCommunicator comm(ctx.comm);
   DispatcherOptions o;
@@ -146,8 +147,7 @@ Measured DispatchSeconds(const Config& c, const RankContext& ctx,
   }
   const testing::RankInput& in = inputs[ctx.rank];
   auto once = [&](bool check) -> std::string {
-    auto got =
-        DispatchAndWait(**disp, in.rows.data(), in.num_rows, c.hidden, in.tokens_per_expert);
+    auto got = DispatchAndWait(**disp, in.rows.data(), in.num_rows, c.hidden, in.tokens_per_expert);
     if (!got.ok()) return got.status().ToString();
     auto back = CombineAndWait(**disp, got->layout, got->rows.data(),
                                static_cast<int64_t>(got->rows.size()) / c.hidden);
@@ -179,11 +179,12 @@ std::string RankProgram(const Config& c, const RankContext& ctx, const char* tra
   const transport::ProcessGroup g = grid->ForRank(ctx.rank)->expert_model_parallel_group();
   const bool print = ctx.rank == 0;
   if (print) {
-    std::printf("moe_dispatch_bench: %s, EP %d (%d ranks/node), %d experts, %lld rows x %lld "
-                "hidden fp32 per rank (%.1f MiB), %d iterations, %u hardware threads\n",
-                transport_name, c.ep, c.rpn, c.experts, static_cast<long long>(c.rows),
-                static_cast<long long>(c.hidden), c.rows * c.hidden * 4 / 1048576.0, c.iters,
-                std::thread::hardware_concurrency());
+    std::printf(
+        "moe_dispatch_bench: %s, EP %d (%d ranks/node), %d experts, %lld rows x %lld "
+        "hidden fp32 per rank (%.1f MiB), %d iterations, %u hardware threads\n",
+        transport_name, c.ep, c.rpn, c.experts, static_cast<long long>(c.rows),
+        static_cast<long long>(c.hidden), c.rows * c.hidden * 4 / 1048576.0, c.iters,
+        std::thread::hardware_concurrency());
   }
   for (auto [routing, rname] : {std::pair{testing::Routing::kUniform, "uniform"},
                                 std::pair{testing::Routing::kZipf, "zipf(1.2)"}}) {
@@ -206,10 +207,10 @@ std::string RankProgram(const Config& c, const RankContext& ctx, const char* tra
     const double p2p = static_cast<double>(std::max<int64_t>(p2p_bytes / 4, 1)) * 4 * c.ep *
                        c.iters / P2pSeconds(c, ctx, g, p2p_bytes) / 1e9;
     if (print) {
-      std::printf("\nrouting %s: expert imb %.2f, rank imb %.2f, %.1f MiB change rank per "
-                  "iteration\n",
-                  rname, testing::Imbalance(inputs, c.experts), rank_imb,
-                  moved_bytes / 1048576.0);
+      std::printf(
+          "\nrouting %s: expert imb %.2f, rank imb %.2f, %.1f MiB change rank per "
+          "iteration\n",
+          rname, testing::Imbalance(inputs, c.experts), rank_imb, moved_bytes / 1048576.0);
       std::printf("  %-34s %12s %9s %7s %8s\n", "path", "tokens/s", "GB/s", "xp2p", "x-node");
       std::printf("  %-34s %12s %9.2f %7.2f %8s\n", "p2p Send/Recv ring", "-", p2p, 1.0, "-");
     }
@@ -242,8 +243,9 @@ std::string RankProgram(const Config& c, const RankContext& ctx, const char* tra
       const double gbps = static_cast<double>(moved_bytes) * c.iters / m.seconds / 1e9;
       if (std::string(type) == "alltoall" && recycle) a2a = tokens_per_s;
       if (print) {
-        std::string name =
-            std::string(type) == "hierarchical" ? absl::StrCat(type, "(", path.rpn, "/node)") : type;
+        std::string name = std::string(type) == "hierarchical"
+                               ? absl::StrCat(type, "(", path.rpn, "/node)")
+                               : type;
         if (!recycle) name += ", fresh buffers";
         std::printf("  %-34s %12.0f %9.2f %7.2f %8lld", name.c_str(), tokens_per_s, gbps,
                     gbps / p2p, static_cast<long long>(x_node));
@@ -300,8 +302,9 @@ int RunUcx(const Config& c) {
         ctx.barrier = [&]() {
           float x = 0;
           absl::Notification n;
-          (*ucx)->AllReduceSum(world, &x, &x, 1,
-                               [&n](const transport::CollectiveInfo&, absl::Status) { n.Notify(); });
+          (*ucx)->AllReduceSum(
+              world, &x, &x, 1,
+              [&n](const transport::CollectiveInfo&, absl::Status) { n.Notify(); });
           n.WaitForNotification();
         };
         std::string e = RankProgram(c, ctx, "UCX (one process per rank)");

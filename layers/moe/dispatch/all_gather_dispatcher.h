@@ -54,8 +54,7 @@ class AllGatherDispatcher : public TokenDispatcher {
                        RowsDone done) override;
 
  private:
-  explicit AllGatherDispatcher(DispatcherOptions options)
-      : TokenDispatcher(std::move(options)) {}
+  explicit AllGatherDispatcher(DispatcherOptions options) : TokenDispatcher(std::move(options)) {}
 };
 
 }  // namespace mxmaca::layers::moe::dispatch

@@ -65,9 +65,9 @@ void AllToAllDispatcher::MoveToExperts(std::shared_ptr<const DispatchLayout> lay
   std::vector<internal::Step> steps;
   steps.push_back([call, rows, regroup, &o](internal::StepContext& ctx) {
     float* recv = regroup ? call->staging.data() : call->out.data();
-    o.comm->AllToAllV(o.ep_group, rows, call->to_experts_send.counts,
-                      call->to_experts_send.displs, recv, call->to_experts_recv.counts,
-                      call->to_experts_recv.displs, transport::DataType::kFloat32, ctx.Done());
+    o.comm->AllToAllV(o.ep_group, rows, call->to_experts_send.counts, call->to_experts_send.displs,
+                      recv, call->to_experts_recv.counts, call->to_experts_recv.displs,
+                      transport::DataType::kFloat32, ctx.Done());
     return absl::OkStatus();
   });
   if (regroup) {
@@ -110,9 +110,8 @@ void AllToAllDispatcher::MoveFromExperts(std::shared_ptr<const DispatchLayout> l
       ScatterExpertOutputs(l, me, rows, call->staging.data());
       send = call->staging.data();
     }
-    o.comm->AllToAllV(o.ep_group, send, call->to_experts_recv.counts,
-                      call->to_experts_recv.displs, call->out.data(),
-                      call->to_experts_send.counts, call->to_experts_send.displs,
+    o.comm->AllToAllV(o.ep_group, send, call->to_experts_recv.counts, call->to_experts_recv.displs,
+                      call->out.data(), call->to_experts_send.counts, call->to_experts_send.displs,
                       transport::DataType::kFloat32, ctx.Done());
     return absl::OkStatus();
   });

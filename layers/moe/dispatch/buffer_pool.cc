@@ -44,10 +44,10 @@ void BufferPool::Give(std::vector<float> buffer) {
               [](const std::vector<float>& a, const std::vector<float>& b) {
                 return a.capacity() > b.capacity();
               });
-    while (!free_.empty() &&
-           (held_bytes_ + bytes > max_bytes_ ||
-            static_cast<int>(free_.size()) + 1 > max_buffers_) &&
-           free_.back().capacity() < buffer.capacity()) {
+    while (
+        !free_.empty() &&
+        (held_bytes_ + bytes > max_bytes_ || static_cast<int>(free_.size()) + 1 > max_buffers_) &&
+        free_.back().capacity() < buffer.capacity()) {
       held_bytes_ -= Bytes(free_.back());
       evicted.push_back(std::move(free_.back()));
       free_.pop_back();

@@ -71,8 +71,7 @@ std::vector<PostedOp> CountingCommunicator::SpanningCollectives(int ranks_per_no
 }
 
 CollectiveInfo CountingCommunicator::AllReduceSum(const ProcessGroup& group, const float* send,
-                                                  float* recv, int64_t count,
-                                                  DoneCallback done) {
+                                                  float* recv, int64_t count, DoneCallback done) {
   Record(Collective(CollectiveOp::kAllReduce, DataType::kFloat32, rank(), count * 4, group));
   return inner_->AllReduceSum(group, send, recv, count, std::move(done));
 }
@@ -80,30 +79,28 @@ CollectiveInfo CountingCommunicator::AllReduceSum(const ProcessGroup& group, con
 CollectiveInfo CountingCommunicator::AllGather(const ProcessGroup& group, const void* send,
                                                void* recv, int64_t count, DataType dtype,
                                                DoneCallback done) {
-  Record(Collective(CollectiveOp::kAllGather, dtype, rank(),
-                    count * transport::DataTypeSize(dtype), group));
+  Record(Collective(CollectiveOp::kAllGather, dtype, rank(), count * transport::DataTypeSize(dtype),
+                    group));
   return inner_->AllGather(group, send, recv, count, dtype, std::move(done));
 }
 
-CollectiveInfo CountingCommunicator::ReduceScatterSum(const ProcessGroup& group,
-                                                      const float* send, float* recv,
-                                                      int64_t recv_count, DoneCallback done) {
+CollectiveInfo CountingCommunicator::ReduceScatterSum(const ProcessGroup& group, const float* send,
+                                                      float* recv, int64_t recv_count,
+                                                      DoneCallback done) {
   Record(Collective(CollectiveOp::kReduceScatter, DataType::kFloat32, rank(),
                     recv_count * group.size() * 4, group));
   return inner_->ReduceScatterSum(group, send, recv, recv_count, std::move(done));
 }
 
 CollectiveInfo CountingCommunicator::Broadcast(const ProcessGroup& group, int root, void* buffer,
-                                               int64_t count, DataType dtype,
-                                               DoneCallback done) {
-  Record(Collective(CollectiveOp::kBroadcast, dtype, rank(),
-                    count * transport::DataTypeSize(dtype), group));
+                                               int64_t count, DataType dtype, DoneCallback done) {
+  Record(Collective(CollectiveOp::kBroadcast, dtype, rank(), count * transport::DataTypeSize(dtype),
+                    group));
   return inner_->Broadcast(group, root, buffer, count, dtype, std::move(done));
 }
 
-CollectiveInfo CountingCommunicator::Send(const ProcessGroup& group, int peer,
-                                          const void* buffer, int64_t count, DataType dtype,
-                                          DoneCallback done) {
+CollectiveInfo CountingCommunicator::Send(const ProcessGroup& group, int peer, const void* buffer,
+                                          int64_t count, DataType dtype, DoneCallback done) {
   PostedOp p;
   p.op = CollectiveOp::kSend;
   p.dtype = dtype;
@@ -127,17 +124,16 @@ CollectiveInfo CountingCommunicator::Recv(const ProcessGroup& group, int peer, v
 
 CollectiveInfo CountingCommunicator::AllToAllV(const ProcessGroup& group, const void* send,
                                                const std::vector<int64_t>& send_counts,
-                                               const std::vector<int64_t>& send_displs,
-                                               void* recv,
+                                               const std::vector<int64_t>& send_displs, void* recv,
                                                const std::vector<int64_t>& recv_counts,
                                                const std::vector<int64_t>& recv_displs,
                                                DataType dtype, DoneCallback done) {
   int64_t total = 0;
   for (int64_t c : send_counts) total += c;
-  Record(Collective(CollectiveOp::kAllToAllV, dtype, rank(),
-                    total * transport::DataTypeSize(dtype), group));
-  return inner_->AllToAllV(group, send, send_counts, send_displs, recv, recv_counts,
-                           recv_displs, dtype, std::move(done));
+  Record(Collective(CollectiveOp::kAllToAllV, dtype, rank(), total * transport::DataTypeSize(dtype),
+                    group));
+  return inner_->AllToAllV(group, send, send_counts, send_displs, recv, recv_counts, recv_displs,
+                           dtype, std::move(done));
 }
 
 }  // namespace mxmaca::layers::moe::dispatch

@@ -23,10 +23,10 @@ namespace mxmaca::layers::moe::dispatch {
 struct PostedOp {
   transport::CollectiveOp op = transport::CollectiveOp::kSend;
   transport::DataType dtype = transport::DataType::kFloat32;
-  int src = -1;               // global rank that posted
-  int dst = -1;               // send/recv: global rank of the peer; collectives: -1
-  int64_t bytes = 0;          // bytes this rank sends (send: the message; recv: 0)
-  std::vector<int> group;     // collectives: the group's global ranks
+  int src = -1;            // global rank that posted
+  int dst = -1;            // send/recv: global rank of the peer; collectives: -1
+  int64_t bytes = 0;       // bytes this rank sends (send: the message; recv: 0)
+  std::vector<int> group;  // collectives: the group's global ranks
 };
 
 // CountingCommunicator: forwards to `inner` (not owned) and records. Thread-safe.
@@ -54,11 +54,11 @@ class CountingCommunicator : public transport::Communicator {
   transport::CollectiveInfo ReduceScatterSum(const transport::ProcessGroup& group,
                                              const float* send, float* recv, int64_t recv_count,
                                              transport::DoneCallback done) override;
-  transport::CollectiveInfo Broadcast(const transport::ProcessGroup& group, int root,
-                                      void* buffer, int64_t count, transport::DataType dtype,
+  transport::CollectiveInfo Broadcast(const transport::ProcessGroup& group, int root, void* buffer,
+                                      int64_t count, transport::DataType dtype,
                                       transport::DoneCallback done) override;
-  transport::CollectiveInfo Send(const transport::ProcessGroup& group, int peer,
-                                 const void* buffer, int64_t count, transport::DataType dtype,
+  transport::CollectiveInfo Send(const transport::ProcessGroup& group, int peer, const void* buffer,
+                                 int64_t count, transport::DataType dtype,
                                  transport::DoneCallback done) override;
   transport::CollectiveInfo Recv(const transport::ProcessGroup& group, int peer, void* buffer,
                                  int64_t count, transport::DataType dtype,

@@ -24,9 +24,9 @@ std::vector<int64_t> MakeCountHeader(bool valid, int64_t hidden,
 }
 
 absl::Status ValidateLocalInput(const float* rows, int64_t num_rows, int64_t hidden,
-                                const std::vector<int64_t>& tokens_per_expert,
-                                int num_experts) {
-  if (hidden < 1) return absl::InvalidArgumentError(absl::StrCat("hidden size is ", hidden, ", expected >= 1"));
+                                const std::vector<int64_t>& tokens_per_expert, int num_experts) {
+  if (hidden < 1)
+    return absl::InvalidArgumentError(absl::StrCat("hidden size is ", hidden, ", expected >= 1"));
   if (num_rows < 0) {
     return absl::InvalidArgumentError(absl::StrCat("num_rows is ", num_rows, ", expected >= 0"));
   }
@@ -38,14 +38,14 @@ absl::Status ValidateLocalInput(const float* rows, int64_t num_rows, int64_t hid
   int64_t sum = 0;
   for (int e = 0; e < num_experts; ++e) {
     if (tokens_per_expert[e] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("tokens_per_expert[", e, "] is ",
-                                                     tokens_per_expert[e], ", expected >= 0"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tokens_per_expert[", e, "] is ", tokens_per_expert[e], ", expected >= 0"));
     }
     sum += tokens_per_expert[e];
   }
   if (sum != num_rows) {
-    return absl::InvalidArgumentError(absl::StrCat("tokens_per_expert sums to ", sum,
-                                                   " but num_rows is ", num_rows));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokens_per_expert sums to ", sum, " but num_rows is ", num_rows));
   }
   if (num_rows > 0 && rows == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("rows is null with num_rows ", num_rows));
@@ -105,8 +105,8 @@ absl::StatusOr<DispatchLayout> DispatchLayout::Create(int ep_size, int num_exper
     for (int e = 0; e < E; ++e) {
       const int64_t c = headers[s * width + kCountHeaderExtra + e];
       if (c < 0) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "MoE dispatch: EP rank ", s, " sent tokens_per_expert[", e, "] = ", c));
+        return absl::FailedPreconditionError(
+            absl::StrCat("MoE dispatch: EP rank ", s, " sent tokens_per_expert[", e, "] = ", c));
       }
       layout.counts_[static_cast<size_t>(s) * E + e] = c;
       layout.input_offsets_[static_cast<size_t>(s) * (E + 1) + e] = offset;
@@ -173,8 +173,9 @@ std::string DispatchLayout::DebugString() const {
   std::vector<std::string> rows;
   for (int s = 0; s < ep_size_; ++s) {
     rows.push_back(absl::StrCat(
-        "[", absl::StrJoin(counts_.begin() + static_cast<size_t>(s) * num_experts_,
-                           counts_.begin() + static_cast<size_t>(s + 1) * num_experts_, ","),
+        "[",
+        absl::StrJoin(counts_.begin() + static_cast<size_t>(s) * num_experts_,
+                      counts_.begin() + static_cast<size_t>(s + 1) * num_experts_, ","),
         "]"));
   }
   return absl::StrCat("DispatchLayout(P=", ep_size_, ", E=", num_experts_, ", h=", hidden_,

@@ -55,8 +55,7 @@ std::vector<int64_t> MakeCountHeader(bool valid, int64_t hidden,
 //   tokens_per_expert  [num_experts] int64, >= 0, summing to num_rows
 // Errors: InvalidArgument naming the field, index and value.
 absl::Status ValidateLocalInput(const float* rows, int64_t num_rows, int64_t hidden,
-                                const std::vector<int64_t>& tokens_per_expert,
-                                int num_experts);
+                                const std::vector<int64_t>& tokens_per_expert, int num_experts);
 
 // DispatchLayout: the gathered counts of every EP rank and the offsets derived from them.
 // Immutable after Create; every EP rank builds the same matrix, so all agree on every

@@ -52,16 +52,16 @@ std::string Run(const transport::ucx::LaunchEnv& env, transport::Communicator* u
   for (const char* type : {"alltoall", "allgather", "hierarchical"}) {
     auto disp = CreateTokenDispatcher(type, o, ranks_per_node);
     if (!disp.ok()) return disp.status().ToString();
-    std::vector<testing::RankInput> inputs = testing::MakeInputs(
-        world, o.num_experts, h, 100, 400, testing::Routing::kZipf, ++seed);
+    std::vector<testing::RankInput> inputs =
+        testing::MakeInputs(world, o.num_experts, h, 100, 400, testing::Routing::kZipf, ++seed);
     std::string e = testing::CheckOneRank(**disp, inputs, o.num_experts, h, rank, seed, kWait);
     if (!e.empty()) return e;
   }
   // Hierarchical: count one dispatch and one combine.
   auto disp = CreateTokenDispatcher("hierarchical", o, ranks_per_node);
   if (!disp.ok()) return disp.status().ToString();
-  std::vector<testing::RankInput> inputs = testing::MakeInputs(
-      world, o.num_experts, h, 200, 400, testing::Routing::kUniform, 77);
+  std::vector<testing::RankInput> inputs =
+      testing::MakeInputs(world, o.num_experts, h, 200, 400, testing::Routing::kUniform, 77);
   const testing::RankInput& in = inputs[rank];
   comm.Clear();
   auto got = DispatchAndWait(**disp, in.rows.data(), in.num_rows, h, in.tokens_per_expert, kWait);
@@ -83,8 +83,7 @@ std::string Run(const transport::ucx::LaunchEnv& env, transport::Communicator* u
                    const char* phase) -> std::string {
     const size_t expected = leader ? kinds.size() * (nodes - 1) : 0;
     if (sends.size() != expected) {
-      return absl::StrCat(phase, ": ", sends.size(), " messages across nodes, expected ",
-                          expected);
+      return absl::StrCat(phase, ": ", sends.size(), " messages across nodes, expected ", expected);
     }
     for (int k = 0; k < nodes && leader; ++k) {
       if (k == node) continue;
@@ -107,8 +106,8 @@ std::string Run(const transport::ucx::LaunchEnv& env, transport::Communicator* u
     for (const PostedOp& p : *sends) row_bytes += p.dtype == DataType::kFloat32 ? p.bytes : 0;
   }
   *summary = absl::StrCat("hierarchical across nodes: dispatch ", dispatch_sends.size(),
-                          " messages, combine ", combine_sends.size(), " messages, ",
-                          row_bytes, " row bytes");
+                          " messages, combine ", combine_sends.size(), " messages, ", row_bytes,
+                          " row bytes");
   return "";
 }
 
@@ -140,21 +139,19 @@ int main(int argc, char** argv) {
   }
   transport::ucx::UcxCommunicator::Options options;
   options.timeout = absl::Seconds(60);
-  auto comm = transport::ucx::UcxCommunicator::CreateFromLaunchEnv(*env, absl::Seconds(30),
-                                                                    options);
+  auto comm =
+      transport::ucx::UcxCommunicator::CreateFromLaunchEnv(*env, absl::Seconds(30), options);
   if (!comm.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", env->rank, comm.status().ToString().c_str());
     return 1;
   }
   std::string summary;
-  std::string error =
-      layers::moe::dispatch::Run(*env, comm->get(), ranks_per_node, &summary);
+  std::string error = layers::moe::dispatch::Run(*env, comm->get(), ranks_per_node, &summary);
   absl::Status closed = (*comm)->Close();
   if (!error.empty() || !closed.ok()) {
     std::fprintf(stderr, "rank %d: %s %s\n", env->rank, error.c_str(), closed.ToString().c_str());
     return 1;
   }
-  std::printf("rank %d of %d: dispatchers ok; %s\n", env->rank, env->world_size,
-              summary.c_str());
+  std::printf("rank %d of %d: dispatchers ok; %s\n", env->rank, env->world_size, summary.c_str());
   return 0;
 }

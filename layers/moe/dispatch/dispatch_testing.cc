@@ -53,7 +53,7 @@ std::vector<RankInput> MakeInputs(int ep_size, int num_experts, int64_t hidden, 
     in.rows.resize(in.num_rows * hidden);
     for (float& x : in.rows) {
       const uint32_t u = gen() % 64;
-      x = u == 0 ? -0.0f
+      x = u == 0   ? -0.0f
           : u == 1 ? std::numeric_limits<float>::infinity()
           : u == 2 ? -std::numeric_limits<float>::infinity()
                    : value(gen);

@@ -20,8 +20,9 @@ absl::StatusOr<std::unique_ptr<TokenDispatcher>> Upcast(absl::StatusOr<std::uniq
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TokenDispatcher>> CreateTokenDispatcher(
-    absl::string_view type, DispatcherOptions options, int ranks_per_node) {
+absl::StatusOr<std::unique_ptr<TokenDispatcher>> CreateTokenDispatcher(absl::string_view type,
+                                                                       DispatcherOptions options,
+                                                                       int ranks_per_node) {
   if (type == "alltoall") return Upcast(AllToAllDispatcher::Create(std::move(options)));
   if (type == "allgather") return Upcast(AllGatherDispatcher::Create(std::move(options)));
   if (type == "hierarchical") {

@@ -17,8 +17,9 @@ namespace mxmaca::layers::moe::dispatch {
 // "hierarchical" (HierarchicalDispatcher; ours, uses ranks_per_node >= 1; the others
 // ignore it). Errors: InvalidArgument for another name (Megatron's "flex", DeepEP, is not
 // implemented; the message lists the valid names) and the dispatcher's own Create errors.
-absl::StatusOr<std::unique_ptr<TokenDispatcher>> CreateTokenDispatcher(
-    absl::string_view type, DispatcherOptions options, int ranks_per_node = 1);
+absl::StatusOr<std::unique_ptr<TokenDispatcher>> CreateTokenDispatcher(absl::string_view type,
+                                                                       DispatcherOptions options,
+                                                                       int ranks_per_node = 1);
 
 }  // namespace mxmaca::layers::moe::dispatch
 

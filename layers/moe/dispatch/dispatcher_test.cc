@@ -24,8 +24,8 @@
 #include "layers/moe/dispatch/all_gather_dispatcher.h"
 #include "layers/moe/dispatch/all_to_all_dispatcher.h"
 #include "layers/moe/dispatch/counting_communicator.h"
-#include "layers/moe/dispatch/dispatcher_factory.h"
 #include "layers/moe/dispatch/dispatch_testing.h"
+#include "layers/moe/dispatch/dispatcher_factory.h"
 #include "layers/moe/dispatch/hierarchical_dispatcher.h"
 #include "transport/collective_watchdog.h"
 #include "transport/inprocess_communicator.h"
@@ -64,8 +64,7 @@ struct Variant {
   }
 };
 
-absl::StatusOr<std::unique_ptr<TokenDispatcher>> Make(const Variant& v,
-                                                      DispatcherOptions options) {
+absl::StatusOr<std::unique_ptr<TokenDispatcher>> Make(const Variant& v, DispatcherOptions options) {
   const char* type = v.kind == Kind::kAllToAll    ? "alltoall"
                      : v.kind == Kind::kAllGather ? "allgather"
                                                   : "hierarchical";
@@ -92,9 +91,8 @@ void RequireAllEmpty(const std::vector<std::string>& reports) {
 // made from `seed`; returns the ranks' reports. `counters` (optional) receives each
 // rank's CountingCommunicator records.
 std::vector<std::string> RunScenario(const Variant& variant, int world, int ep, int num_experts,
-                                     int64_t h, int64_t min_rows, int64_t max_rows,
-                                     Routing routing, uint32_t seed,
-                                     const std::vector<int>& empty_ranks = {},
+                                     int64_t h, int64_t min_rows, int64_t max_rows, Routing routing,
+                                     uint32_t seed, const std::vector<int>& empty_ranks = {},
                                      std::vector<std::vector<PostedOp>>* counters = nullptr) {
   auto grid = RankGrid::Create(world, /*tp=*/world / ep, /*pp=*/1, /*cp=*/1, ep);
   if (!grid.ok()) return {grid.status().ToString()};
@@ -411,8 +409,7 @@ TEST_CASE("options are validated") {
   o.comm = hub.ForRank(2);  // endpoint of another rank
   CHECK(AllGatherDispatcher::Create(o).status().code() == absl::StatusCode::kInvalidArgument);
   o.comm = hub.ForRank(1);
-  CHECK(HierarchicalDispatcher::Create(o, 0).status().code() ==
-        absl::StatusCode::kInvalidArgument);
+  CHECK(HierarchicalDispatcher::Create(o, 0).status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(HierarchicalDispatcher::Create(o, 2).ok());
   auto flex = CreateTokenDispatcher("flex", o);
   CHECK(flex.status().code() == absl::StatusCode::kInvalidArgument);

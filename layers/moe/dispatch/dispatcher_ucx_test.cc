@@ -99,8 +99,7 @@ std::string RunRank(int rank, int port) {
         testing::MakeInputs(kWorld, 8, h, 50, 200, testing::Routing::kUniform, 999);
     comm.Clear();
     const testing::RankInput& in = inputs[rank];
-    auto got = DispatchAndWait(**disp, in.rows.data(), in.num_rows, h, in.tokens_per_expert,
-                               kWait);
+    auto got = DispatchAndWait(**disp, in.rows.data(), in.num_rows, h, in.tokens_per_expert, kWait);
     if (!got.ok()) return got.status().ToString();
     error = CheckCrossNode(comm.CrossNodeSends(kRanksPerNode), rank,
                            {DataType::kInt64, DataType::kFloat32}, "dispatch");
@@ -112,8 +111,8 @@ std::string RunRank(int rank, int port) {
       auto back = CombineAndWait(**disp, got->layout, got->rows.data(),
                                  static_cast<int64_t>(got->rows.size()) / h, kWait);
       if (!back.ok()) return back.status().ToString();
-      error = CheckCrossNode(comm.CrossNodeSends(kRanksPerNode), rank, {DataType::kFloat32},
-                             "combine");
+      error =
+          CheckCrossNode(comm.CrossNodeSends(kRanksPerNode), rank, {DataType::kFloat32}, "combine");
       if (error.empty()) error = testing::FirstDifference(*back, in.rows, "combine");
     }
   }

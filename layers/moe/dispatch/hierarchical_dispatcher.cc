@@ -14,9 +14,8 @@ using transport::DataType;
 absl::StatusOr<NodeTopology> NodeTopology::Create(const transport::ProcessGroup& group,
                                                   int ranks_per_node) {
   if (ranks_per_node < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("MoE hierarchical dispatcher: ranks_per_node is ", ranks_per_node,
-                     ", expected >= 1"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MoE hierarchical dispatcher: ranks_per_node is ", ranks_per_node, ", expected >= 1"));
   }
   NodeTopology t;
   int last_node_id = -1;
@@ -51,8 +50,8 @@ void CopyRows(float* dst, const float* src, int64_t rows, int64_t h) {
 // MessagePlan: where block (s, d) sits in the message between node(s) and node(d) (rows),
 // and each ordered node pair's message size (rows). Same in both directions.
 struct MessagePlan {
-  std::vector<int64_t> block_offset;   // [P * P], index s * P + d
-  std::vector<int64_t> message_rows;   // [K * K], index a * K + b (sources a, dests b)
+  std::vector<int64_t> block_offset;  // [P * P], index s * P + d
+  std::vector<int64_t> message_rows;  // [K * K], index a * K + b (sources a, dests b)
 };
 
 MessagePlan PlanMessages(const DispatchLayout& l, const NodeTopology& t) {
@@ -125,8 +124,7 @@ void HierarchicalDispatcher::ExchangeCounts(std::vector<int64_t> header, LayoutD
       o.comm->Send(o.ep_group, t.leader(k), st->matrix.data() + mine.front() * W,
                    static_cast<int64_t>(mine.size()) * W, DataType::kInt64, ctx.Done());
       o.comm->Recv(o.ep_group, t.leader(k), st->matrix.data() + t.members[k].front() * W,
-                   static_cast<int64_t>(t.members[k].size()) * W, DataType::kInt64,
-                   ctx.Done());
+                   static_cast<int64_t>(t.members[k].size()) * W, DataType::kInt64, ctx.Done());
     }
     return absl::OkStatus();
   });
@@ -210,9 +208,9 @@ Direction ToExpertsDirection() {
         if (t.node_of[s] == my_node) {
           src = c.member_rows[s] + l.InputOffset(s, e) * h;
         } else {
-          src = c.from_node[t.node_of[s]].data() +
-                (c.plan.block_offset[s * P + d] + l.InputOffset(s, e) - l.InputOffset(s, d * L)) *
-                    h;
+          src =
+              c.from_node[t.node_of[s]].data() +
+              (c.plan.block_offset[s * P + d] + l.InputOffset(s, e) - l.InputOffset(s, d * L)) * h;
         }
         CopyRows(dst + l.OutputOffset(s, e) * h, src, rows, h);
       }
@@ -298,8 +296,7 @@ void RunDirection(const DispatcherOptions& o, const NodeTopology& t,
     return absl::OkStatus();
   });
   // 2: one message per ordered pair of leaders.
-  steps.push_back([call, dir, pool, &o, &t, me, my_node, leader, h,
-                   K](internal::StepContext& ctx) {
+  steps.push_back([call, dir, pool, &o, &t, me, my_node, leader, h, K](internal::StepContext& ctx) {
     if (me != leader) return absl::OkStatus();
     call->to_node.resize(K);
     call->from_node.resize(K);
@@ -309,11 +306,9 @@ void RunDirection(const DispatcherOptions& o, const NodeTopology& t,
       dir->pack(*call, t, my_node, k, call->to_node[k].data());
       call->from_node[k] = pool->Take(dir->message_rows(call->plan, k, my_node, K) * h);
       o.comm->Send(o.ep_group, t.leader(k), call->to_node[k].data(),
-                   static_cast<int64_t>(call->to_node[k].size()), DataType::kFloat32,
-                   ctx.Done());
+                   static_cast<int64_t>(call->to_node[k].size()), DataType::kFloat32, ctx.Done());
       o.comm->Recv(o.ep_group, t.leader(k), call->from_node[k].data(),
-                   static_cast<int64_t>(call->from_node[k].size()), DataType::kFloat32,
-                   ctx.Done());
+                   static_cast<int64_t>(call->from_node[k].size()), DataType::kFloat32, ctx.Done());
     }
     return absl::OkStatus();
   });
@@ -321,8 +316,8 @@ void RunDirection(const DispatcherOptions& o, const NodeTopology& t,
   steps.push_back([call, dir, pool, &o, &t, me, my_node, leader, h](internal::StepContext& ctx) {
     const DispatchLayout& l = *call->layout;
     if (me != leader) {
-      o.comm->Recv(o.ep_group, leader, call->out.data(),
-                   static_cast<int64_t>(call->out.size()), DataType::kFloat32, ctx.Done());
+      o.comm->Recv(o.ep_group, leader, call->out.data(), static_cast<int64_t>(call->out.size()),
+                   DataType::kFloat32, ctx.Done());
       return absl::OkStatus();
     }
     call->to_member.resize(l.ep_size());
@@ -331,8 +326,7 @@ void RunDirection(const DispatcherOptions& o, const NodeTopology& t,
       call->to_member[m] = pool->Take(dir->result_rows(l, m) * h);
       dir->assemble(*call, t, m, call->to_member[m].data());
       o.comm->Send(o.ep_group, m, call->to_member[m].data(),
-                   static_cast<int64_t>(call->to_member[m].size()), DataType::kFloat32,
-                   ctx.Done());
+                   static_cast<int64_t>(call->to_member[m].size()), DataType::kFloat32, ctx.Done());
     }
     dir->assemble(*call, t, me, call->out.data());
     return absl::OkStatus();
@@ -340,8 +334,8 @@ void RunDirection(const DispatcherOptions& o, const NodeTopology& t,
   internal::RunSteps(
       std::move(steps),
       [call, pool, done = std::move(done)](absl::Status status) {
-        for (auto* buffers : {&call->from_member, &call->to_node, &call->from_node,
-                              &call->to_member}) {
+        for (auto* buffers :
+             {&call->from_member, &call->to_node, &call->from_node, &call->to_member}) {
           for (std::vector<float>& b : *buffers) pool->Give(std::move(b));
           buffers->clear();
         }

@@ -62,8 +62,8 @@ class HierarchicalDispatcher : public TokenDispatcher {
  public:
   // Create: options as every dispatcher, plus ranks_per_node (>= 1: processes per node;
   // a launcher's --nproc-per-node). Errors: ValidateDispatcherOptions's, NodeTopology's.
-  static absl::StatusOr<std::unique_ptr<HierarchicalDispatcher>> Create(
-      DispatcherOptions options, int ranks_per_node);
+  static absl::StatusOr<std::unique_ptr<HierarchicalDispatcher>> Create(DispatcherOptions options,
+                                                                        int ranks_per_node);
 
   const char* name() const override { return "hierarchical"; }
   const NodeTopology& topology() const { return topology_; }

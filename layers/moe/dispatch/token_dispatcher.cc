@@ -13,8 +13,8 @@ absl::Status ValidateDispatcherOptions(const DispatcherOptions& options) {
   if (options.comm == nullptr) return absl::InvalidArgumentError("MoE dispatcher: comm is null");
   const transport::ProcessGroup& g = options.ep_group;
   if (g.size() < 1 || g.rank_in_group < 0 || g.rank_in_group >= g.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("MoE dispatcher: ep_group ", g.name(),
-                                                   " has ", g.size(), " ranks and rank_in_group ",
+    return absl::InvalidArgumentError(absl::StrCat("MoE dispatcher: ep_group ", g.name(), " has ",
+                                                   g.size(), " ranks and rank_in_group ",
                                                    g.rank_in_group));
   }
   if (options.num_experts < 1 || options.num_experts % g.size() != 0) {
@@ -23,47 +23,46 @@ absl::Status ValidateDispatcherOptions(const DispatcherOptions& options) {
                      " is not a positive multiple of --expert-model-parallel-size ", g.size()));
   }
   if (options.comm->rank() != g.global_rank()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "MoE dispatcher: communicator of rank ", options.comm->rank(), " but ep_group ",
-        g.name(), " is the view of rank ", g.global_rank()));
+    return absl::InvalidArgumentError(absl::StrCat("MoE dispatcher: communicator of rank ",
+                                                   options.comm->rank(), " but ep_group ", g.name(),
+                                                   " is the view of rank ", g.global_rank()));
   }
   return absl::OkStatus();
 }
 
 void TokenDispatcher::Dispatch(const float* rows, int64_t num_rows, int64_t hidden,
-                               const std::vector<int64_t>& tokens_per_expert,
-                               DispatchDone done) {
+                               const std::vector<int64_t>& tokens_per_expert, DispatchDone done) {
   absl::Status local =
       ValidateLocalInput(rows, num_rows, hidden, tokens_per_expert, options_.num_experts);
   std::vector<int64_t> header =
       MakeCountHeader(local.ok(), hidden, tokens_per_expert, options_.num_experts);
   const int me = ep_rank();
-  ExchangeCounts(std::move(header), [this, rows, me, local, done = std::move(done)](
-                                        absl::StatusOr<std::shared_ptr<const DispatchLayout>>
-                                            layout) mutable {
-    if (!local.ok()) {
-      done(absl::InvalidArgumentError(
-          absl::StrCat("MoE dispatch on EP rank ", me, ": ", local.message())));
-      return;
-    }
-    if (!layout.ok()) {
-      done(layout.status());
-      return;
-    }
-    std::shared_ptr<const DispatchLayout> shared = *std::move(layout);
-    MoveToExperts(shared, rows,
-                  [shared, me, done = std::move(done)](absl::StatusOr<std::vector<float>> out) {
-                    if (!out.ok()) {
-                      done(out.status());
-                      return;
-                    }
-                    DispatchResult result;
-                    result.rows = *std::move(out);
-                    result.tokens_per_local_expert = shared->TokensPerLocalExpert(me);
-                    result.layout = shared;
-                    done(std::move(result));
-                  });
-  });
+  ExchangeCounts(
+      std::move(header), [this, rows, me, local, done = std::move(done)](
+                             absl::StatusOr<std::shared_ptr<const DispatchLayout>> layout) mutable {
+        if (!local.ok()) {
+          done(absl::InvalidArgumentError(
+              absl::StrCat("MoE dispatch on EP rank ", me, ": ", local.message())));
+          return;
+        }
+        if (!layout.ok()) {
+          done(layout.status());
+          return;
+        }
+        std::shared_ptr<const DispatchLayout> shared = *std::move(layout);
+        MoveToExperts(shared, rows,
+                      [shared, me, done = std::move(done)](absl::StatusOr<std::vector<float>> out) {
+                        if (!out.ok()) {
+                          done(out.status());
+                          return;
+                        }
+                        DispatchResult result;
+                        result.rows = *std::move(out);
+                        result.tokens_per_local_expert = shared->TokensPerLocalExpert(me);
+                        result.layout = shared;
+                        done(std::move(result));
+                      });
+      });
 }
 
 namespace {
@@ -75,10 +74,9 @@ absl::Status CheckLayout(const DispatchLayout* layout, const transport::ProcessG
   }
   if (layout->group_id() != group.id || layout->ep_rank() != group.rank_in_group ||
       layout->ep_size() != group.size()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("MoE ", what, ": layout of group ", layout->group_id(), " EP rank ",
-                     layout->ep_rank(), " used on ", group.name(), " (group ", group.id,
-                     ") EP rank ", group.rank_in_group));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "MoE ", what, ": layout of group ", layout->group_id(), " EP rank ", layout->ep_rank(),
+        " used on ", group.name(), " (group ", group.id, ") EP rank ", group.rank_in_group));
   }
   if (num_rows != expected) {
     return absl::FailedPreconditionError(absl::StrCat("MoE ", what, " on EP rank ",

@@ -47,8 +47,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "layers/moe/dispatch/dispatch_layout.h"
 #include "layers/moe/dispatch/buffer_pool.h"
+#include "layers/moe/dispatch/dispatch_layout.h"
 #include "layers/moe/dispatch/internal/step_chain.h"
 #include "transport/communicator.h"
 #include "transport/process_group.h"
@@ -153,11 +153,11 @@ class TokenDispatcher {
   std::shared_ptr<BufferPool> pool_;
 };
 
-// DispatchAndWait, CombineAndWait, DispatchBackwardAndWait, CombineBackwardAndWait: the same calls, blocking the calling thread until
-// `done` (for tests, benchmarks and single-threaded tools; actors use the callbacks).
-// `timeout` bounds the wait: on expiry DeadlineExceeded is returned, and the caller must
-// then keep `rows` alive until the process ends (the operation may still complete later;
-// the transport's own timeout is what normally ends a stuck exchange).
+// DispatchAndWait, CombineAndWait, DispatchBackwardAndWait, CombineBackwardAndWait: the same calls,
+// blocking the calling thread until `done` (for tests, benchmarks and single-threaded tools; actors
+// use the callbacks). `timeout` bounds the wait: on expiry DeadlineExceeded is returned, and the
+// caller must then keep `rows` alive until the process ends (the operation may still complete
+// later; the transport's own timeout is what normally ends a stuck exchange).
 absl::StatusOr<DispatchResult> DispatchAndWait(TokenDispatcher& dispatcher, const float* rows,
                                                int64_t num_rows, int64_t hidden,
                                                const std::vector<int64_t>& tokens_per_expert,

@@ -45,8 +45,7 @@ class StepContext {
 using Step = std::function<absl::Status(StepContext& ctx)>;
 
 // RunSteps: runs `steps` in order and then calls finish(status) exactly once.
-void RunSteps(std::vector<Step> steps, std::function<void(absl::Status)> finish,
-              Executor executor);
+void RunSteps(std::vector<Step> steps, std::function<void(absl::Status)> finish, Executor executor);
 
 class StepChain : public std::enable_shared_from_this<StepChain> {
  public:
