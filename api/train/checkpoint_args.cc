@@ -1,6 +1,8 @@
 // api/train/checkpoint_args.cc: see checkpoint_args.h.
 #include "api/train/checkpoint_args.h"
 
+#include "api/train/moe_setup.h"
+
 #include "absl/strings/str_cat.h"
 
 namespace mxmaca::api {
@@ -90,6 +92,20 @@ absl::StatusOr<layers::GptConfig> ModelConfigFromCheckpointArgs(const nlohmann::
   }
   c.hidden_dropout = 0.0f;
   c.attention_dropout = 0.0f;
+  // MoE: the router and experts come from the stored command line (moe_setup.h).
+  if (args.contains("argv") && args["argv"].is_array()) {
+    std::vector<std::string> argv;
+    for (const nlohmann::json& a : args["argv"]) {
+      if (a.is_string()) argv.push_back(a.get<std::string>());
+    }
+    absl::StatusOr<MegatronArgs> parsed = ParseMegatronArgs(argv);
+    if (parsed.ok() && parsed->num_experts && *parsed->num_experts > 0) {
+      absl::Status moe = AddMoEConfig(*parsed, &c);
+      if (!moe.ok()) {
+        return absl::DataLossError(absl::StrCat("checkpoint args: MoE flags: ", moe.message()));
+      }
+    }
+  }
   return c;
 }
 
