@@ -111,8 +111,10 @@ absl::StatusOr<Descriptor> Descriptor::Decode(const char* data, int64_t size) {
   p += h.invalid_size;
   d.send_counts.resize(h.num_counts);
   d.recv_counts.resize(h.num_counts);
-  std::memcpy(d.send_counts.data(), p, 8 * h.num_counts);
-  std::memcpy(d.recv_counts.data(), p + 8 * h.num_counts, 8 * h.num_counts);
+  if (h.num_counts > 0) {  // (memcpy from/to a null pointer is undefined even for 0 bytes)
+    std::memcpy(d.send_counts.data(), p, 8 * h.num_counts);
+    std::memcpy(d.recv_counts.data(), p + 8 * h.num_counts, 8 * h.num_counts);
+  }
   return d;
 }
 
