@@ -56,7 +56,8 @@ struct RunStageIteration {
   // Where the chunks sit (scheduler/pipeline_schedule.h): Megatron's interleaving or
   // ZB-V's V; decides each chunk's virtual stage and so its neighbours.
   scheduler::Placement placement = scheduler::Placement::kInterleaved;
-  // The dynamic policy (stage_actor.h): when the next op's input has not arrived, run a
+  // The dynamic policy (stage_actor.cc TryAdvance / StealDue): when the next op's input
+  // has not arrived (and the strand has idled on it as long as the deferred op takes), run a
   // later W whose B ran, or the next F while fewer than max_stashed stashes are held.
   bool dynamic = false;
   int32_t max_stashed = 0;
@@ -267,6 +268,12 @@ struct StepFinished {
   int32_t gather_collectives = 0;  // distributed optimizer: parameter all-gathers posted
 };
 
+// StealTimer: the dynamic policy's grace period for the blocked op of `iteration` ended
+// (stage_actor.h): look again whether to run a deferred op.
+struct StealTimer {
+  int64_t iteration = 0;
+};
+
 // GradNormFinished: the strand computed the gradient statistics after the last op.
 struct GradNormFinished {
   int64_t iteration = 0;
@@ -344,6 +351,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::StageFailed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::OpFinished)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::StepFinished)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::GradNormFinished)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::StealTimer)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::ProduceMicroBatches)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::DataFailed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mxmaca::actors::SaveCheckpointShard)
@@ -375,7 +383,8 @@ using StageActorHandle =
                      caf::reacts_to<StepFinished>, caf::reacts_to<GradNormFinished>,
                      caf::reacts_to<SaveCheckpointShard>, caf::reacts_to<ActivationMessage>,
                      caf::reacts_to<CollectiveDone>, caf::reacts_to<GradsPosted>,
-                     caf::reacts_to<SlotReleased>, caf::reacts_to<ReplaceProgram>>;
+                     caf::reacts_to<SlotReleased>, caf::reacts_to<ReplaceProgram>,
+                     caf::reacts_to<StealTimer>>;
 
 // DataActorHandle: the data loader (see data_actor.h).
 using DataActorHandle = caf::typed_actor<caf::reacts_to<ProduceMicroBatches>>;

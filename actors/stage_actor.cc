@@ -75,6 +75,16 @@ struct StageState {
   std::set<std::pair<int32_t, int32_t>> b_posted;  // (micro-batch, chunk) whose B is posted
   std::vector<int32_t> w_left;      // per chunk: W ops not yet finished
   int32_t max_stashed = 0;          // dynamic policy: stash cap (micro-batch x chunk)
+  // Dynamic policy grace period (StealDue): measured op seconds per kind (all iterations),
+  // the blocked op whose wait is being timed, since when the strand idles on it, whether
+  // its grace has passed, and whether a StealTimer is pending.
+  double op_seconds_sum[3] = {0.0, 0.0, 0.0};
+  int64_t op_count[3] = {0, 0, 0};
+  int64_t blocked_iteration = -1;
+  size_t blocked_op = 0;
+  Clock::time_point blocked_since;
+  bool grace_passed = false;
+  bool steal_timer_armed = false;
   std::vector<ChunkSync> sync;
   std::map<BatchKey, std::shared_ptr<const data::GptMicroBatch>> batches;
   std::map<InboxKey, Activation> inbox;
@@ -562,6 +572,61 @@ size_t DynamicCandidate(const StageState& st) {
   return ops.size();
 }
 
+// kStealGraceFraction: the dynamic policy runs a deferred op only once the strand is idle
+// and has idled on the blocked op for this fraction of the deferred op's measured mean
+// duration. Without it a wait of one message hop (~50 us) was filled with a whole W and
+// the B whose input arrived a hop later waited for that W: on equal stages the zero-bubble
+// lists, which place their W in the real gaps, lost their advantage (docs/BENCHMARKS.md,
+// 10:20 UTC). A rent-or-buy rule (wait as long as the op would take, then run it): a
+// short wait costs at most one op; a long one (a slow neighbour) is still filled. Measured
+// at 0 (idle strand only), 0.5 and 1.0: 1.0 was best on equal stages and no different
+// with a 1.5x slower stage.
+constexpr double kStealGraceFraction = 1.0;
+
+// ExpectedSeconds: the measured mean duration of `kind` on this stage (any op's mean before
+// one of that kind ran; 0 before any op ran).
+double ExpectedSeconds(const StageState& st, OpKind kind) {
+  const int k = static_cast<int>(kind);
+  if (st.op_count[k] > 0) return st.op_seconds_sum[k] / static_cast<double>(st.op_count[k]);
+  double sum = 0.0;
+  int64_t n = 0;
+  for (int i = 0; i < 3; ++i) {
+    sum += st.op_seconds_sum[i];
+    n += st.op_count[i];
+  }
+  return n > 0 ? sum / static_cast<double>(n) : 0.0;
+}
+
+// StealDue: whether the dynamic policy may run deferred op `j` now: only when the strand is
+// idle (a running op may finish after the blocked input arrives) and the idle wait on the
+// blocked op has lasted the grace period; otherwise arms a StealTimer for its end.
+bool StealDue(StagePointer self, size_t j) {
+  auto& st = self->state;
+  if (!st.running.empty()) return false;
+  const Clock::time_point now = Clock::now();
+  if (st.blocked_iteration != st.run.iteration || st.blocked_op != st.next_post) {
+    st.blocked_iteration = st.run.iteration;
+    st.blocked_op = st.next_post;
+    st.blocked_since = now;
+    st.grace_passed = false;
+  }
+  if (st.grace_passed) return true;
+  const double grace = kStealGraceFraction * ExpectedSeconds(st, st.run.schedule[j].kind);
+  const double waited = std::chrono::duration<double>(now - st.blocked_since).count();
+  if (waited >= grace) {
+    st.grace_passed = true;
+    return true;
+  }
+  if (!st.steal_timer_armed) {
+    st.steal_timer_armed = true;
+    self->delayed_send(self,
+                       std::chrono::duration_cast<caf::timespan>(
+                           std::chrono::duration<double>(grace - waited)),
+                       StealTimer{st.run.iteration});
+  }
+  return false;
+}
+
 void TryAdvance(StagePointer self) {
   auto& st = self->state;
   if (!st.active || st.finishing || st.gather_pending || st.failed) return;
@@ -573,7 +638,7 @@ void TryAdvance(StagePointer self) {
     if (TryPost(self, st.next_post)) continue;
     if (!st.run.dynamic) break;
     const size_t j = DynamicCandidate(st);
-    if (j == st.run.schedule.size() || !TryPost(self, j)) break;
+    if (j == st.run.schedule.size() || !StealDue(self, j) || !TryPost(self, j)) break;
   }
 }
 
@@ -606,6 +671,10 @@ void OnOpFinished(StagePointer self, OpFinished& f) {
   st.running.pop_front();
   const scheduler::PipelineOp op = st.run.schedule[f.op_index];
   st.busy_seconds += f.seconds;
+  if (!st.run.eval) {
+    st.op_seconds_sum[static_cast<int>(op.kind)] += f.seconds;
+    ++st.op_count[static_cast<int>(op.kind)];
+  }
   if (!f.ok) {
     Fail(self, f.iteration, op.microbatch, scheduler::ToString(op), f.error);
     return;
@@ -900,6 +969,11 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
         TryAdvance(self);
       },
       [=](OpFinished& f) { OnOpFinished(self, f); },
+      [=](const StealTimer& t) {
+        auto& st = self->state;
+        st.steal_timer_armed = false;
+        if (st.active && t.iteration == st.run.iteration) TryAdvance(self);
+      },
       [=](const SlotReleased& r) {
         auto& st = self->state;
         if (r.channel == 0 || r.channel == 1) --st.in_flight[r.channel];
