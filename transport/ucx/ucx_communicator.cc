@@ -358,7 +358,16 @@ void UcxCommunicator::Impl::Run() {
       last_activity = now;
       continue;
     }
-    if (!active_.empty() && now - last_activity < options_.spin) continue;
+    if (!active_.empty()) {
+      absl::Duration spin = options_.spin;
+      for (const auto& [id, op] : active_) {
+        if (!op->p2p) {
+          spin = std::max(spin, options_.collective_spin);
+          break;
+        }
+      }
+      if (now - last_activity < spin) continue;
+    }
     if (efd < 0) {
       // No event fd for these transports: nap briefly while operations are in flight.
       pollfd p = {wake_fd_, POLLIN, 0};

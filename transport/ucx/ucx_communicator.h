@@ -99,6 +99,11 @@ class UcxCommunicator : public Communicator {
     // spin: how long the progress thread keeps polling the worker after the last event
     // while operations are in flight, before sleeping on the event fd.
     absl::Duration spin = absl::Microseconds(50);
+    // collective_spin: the same while a collective (not a lone send/recv) is in flight: its
+    // next phase usually starts within a peer's reduction time, and sleeping in between
+    // costs a wake-up per phase (transport/ucx/README.md "Bandwidth"). Lone receives — the
+    // pipeline links keep one posted at all times — only get `spin`.
+    absl::Duration collective_spin = absl::Milliseconds(2);
     // detect_peer_failure: create endpoints in UCX's peer-failure mode
     // (UCP_ERR_HANDLING_MODE_PEER): when a peer's endpoint fails (its process died; over
     // tcp at once, over shared memory after UCX_KEEPALIVE_INTERVAL, 20 s by default),
