@@ -45,6 +45,10 @@ struct RankReport {
   int64_t peak_activation_bytes = 0;
   // exit_flags: the sender's exit requests (kExitByTime | kExitBySignal), multi-process.
   int32_t exit_flags = 0;
+  // --optimizer-post-validation: the sender's optimistic steps confirmed / rolled back so
+  // far (its local stages; summed over the ranks for the job's totals).
+  int32_t optimistic_confirmed = 0;
+  int32_t optimistic_rolled_back = 0;
   int32_t padding = 0;
 };
 constexpr int32_t kExitByTime = 1;
@@ -203,6 +207,11 @@ struct CoordinatorState {
   bool partial_finite = true;
   int64_t overlap_iteration = -1;
   int overlap_pending = 0;
+  // This process's optimistic steps confirmed / rolled back (the summary's counts in a
+  // one-process job; with a control plane the summary holds the job's, summed over the
+  // ranks' reports at each exchange).
+  int64_t local_confirmed = 0;
+  int64_t local_rolled_back = 0;
 };
 
 using CoordinatorPointer = CoordinatorActor::stateful_pointer<CoordinatorState>;
@@ -288,6 +297,13 @@ void Finish(CoordinatorPointer self, bool ok, std::string error) {
       error = std::string(closed.message());
     }
     st.trace.reset();
+  }
+  if (st.cfg->optimizer_post_validation) {
+    Print(st, absl::StrCat(" optimizer post-validation: ", st.summary.optimistic_steps_confirmed,
+                           " optimistic steps confirmed, ",
+                           st.summary.optimistic_steps_rolled_back, " rolled back and redone",
+                           st.cfg->control ? " (all ranks, as of the last report exchange)"
+                                           : ""));
   }
   st.summary.ok = ok;
   st.summary.error = error;
@@ -602,7 +618,7 @@ void MaybeSendOptimisticStep(CoordinatorPointer self, const StageIterationDone& 
   st.partial_finite = st.partial_finite && d.grads_finite &&
                       std::isfinite(st.partial_grad_norm_sq) &&
                       (d.tensor_parallel_rank != 0 || std::isfinite(d.loss_sum));
-  if (!c.optimizer_post_validation || c.control || c.calculate_per_token_loss) return;
+  if (!c.optimizer_post_validation || c.calculate_per_token_loss) return;
   ApplyOptimizerStep step;
   step.iteration = st.iteration;
   step.optimistic = true;
@@ -624,14 +640,13 @@ void MaybeSendOptimisticStep(CoordinatorPointer self, const StageIterationDone& 
 bool CanStartNextIteration(const CoordinatorState& st) {
   const CoordinatorConfig& c = *st.cfg;
   const int64_t it = st.iteration;
-  if (!c.optimizer_post_validation || c.control || c.rebalance || st.overlap_pending > 0) {
-    return false;
-  }
+  if (!c.optimizer_post_validation || c.rebalance || st.overlap_pending > 0) return false;
   if (it >= c.train_iters) return false;
   if (c.do_valid && c.eval_interval > 0 && it % c.eval_interval == 0) return false;
   if (c.save_dir && c.save_interval > 0 && it % c.save_interval == 0) return false;
   if (c.exit_interval && *c.exit_interval > 0 && it % *c.exit_interval == 0) return false;
-  return LocalExitFlags(st) == 0;
+  // As AfterStep: with a control plane the exit requests agreed with the reports.
+  return (c.control ? st.agreed_exit_flags : LocalExitFlags(st)) == 0;
 }
 
 void RecordStep(CoordinatorPointer self);
@@ -898,13 +913,6 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
           Finish(self, false, "coordinator: no learning-rate scheduler configured");
           return st.promise;
         }
-        if (st.cfg->optimizer_post_validation && st.cfg->control) {
-          Finish(self, false,
-                 "--optimizer-post-validation is not supported in multi-process jobs yet "
-                 "(its partial reductions are relayed by the one coordinator of an "
-                 "in-process job); drop the flag or run the ranks in one process");
-          return st.promise;
-        }
         st.run_start = Clock::now();
         for (auto [schedule, slots] :
              {std::make_pair(&st.cfg->train_schedule, &st.train_slots),
@@ -995,10 +1003,15 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
           CompleteReports(self, expect_eval);
           return;
         }
-        // Multi-process: all-gather the reports (and exit requests), then decide.
+        // Multi-process: all-gather the reports (and exit requests), then decide. With
+        // post-validation this rank's own report is its partial reduction: it steps
+        // optimistically while the all-gather runs.
+        if (!expect_eval) MaybeSendOptimisticStep(self, d);
         const size_t me = static_cast<size_t>(st.cfg->control->rank());
         RankReport mine = r.ranks.at(me);
         mine.exit_flags = LocalExitFlags(st);
+        mine.optimistic_confirmed = static_cast<int32_t>(st.local_confirmed);
+        mine.optimistic_rolled_back = static_cast<int32_t>(st.local_rolled_back);
         const size_t moe_doubles = st.cfg->moe_layers.size() * MoEStride(*st.cfg);
         r.rank_moe[me].resize(moe_doubles, 0.0);
         Exchange(self, ReportBlock(mine, r.rank_moe[me]),
@@ -1022,14 +1035,23 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
                      }
                      st.agreed_exit_flags |= r.ranks[i].exit_flags;
                    }
+                   st.summary.optimistic_steps_confirmed = 0;
+                   st.summary.optimistic_steps_rolled_back = 0;
+                   for (const RankReport& rr : r.ranks) {
+                     st.summary.optimistic_steps_confirmed += rr.optimistic_confirmed;
+                     st.summary.optimistic_steps_rolled_back += rr.optimistic_rolled_back;
+                   }
                    CompleteReports(self, expect_eval);
                  });
       },
       [=](const StageStepDone& d) {
         auto& st = self->state;
         if (d.optimistic) {
-          ++(d.rolled_back ? st.summary.optimistic_steps_rolled_back
-                           : st.summary.optimistic_steps_confirmed);
+          ++(d.rolled_back ? st.local_rolled_back : st.local_confirmed);
+          if (!st.cfg->control) {
+            st.summary.optimistic_steps_confirmed = st.local_confirmed;
+            st.summary.optimistic_steps_rolled_back = st.local_rolled_back;
+          }
         }
         if (st.overlap_pending > 0 && d.iteration == st.overlap_iteration) {
           // Post-validation: a final step of the iteration before the one running.

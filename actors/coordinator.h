@@ -122,9 +122,11 @@ struct CoordinatorConfig {
   // (evaluation, save, rebalancing, exit, the last iteration), the next iteration's op
   // lists go out with the final decision instead of after every stage's step: a stage
   // whose optimistic step was confirmed starts at once, the others after their redo (their
-  // strand runs the step first). Results are bit-identical to the synchronous step. Not
-  // with `control` (multi-process): the run fails at start naming the flag. With
-  // --calculate-per-token-loss (the gradient scale needs the global token count) and on
+  // strand runs the step first). Results are bit-identical to the synchronous step. With
+  // `control` (multi-process) a rank's partial is its own report: it steps optimistically
+  // while the reports are all-gathered, and every coordinator takes the final decision
+  // from the same gathered bytes. At the end of the run one log line gives the counts
+  // (TrainingSummary::optimistic_steps_*). With --calculate-per-token-loss (the gradient scale needs the global token count) and on
   // ranks whose step all-gathers parameters (distributed optimizer with dp > 1) no
   // optimistic step is taken: those wait for the final decision.
   bool optimizer_post_validation = false;

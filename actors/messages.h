@@ -234,7 +234,9 @@ struct TrainingSummary {
   // first.
   std::vector<double> stage_bubble_fraction;
   // --optimizer-post-validation: optimistic steps (rank x iteration) the final decision
-  // confirmed, and those it rolled back and redid.
+  // confirmed, and those it rolled back and redid. Multi-process: the job's totals as of
+  // the last all-gathered reports (the last iteration's are in only if an evaluation or
+  // save exchange followed it).
   int64_t optimistic_steps_confirmed = 0;
   int64_t optimistic_steps_rolled_back = 0;
 };

@@ -11,7 +11,7 @@
 //    to a skip and later ones skip optimistically; the run continues past it;
 //  - the GPT of the parity tests through `mxmaca train` (api::Train) with a small
 //    --clip-grad, under the same three schedules;
-//  - a multi-process job (a control plane) rejects the flag with an error naming it.
+// Multi-process jobs: post_validation_multiprocess_test.sh.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -21,11 +21,6 @@
 #include <string>
 #include <vector>
 
-#include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
-#include <caf/scoped_actor.hpp>
-
-#include "actors/control_plane.h"
 #include "actors/coordinator.h"
 #include "actors/data_actor.h"
 #include "actors/pipeline_runtime.h"
@@ -34,7 +29,6 @@
 #include "scheduler/schedule_factory.h"
 #include "tests/integration/parity_fixture.h"
 #include "tests/integration/tiny_corpus.h"
-#include "transport/inprocess_communicator.h"
 
 namespace mxmaca::testing {
 namespace {
@@ -324,45 +318,6 @@ TEST_CASE("post-validation on the GPT: 1F1B, ZB-H1, ZB-V with clipping give the 
   }
   CHECK(optimistic > 0);
   CHECK(rolled_back > 0);
-}
-
-TEST_CASE("post-validation with a control plane (multi-process) is a clear error") {
-  transport::InProcessHub hub(1);
-  auto cc = std::make_shared<actors::CoordinatorConfig>();
-  cc->train_iters = 1;
-  layers::OptimizerParamSchedulerConfig lr;
-  lr.max_lr = lr.min_lr = 1e-4;
-  lr.lr_decay_style = layers::LrDecayStyle::kConstant;
-  absl::StatusOr<layers::OptimizerParamScheduler> lr_scheduler =
-      layers::OptimizerParamScheduler::Create(lr);
-  REQUIRE(lr_scheduler.ok());
-  cc->scheduler = *lr_scheduler;
-  cc->control = std::make_shared<actors::ControlPlane>(
-      hub.ForRank(0), 1, actors::ControlPlane::ControlGroupId(1));
-  cc->optimizer_post_validation = true;
-  caf::actor_system_config cfg;
-  cfg.set("scheduler.max-threads", 1);
-  caf::actor_system system{cfg};
-  actors::CoordinatorActor coordinator = actors::SpawnCoordinator(system, cc);
-  actors::TrainingSummary summary;
-  bool got = false;
-  {
-    caf::scoped_actor self{system};
-    self->request(coordinator, caf::infinite, actors::RunTraining{})
-        .receive(
-            [&](const actors::TrainingSummary& s) {
-              summary = s;
-              got = true;
-            },
-            [&](caf::error&) {});
-    self->send_exit(caf::actor_cast<caf::actor>(coordinator), caf::exit_reason::user_shutdown);
-  }
-  REQUIRE(got);
-  CHECK_FALSE(summary.ok);
-  INFO(summary.error);
-  CHECK(summary.error.find("--optimizer-post-validation") != std::string::npos);
-  CHECK(summary.error.find("multi-process") != std::string::npos);
-  cc->control.reset();
 }
 
 }  // namespace
