@@ -205,6 +205,8 @@ struct CoordinatorState {
   // steps still in flight of an iteration whose successor already started.
   double partial_grad_norm_sq = 0.0;
   bool partial_finite = true;
+  double partial_tokens = 0.0;       // --calculate-per-token-loss: loss heads' token counts
+  int32_t partial_loss_reports = 0;  // and how many loss heads (TP rank 0) reported
   int64_t overlap_iteration = -1;
   int overlap_pending = 0;
   // This process's optimistic steps confirmed / rolled back (the summary's counts in a
@@ -484,6 +486,8 @@ void StartIteration(CoordinatorPointer self) {
   ResetReports(st);
   st.partial_grad_norm_sq = 0.0;
   st.partial_finite = true;
+  st.partial_tokens = 0.0;
+  st.partial_loss_reports = 0;
   RunStageIteration run;
   run.iteration = st.iteration;
   run.eval = false;
@@ -610,7 +614,8 @@ void StartSave(CoordinatorPointer self, bool then_finish) {
 // that the partial decides: skip when it holds a NaN/Inf (then so does the global
 // reduction: the final decision is certain), none when its norm already exceeds
 // --clip-grad (the coefficient needs the global norm: the stage waits), else a step with
-// clip coefficient 1.
+// clip coefficient 1. With --calculate-per-token-loss only once the global token count is
+// known (every replica's loss head reported): the gradient scale is 1 / that count.
 void MaybeSendOptimisticStep(CoordinatorPointer self, const StageIterationDone& d) {
   auto& st = self->state;
   const CoordinatorConfig& c = *st.cfg;
@@ -618,7 +623,11 @@ void MaybeSendOptimisticStep(CoordinatorPointer self, const StageIterationDone& 
   st.partial_finite = st.partial_finite && d.grads_finite &&
                       std::isfinite(st.partial_grad_norm_sq) &&
                       (d.tensor_parallel_rank != 0 || std::isfinite(d.loss_sum));
-  if (!c.optimizer_post_validation || c.calculate_per_token_loss) return;
+  if (d.tensor_parallel_rank == 0 && d.num_tokens > 0) {  // a loss head's report
+    st.partial_tokens += d.num_tokens;
+    ++st.partial_loss_reports;
+  }
+  if (!c.optimizer_post_validation) return;
   ApplyOptimizerStep step;
   step.iteration = st.iteration;
   step.optimistic = true;
@@ -627,9 +636,18 @@ void MaybeSendOptimisticStep(CoordinatorPointer self, const StageIterationDone& 
   step.min_seconds = c.synthetic_optimizer_seconds;
   if (!st.partial_finite) {
     step.skip = true;
-  } else if (c.clip_grad > 0.0 &&
-             c.clip_grad / (std::sqrt(st.partial_grad_norm_sq) + 1.0e-6) < 1.0) {
-    return;
+  } else {
+    if (c.calculate_per_token_loss) {
+      // The gradient scale is 1 / the global token count: known once every DP replica's
+      // loss head reported (token counts are integers, so the sum is exact in any order
+      // and equals OnTrainReports' rank-order sum).
+      if (st.partial_loss_reports < c.data_parallel_size) return;
+      step.grad_scale = 1.0 / std::max(1.0, st.partial_tokens);
+    }
+    if (c.clip_grad > 0.0 &&
+        c.clip_grad / (std::sqrt(st.partial_grad_norm_sq) * step.grad_scale + 1.0e-6) < 1.0) {
+      return;
+    }
   }
   const StageActorHandle& stage = c.stages.at(static_cast<size_t>(d.stage));
   if (stage) self->send(stage, step);

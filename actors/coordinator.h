@@ -126,9 +126,11 @@ struct CoordinatorConfig {
   // `control` (multi-process) a rank's partial is its own report: it steps optimistically
   // while the reports are all-gathered, and every coordinator takes the final decision
   // from the same gathered bytes. At the end of the run one log line gives the counts
-  // (TrainingSummary::optimistic_steps_*). With --calculate-per-token-loss (the gradient scale needs the global token count) and on
-  // ranks whose step all-gathers parameters (distributed optimizer with dp > 1) no
-  // optimistic step is taken: those wait for the final decision.
+  // (TrainingSummary::optimistic_steps_*). With --calculate-per-token-loss a step is
+  // optimistic only once the global token count (its gradient scale) is in the partial,
+  // i.e. after every DP replica's loss head reported; ranks whose step all-gathers
+  // parameters (distributed optimizer with dp > 1) take no optimistic step: they wait for
+  // the final decision.
   bool optimizer_post_validation = false;
   // synthetic_optimizer_seconds: benchmarks on the synthetic backend: every applied
   // optimizer step (optimistic, final or redo) lasts at least this long on its stage's

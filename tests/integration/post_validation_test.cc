@@ -18,6 +18,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -275,7 +276,8 @@ TEST_CASE("post-validation: confirmed optimistic steps give the synchronous bits
 
 // The GPT of the parity tests (pipeline_parity_test.cc), PP 4.
 std::vector<std::string> GptArgs(const ParityCorpus& corpus, const std::string& schedule,
-                                 const std::string& clip, bool post_validation) {
+                                 const std::string& clip, bool post_validation,
+                                 bool per_token) {
   std::vector<std::string> a = {
       "--num-layers", "8", "--hidden-size", "32", "--num-attention-heads", "4",
       "--seq-length", "32", "--max-position-embeddings", "32", "--micro-batch-size", "1",
@@ -289,30 +291,39 @@ std::vector<std::string> GptArgs(const ParityCorpus& corpus, const std::string& 
   a.insert(a.end(), common.begin(), common.end());
   if (schedule == "zb-v") a.insert(a.end(), {"--num-virtual-stages-per-pipeline-rank", "2"});
   if (post_validation) a.push_back("--optimizer-post-validation");
+  if (per_token) a.push_back("--calculate-per-token-loss");
   return a;
 }
 
 TEST_CASE("post-validation on the GPT: 1F1B, ZB-H1, ZB-V with clipping give the same bits") {
   ParityCorpus corpus("post_validation");
   int64_t optimistic = 0, rolled_back = 0;
-  for (const char* schedule : {"1f1b", "zb-h1", "zb-v"}) {
+  // With --calculate-per-token-loss a step is optimistic only once the loss head (the
+  // last stage in 1F1B, which reports first) has given the global token count.
+  for (auto [schedule, per_token] : {std::pair{"1f1b", false}, {"zb-h1", false},
+                                     {"zb-v", false}, {"1f1b", true}}) {
+    const std::string name = std::string(schedule) + (per_token ? " per-token" : "");
     // The first run finds this seed's grad norms; the clip threshold is then set between
     // the smallest and the largest, so some steps clip and some do not.
-    const Run probe = corpus.Train(std::string(schedule) + " probe",
-                                   GptArgs(corpus, schedule, "1.0", false), 10);
+    const Run probe = corpus.Train(name + " probe",
+                                   GptArgs(corpus, schedule, "1.0", false, per_token), 10);
     std::vector<double> norms = probe.summary.grad_norms;
     std::sort(norms.begin(), norms.end());
     const std::string clip = std::to_string(0.5 * (norms.front() + norms[norms.size() / 2]));
-    const Run ref = corpus.Train(std::string(schedule) + " sync clip " + clip,
-                                 GptArgs(corpus, schedule, clip, false), 10);
-    const Run run = corpus.Train(std::string(schedule) + " post-validation clip " + clip,
-                                 GptArgs(corpus, schedule, clip, true), 10);
+    const Run ref = corpus.Train(name + " sync clip " + clip,
+                                 GptArgs(corpus, schedule, clip, false, per_token), 10);
+    const Run run = corpus.Train(name + " post-validation clip " + clip,
+                                 GptArgs(corpus, schedule, clip, true, per_token), 10);
     INFO(run.log);
     CheckBitIdentical(ref, run);
     CHECK(ref.summary.optimistic_steps_confirmed == 0);
     optimistic += run.summary.optimistic_steps_confirmed + run.summary.optimistic_steps_rolled_back;
     rolled_back += run.summary.optimistic_steps_rolled_back;
-    WARN(schedule << ": clip " << clip << ", optimistic steps confirmed "
+    if (per_token) {
+      CHECK(run.summary.optimistic_steps_confirmed + run.summary.optimistic_steps_rolled_back >
+            0);
+    }
+    WARN(name << ": clip " << clip << ", optimistic steps confirmed "
                   << run.summary.optimistic_steps_confirmed << ", rolled back "
                   << run.summary.optimistic_steps_rolled_back);
   }
