@@ -53,6 +53,7 @@ using InboxKey = std::tuple<int64_t, bool, Direction, int32_t, int32_t>;
 struct ChunkSync {
   bool started = false;
   bool embedding_pending = false;
+  bool buckets_ready = false;  // its bucket reductions may be posted (see PostBuckets)
   int32_t posted = -1;  // collectives posted for the buckets; -1 = not yet known
   int32_t done = 0;
   bool finished = false;
@@ -86,6 +87,12 @@ struct StageState {
   bool grace_passed = false;
   bool steal_timer_armed = false;
   std::vector<ChunkSync> sync;
+  // The order the chunks' bucket reductions are posted in on the data-parallel group: by
+  // the position of each chunk's last W in the op list (chunks without W last). Every DP
+  // replica runs the same list, so all post in the same order — whatever order their
+  // chunks' gradients become final in (a tied-embedding all-reduce, the dynamic policy).
+  std::vector<int32_t> bucket_order;
+  size_t next_bucket = 0;
   std::map<BatchKey, std::shared_ptr<const data::GptMicroBatch>> batches;
   std::map<InboxKey, Activation> inbox;
   double loss_sum = 0.0;
@@ -229,7 +236,7 @@ transport::DoneCallback ToMessage(StageActorHandle me, int64_t iteration, Collec
 void MaybeReport(StagePointer self);
 
 // Posts chunk c's bucket reductions from the strand (after every op posted before).
-void PostBuckets(StagePointer self, int32_t chunk) {
+void PostBucketsNow(StagePointer self, int32_t chunk) {
   auto& st = self->state;
   ChunkSync& cs = st.sync[chunk];
   const StageActorConfig& c = st.cfg;
@@ -271,6 +278,21 @@ void PostBuckets(StagePointer self, int32_t chunk) {
     }
     caf::anon_send(me, GradsPosted{iteration, chunk, n});
   });
+}
+
+// PostBuckets: chunk c's gradients are ready for reduction; posts the reductions of every
+// ready chunk whose turn in st.bucket_order has come. (Posting as each chunk became ready
+// let DP replicas post the same group's collectives in different orders — a mismatch —
+// when one chunk waited on the embedding all-reduce while another's last W finished.)
+void PostBuckets(StagePointer self, int32_t chunk) {
+  auto& st = self->state;
+  st.sync[chunk].buckets_ready = true;
+  while (st.next_bucket < st.bucket_order.size()) {
+    const int32_t c = st.bucket_order[st.next_bucket];
+    if (!st.sync[c].buckets_ready) return;
+    ++st.next_bucket;
+    PostBucketsNow(self, c);
+  }
 }
 
 // LocalTiedPartner: the other chunk of this stage that holds the other end of the tied
@@ -926,6 +948,23 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
         st.num_tokens = 0.0;
         st.busy_seconds = 0.0;
         st.sync.assign(static_cast<size_t>(st.num_chunks()), ChunkSync{});
+        {
+          std::vector<std::pair<int64_t, int32_t>> last_w;  // (last W index, chunk)
+          for (int32_t c = 0; c < st.num_chunks(); ++c) {
+            int64_t last = static_cast<int64_t>(st.run.schedule.size());  // none: last
+            for (size_t i = 0; i < st.run.schedule.size(); ++i) {
+              const scheduler::PipelineOp& op = st.run.schedule[i];
+              if (op.kind == OpKind::kBackwardWeight && op.chunk == c) {
+                last = static_cast<int64_t>(i);
+              }
+            }
+            last_w.emplace_back(last, c);
+          }
+          std::sort(last_w.begin(), last_w.end());
+          st.bucket_order.clear();
+          for (const auto& [index, c] : last_w) st.bucket_order.push_back(c);
+          st.next_bucket = 0;
+        }
         st.w_left.assign(static_cast<size_t>(st.num_chunks()), 0);
         for (size_t i = 0; i < st.run.schedule.size(); ++i) {
           const scheduler::PipelineOp& op = st.run.schedule[i];
