@@ -307,6 +307,10 @@ absl::StatusOr<std::vector<PipelineRank>> BuildSyntheticRanks(const SyntheticJob
 }
 
 absl::StatusOr<TrainingSummary> RunSyntheticJob(const SyntheticJobOptions& o) {
+  if (!ValidSeconds(o.optimizer_seconds)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "synthetic job: optimizer step time ", o.optimizer_seconds, " s must be finite and >= 0"));
+  }
   absl::StatusOr<std::vector<PipelineRank>> ranks = BuildSyntheticRanks(o);
   if (!ranks.ok()) return ranks.status();
   scheduler::ScheduleOptions so;
@@ -323,7 +327,8 @@ absl::StatusOr<TrainingSummary> RunSyntheticJob(const SyntheticJobOptions& o) {
   lr.lr_decay_style = layers::LrDecayStyle::kConstant;
   lr.start_wd = lr.end_wd = 0.0;
   absl::StatusOr<layers::OptimizerParamScheduler> lr_scheduler =
-      layers::OptimizerParamScheduler::Create(lr);
+      o.scheduler ? absl::StatusOr<layers::OptimizerParamScheduler>(*o.scheduler)
+                  : layers::OptimizerParamScheduler::Create(lr);
   if (!lr_scheduler.ok()) return lr_scheduler.status();
 
   const int64_t gbs = o.micro_batch_size * o.num_microbatches * o.data_parallel_size;
@@ -333,7 +338,7 @@ absl::StatusOr<TrainingSummary> RunSyntheticJob(const SyntheticJobOptions& o) {
   cc->micro_batch_size = o.micro_batch_size;
   cc->num_microbatches = o.num_microbatches;
   cc->seq_length = o.seq_length;
-  cc->clip_grad = 1.0;
+  cc->clip_grad = o.clip_grad;
   cc->log_interval = o.log_interval;
   cc->eval_interval = 0;
   cc->eval_iters = 0;
@@ -345,6 +350,9 @@ absl::StatusOr<TrainingSummary> RunSyntheticJob(const SyntheticJobOptions& o) {
   cc->pipeline_channel_slots = o.channel_slots;
   cc->dynamic_pipeline = o.dynamic;
   cc->on_iteration = o.on_iteration;
+  cc->optimizer_post_validation = o.optimizer_post_validation;
+  cc->synthetic_optimizer_seconds = o.optimizer_seconds;
+  cc->max_stashed_microbatches = o.max_stashed_microbatches;
 
   DataActorConfig dc;
   dc.train = std::make_shared<SyntheticSampleDataset>(std::max<int64_t>(1, o.train_iters) * gbs,
@@ -362,6 +370,9 @@ absl::StatusOr<TrainingSummary> RunSyntheticJob(const SyntheticJobOptions& o) {
   ro.distributed_optimizer = o.distributed_optimizer;
   ro.overlap_grad_reduce = o.overlap_grad_reduce;
   ro.trace = o.trace_file.has_value();
+  ro.slowdown_stage = o.slowdown_stage;
+  ro.slowdown_factor = o.slowdown_factor;
+  ro.slowdown_from_iteration = o.slowdown_from_iteration;
   return RunPipelineJob(std::move(*ranks), ro, cc, std::move(dc));
 }
 

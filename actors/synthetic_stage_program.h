@@ -44,6 +44,7 @@
 #include "actors/stage_program.h"
 #include "actors/training_log.h"
 #include "data/gpt_dataset.h"
+#include "layers/lr_schedule.h"
 #include "layers/parameter_store.h"
 #include "scheduler/pipeline_schedule.h"
 #include "scheduler/schedule_factory.h"
@@ -203,6 +204,20 @@ struct SyntheticJobOptions {
   std::function<void(const std::string&)> print;  // coordinator log sink (may be empty)
   int64_t log_interval = 0;                        // 0: no log lines
   std::function<void(const IterationLogRecord&)> on_iteration;  // may be empty
+  // The optimizer step (CoordinatorConfig): --optimizer-post-validation; a declared step
+  // time in seconds (>= 0, finite; CoordinatorConfig::synthetic_optimizer_seconds); the
+  // gradient clip; the learning-rate schedule (empty: constant 1e-4, no weight decay).
+  bool optimizer_post_validation = false;
+  double optimizer_seconds = 0.0;
+  double clip_grad = 1.0;
+  std::optional<layers::OptimizerParamScheduler> scheduler;
+  // --max-stashed-microbatches for the dynamic policy (CoordinatorConfig).
+  std::optional<int32_t> max_stashed_microbatches;
+  // --inject-stage-slowdown STAGE:FACTOR[:FROM_ITER] (PipelineRuntimeOptions::slowdown_*);
+  // slowdown_stage -1: none.
+  int32_t slowdown_stage = -1;
+  double slowdown_factor = 1.0;
+  int64_t slowdown_from_iteration = 1;
 };
 
 // BuildSyntheticRanks: the p * dp ranks of the job in rank order (rank = pipeline rank *
@@ -213,10 +228,11 @@ struct SyntheticJobOptions {
 absl::StatusOr<std::vector<PipelineRank>> BuildSyntheticRanks(const SyntheticJobOptions& options);
 
 // RunSyntheticJob: builds the ranks, the schedule (scheduler::BuildSchedule), a
-// coordinator run (constant learning rate 1e-4, clip 1.0, no evaluation, no checkpoints)
-// and a SyntheticSampleDataset, and runs RunPipelineJob. Returns its summary (ok = false
-// with the failing stage, iteration, micro-batch and op when an op failed). Errors: those
-// of BuildSyntheticRanks, BuildSchedule and RunPipelineJob.
+// coordinator run (options.scheduler or a constant learning rate 1e-4, options.clip_grad,
+// no evaluation, no checkpoints) and a SyntheticSampleDataset, and runs RunPipelineJob.
+// Returns its summary (ok = false with the failing stage, iteration, micro-batch and op
+// when an op failed). Errors: InvalidArgument for a negative or non-finite
+// optimizer_seconds; those of BuildSyntheticRanks, BuildSchedule and RunPipelineJob.
 absl::StatusOr<TrainingSummary> RunSyntheticJob(const SyntheticJobOptions& options);
 
 }  // namespace mxmaca::actors

@@ -485,6 +485,11 @@ constexpr FlagSpec kMxmaca[] = {
     Ours(V("--pipeline-schedule", kStr, "None", kImpl,
            "1f1b, gpipe, interleaved-1f1b or zb-h1; default: Megatron's choice (interleaved "
            "1F1B with virtual stages, else 1F1B)")),
+    Ours(V("--synthetic-op-ms", kStr, "None", kImpl,
+           "F,B,W[,OPT]: run the job's pipeline layout on the synthetic backend instead of "
+           "the GPT: every forward / input-gradient / weight-gradient op takes F / B / W ms "
+           "per micro-batch and model chunk (OPT: each optimizer step's ms); no model, "
+           "tokenizer or data files needed (api/train/synthetic_train.h)")),
 };
 
 }  // namespace

@@ -223,6 +223,8 @@ struct MegatronArgs {
   // grad-norm / NaN check (actors/coordinator.h CoordinatorConfig::optimizer_post_validation).
   bool optimizer_post_validation = false;
   std::optional<std::string> inject_stage_slowdown;
+  // --synthetic-op-ms F,B,W[,OPT]: run on synthetic stages (api/train/synthetic_train.h).
+  std::optional<std::string> synthetic_op_ms;
   // --rebalance-threshold X, --rebalance-window K, --force-layer-move ITER:FROM:TO.
   std::optional<double> rebalance_threshold;
   int64_t rebalance_window = 3;
