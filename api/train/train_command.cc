@@ -34,6 +34,7 @@
 #include "api/train/exit_signal.h"
 #include "api/train/rebalance.h"
 #include "api/train/stage_ranks.h"
+#include "api/train/synthetic_train.h"
 #include "api/train/train_setup.h"
 #include "base/status_macros.h"
 #include "transport/inprocess_communicator.h"
@@ -82,7 +83,7 @@ constexpr const char* kHonouredDests[] = {
     "softmax_over_padded_vocab",
     // Pipeline and data parallelism (in-process ranks).
     "world_size", "pipeline_schedule", "pipeline_channel_slots", "dynamic_pipeline",
-    "optimizer_post_validation",
+    "optimizer_post_validation", "synthetic_op_ms",
     "max_stashed_microbatches", "inject_stage_slowdown", "rebalance_threshold",
     "rebalance_window", "force_layer_move", "ddp_bucket_size", "distributed_timeout_minutes",
     "num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank",
@@ -300,6 +301,8 @@ absl::StatusOr<actors::TrainingSummary> Train(
     return actors::TrainingSummary{};
   }
   MXMACA_RETURN_IF_ERROR(CheckHonouredFlags(args));
+  // --synthetic-op-ms: the same pipeline layout on synthetic stages (synthetic_train.h).
+  if (args.synthetic_op_ms) return TrainSynthetic(std::move(args), print, std::move(on_iteration));
   // One process of a multi-process job (started by mxmaca launch, torchrun, srun, mpirun)?
   // Then this process holds one rank, and rank 0 writes the log (process_job.h).
   MXMACA_ASSIGN_OR_RETURN(std::optional<transport::ucx::LaunchEnv> launch,
