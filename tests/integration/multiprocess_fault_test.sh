@@ -97,17 +97,47 @@ port=$((port + 1))
 "$mxmaca" launch --nproc-per-node 4 --max-restarts 1 --master-port $port -- train \
   "${base[@]}" "${big[@]}" --save "$work/c3" --load "$work/c3" > c3.log 2>&1 &
 launcher=$!
-# Wait for a complete checkpoint at iteration >= 4, then for the next save in progress.
-killed=""
-for _ in $(seq 1 6000); do
-  latest=$(cat "$work/c3/latest_checkpointed_iteration.txt" 2>/dev/null || echo 0)
-  if [ "$latest" -ge 4 ] && compgen -G "$work/c3/iter_*.tmp-*" > /dev/null; then
-    victim=$(children "--save $work/c3 " | head -2 | tail -1)
-    kill -9 "$victim" && killed="$latest"
-    break
-  fi
-  sleep 0.01
-done
+# Wait for a complete checkpoint at iteration >= 4, then for the next save in progress (an
+# uncommitted iter_*.tmp-* directory), and kill -9 a rank other than 0 at once. A Python
+# watcher polls every 0.5 ms (a shell loop is too slow to catch a save of a few ms on a
+# loaded machine); it gives up when the job ends first.
+killed=$(/usr/bin/python3 - "$work/c3" "$launcher" <<'PY'
+import os, signal, sys, time
+save, launcher = sys.argv[1], int(sys.argv[2])
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except OSError:
+        return False
+def victim():
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"train" in argv and save.encode() in argv and b"RANK=1" in env:
+            return int(pid)
+    return None
+while alive(launcher):
+    try:
+        latest = int(open(os.path.join(save, "latest_checkpointed_iteration.txt")).read())
+    except (OSError, ValueError):
+        latest = 0
+    if latest >= 4 and any(".tmp-" in n for n in os.listdir(save)):
+        pid = victim()
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            print(latest)
+            sys.exit(0)
+    time.sleep(0.0005)
+PY
+)
 [ -n "$killed" ] || { echo "FAIL restart: never caught a save in progress"; exit 1; }
 set +e; timeout 300 tail --pid="$launcher" -f /dev/null; wait "$launcher"; rc=$?; set -e
 [ "$rc" = 0 ] || { echo "FAIL restart: the restarted job exited $rc"; tail -8 c3.log; exit 1; }
