@@ -56,15 +56,15 @@ struct CalibrateOptions {
 
 // Calibrate: measures the table for the model flags `model_argv` (Megatron's training
 // flags; layout flags such as --tensor-model-parallel-size, --pipeline-model-parallel-size,
-// --world-size are ignored: calibrate sets them per measurement). Progress lines go to
-// `log` (may be null). Errors: InvalidArgument for bad flags (ParseMegatronArgs' and
+// --world-size are ignored: calibrate sets them per measurement). One line per measurement
+// is appended to `log` (may be null); nothing is printed. Errors: InvalidArgument for bad flags (ParseMegatronArgs' and
 // ValidateAndDeriveArgs' messages), a TP size that does not divide the heads / ffn /
 // vocabulary; the layers' and runtime's errors.
 absl::StatusOr<CostTable> Calibrate(const std::vector<std::string>& model_argv,
                                     const CalibrateOptions& options, std::string* log);
 
 // RunCalibrate: `mxmaca calibrate ARGS`: parses calibrate's flags (above) out of `argv`,
-// runs Calibrate printing progress to stdout, and writes the table to --output.
+// runs Calibrate, prints its lines to stdout and writes the table to --output.
 absl::Status RunCalibrate(const std::vector<std::string>& argv);
 
 }  // namespace mxmaca::api

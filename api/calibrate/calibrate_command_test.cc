@@ -39,7 +39,10 @@ TEST_CASE("calibrate: measures every op and simulate reads the table") {
   }
   CHECK(table->gemm_gflops > 0);
   CHECK(table->optimizer_seconds_per_parameter > 0);
-  CHECK(table->step_overhead_s > 0);
+  // The runtime terms are differences of measured steps (clamped at 0 under heavy load).
+  CHECK(table->step_overhead_s >= 0);
+  CHECK(table->op_overhead_s >= 0);
+  CHECK(table->p2p.latency_s >= 0);
   CHECK(table->allreduce.Seconds(1 << 24) > table->allreduce.Seconds(1 << 20));
   CHECK(log.find("layer") != std::string::npos);
 

@@ -71,7 +71,10 @@ absl::StatusOr<StepResult> SimulateCalibratedStep(const StepModelInputs& in) {
   const int64_t threads = std::max<int64_t>(1, in.num_threads);
   const int64_t pool = t > 1 ? world : std::min(world, threads);
   const int64_t cores_in_use = std::min<int64_t>(pool, table.cores);
-  const int64_t threads_per_op = std::max<int64_t>(1, threads / std::min(world, threads));
+  // mxmaca train builds every rank's GptStage from the model config, whose num_threads is
+  // --num-threads (api/train/train_setup.cc), so each layer op runs --num-threads OpenMP
+  // threads whatever the pool size (only the optimizer uses threads / pool threads).
+  const int64_t threads_per_op = threads;
   r.workers = CalibratedWorkers(in, table.cores);
   if (threads_per_op != table.threads_per_op) {
     r.notes.push_back(absl::StrCat("ops run with ", threads_per_op,

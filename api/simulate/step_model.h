@@ -48,8 +48,10 @@ struct StepModelInputs {
   // compute pool's workers (docs/SIMULATOR.md, "Calibrated cost tables"). Null: roofline.
   std::shared_ptr<const CostTable> cost_table;
   // num_threads: --num-threads of the CPU run (with a cost table only): the pool has
-  // min(world, num_threads) threads (world threads with TP > 1), each op
-  // num_threads / pool threads OpenMP threads, as api/train/train_command.cc sets up.
+  // min(world, num_threads) threads (world threads with TP > 1), as
+  // api/train/train_command.cc sets up; each layer op runs num_threads OpenMP threads (the
+  // GptStage gets the model config's num_threads), so the table should be measured with
+  // --calibrate-threads-per-op num_threads (a note says when it was not).
   int64_t num_threads = 1;
 };
 

@@ -80,8 +80,10 @@ for cfg in "${CONFIGS[@]}"; do
   idle_busy=$(wait_idle)
   tp=1
   [[ "$layout" == *tensor-model-parallel-size* ]] && tp=2
+  # Ops run --num-threads OpenMP threads each in mxmaca train (the GptStage's config), so
+  # the table is measured with as many.
   "$MXMACA" calibrate "${MODEL[@]}" --output "$WORK/table.json" --calibrate-tp "$tp" \
-    --calibrate-concurrency 1,2 --calibrate-repeats 5 > "$WORK/calibrate.log" 2>&1 ||
+    --calibrate-concurrency 1,2 --calibrate-repeats 5 --calibrate-threads-per-op "$threads" > "$WORK/calibrate.log" 2>&1 ||
     { cat "$WORK/calibrate.log"; exit 1; }
   load=$(cut -d' ' -f1 /proc/loadavg)
   "$MXMACA" train "${MODEL[@]}" "${TRAIN[@]}" --world-size "$world" --num-threads "$threads" \
