@@ -483,8 +483,8 @@ constexpr FlagSpec kMxmaca[] = {
            "below what the schedule needs to progress); default: what the schedule can "
            "use, so back-pressure never stalls it")),
     Ours(V("--pipeline-schedule", kStr, "None", kImpl,
-           "1f1b, gpipe, interleaved-1f1b or zb-h1; default: Megatron's choice (interleaved "
-           "1F1B with virtual stages, else 1F1B)")),
+           "1f1b, gpipe, interleaved-1f1b, zb-h1, zb-h2 or zb-v; default: Megatron's choice "
+           "(interleaved 1F1B with virtual stages, else 1F1B)")),
     Ours(V("--synthetic-op-ms", kStr, "None", kImpl,
            "F,B,W[,OPT]: run the job's pipeline layout on the synthetic backend instead of "
            "the GPT: every forward / input-gradient / weight-gradient op takes F / B / W ms "
