@@ -320,12 +320,23 @@ absl::StatusOr<CostTable> Calibrate(const std::vector<std::string>& model_argv_i
   table.measured_at = NowUtc();
   table.load_average_1m = LoadAverage();
   table.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  table.threads_per_op = options.threads_per_op;
+  // Threads per op: the flag, else the model flags' --num-threads (mxmaca train runs every
+  // layer op with that many), else 1.
+  int threads_per_op = options.threads_per_op;
+  if (threads_per_op < 1) {
+    MXMACA_ASSIGN_OR_RETURN(std::optional<std::string> n, TakeFlag(&argv, "--num-threads"));
+    threads_per_op = 1;
+    if (n && (!absl::SimpleAtoi(*n, &threads_per_op) || threads_per_op < 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--num-threads '", *n, "': expected an integer >= 1"));
+    }
+  }
+  table.threads_per_op = threads_per_op;
   say(absl::StrFormat("calibrate: %s, %d cores, load average %.2f, %d thread(s) per op",
                       table.host, table.cores, table.load_average_1m, table.threads_per_op));
 
   kernels::ExecContext exec;
-  exec.num_threads = options.threads_per_op;
+  exec.num_threads = threads_per_op;
   bool bf16 = false;
   // TP > 1 is measured with and without sequence parallelism (Megatron's usual pairing).
   std::vector<std::pair<int, bool>> tp_variants;
@@ -349,7 +360,7 @@ absl::StatusOr<CostTable> Calibrate(const std::vector<std::string>& model_argv_i
       }
       MXMACA_ASSIGN_OR_RETURN(SimulateJob job, PrepareSimulation(a));
       layers::GptConfig c = job.inputs.model;
-      c.num_threads = options.threads_per_op;
+      c.num_threads = threads_per_op;
       c.recompute_granularity = layers::RecomputeGranularity::kNone;
       bf16 = c.precision == kernels::Precision::kBf16;
       exec.precision = c.precision;

@@ -29,8 +29,9 @@
 //              ((step at m 64 - step at m 1) / (3 x 63)) and the pipeline hop (p 2,
 //              m 64, 1F1B: the hop latency for which the shared-worker replay of that
 //              schedule matches the measured step, found by bisection).
-// Each op runs with --calibrate-threads-per-op OpenMP threads (default 1: the CPU
-// backend's ops when ranks >= --num-threads), at the model's precision (--bf16).
+// Each op runs with --calibrate-threads-per-op OpenMP threads (default: the model flags'
+// --num-threads, else 1 — mxmaca train runs every layer op with --num-threads threads), at
+// the model's precision (--bf16).
 #ifndef MXMACA_API_CALIBRATE_CALIBRATE_COMMAND_H_
 #define MXMACA_API_CALIBRATE_CALIBRATE_COMMAND_H_
 
@@ -50,7 +51,7 @@ struct CalibrateOptions {
   std::vector<int> concurrency = {1};    // --calibrate-concurrency 1,2 (TP 1 only)
   std::vector<int> micro_batch_sizes;    // --calibrate-micro-batch-sizes (default: --micro-batch-size)
   int repeats = 5;                       // --calibrate-repeats
-  int threads_per_op = 1;                // --calibrate-threads-per-op
+  int threads_per_op = 0;                // --calibrate-threads-per-op; 0: --num-threads or 1
   bool skip_runtime = false;             // --calibrate-skip-runtime: no synthetic-actor runs
 };
 

@@ -29,6 +29,7 @@ TEST_CASE("calibrate: measures every op and simulate reads the table") {
   std::string log;
   auto table = Calibrate(kModel, o, &log);
   REQUIRE(table.ok());
+  CHECK(table->threads_per_op == 1);  // no --num-threads in kModel
   // TP 1 x concurrency {1, 2} + TP 2 (with and without SP) x concurrency 1, three ops each.
   CHECK(table->ops.size() == 12);
   for (const CostEntry& e : table->ops) {
@@ -62,6 +63,22 @@ TEST_CASE("calibrate: measures every op and simulate reads the table") {
   REQUIRE(step.ok());
   CHECK(step->workers == 1);  // TP 2 on 2 cores: one TP group runs at a time
   CHECK(step->step_seconds > step->timing.makespan);
+}
+
+TEST_CASE("calibrate: threads per op follow --num-threads unless given") {
+  CalibrateOptions o;
+  o.repeats = 1;
+  o.skip_runtime = true;
+  std::vector<std::string> argv = kModel;
+  argv.push_back("--num-threads");
+  argv.push_back("2");
+  auto two = Calibrate(argv, o, nullptr);
+  REQUIRE(two.ok());
+  CHECK(two->threads_per_op == 2);
+  o.threads_per_op = 1;
+  auto one = Calibrate(argv, o, nullptr);
+  REQUIRE(one.ok());
+  CHECK(one->threads_per_op == 1);
 }
 
 TEST_CASE("calibrate: flag errors") {
