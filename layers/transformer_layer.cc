@@ -164,6 +164,20 @@ absl::Status NormGradsAllReduce(const LayerCall& call, float* dgamma, float* dbe
   return absl::OkStatus();
 }
 
+// ApplyForwardKeep: frees what F does not keep (ForwardKeep).
+void ApplyForwardKeep(ForwardKeep keep, LayerStash* st) {
+  switch (keep) {
+    case ForwardKeep::kAll:
+      break;
+    case ForwardKeep::kNoProbs:
+      st->probs.Free();
+      break;
+    case ForwardKeep::kInputOnly:
+      st->FreeAllButInput();
+      break;
+  }
+}
+
 }  // namespace
 
 absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, float* out,
@@ -267,16 +281,7 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
   }
   cpu::Add(ctx, st->residual2.data(), fc2, out, tl * h);
 
-  switch (keep) {
-    case ForwardKeep::kAll:
-      break;
-    case ForwardKeep::kNoProbs:
-      st->probs.Free();
-      break;
-    case ForwardKeep::kInputOnly:
-      st->FreeAllButInput();
-      break;
-  }
+  ApplyForwardKeep(keep, st);
   return absl::OkStatus();
 }
 
@@ -463,16 +468,7 @@ absl::Status TransformerLayer::MoEForward(const LayerCall& call, LayerStash* st,
                                     call.iteration, call.micro_batch_id));
   }
   cpu::Add(call.ctx, st->residual2.data(), y, out, tl * h);
-  switch (keep) {
-    case ForwardKeep::kAll:
-      break;
-    case ForwardKeep::kNoProbs:
-      st->probs.Free();
-      break;
-    case ForwardKeep::kInputOnly:
-      st->FreeAllButInput();
-      break;
-  }
+  ApplyForwardKeep(keep, st);
   return absl::OkStatus();
 }
 

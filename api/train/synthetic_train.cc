@@ -97,28 +97,6 @@ absl::Status FillModelPlaceholders(MegatronArgs* a) {
   return absl::OkStatus();
 }
 
-// ParseSlowdown: --inject-stage-slowdown STAGE:FACTOR[:FROM_ITER], the grammar and checks
-// of train_command.cc's parser for real runs.
-absl::Status ParseSlowdown(const std::string& value, int32_t pipeline_size,
-                           actors::SyntheticJobOptions* o) {
-  const std::vector<std::string> parts = absl::StrSplit(value, ':');
-  int64_t stage = -1, from = 1;
-  double factor = 0;
-  const bool ok = (parts.size() == 2 || parts.size() == 3) &&
-                  absl::SimpleAtoi(parts[0], &stage) && absl::SimpleAtod(parts[1], &factor) &&
-                  (parts.size() == 2 || absl::SimpleAtoi(parts[2], &from));
-  if (!ok || stage < 0 || stage >= pipeline_size || !(factor >= 1.0) || !std::isfinite(factor) ||
-      from < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--inject-stage-slowdown ", value, ": expected STAGE:FACTOR[:FROM_ITER] with 0 <= STAGE < ",
-        pipeline_size, ", FACTOR >= 1 and FROM_ITER >= 1"));
-  }
-  o->slowdown_stage = static_cast<int32_t>(stage);
-  o->slowdown_factor = factor;
-  o->slowdown_from_iteration = from;
-  return absl::OkStatus();
-}
-
 // PositiveInt32: a flag value that must be in [1, 2^31).
 absl::StatusOr<int32_t> PositiveInt32(const char* flag, int64_t value) {
   if (value < 1 || value > 0x7fffffff) {
@@ -253,7 +231,9 @@ absl::StatusOr<actors::TrainingSummary> TrainSynthetic(
   }
   o.optimizer_post_validation = args.optimizer_post_validation;
   if (args.inject_stage_slowdown) {
-    MXMACA_RETURN_IF_ERROR(ParseSlowdown(*args.inject_stage_slowdown, o.pipeline_size, &o));
+    MXMACA_RETURN_IF_ERROR(ParseStageSlowdown(*args.inject_stage_slowdown, o.pipeline_size,
+                                              &o.slowdown_stage, &o.slowdown_factor,
+                                              &o.slowdown_from_iteration));
   }
   o.trace_file = args.trace_file;
   o.print = print;

@@ -226,26 +226,6 @@ absl::StatusOr<ResumePoint> MaybeLoad(const MegatronArgs& a, const layers::GptCo
   return rp;
 }
 
-// ParseStageSlowdown: --inject-stage-slowdown STAGE:FACTOR[:FROM_ITER].
-absl::Status ParseStageSlowdown(const std::string& value, int32_t pipeline_size, int32_t* stage,
-                                double* factor, int64_t* from) {
-  const std::vector<std::string> parts = absl::StrSplit(value, ':');
-  int64_t s = -1, f_iter = 1;
-  double f = 0;
-  const bool ok = (parts.size() == 2 || parts.size() == 3) && absl::SimpleAtoi(parts[0], &s) &&
-                  absl::SimpleAtod(parts[1], &f) &&
-                  (parts.size() == 2 || absl::SimpleAtoi(parts[2], &f_iter));
-  if (!ok || s < 0 || s >= pipeline_size || !(f >= 1.0) || f_iter < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--inject-stage-slowdown ", value, ": expected STAGE:FACTOR[:FROM_ITER] with 0 <= STAGE < ",
-        pipeline_size, ", FACTOR >= 1 and FROM_ITER >= 1"));
-  }
-  *stage = static_cast<int32_t>(s);
-  *factor = f;
-  *from = f_iter;
-  return absl::OkStatus();
-}
-
 // MakeShardWriter: what each stage actor writes into a checkpoint. Parameters come from
 // DP replica 0 only (the replicas hold the same values); Adam state from replica 0, or
 // from every replica with the distributed optimizer (each writes its pieces). Every TP

@@ -8,6 +8,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/numbers.h"
 #include "base/status_macros.h"
 
 namespace mxmaca::api {
@@ -124,6 +126,26 @@ layers::DenseGptShape DenseShape(const layers::GptConfig& c) {
     s.shared_expert_ffn_hidden_size = c.moe->shared_expert_ffn_hidden_size;
   }
   return s;
+}
+
+// ParseStageSlowdown: --inject-stage-slowdown STAGE:FACTOR[:FROM_ITER].
+absl::Status ParseStageSlowdown(const std::string& value, int32_t pipeline_size, int32_t* stage,
+                                double* factor, int64_t* from) {
+  const std::vector<std::string> parts = absl::StrSplit(value, ':');
+  int64_t s = -1, f_iter = 1;
+  double f = 0;
+  const bool ok = (parts.size() == 2 || parts.size() == 3) && absl::SimpleAtoi(parts[0], &s) &&
+                  absl::SimpleAtod(parts[1], &f) &&
+                  (parts.size() == 2 || absl::SimpleAtoi(parts[2], &f_iter));
+  if (!ok || s < 0 || s >= pipeline_size || !(f >= 1.0) || !std::isfinite(f) || f_iter < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--inject-stage-slowdown ", value, ": expected STAGE:FACTOR[:FROM_ITER] with 0 <= STAGE < ",
+        pipeline_size, ", FACTOR >= 1 and FROM_ITER >= 1"));
+  }
+  *stage = static_cast<int32_t>(s);
+  *factor = f;
+  *from = f_iter;
+  return absl::OkStatus();
 }
 
 }  // namespace mxmaca::api

@@ -6,6 +6,7 @@
 #define MXMACA_API_TRAIN_TRAIN_SETUP_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "api/args/megatron_args.h"
@@ -36,6 +37,12 @@ int64_t TrainIters(const MegatronArgs& args);
 
 // DenseShape: the dimensions Megatron's FLOPs formula needs, from a model config.
 layers::DenseGptShape DenseShape(const layers::GptConfig& config);
+
+// ParseStageSlowdown: --inject-stage-slowdown STAGE:FACTOR[:FROM_ITER] for a pipeline of
+// `pipeline_size` stages (real and synthetic runs). Errors: InvalidArgument quoting the
+// value unless 0 <= STAGE < pipeline_size, FACTOR >= 1 (finite) and FROM_ITER >= 1.
+absl::Status ParseStageSlowdown(const std::string& value, int32_t pipeline_size, int32_t* stage,
+                                double* factor, int64_t* from);
 
 }  // namespace mxmaca::api
 
