@@ -377,13 +377,16 @@ absl::StatusOr<CostTable> Calibrate(const std::vector<std::string>& model_argv_i
       shape.V = c.padded_vocab_size;
       shape.t = tp;
       shape.sp = sp;
-      const int64_t layers_measured = std::min<int64_t>(2, std::max<int64_t>(1, c.num_layers));
-      const StageSpec specs[] = {
-          {CostOpKind::kLayer, {0, layers_measured, false, false},
-           static_cast<double>(layers_measured)},
-          {CostOpKind::kEmbedding, {0, 0, true, false}, 1.0},
-          {CostOpKind::kLossHead, {0, 0, false, true}, 1.0},
-      };
+      // Layers at two stage depths: 2 (or 1) and the whole model (a deeper stage's larger
+      // working set makes each layer slower on CPU caches); the simulator uses the depth
+      // nearest each stage's.
+      std::vector<StageSpec> specs;
+      for (int64_t depth : {std::min<int64_t>(2, c.num_layers), c.num_layers}) {
+        if (depth < 1 || (!specs.empty() && depth == specs.back().layout.num_layers())) continue;
+        specs.push_back({CostOpKind::kLayer, {0, depth, false, false}, static_cast<double>(depth)});
+      }
+      specs.push_back({CostOpKind::kEmbedding, {0, 0, true, false}, 1.0});
+      specs.push_back({CostOpKind::kLossHead, {0, 0, false, true}, 1.0});
       for (int copies : tp > 1 ? std::vector<int>{1} : options.concurrency) {
         for (const StageSpec& spec : specs) {
           MXMACA_ASSIGN_OR_RETURN(OpTriple secs,
@@ -393,13 +396,18 @@ absl::StatusOr<CostTable> Calibrate(const std::vector<std::string>& model_argv_i
           e.tp = tp;
           e.sp = sp;
           e.concurrency = copies;
+          if (spec.op == CostOpKind::kLayer) e.stage_layers = spec.layout.num_layers();
           e.work = WorkOf(spec.op, shape);
           e.seconds = secs;
           e.shape = shape.ToString();
           table.ops.push_back(e);
           say(absl::StrFormat(
-              "  %-9s tp %d%s mbs %d concurrency %d: F %.3f ms  B %.3f ms  W %.3f ms%s",
-              CostOpName(spec.op), tp, sp ? " sp" : "", mbs, copies, 1e3 * secs[0],
+              "  %-9s tp %d%s mbs %d concurrency %d%s: F %.3f ms  B %.3f ms  W %.3f ms%s",
+              CostOpName(spec.op), tp, sp ? " sp" : "", mbs, copies,
+              spec.op == CostOpKind::kLayer
+                  ? absl::StrFormat(" (of %d)", spec.layout.num_layers())
+                  : std::string(),
+              1e3 * secs[0],
               1e3 * secs[1], 1e3 * secs[2],
               spec.op == CostOpKind::kLayer
                   ? absl::StrFormat("  (%.1f GFLOP/s)", (e.work[0] + e.work[1] + e.work[2]) /

@@ -7,9 +7,10 @@
 // processes only ever slow a run down, so on a shared machine the fastest run estimates the
 // unloaded time; the synthetic-runtime steps use the median):
 //   layer      F, B (input gradient) and W (weight gradient) of one transformer layer:
-//              a layers::GptStage of 2 layers (no embedding, no loss head) timed by
-//              Forward / BackwardInput / BackwardWeight on random hidden states and
-//              output gradients, / 2; with TP t > 1, t such stages (the TP shards) on t
+//              a layers::GptStage of 2 layers, and one of all --num-layers layers (no
+//              embedding, no loss head), timed by Forward / BackwardInput /
+//              BackwardWeight on random hidden states and output gradients, / layers
+//              (the deeper stage's working set is larger: slower per layer on a CPU); with TP t > 1, t such stages (the TP shards) on t
 //              threads over an in-process hub, so the TP collectives are inside the
 //              times, with and without sequence parallelism; with concurrency k > 1
 //              (TP 1 only), k independent stages run at once on k threads (memory-

@@ -30,7 +30,9 @@ TEST_CASE("calibrate: measures every op and simulate reads the table") {
   auto table = Calibrate(kModel, o, &log);
   REQUIRE(table.ok());
   CHECK(table->threads_per_op == 1);  // no --num-threads in kModel
-  // TP 1 x concurrency {1, 2} + TP 2 (with and without SP) x concurrency 1, three ops each.
+  // TP 1 x concurrency {1, 2} + TP 2 (with and without SP) x concurrency 1, three entries
+  // each: the layer (kModel has 2 layers, so the two measured depths coincide), the
+  // embedding and the loss head.
   CHECK(table->ops.size() == 12);
   for (const CostEntry& e : table->ops) {
     // Every op does some work in F and W (B of the embedding is empty on the first stage).

@@ -111,16 +111,35 @@ std::array<double, 3> WorkOf(CostOpKind kind, const OpShape& x) {
 }
 
 absl::StatusOr<std::array<double, 3>> CostTable::OpSeconds(CostOpKind kind, const OpShape& shape,
-                                                           int concurrency) const {
+                                                           int concurrency,
+                                                           int64_t stage_layers) const {
   const bool sp = shape.sp && shape.t > 1;
-  std::vector<const CostEntry*> match;
+  std::vector<const CostEntry*> all;
   for (const CostEntry& e : ops) {
-    if (e.op == kind && e.tp == shape.t && (e.sp && e.tp > 1) == sp) match.push_back(&e);
+    if (e.op == kind && e.tp == shape.t && (e.sp && e.tp > 1) == sp) all.push_back(&e);
   }
-  if (match.empty()) {
+  if (all.empty()) {
     return absl::NotFoundError(absl::StrCat("cost table has no \"", CostOpName(kind),
                                             "\" entry for tp ", shape.t, sp ? " with sp" : "",
                                             " (run mxmaca calibrate with that TP size)"));
+  }
+  // The measured stage depth nearest the requested one (entries without a depth match any).
+  int64_t depth = 0;
+  if (stage_layers > 0) {
+    int64_t best = -1;
+    for (const CostEntry* e : all) {
+      if (e->stage_layers <= 0) continue;
+      const int64_t d = e->stage_layers > stage_layers ? e->stage_layers - stage_layers
+                                                       : stage_layers - e->stage_layers;
+      if (best < 0 || d < best || (d == best && e->stage_layers < depth)) {
+        best = d;
+        depth = e->stage_layers;
+      }
+    }
+  }
+  std::vector<const CostEntry*> match;
+  for (const CostEntry* e : all) {
+    if (depth == 0 || e->stage_layers == depth || e->stage_layers <= 0) match.push_back(e);
   }
   // The concurrency to use: the largest measured <= requested, else the smallest.
   int use = -1, lowest = match.front()->concurrency;
@@ -176,6 +195,7 @@ std::string CostTableToJson(const CostTable& t) {
                    {"tp", e.tp},
                    {"sp", e.sp},
                    {"concurrency", e.concurrency},
+                   {"stage_layers", e.stage_layers},
                    {"work", {e.work[0], e.work[1], e.work[2]}},
                    {"seconds", {e.seconds[0], e.seconds[1], e.seconds[2]}},
                    {"shape", e.shape}});
@@ -266,6 +286,11 @@ absl::StatusOr<CostTable> ParseCostTable(const std::string& text, const std::str
     e.tp = static_cast<int64_t>(*tp);
     e.concurrency = static_cast<int>(*conc);
     e.sp = o.contains("sp") && o.at("sp").is_boolean() && o.at("sp").get<bool>();
+    if (o.contains("stage_layers")) {
+      auto depth = Number(o, "stage_layers", source, where);
+      if (!depth.ok()) return depth.status();
+      e.stage_layers = static_cast<int64_t>(*depth);
+    }
     auto work = Triple(o, "work", source, where);
     if (!work.ok()) return work.status();
     auto sec = Triple(o, "seconds", source, where);

@@ -11,7 +11,7 @@
 //     "precision": "fp32",         // fp32 | bf16 (the GEMMs' precision)
 //     "gemm_gflops": 141.0,        // measured GEMM rate (reported as the "peak")
 //     "ops": [                     // one entry per measured (op, shape, tp, concurrency)
-//       {"op": "layer", "tp": 1, "sp": false, "concurrency": 1,
+//       {"op": "layer", "tp": 1, "sp": false, "concurrency": 1, "stage_layers": 2,
 //        "work": [F, B, W], "seconds": [F, B, W], "shape": "b 2 s 256 h 256 ..."},
 //       {"op": "embedding", ...}, {"op": "loss_head", ...}
 //     ],
@@ -25,9 +25,11 @@
 // GEMM FLOPs for "layer" (F, B, W of one transformer layer on one TP rank) and
 // "loss_head" (final norm + logits GEMM + cross-entropy), elements T h for "embedding".
 //
-// Lookup (OpSeconds): the entries of the op with the same tp, sp and concurrency (the
-// nearest measured concurrency not above the requested one, else the lowest) are sorted
-// by work; the time at work x is interpolated linearly between the two measured points
+// Lookup (OpSeconds): the entries of the op with the same tp, sp, stage depth ("layer"
+// entries record how many layers the measured stage held, "stage_layers": a deeper stage
+// has a larger working set and runs each layer slower on a CPU's caches; the measured
+// depth nearest the stage's is used) and concurrency (the nearest measured concurrency not
+// above the requested one, else the lowest) are sorted by work; the time at work x is interpolated linearly between the two measured points
 // around x, and outside the measured range scaled in proportion to work from the nearest
 // point (t = t_0 x / x_0). One point: proportional scaling.
 #ifndef MXMACA_API_CALIBRATE_COST_TABLE_H_
@@ -73,6 +75,7 @@ struct CostEntry {
   int64_t tp = 1;
   bool sp = false;
   int concurrency = 1;  // copies of the op measured at once on separate threads
+  int64_t stage_layers = 0;  // "layer": layers in the measured stage (0: not recorded)
   std::array<double, 3> work = {0, 0, 0};
   std::array<double, 3> seconds = {0, 0, 0};
   std::string shape;  // OpShape::ToString of the measured shape (information only)
@@ -102,10 +105,11 @@ struct CostTable {
   double step_overhead_s = 0;
 
   // OpSeconds: [F, B, W] seconds of `kind` at `shape` with `concurrency` ops running at
-  // once (see the file comment). NotFound naming the op, tp, sp when the table has no
-  // entry for them.
+  // once, for a stage of `stage_layers` layers (0: any; see the file comment). NotFound
+  // naming the op, tp, sp when the table has no entry for them.
   absl::StatusOr<std::array<double, 3>> OpSeconds(CostOpKind kind, const OpShape& shape,
-                                                  int concurrency) const;
+                                                  int concurrency,
+                                                  int64_t stage_layers = 0) const;
 };
 
 // CostTableToJson: the file text (2-space indented JSON).

@@ -129,5 +129,23 @@ TEST_CASE("cost table: interpolates between measured points and picks the concur
   CHECK((*t.OpSeconds(CostOpKind::kLayer, Shape(2), 1))[0] == Approx(1.0));
 }
 
+TEST_CASE("cost table: layer entries are picked by the nearest measured stage depth") {
+  CostTable t = RandomTable(9);
+  t.ops.clear();
+  CostEntry shallow = Entry(CostOpKind::kLayer, Shape(2), {1.0, 1.0, 1.0});
+  shallow.stage_layers = 2;
+  CostEntry deep = Entry(CostOpKind::kLayer, Shape(2), {1.3, 1.2, 1.1});
+  deep.stage_layers = 8;
+  t.ops = {shallow, deep};
+  CHECK((*t.OpSeconds(CostOpKind::kLayer, Shape(2), 1, 1))[0] == Approx(1.0));
+  CHECK((*t.OpSeconds(CostOpKind::kLayer, Shape(2), 1, 4))[0] == Approx(1.0));  // 4: nearer 2
+  CHECK((*t.OpSeconds(CostOpKind::kLayer, Shape(2), 1, 6))[0] == Approx(1.3));
+  CHECK((*t.OpSeconds(CostOpKind::kLayer, Shape(2), 1, 32))[2] == Approx(1.1));
+  // The depth survives the file.
+  auto back = ParseCostTable(CostTableToJson(t), "t.json");
+  REQUIRE(back.ok());
+  CHECK(back->ops[1].stage_layers == 8);
+}
+
 }  // namespace
 }  // namespace mxmaca::api

@@ -12,6 +12,7 @@ namespace mxmaca::api {
 namespace {
 
 constexpr double kFp32 = 4;
+using OpTriple = std::array<double, 3>;  // F, B, W seconds
 
 // Layers of a chunk that full recomputation redoes (as step_model.cc).
 int64_t RecomputedLayers(const layers::GptConfig& m, int64_t chunk_layers) {
@@ -87,7 +88,6 @@ absl::StatusOr<StepResult> SimulateCalibratedStep(const StepModelInputs& in) {
   }
   const OpShape shape = OpShapeOf(in);
   const int concurrency = static_cast<int>(std::min<int64_t>(r.workers, p * dp));
-  MXMACA_ASSIGN_OR_RETURN(auto layer, table.OpSeconds(CostOpKind::kLayer, shape, concurrency));
   MXMACA_ASSIGN_OR_RETURN(auto embedding,
                           table.OpSeconds(CostOpKind::kEmbedding, shape, concurrency));
   MXMACA_ASSIGN_OR_RETURN(auto head, table.OpSeconds(CostOpKind::kLossHead, shape, concurrency));
@@ -100,6 +100,9 @@ absl::StatusOr<StepResult> SimulateCalibratedStep(const StepModelInputs& in) {
     std::array<double, 3> sum = {0, 0, 0};
     for (const layers::StageLayout& layout : in.placement.layouts[static_cast<size_t>(s)]) {
       const double n = static_cast<double>(layout.num_layers());
+      // Per-layer times measured at the stage depth nearest this chunk's.
+      MXMACA_ASSIGN_OR_RETURN(OpTriple layer, table.OpSeconds(CostOpKind::kLayer, shape,
+                                                              concurrency, layout.num_layers()));
       for (int k = 0; k < 3; ++k) {
         double op = n * layer[k] + table.op_overhead_s;
         if (layout.has_embedding) op += embedding[k];
