@@ -23,6 +23,10 @@ int64_t ControlPlane::PipelineGroupId(int world_size) {
   return static_cast<int64_t>(transport::kNumGroupKinds) * world_size + 1;
 }
 
+int64_t ControlPlane::HeartbeatGroupId(int world_size) {
+  return static_cast<int64_t>(transport::kNumGroupKinds) * world_size + 2;
+}
+
 void ControlPlane::AllGather(std::vector<uint8_t> block, Done done) {
   struct Op {
     std::vector<uint8_t> send;

@@ -48,6 +48,8 @@ class ControlPlane {
   // stage actors' point-to-point activation traffic (remote_stage_link.h).
   static int64_t ControlGroupId(int world_size);
   static int64_t PipelineGroupId(int world_size);
+  // HeartbeatGroupId: the processes' heartbeat ring (api/train/heartbeat.h).
+  static int64_t HeartbeatGroupId(int world_size);
 
  private:
   transport::Communicator* comm_;

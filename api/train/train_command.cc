@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "actors/checkpoint/checkpoint_reader.h"
+#include "actors/control_plane.h"
 #include "actors/coordinator.h"
 #include "actors/data_actor.h"
 #include "actors/gpt_stage_program.h"
@@ -32,6 +33,7 @@
 #include "api/train/parallel_setup.h"
 #include "api/train/process_job.h"
 #include "api/train/exit_signal.h"
+#include "api/train/heartbeat.h"
 #include "api/train/rebalance.h"
 #include "api/train/stage_ranks.h"
 #include "api/train/synthetic_train.h"
@@ -301,6 +303,7 @@ absl::StatusOr<actors::TrainingSummary> Train(
   MXMACA_RETURN_IF_ERROR(ValidateAndDeriveArgs(&args, static_cast<int>(world_size)));
   MXMACA_RETURN_IF_ERROR(CheckSupportedLayout(args));
   std::optional<ProcessJob> process_job;
+  std::unique_ptr<Heartbeat> heartbeat;  // after process_job: stopped before it is destroyed
   if (launch) {
     if (args.trace_file || args.rebalance_threshold || args.force_layer_move) {
       return absl::UnimplementedError(
@@ -312,6 +315,18 @@ absl::StatusOr<actors::TrainingSummary> Train(
     process_job = std::move(joined);
     print(absl::StrCat(" > joined a job of ", launch->world_size,
                        " processes over UCX, one rank each (", launch->ToString(), ")"));
+    // A hung peer (alive, silent) ends the job within ~8 s instead of the collective
+    // timeout (heartbeat.h).
+    const int me = launch->rank;
+    heartbeat = Heartbeat::Start(
+        process_job->comm.get(), launch->world_size,
+        actors::ControlPlane::HeartbeatGroupId(launch->world_size), absl::Seconds(1),
+        absl::Seconds(8), [me](int lost, const std::string& reason) {
+          std::fprintf(stderr, "mxmaca train: error: rank %d lost rank %d: %s; exiting\n", me,
+                       lost, reason.c_str());
+          std::fflush(stderr);
+          std::_Exit(1);
+        });
   }
 
   // Tokenizer (vocabulary size and end-of-document id).
@@ -601,8 +616,14 @@ absl::StatusOr<actors::TrainingSummary> Train(
   }
   MXMACA_ASSIGN_OR_RETURN(actors::TrainingSummary summary,
                           actors::RunPipelineJob(std::move(job_ranks), ro, cc, dc));
-  if (!summary.ok) return summary;  // (no orderly close: the other processes may be stuck)
+  if (!summary.ok) {
+    // No orderly close (the other processes may be stuck); this process reports its own
+    // error, not the peers that exit after it.
+    if (heartbeat) heartbeat->Quiesce();
+    return summary;
+  }
   if (process_job) {
+    if (heartbeat) heartbeat->Quiesce();  // peers exit one by one after the close
     absl::Status closed = process_job->comm->Close();
     if (!closed.ok()) {
       summary.ok = false;

@@ -4,6 +4,8 @@
 #   1. srun-style start (every rank started directly, no supervising launcher): kill -9 one
 #      rank mid-iteration; every other rank must notice within 10 s, say which peer it
 #      lost, and exit non-zero.
+#   1b. srun-style: one rank hangs (SIGSTOP); the heartbeat ring ends the job within ~9 s,
+#      the hung rank's successor naming it.
 #   2. `mxmaca launch` without restarts: kill -9 one child; the launcher exits with the
 #      child's code (137) within 10 s and reaps every child.
 #   3. `mxmaca launch --max-restarts 1`: kill -9 one child WHILE A CHECKPOINT IS BEING
@@ -68,6 +70,37 @@ for r in 0 1 3; do
 done
 [ "$named2" -ge 1 ] || { echo "FAIL srun-style: no rank names rank 2"; exit 1; }
 echo "ok   srun-style: every rank exited non-zero ${t} s after kill -9 of rank 2, naming its lost peer"
+
+# ---- 1b. srun-style: a rank that hangs (SIGSTOP: alive, sockets open, silent) ----
+# Only the heartbeat ring (api/train/heartbeat.h: 1 s period, 8 s timeout) can notice it:
+# its successor exits naming it, and the rest notice that exit through UCX.
+pids=()
+port=$((port + 1))
+for r in 0 1 2 3; do
+  RANK=$r WORLD_SIZE=4 LOCAL_RANK=$r LOCAL_WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 \
+    MASTER_PORT=$port "$mxmaca" train "${base[@]}" --train-iters 100000 --log-interval 5 \
+    --save "$work/c1b" --save-interval 100000 > "c1b.r$r.log" 2>&1 &
+  pids+=($!)
+done
+wait_for_log c1b.r0.log 'iteration +10/' 60
+t0=$(now)
+kill -STOP "${pids[2]}"
+for _ in $(seq 1 150); do
+  alive=0
+  for r in 0 1 3; do kill -0 "${pids[$r]}" 2>/dev/null && alive=$((alive + 1)); done
+  [ "$alive" = 0 ] && break
+  sleep 0.1
+done
+t=$(elapsed "$t0")
+kill -9 "${pids[2]}" 2>/dev/null || true
+[ "$alive" = 0 ] || { echo "FAIL hang: $alive ranks still running 15 s after rank 2 hung"; exit 1; }
+for r in 0 1 3; do
+  set +e; wait "${pids[$r]}"; rc=$?; set -e
+  [ "$rc" != 0 ] || { echo "FAIL hang: rank $r exited 0"; exit 1; }
+done
+grep -q 'rank 3 lost rank 2: no heartbeat' c1b.r3.log ||
+  { echo "FAIL hang: rank 3 does not name the hung rank 2:"; tail -2 c1b.r3.log; exit 1; }
+echo "ok   hang: every rank exited non-zero ${t} s after rank 2 was stopped; rank 3: $(grep -o 'lost rank 2: no heartbeat for [0-9.]* s' c1b.r3.log)"
 
 # ---- 2. mxmaca launch, no restarts ----
 port=$((port + 1))
