@@ -301,6 +301,15 @@ absl::StatusOr<actors::TrainingSummary> Train(
         absl::StrCat("--world-size ", world_size, ": expected 1 ... 4096 in-process ranks"));
   }
   MXMACA_RETURN_IF_ERROR(ValidateAndDeriveArgs(&args, static_cast<int>(world_size)));
+  if (launch && !threads_given) {
+    // The host's cores are shared by its processes: each takes cores / LOCAL_WORLD_SIZE
+    // threads (the model's layer ops and the runtime's), unless --num-threads says.
+    const char* local = std::getenv("LOCAL_WORLD_SIZE");
+    int per_host = 1;
+    if (local != nullptr && absl::SimpleAtoi(local, &per_host) && per_host > 1) {
+      args.num_threads = std::max<int64_t>(1, *args.num_threads / per_host);
+    }
+  }
   MXMACA_RETURN_IF_ERROR(CheckSupportedLayout(args));
   std::optional<ProcessJob> process_job;
   std::unique_ptr<Heartbeat> heartbeat;  // after process_job: stopped before it is destroyed
@@ -428,14 +437,7 @@ absl::StatusOr<actors::TrainingSummary> Train(
   // Runtime.
   // Runtime: one compute strand per rank on a pool of min(ranks, threads) threads; each op
   // uses threads / pool threads OpenMP threads (results do not depend on the count).
-  int threads = static_cast<int>(*args.num_threads);
-  if (process_job && !threads_given) {  // the host's cores are shared by its processes
-    const char* local = std::getenv("LOCAL_WORLD_SIZE");
-    int per_host = 1;
-    if (local != nullptr && absl::SimpleAtoi(local, &per_host) && per_host > 1) {
-      threads = std::max(1, threads / per_host);
-    }
-  }
+  const int threads = static_cast<int>(*args.num_threads);
   const int world = static_cast<int>(ranks.size());
   const int pool_threads = std::max(1, std::min(world, threads));
   kernels::ExecContext exec;
