@@ -33,7 +33,8 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
   if (p < 1 || dp < 1 || tp < 1 || ranks.size() != expected_ranks) {
     return absl::InvalidArgumentError(absl::StrCat(
         "RunPipelineJob: ", ranks.size(), " ranks for pipeline ", p, " x data parallel ", dp,
-        " x tensor parallel ", tp, remote_comm ? " (multi-process: expected this process's one rank)" : ""));
+        " x tensor parallel ", tp,
+        remote_comm ? " (multi-process: expected this process's one rank)" : ""));
   }
   for (size_t k = 0; k < ranks.size(); ++k) {
     const int i = remote_comm ? remote_comm->rank() : static_cast<int>(k);
@@ -108,8 +109,10 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
 
   auto peers = std::make_shared<PipelinePeers>();
   peers->by_rank.resize(static_cast<size_t>(world));
-  if (remote_comm) cc->control = std::make_shared<ControlPlane>(
-      remote_comm, world, ControlPlane::ControlGroupId(world));
+  if (remote_comm) {
+    cc->control =
+        std::make_shared<ControlPlane>(remote_comm, world, ControlPlane::ControlGroupId(world));
+  }
   for (PipelineRank& r : ranks) {
     absl::StatusOr<transport::RankView> view = grid->ForRank(r.rank);
     if (!view.ok()) return view.status();
