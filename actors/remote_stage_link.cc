@@ -53,20 +53,15 @@ RemoteStageLinks::RemoteStageLinks(transport::Communicator* comm, int world_size
 
 void RemoteStageLinks::Start(const std::vector<int>& peers) {
   std::weak_ptr<RemoteStageLinks> weak = shared_from_this();
-  std::vector<std::shared_ptr<PeerReceive>> started;
   for (int rank : peers) {
+    // Each peer's state lives as long as its posted receive (the callbacks hold it).
     auto peer = std::make_shared<PeerReceive>();
     peer->rank = rank;
     peer->pool = ActivationPool::Create([weak, rank](int32_t channel) {
       if (auto links = weak.lock()) links->SendRelease(rank, channel);
     });
-    started.push_back(peer);
+    PostHeader(peer);
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    peers_ = started;
-  }
-  for (const auto& peer : started) PostHeader(peer);
 }
 
 void RemoteStageLinks::Stop() { stopped_ = true; }
@@ -120,31 +115,29 @@ void RemoteStageLinks::OnHeader(const std::shared_ptr<PeerReceive>& peer) {
   auto buffer = std::make_shared<std::vector<float>>(peer->pool->Take());
   buffer->resize(static_cast<size_t>(count));
   auto self = shared_from_this();
-  {
-    // The payload's receive, then the next header's: only this thread (the
-    // communicator's) posts receives from `peer`, so the order is the messages' order.
-    comm_->Recv(group_, peer->rank, buffer->data(), count, transport::DataType::kFloat32,
-                [self, peer, h, buffer](const transport::CollectiveInfo&, absl::Status status) {
-                  if (self->stopped_) return;
-                  if (!status.ok()) {
-                    self->Report(absl::StrCat("receiving a payload from rank ", peer->rank, ": ",
-                                              status.message()));
-                    return;
-                  }
-                  ActivationMessage m;
-                  m.iteration = h[kIteration];
-                  m.eval = h[kEval] != 0;
-                  m.microbatch = static_cast<int32_t>(h[kMicrobatch]);
-                  m.chunk = static_cast<int32_t>(h[kChunk]);
-                  m.direction = static_cast<Direction>(h[kDirection]);
-                  m.from_rank = peer->rank;
-                  m.tensor.shape.assign(h.begin() + kDim0, h.begin() + kDim0 + h[kNdim]);
-                  m.tensor.data =
-                      peer->pool->Publish(std::move(*buffer), static_cast<int32_t>(h[kChannel]));
-                  ++self->delivered_;
-                  self->deliver_(std::move(m));
-                });
-  }
+  // The payload's receive, then the next header's: receives from `peer` are only posted
+  // here, by the completion of the previous one, so their order is the messages' order.
+  comm_->Recv(group_, peer->rank, buffer->data(), count, transport::DataType::kFloat32,
+              [self, peer, h, buffer](const transport::CollectiveInfo&, absl::Status status) {
+                if (self->stopped_) return;
+                if (!status.ok()) {
+                  self->Report(absl::StrCat("receiving a payload from rank ", peer->rank, ": ",
+                                            status.message()));
+                  return;
+                }
+                ActivationMessage m;
+                m.iteration = h[kIteration];
+                m.eval = h[kEval] != 0;
+                m.microbatch = static_cast<int32_t>(h[kMicrobatch]);
+                m.chunk = static_cast<int32_t>(h[kChunk]);
+                m.direction = static_cast<Direction>(h[kDirection]);
+                m.from_rank = peer->rank;
+                m.tensor.shape.assign(h.begin() + kDim0, h.begin() + kDim0 + h[kNdim]);
+                m.tensor.data =
+                    peer->pool->Publish(std::move(*buffer), static_cast<int32_t>(h[kChannel]));
+                ++self->delivered_;
+                self->deliver_(std::move(m));
+              });
   PostHeader(peer);
 }
 

@@ -103,7 +103,6 @@ class RemoteStageLinks : public std::enable_shared_from_this<RemoteStageLinks> {
   // that arrived before their payload's send completed.
   std::map<std::pair<int, int32_t>, std::deque<std::shared_ptr<const std::vector<float>>>> held_;
   std::map<std::pair<int, int32_t>, int64_t> early_releases_;
-  std::vector<std::shared_ptr<PeerReceive>> peers_;
 };
 
 }  // namespace mxmaca::actors
