@@ -178,6 +178,21 @@ void ApplyForwardKeep(ForwardKeep keep, LayerStash* st) {
   }
 }
 
+// MlpOutputToResidual: the end of F's MLP block (dense or MoE): hidden dropout on this
+// rank's MLP output y [tl, h] (in place), out = residual2 + y, then what F does not keep.
+void MlpOutputToResidual(const LayerCall& call, LayerStash* st, float* y, float* out,
+                         ForwardKeep keep) {
+  const GptConfig& c = *call.config;
+  const int64_t h = c.hidden_size;
+  if (HiddenDropout(call) > 0.0f) {
+    HiddenDropoutForward(call, y, y, h,
+                         DropoutKey(c.seed, call.global_layer, DropoutSite::kMlpOutput,
+                                    call.iteration, call.micro_batch_id));
+  }
+  cpu::Add(call.ctx, st->residual2.data(), y, out, LocalTokens(call) * h);
+  ApplyForwardKeep(keep, st);
+}
+
 }  // namespace
 
 absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, float* out,
@@ -274,14 +289,7 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
       float* fc2, RowParallelOutput(call, fc2_partial,
                                     sp ? LayerScratch::Get(scratch->c, tl * h) : nullptr, h));
   if (ids_.fc2_bias >= 0) cpu::AddBias(ctx, fc2, P(ids_.fc2_bias), tl, h);
-  if (HiddenDropout(call) > 0.0f) {
-    HiddenDropoutForward(call, fc2, fc2, h,
-                         DropoutKey(c.seed, call.global_layer, DropoutSite::kMlpOutput,
-                                    call.iteration, call.micro_batch_id));
-  }
-  cpu::Add(ctx, st->residual2.data(), fc2, out, tl * h);
-
-  ApplyForwardKeep(keep, st);
+  MlpOutputToResidual(call, st, fc2, out, keep);
   return absl::OkStatus();
 }
 
@@ -462,13 +470,7 @@ absl::Status TransformerLayer::MoEForward(const LayerCall& call, LayerStash* st,
     y = LayerScratch::Get(scratch->c, tl * h);
     ScatterToSequenceParallelRegion(*call.tp, y_full, call.b, call.s, h, y);
   }
-  if (HiddenDropout(call) > 0.0f) {
-    HiddenDropoutForward(call, y, y, h,
-                         DropoutKey(c.seed, call.global_layer, DropoutSite::kMlpOutput,
-                                    call.iteration, call.micro_batch_id));
-  }
-  cpu::Add(call.ctx, st->residual2.data(), y, out, tl * h);
-  ApplyForwardKeep(keep, st);
+  MlpOutputToResidual(call, st, y, out, keep);
   return absl::OkStatus();
 }
 
