@@ -836,37 +836,42 @@ CollectiveInfo UcxCommunicator::Broadcast(const ProcessGroup& group, int root, v
   return impl_->Post(group, std::move(a));
 }
 
-CollectiveInfo UcxCommunicator::Send(const ProcessGroup& group, int peer, const void* buffer,
-                                     int64_t count, DataType dtype, DoneCallback done) {
-  Impl::PostArgs a;
-  a.info.op = CollectiveOp::kSend;
+namespace {
+
+// PointToPoint: the post of a send or receive of `count` elements with member `peer`
+// (`buffer` the caller's; checked for null when count > 0).
+UcxCommunicator::Impl::PostArgs PointToPoint(CollectiveOp op, const ProcessGroup& group, int peer,
+                                             const void* buffer, int64_t count, DataType dtype,
+                                             DoneCallback done) {
+  UcxCommunicator::Impl::PostArgs a;
+  a.info.op = op;
   a.info.dtype = dtype;
   a.info.count = count;
   a.done = std::move(done);
-  a.p2p_send = buffer;
   if (peer < 0 || peer >= group.size()) {
     a.invalid = absl::StrCat("peer ", peer, " outside group of ", group.size());
   } else {
     a.info.peer = group.ranks[peer];
   }
   if (count > 0 && buffer == nullptr) a.invalid = "null buffer";
+  return a;
+}
+
+}  // namespace
+
+CollectiveInfo UcxCommunicator::Send(const ProcessGroup& group, int peer, const void* buffer,
+                                     int64_t count, DataType dtype, DoneCallback done) {
+  Impl::PostArgs a =
+      PointToPoint(CollectiveOp::kSend, group, peer, buffer, count, dtype, std::move(done));
+  a.p2p_send = buffer;
   return impl_->Post(group, std::move(a));
 }
 
 CollectiveInfo UcxCommunicator::Recv(const ProcessGroup& group, int peer, void* buffer,
                                      int64_t count, DataType dtype, DoneCallback done) {
-  Impl::PostArgs a;
-  a.info.op = CollectiveOp::kRecv;
-  a.info.dtype = dtype;
-  a.info.count = count;
-  a.done = std::move(done);
+  Impl::PostArgs a =
+      PointToPoint(CollectiveOp::kRecv, group, peer, buffer, count, dtype, std::move(done));
   a.p2p_recv = buffer;
-  if (peer < 0 || peer >= group.size()) {
-    a.invalid = absl::StrCat("peer ", peer, " outside group of ", group.size());
-  } else {
-    a.info.peer = group.ranks[peer];
-  }
-  if (count > 0 && buffer == nullptr) a.invalid = "null buffer";
   return impl_->Post(group, std::move(a));
 }
 
