@@ -84,6 +84,11 @@ std::vector<double> FlattenMoEStats(const CoordinatorConfig& c,
   return flat;
 }
 
+const std::vector<layers::moe::MoELayerStats>& NoMoEStats() {
+  static const auto* none = new std::vector<layers::moe::MoELayerStats>();
+  return *none;
+}
+
 struct PhaseReports {
   int pending = 0;
   std::vector<RankReport> ranks;
@@ -1006,12 +1011,9 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
         rr.busy_seconds = d.busy_seconds;
         rr.wall_seconds = d.wall_seconds;
         rr.peak_activation_bytes = d.peak_activation_bytes;
-        if (!st.cfg->moe_layers.empty()) {
-          r.rank_moe[d.stage] = d.tensor_parallel_rank == 0 && !d.eval
-                                    ? FlattenMoEStats(*st.cfg, d.moe_stats)
-                                    : std::vector<double>(st.cfg->moe_layers.size() *
-                                                              MoEStride(*st.cfg),
-                                                          0.0);
+        if (!st.cfg->moe_layers.empty()) {  // zeros for TP ranks > 0 and evaluation
+          const bool counts = d.tensor_parallel_rank == 0 && !d.eval;
+          r.rank_moe[d.stage] = FlattenMoEStats(*st.cfg, counts ? d.moe_stats : NoMoEStats());
         }
         if (--r.pending > 0) {
           if (!expect_eval) MaybeSendOptimisticStep(self, d);
