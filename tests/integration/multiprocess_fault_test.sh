@@ -39,25 +39,38 @@ wait_for_log() {
   echo "FAIL: '$2' did not appear in $1 within $3 s"; tail -5 "$1"; exit 1
 }
 
+# start_ranks NAME: starts ranks 0-3 of a long job directly (as srun would: no supervising
+# launcher), logs NAME.r<rank>.log, pids in ${pids[@]}; returns once rank 0 has logged
+# iteration 10.
+start_ranks() {
+  pids=()
+  port=$((port + 1))
+  for r in 0 1 2 3; do
+    RANK=$r WORLD_SIZE=4 LOCAL_RANK=$r LOCAL_WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 \
+      MASTER_PORT=$port "$mxmaca" train "${base[@]}" --train-iters 100000 --log-interval 5 \
+      --save "$work/$1" --save-interval 100000 > "$1.r$r.log" 2>&1 &
+    pids+=($!)
+  done
+  wait_for_log "$1.r0.log" 'iteration +10/' 60
+}
+
+# await_others SECONDS: waits until ranks 0, 1 and 3 have exited (at most SECONDS);
+# `alive` is how many still run, `t` the seconds since $t0.
+await_others() {
+  for _ in $(seq 1 $(( $1 * 10 ))); do
+    alive=0
+    for r in 0 1 3; do kill -0 "${pids[$r]}" 2>/dev/null && alive=$((alive + 1)); done
+    [ "$alive" = 0 ] && break
+    sleep 0.1
+  done
+  t=$(elapsed "$t0")
+}
+
 # ---- 1. srun-style: no supervisor ----
-pids=()
-port=$((port + 1))
-for r in 0 1 2 3; do
-  RANK=$r WORLD_SIZE=4 LOCAL_RANK=$r LOCAL_WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 \
-    MASTER_PORT=$port "$mxmaca" train "${base[@]}" --train-iters 100000 --log-interval 5 \
-    --save "$work/c1" --save-interval 100000 > "c1.r$r.log" 2>&1 &
-  pids+=($!)
-done
-wait_for_log c1.r0.log 'iteration +10/' 60
+start_ranks c1
 t0=$(now)
 kill -9 "${pids[2]}"
-for _ in $(seq 1 100); do
-  alive=0
-  for r in 0 1 3; do kill -0 "${pids[$r]}" 2>/dev/null && alive=$((alive + 1)); done
-  [ "$alive" = 0 ] && break
-  sleep 0.1
-done
-t=$(elapsed "$t0")
+await_others 10
 [ "$alive" = 0 ] || { echo "FAIL srun-style: $alive ranks still running 10 s after rank 2 was killed"; exit 1; }
 named2=0
 for r in 0 1 3; do
@@ -74,24 +87,10 @@ echo "ok   srun-style: every rank exited non-zero ${t} s after kill -9 of rank 2
 # ---- 1b. srun-style: a rank that hangs (SIGSTOP: alive, sockets open, silent) ----
 # Only the heartbeat ring (api/train/heartbeat.h: 1 s period, 8 s timeout) can notice it:
 # its successor exits naming it, and the rest notice that exit through UCX.
-pids=()
-port=$((port + 1))
-for r in 0 1 2 3; do
-  RANK=$r WORLD_SIZE=4 LOCAL_RANK=$r LOCAL_WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 \
-    MASTER_PORT=$port "$mxmaca" train "${base[@]}" --train-iters 100000 --log-interval 5 \
-    --save "$work/c1b" --save-interval 100000 > "c1b.r$r.log" 2>&1 &
-  pids+=($!)
-done
-wait_for_log c1b.r0.log 'iteration +10/' 60
+start_ranks c1b
 t0=$(now)
 kill -STOP "${pids[2]}"
-for _ in $(seq 1 150); do
-  alive=0
-  for r in 0 1 3; do kill -0 "${pids[$r]}" 2>/dev/null && alive=$((alive + 1)); done
-  [ "$alive" = 0 ] && break
-  sleep 0.1
-done
-t=$(elapsed "$t0")
+await_others 15
 kill -9 "${pids[2]}" 2>/dev/null || true
 [ "$alive" = 0 ] || { echo "FAIL hang: $alive ranks still running 15 s after rank 2 hung"; exit 1; }
 for r in 0 1 3; do
