@@ -949,16 +949,17 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
         st.busy_seconds = 0.0;
         st.sync.assign(static_cast<size_t>(st.num_chunks()), ChunkSync{});
         {
-          std::vector<std::pair<int64_t, int32_t>> last_w;  // (last W index, chunk)
+          // (index of the chunk's last W, chunk); chunks without W sort last.
+          std::vector<std::pair<size_t, int32_t>> last_w;
           for (int32_t c = 0; c < st.num_chunks(); ++c) {
-            int64_t last = static_cast<int64_t>(st.run.schedule.size());  // none: last
-            for (size_t i = 0; i < st.run.schedule.size(); ++i) {
-              const scheduler::PipelineOp& op = st.run.schedule[i];
-              if (op.kind == OpKind::kBackwardWeight && op.chunk == c) {
-                last = static_cast<int64_t>(i);
-              }
+            last_w.emplace_back(st.run.schedule.size(), c);
+          }
+          for (size_t i = 0; i < st.run.schedule.size(); ++i) {
+            const scheduler::PipelineOp& op = st.run.schedule[i];
+            if (op.kind == OpKind::kBackwardWeight && op.chunk >= 0 &&
+                op.chunk < st.num_chunks()) {
+              last_w[static_cast<size_t>(op.chunk)].first = i;
             }
-            last_w.emplace_back(last, c);
           }
           std::sort(last_w.begin(), last_w.end());
           st.bucket_order.clear();
