@@ -462,7 +462,10 @@ constexpr FlagSpec kMxmaca[] = {
     Ours(T("--optimizer-post-validation", kImpl,
            "zero-bubble post-validation (Qi et al., ICLR 2024, sec. 4): stages step "
            "optimistically from the partial grad-norm / NaN reduction and roll back and redo "
-           "when the global check disagrees; bit-identical to the synchronous step")),
+           "when the global check disagrees; bit-identical to the synchronous step "
+           "(--enable-optimizer-post-validation is the zero-bubble authors' Megatron fork's "
+           "name)",
+           "", "False", "--enable-optimizer-post-validation")),
     Ours(V("--max-stashed-microbatches", kInt, "None", kImpl,
            "with --dynamic-pipeline: stashes (micro-batch x chunk) a stage may hold; "
            "default: the static schedule's peak on that stage")),
