@@ -13,6 +13,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gemm.h"
+#include "layers/context_parallel/cp_batch.h"
 
 namespace mxmaca::layers {
 
@@ -103,7 +104,8 @@ GptStage::GptStage(const GptConfig& config, const StageLayout& layout)
 absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& config,
                                                            const StageLayout& layout,
                                                            int64_t arena_multiple,
-                                                           const TensorParallelContext* tp) {
+                                                           const TensorParallelContext* tp,
+                                                           const cp::ContextParallelContext* cp) {
   MXMACA_RETURN_IF_ERROR(config.Validate());
   if (arena_multiple <= 0 || arena_multiple % 16 != 0) {
     return absl::InvalidArgumentError(absl::StrCat("GptStage: arena_multiple ", arena_multiple,
@@ -114,8 +116,39 @@ absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& conf
   MXMACA_RETURN_IF_ERROR(ValidateTensorParallelContext(tp_ctx));
   MXMACA_RETURN_IF_ERROR(
       ValidateTensorParallelConfig(config, tp_ctx.size, tp_ctx.sequence_parallel));
+  cp::ContextParallelContext cp_ctx;
+  if (cp != nullptr) cp_ctx = *cp;
+  MXMACA_RETURN_IF_ERROR(cp::ValidateContextParallelContext(cp_ctx));
+  cp::CpLayout cp_layout;
+  if (cp_ctx.enabled()) {
+    absl::StatusOr<cp::CpLayout> made = cp::MakeCpLayout(config.seq_length, cp_ctx.size,
+                                                         tp_ctx.size, tp_ctx.sequence_parallel);
+    if (!made.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--seq-length ", config.seq_length, " with --context-parallel-size ", cp_ctx.size,
+          tp_ctx.sp() ? absl::StrCat(" and --tensor-model-parallel-size ", tp_ctx.size,
+                                     " --sequence-parallel")
+                      : "",
+          ": ", made.status().message()));
+    }
+    cp_layout = *made;
+    if (config.attention_dropout > 0.0f || config.hidden_dropout > 0.0f) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--context-parallel-size ", cp_ctx.size, " needs --attention-dropout 0 and "
+          "--hidden-dropout 0 (got ", config.attention_dropout, " and ", config.hidden_dropout,
+          "): the ring attention has no dropout, and dropout masks are keyed by unsharded "
+          "positions"));
+    }
+    if (config.moe) {
+      return absl::UnimplementedError(absl::StrCat(
+          "--context-parallel-size ", cp_ctx.size,
+          " with --num-experts: MoE layers are not context-parallel yet"));
+    }
+  }
   std::unique_ptr<GptStage> stage(new GptStage(config, layout));
   stage->tp_ = tp_ctx;
+  stage->cp_ = cp_ctx;
+  stage->cp_layout_ = cp_layout;
   stage->layer_config_ = LocalLayerConfig(config, tp_ctx.size);
   stage->vocab_ = VocabShardOf(config, tp_ctx.rank, tp_ctx.size);
   MXMACA_ASSIGN_OR_RETURN(
@@ -167,6 +200,15 @@ absl::Status GptStage::ValidateInput(const MicroBatchInput& in, Mode mode) const
         absl::StrCat("micro-batch ", in.micro_batch_id, ": micro_batch_size ", b, " x seq_length ",
                      s, ", expected both > 0 and seq_length <= ", config_.seq_length));
   }
+  if (cp_.enabled() && s != cp_layout_.LocalSeq()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "micro-batch ", in.micro_batch_id, ": seq_length ", s, ", expected this context-parallel "
+        "rank's ", cp_layout_.LocalSeq(), " tokens (--seq-length ", config_.seq_length,
+        " / --context-parallel-size ", cp_.size, ")"));
+  }
+  if (cp_.enabled() && mode == Mode::kInference) {
+    return absl::UnimplementedError("inference with --context-parallel-size > 1");
+  }
   if (tp_.sp() && s % tp_.size != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("micro-batch ", in.micro_batch_id, ": seq_length ", s,
@@ -189,9 +231,9 @@ absl::Status GptStage::ValidateInput(const MicroBatchInput& in, Mode mode) const
   if (!in.doc_start.empty()) {
     MXMACA_RETURN_IF_ERROR(CheckSize("doc_start", in.doc_start.size(), t));
     for (int64_t i = 0; i < t; ++i) {
-      if (in.doc_start[i] < 0 || in.doc_start[i] > i % s) {
+      if (in.doc_start[i] < 0 || in.doc_start[i] > Position(i % s)) {
         return absl::InvalidArgumentError(absl::StrCat("doc_start[", i, "] = ", in.doc_start[i],
-                                                       ", expected in [0, ", i % s,
+                                                       ", expected in [0, ", Position(i % s),
                                                        "] (its position in the row)"));
       }
     }
@@ -217,8 +259,9 @@ LayerCall GptStage::MakeCall(const MicroBatchStash& st, int local_layer, bool tr
   call.doc_start = st.doc_start.empty() ? nullptr : st.doc_start.data();
   const int64_t t = st.b * st.s;
   rope_positions_.resize(t);
-  for (int64_t i = 0; i < t; ++i) rope_positions_[i] = static_cast<int32_t>(i % st.s);
+  for (int64_t i = 0; i < t; ++i) rope_positions_[i] = static_cast<int32_t>(Position(i % st.s));
   call.rope_positions = rope_positions_.data();
+  call.cp_attention = cp_attention_.get();
   call.training = training;
   call.iteration = st.iteration;
   call.micro_batch_id = st.micro_batch_id;
@@ -303,7 +346,7 @@ absl::Status GptStage::EmbeddingForward(const MicroBatchInput& in, bool training
     std::vector<int32_t> pos(in.position_ids.begin(), in.position_ids.end());
     if (pos.empty()) {
       pos.resize(t);
-      for (int64_t i = 0; i < t; ++i) pos[i] = static_cast<int32_t>(i % s);
+      for (int64_t i = 0; i < t; ++i) pos[i] = static_cast<int32_t>(Position(i % s));
     }
     cpu::EmbeddingForward(ctx_, pos.data(), t, store_.param(ids_.position_embeddings), h, full,
                           true);
@@ -355,6 +398,7 @@ absl::Status GptStage::VocabParallelCrossEntropy(const MicroBatchStash& st, cons
 absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBatchStash* st,
                                   StageOutput* output) {
   MXMACA_RETURN_IF_ERROR(ValidateInput(in, mode));
+  MXMACA_RETURN_IF_ERROR(EnsureCpAttention(in.micro_batch_size));
   const bool training = mode == Mode::kTrain;
   MemoryTracker* tracker = training ? &tracker_ : &eval_tracker_;
   const int64_t b = in.micro_batch_size, s = in.seq_length, t = b * s, h = config_.hidden_size,
@@ -477,9 +521,35 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
   }
   output->loss_sum = loss_sum;
   output->num_tokens = count;
+  if (cp_.enabled()) {
+    // The CP loss rule (cp_batch.h): numerator and token count summed over the CP ranks.
+    MXMACA_ASSIGN_OR_RETURN(cp::CpLossPart total,
+                            cp::AllReduceCpLoss(cp_.comm, cp_.group,
+                                                cp::CpLossPart{loss_sum, count}, cp_.timeout));
+    output->loss_sum = total.loss_sum;
+    output->num_tokens = total.tokens;
+  }
   if (training) {
     CopyInto(&st->labels, tracker, in.labels);
   }
+  return absl::OkStatus();
+}
+
+absl::Status GptStage::EnsureCpAttention(int64_t b) {
+  if (!cp_.enabled() || (cp_attention_ && cp_b_ == b)) return absl::OkStatus();
+  cp::RingAttentionConfig rc;
+  rc.b = b;
+  rc.heads = layer_config_.num_attention_heads;
+  rc.groups = layer_config_.query_groups();
+  rc.head_dim = layer_config_.head_dim();
+  rc.layout = cp_layout_;
+  cp::ContextParallelAttention::Options options;
+  options.transfer_timeout = cp_.timeout;
+  options.num_threads = ctx_.num_threads;
+  cp_attention_.reset();
+  MXMACA_ASSIGN_OR_RETURN(cp_attention_,
+                          cp::ContextParallelAttention::Create(rc, cp_.comm, cp_.group, options));
+  cp_b_ = b;
   return absl::OkStatus();
 }
 
@@ -658,6 +728,7 @@ absl::Status GptStage::RunBackward(int64_t micro_batch_id, absl::Span<const floa
   if (!layout_.has_loss_head) {
     MXMACA_RETURN_IF_ERROR(CheckSize("d_output", d_output.size(), tl * h));
   }
+  MXMACA_RETURN_IF_ERROR(EnsureCpAttention(st->b));
   const bool direct = !forward_order_.empty() && forward_order_.front() == micro_batch_id;
   std::unique_ptr<WeightGradSink> sink;
   if (fused) sink = MakeSink(st, direct);
