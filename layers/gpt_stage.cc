@@ -132,12 +132,10 @@ absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& conf
           ": ", made.status().message()));
     }
     cp_layout = *made;
-    if (config.attention_dropout > 0.0f || config.hidden_dropout > 0.0f) {
+    if (config.attention_dropout > 0.0f) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--context-parallel-size ", cp_ctx.size, " needs --attention-dropout 0 and "
-          "--hidden-dropout 0 (got ", config.attention_dropout, " and ", config.hidden_dropout,
-          "): the ring attention has no dropout, and dropout masks are keyed by unsharded "
-          "positions"));
+          "--context-parallel-size ", cp_ctx.size, " needs --attention-dropout 0 (got ",
+          config.attention_dropout, "): the ring attention has no dropout"));
     }
     if (config.moe) {
       return absl::UnimplementedError(absl::StrCat(
@@ -298,9 +296,23 @@ namespace {
 
 // HiddenDropout{Forward,Backward}: dropout of this rank's [rows, h] hidden states with
 // masks keyed by the global [b, s, h] element index (under SP one offset per sequence).
-void StageDropout(const kernels::ExecContext& ctx, const TensorParallelContext& tp, bool forward,
+// With CP: one call per run of consecutive original positions (cp_context.h).
+void StageDropout(const kernels::ExecContext& ctx, const TensorParallelContext& tp,
+                  const cp::ContextParallelContext& cpc, const cp::CpLayout& layout, bool forward,
                   const float* x, float* y, int64_t b, int64_t s, int64_t h, float p,
                   kernels::RngKey key) {
+  if (cpc.enabled()) {
+    for (const cp::CpTokenRun& r : cp::CpLocalTokenRuns(layout, cpc.rank, b, tp.sp() ? tp.rank : 0,
+                                                        tp.sp() ? tp.size : 1)) {
+      const int64_t at = r.local_row * h, n = r.rows * h, offset = r.global_row * h;
+      if (forward) {
+        cpu::DropoutForward(ctx, x + at, y + at, n, p, key, offset);
+      } else {
+        cpu::DropoutBackward(ctx, x + at, y + at, n, p, key, offset);
+      }
+    }
+    return;
+  }
   if (!tp.sp()) {
     if (forward) {
       cpu::DropoutForward(ctx, x, y, b * s * h, p, key, 0);
@@ -356,7 +368,7 @@ absl::Status GptStage::EmbeddingForward(const MicroBatchInput& in, bool training
   if (training) CopyInto(&st->tokens, tracker, in.tokens);
   if (training && config_.hidden_dropout > 0.0f) {
     StageDropout(
-        ctx_, tp_, true, x0, x0, b, s, h, config_.hidden_dropout,
+        ctx_, tp_, cp_, cp_layout_, true, x0, x0, b, s, h, config_.hidden_dropout,
         DropoutKey(config_.seed, -1, DropoutSite::kEmbedding, in.iteration, in.micro_batch_id));
   }
   return absl::OkStatus();
@@ -767,7 +779,7 @@ absl::Status GptStage::RunBackward(int64_t micro_batch_id, absl::Span<const floa
     }
     if (config_.hidden_dropout > 0.0f) {
       StageDropout(
-          ctx_, tp_, false, d_cur, local, st->b, st->s, h, config_.hidden_dropout,
+          ctx_, tp_, cp_, cp_layout_, false, d_cur, local, st->b, st->s, h, config_.hidden_dropout,
           DropoutKey(config_.seed, -1, DropoutSite::kEmbedding, st->iteration, st->micro_batch_id));
     } else {
       std::memcpy(local, d_cur, tl * h * sizeof(float));

@@ -113,9 +113,9 @@ class GptStage {
   // that does not split over tp->size ranks (ValidateTensorParallelConfig).
   // cp: this stage's CP rank (copied; see the file comment); nullptr or size 1: none.
   // InvalidArgument (naming the flags) for a bad context, a sequence not divisible by
-  // 2 x CP (x TP with SP), attention or hidden dropout with CP (the ring attention has no
-  // dropout, and hidden dropout masks are keyed by unsharded positions); Unimplemented for
-  // MoE layers with CP.
+  // 2 x CP (x TP with SP), attention dropout with CP (the ring attention has none; hidden
+  // dropout is fine: its masks stay keyed by unsharded positions); Unimplemented for MoE
+  // layers with CP.
   static absl::StatusOr<std::unique_ptr<GptStage>> Create(
       const GptConfig& config, const StageLayout& layout, int64_t arena_multiple = 16,
       const TensorParallelContext* tp = nullptr, const cp::ContextParallelContext* cp = nullptr);

@@ -12,6 +12,7 @@
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/philox.h"
+#include "layers/context_parallel/cp_context.h"
 
 namespace mxmaca::layers {
 
@@ -113,9 +114,32 @@ float HiddenDropout(const LayerCall& call) {
 // HiddenDropoutForward / Backward: dropout of a [rows, h] activation of the residual
 // stream, masks keyed by the global element index of the [b, s, h] tensor (under SP the
 // local rows are each sequence's positions [r s/p, ...): one offset per sequence).
+// CpHiddenDropout: with context parallelism, one call per run of local rows that hold
+// consecutive original positions, keyed by the unsharded element index (cp_context.h).
+void CpHiddenDropout(const LayerCall& call, bool forward, const float* x, float* y, int64_t h,
+                     kernels::RngKey key) {
+  const float p = HiddenDropout(call);
+  const cp::ContextParallelAttention& a = *call.cp_attention;
+  const bool sp = Sp(call);
+  for (const cp::CpTokenRun& r :
+       cp::CpLocalTokenRuns(a.config().layout, a.cp_rank(), call.b, sp ? call.tp->rank : 0,
+                            sp ? call.tp->size : 1)) {
+    const int64_t at = r.local_row * h, n = r.rows * h, offset = r.global_row * h;
+    if (forward) {
+      cpu::DropoutForward(call.ctx, x + at, y + at, n, p, key, offset);
+    } else {
+      cpu::DropoutBackward(call.ctx, x + at, y + at, n, p, key, offset);
+    }
+  }
+}
+
 void HiddenDropoutForward(const LayerCall& call, const float* x, float* y, int64_t h,
                           kernels::RngKey key) {
   const float p = HiddenDropout(call);
+  if (call.cp_attention != nullptr) {
+    CpHiddenDropout(call, true, x, y, h, key);
+    return;
+  }
   if (!Sp(call)) {
     cpu::DropoutForward(call.ctx, x, y, call.b * call.s * h, p, key, 0);
     return;
@@ -129,6 +153,10 @@ void HiddenDropoutForward(const LayerCall& call, const float* x, float* y, int64
 void HiddenDropoutBackward(const LayerCall& call, const float* dy, float* dx, int64_t h,
                            kernels::RngKey key) {
   const float p = HiddenDropout(call);
+  if (call.cp_attention != nullptr) {
+    CpHiddenDropout(call, false, dy, dx, h, key);
+    return;
+  }
   if (!Sp(call)) {
     cpu::DropoutBackward(call.ctx, dy, dx, call.b * call.s * h, p, key, 0);
     return;

@@ -38,7 +38,9 @@
 // in LayerStash::probs instead of the probabilities (B rebuilds the attention output from
 // `context`); selective recompute reruns the ring forward in B on every CP rank alike.
 // Everything else is per token and unchanged; with SP the rows are [b s_local/p, h].
-// No attention dropout with CP (GptStage::Create rejects it).
+// Hidden dropout masks stay keyed by the unsharded [b, s, h] element index (one kernel
+// call per run of consecutive original positions), so they do not depend on CP. No
+// attention dropout with CP (GptStage::Create rejects it).
 #ifndef MXMACA_LAYERS_TRANSFORMER_LAYER_H_
 #define MXMACA_LAYERS_TRANSFORMER_LAYER_H_
 

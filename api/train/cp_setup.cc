@@ -21,12 +21,10 @@ absl::Status CheckContextParallelArgs(const MegatronArgs& a) {
         " (each context-parallel rank holds 2 chunks of every sequence",
         split_tp ? ", split again over TP by --sequence-parallel" : "", ")"));
   }
-  if (a.attention_dropout > 0.0 || a.hidden_dropout > 0.0) {
+  if (a.attention_dropout > 0.0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        flag, " needs --attention-dropout 0 and --hidden-dropout 0 (got ", a.attention_dropout,
-        " and ", a.hidden_dropout,
-        "; Megatron's default is 0.1): the ring attention has no dropout, and the hidden "
-        "dropout masks are keyed by unsharded positions"));
+        flag, " needs --attention-dropout 0 (got ", a.attention_dropout,
+        "; Megatron's default is 0.1): the ring attention has no dropout"));
   }
   if (a.num_experts && *a.num_experts > 0) {
     return absl::UnimplementedError(

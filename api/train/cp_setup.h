@@ -18,10 +18,9 @@ namespace mxmaca::api {
 // CheckContextParallelArgs: OK when --context-parallel-size is 1, or when the other flags
 // work with it. Errors (naming the flags and values):
 //   InvalidArgument  --seq-length not divisible by 2 x CP (x TP with --sequence-parallel
-//                    and TP > 1; Megatron's 2 x CP chunk layout); --attention-dropout or
-//                    --hidden-dropout > 0 (Megatron's default is 0.1: pass 0; the ring
-//                    attention has no dropout and the hidden dropout masks are keyed by
-//                    unsharded positions);
+//                    and TP > 1; Megatron's 2 x CP chunk layout); --attention-dropout
+//                    > 0 (Megatron's default is 0.1: pass 0; the ring attention has no
+//                    dropout — hidden dropout is fine);
 //   Unimplemented    --num-experts (MoE with CP), --dynamic-pipeline (every CP rank of a
 //                    stage must run its ops in the same order: the ring pairs them),
 //                    --rebalance-threshold / --force-layer-move.

@@ -1,6 +1,9 @@
 // layers/context_parallel/cp_context.cc: see cp_context.h.
 #include "layers/context_parallel/cp_context.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 
 namespace mxmaca::layers::cp {
@@ -45,6 +48,25 @@ std::vector<int32_t> CpRowPositions(const CpLayout& layout, int64_t rank, int64_
     }
   }
   return pos;
+}
+
+std::vector<CpTokenRun> CpLocalTokenRuns(const CpLayout& layout, int64_t rank, int64_t b,
+                                         int64_t sp_rank, int64_t sp_size) {
+  const int64_t sl = layout.LocalSeq(), n = sl / sp_size, lo = sp_rank * n, hi = lo + n;
+  std::vector<CpTokenRun> runs;
+  for (int64_t bi = 0; bi < b; ++bi) {
+    // The local sequence is two chunks: [0, c) and [c, 2c), each contiguous originally.
+    for (const auto [a, e] : {std::pair<int64_t, int64_t>{0, layout.chunk}, {layout.chunk, sl}}) {
+      const int64_t from = std::max(a, lo), to = std::min(e, hi);
+      if (from >= to) continue;
+      CpTokenRun run;
+      run.local_row = bi * n + (from - lo);
+      run.global_row = bi * layout.seq + layout.GlobalPosition(rank, from);
+      run.rows = to - from;
+      runs.push_back(run);
+    }
+  }
+  return runs;
 }
 
 }  // namespace mxmaca::layers::cp

@@ -54,6 +54,24 @@ absl::Status ValidateContextParallelContext(const ContextParallelContext& cp);
 // on an unsharded stage. Requires 0 <= rank < layout.cp_size (invariant).
 std::vector<int32_t> CpRowPositions(const CpLayout& layout, int64_t rank, int64_t b);
 
+// CpTokenRun: `rows` consecutive rows of a local token-major tensor that hold
+// consecutive original positions: local row `local_row` is row `global_row` of the full
+// [b, s] (global_row = bi s + original position).
+struct CpTokenRun {
+  int64_t local_row = 0;
+  int64_t global_row = 0;
+  int64_t rows = 0;
+};
+
+// CpLocalTokenRuns: the runs covering CP rank `rank`'s local rows of a [b, rows, w]
+// tensor, in local order: rows = s_local (sp_size 1), or the SP shard
+// [sp_rank s_local / sp_size, (sp_rank + 1) s_local / sp_size) of each sequence. Used to
+// key dropout masks by the unsharded element index (global_row w + column), so masks
+// do not depend on the CP (or TP) layout. Requires 0 <= rank < CP, sp_size >= 1 dividing
+// s_local, 0 <= sp_rank < sp_size (invariants).
+std::vector<CpTokenRun> CpLocalTokenRuns(const CpLayout& layout, int64_t rank, int64_t b,
+                                         int64_t sp_rank, int64_t sp_size);
+
 }  // namespace mxmaca::layers::cp
 
 #endif  // MXMACA_LAYERS_CONTEXT_PARALLEL_CP_CONTEXT_H_

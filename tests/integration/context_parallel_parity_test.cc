@@ -5,7 +5,8 @@
 // positions, LayerNorm, GELU, tied embeddings) trained on packed documents with
 // --reset-position-ids --reset-attention-mask --eod-mask-loss (document masks across CP
 // chunks, original position ids after slicing, masked tokens in the CP loss rule).
-// Dropout is 0: CP needs it (cp_setup.h).
+// Hidden dropout 0.1 (its masks are keyed by unsharded positions, so they do not depend
+// on CP); attention dropout 0, which CP needs (cp_setup.h).
 //
 // Tolerances (DESIGN.md "Numerics"): per-step training loss and the evaluation loss within
 // 1e-5 relative over 10 steps; per-tensor weight change within 1e-3 relative, norm-wise.
@@ -47,7 +48,7 @@ std::vector<std::string> Base(const ParityCorpus& corpus, const Model& m) {
       "--num-layers", "4", "--seq-length", "32", "--max-position-embeddings", "32",
       "--micro-batch-size", "1", "--global-batch-size", "8", "--train-iters", "10", "--lr",
       "3e-3", "--min-lr", "3e-4", "--lr-decay-style", "cosine", "--lr-warmup-iters", "2",
-      "--weight-decay", "0.1", "--clip-grad", "1.0", "--hidden-dropout", "0",
+      "--weight-decay", "0.1", "--clip-grad", "1.0", "--hidden-dropout", "0.1",
       "--attention-dropout", "0", "--eval-interval", "5", "--eval-iters", "2",
       "--reset-position-ids", "--reset-attention-mask", "--eod-mask-loss"};
   a.insert(a.end(), m.args.begin(), m.args.end());
@@ -102,6 +103,44 @@ TEST_CASE("CP {2,4}, CP2 x TP2 x PP2 and CP2 x DP2: the same run as CP 1") {
       CheckClose(single, run, w0, 1e-5, 1e-3);
       CheckValidLosses(single, run);
     }
+  }
+}
+
+TEST_CASE("CP with --calculate-per-token-loss, and a CP 2 checkpoint resumed at CP 4") {
+  ParityCorpus corpus("cp_per_token_resume");
+  std::vector<std::string> base = Base(corpus, kLlama);
+  const Weights w0 = corpus.InitialWeights(base, 1000);
+  {
+    std::vector<std::string> per_token = base;
+    per_token.push_back("--calculate-per-token-loss");
+    const Run single = corpus.Train("per-token cp1", per_token, 10);
+    const Run cp2 = corpus.Train("per-token cp2 dp2", With(per_token, {2, 1, 1, 2, false, false}),
+                                 10);
+    CheckClose(single, cp2, w0, 1e-5, 1e-3);
+    CheckValidLosses(single, cp2);
+  }
+  // Saved at CP 2 x DP 2 with the distributed optimizer (its shards cut over dp x CP),
+  // resumed at CP 4 and at CP 1: the steps after the resume equal the uninterrupted run's.
+  const Run uninterrupted = corpus.Train("cp1, 10 steps", base, 10);
+  const std::string ckpt = corpus.dir() + "/cp_relayout";
+  std::vector<std::string> first = With(base, {2, 1, 1, 2, false, true});
+  first.insert(first.end(), {"--save", ckpt, "--save-interval", "5", "--exit-interval", "5"});
+  (void)corpus.Train("cp2 dp2 distopt, 5 steps", first, 5);
+  for (const Layout& l : {Layout{4, 1, 1, 1, false, false}, Layout{1, 1, 1, 1, false, false}}) {
+    std::vector<std::string> resume = With(base, l);
+    resume.insert(resume.end(), {"--load", ckpt});
+    const Run rest = corpus.Train("resumed at " + l.Label(), resume, 5);
+    INFO(rest.label);
+    REQUIRE(rest.summary.first_iteration == 5);
+    for (size_t i = 0; i < 5; ++i) {
+      INFO("iteration " << 6 + i);
+      const double a = uninterrupted.summary.train_losses[5 + i], b = rest.summary.train_losses[i];
+      CHECK(std::fabs(a - b) <= 1e-5 * std::fabs(a));
+    }
+    Run last = rest;
+    last.summary.train_losses.assign(uninterrupted.summary.train_losses.begin(),
+                                     uninterrupted.summary.train_losses.end());
+    CheckClose(uninterrupted, last, w0, 1e-5, 1e-3);
   }
 }
 

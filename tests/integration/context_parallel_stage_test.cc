@@ -1,7 +1,8 @@
 // tests/integration/context_parallel_stage_test.cc: a whole GPT (embedding, layers, loss
 // head) on CP in {2, 4} ranks — one GptStage per CP rank, each on its own thread, the
 // ring over an in-process hub — against the same GPT on one rank, on fresh random
-// batches with document boundaries (--reset-attention-mask / --reset-position-ids data):
+// batches with document boundaries (--reset-attention-mask / --reset-position-ids data)
+// and hidden dropout 0.1:
 // the loss each CP rank reports and the per-tensor gradients summed over the CP ranks
 // (what the runtime's data-parallel x context-parallel reduction computes) equal the
 // single-rank ones. Also a batch whose loss mask is zero on one CP rank's whole part:
@@ -51,7 +52,7 @@ GptConfig LlamaLike() {
   c.swiglu = true;
   c.add_bias_linear = false;
   c.untie_embeddings_and_output_weights = true;
-  c.hidden_dropout = 0.0f;
+  c.hidden_dropout = 0.1f;  // masks keyed by unsharded positions: the same on any CP layout
   c.attention_dropout = 0.0f;
   return c;
 }
