@@ -95,6 +95,10 @@ std::vector<std::string> MemoryReport(const ParallelSetup& setup, const layers::
   lines.push_back(absl::StrCat(" > memory per rank at start-up (estimate; schedule ",
                                setup.train_schedule.name,
                                setup.tensor_parallel_size > 1 ? "; tensor-parallel rank 0" : "",
+                               setup.context_parallel_size > 1
+                                   ? "; context-parallel rank 0, s/CP tokens, attention as if "
+                                     "unsharded (an overestimate)"
+                                   : "",
                                "; stashes from F to B, one micro-batch's B transients not "
                                "counted):"));
   for (const StageRank& r : ranks) {
@@ -104,8 +108,12 @@ std::vector<std::string> MemoryReport(const ParallelSetup& setup, const layers::
     const auto& layouts = setup.placement.layouts[static_cast<size_t>(r.pipeline_rank)];
     int64_t stash = 0;
     for (const layers::StageLayout& l : layouts) {
+      // CP: a rank holds s/CP tokens (its attention stash is then an overestimate: the
+      // ring keeps a log-sum-exp per query, not [s/CP, s/CP] probabilities).
+      layers::GptConfig local = model;
+      local.seq_length = model.seq_length / std::max(1, setup.context_parallel_size);
       stash = std::max(stash, layers::StashBytesPerMicroBatchTp(
-                                  model, l, *args.micro_batch_size, setup.tensor_parallel_size,
+                                  local, l, *args.micro_batch_size, setup.tensor_parallel_size,
                                   setup.sequence_parallel, args.reset_attention_mask));
     }
     layers::StageMemoryEstimate e = layers::EstimateStageMemory(

@@ -1,6 +1,6 @@
 // Context parallelism in `mxmaca train` (issue 9): --context-parallel-size 2 and 4, CP 2
-// composed with TP 2 (+ sequence parallelism) and PP 2, and CP 2 x DP 2 with the
-// distributed optimizer, against the CP = 1 run on the same weights and batches, for a
+// composed with TP 2 (+ sequence parallelism) and PP 2, CP 2 x DP 2 with the distributed
+// optimizer, and CP with selective / full recomputation, against the CP = 1 run on the same weights and batches, for a
 // Llama-like GPT (RoPE, GQA, RMSNorm, SwiGLU, untied) and a GPT-2-like one (learned
 // positions, LayerNorm, GELU, tied embeddings) trained on packed documents with
 // --reset-position-ids --reset-attention-mask --eod-mask-loss (document masks across CP
@@ -60,9 +60,13 @@ std::vector<std::string> Base(const ParityCorpus& corpus, const Model& m) {
 struct Layout {
   int cp, tp, pp, dp;
   bool sp, dist;
+  std::vector<std::string> extra = {};  // e.g. recomputation (numerics unchanged at CP 1)
   std::string Label() const {
-    return "cp" + std::to_string(cp) + " tp" + std::to_string(tp) + (sp ? " sp" : "") + " pp" +
-           std::to_string(pp) + " dp" + std::to_string(dp) + (dist ? " distopt" : "");
+    std::string l = "cp" + std::to_string(cp) + " tp" + std::to_string(tp) + (sp ? " sp" : "") +
+                    " pp" + std::to_string(pp) + " dp" + std::to_string(dp) +
+                    (dist ? " distopt" : "");
+    for (const std::string& e : extra) l += " " + e;
+    return l;
   }
 };
 
@@ -73,6 +77,7 @@ std::vector<std::string> With(std::vector<std::string> a, const Layout& l) {
                      std::to_string(l.cp * l.tp * l.pp * l.dp)});
   if (l.sp) a.push_back("--sequence-parallel");
   if (l.dist) a.push_back("--use-distributed-optimizer");
+  a.insert(a.end(), l.extra.begin(), l.extra.end());
   return a;
 }
 
@@ -97,7 +102,15 @@ TEST_CASE("CP {2,4}, CP2 x TP2 x PP2 and CP2 x DP2: the same run as CP 1") {
     const std::vector<Layout> layouts = {{2, 1, 1, 1, false, false},
                                          {4, 1, 1, 1, false, false},
                                          {2, 2, 2, 1, true, false},
-                                         {2, 1, 1, 2, false, true}};
+                                         {2, 1, 1, 2, false, true},
+                                         // B reruns the ring forward (selective) or the
+                                         // whole layers (full) on every CP rank alike.
+                                         {4, 1, 1, 1, false, false,
+                                          {"--recompute-granularity", "selective"}},
+                                         {2, 1, 2, 1, false, false,
+                                          {"--recompute-granularity", "full",
+                                           "--recompute-method", "uniform",
+                                           "--recompute-num-layers", "1"}}};
     for (const Layout& l : layouts) {
       const Run run = corpus.Train(std::string(m.name) + " " + l.Label(), With(base, l), 10);
       CheckClose(single, run, w0, 1e-5, 1e-3);
