@@ -111,9 +111,6 @@ float HiddenDropout(const LayerCall& call) {
   return call.training ? call.config->hidden_dropout : 0.0f;
 }
 
-// HiddenDropoutForward / Backward: dropout of a [rows, h] activation of the residual
-// stream, masks keyed by the global element index of the [b, s, h] tensor (under SP the
-// local rows are each sequence's positions [r s/p, ...): one offset per sequence).
 // CpHiddenDropout: with context parallelism, one call per run of local rows that hold
 // consecutive original positions, keyed by the unsharded element index (cp_context.h).
 void CpHiddenDropout(const LayerCall& call, bool forward, const float* x, float* y, int64_t h,
@@ -133,6 +130,10 @@ void CpHiddenDropout(const LayerCall& call, bool forward, const float* x, float*
   }
 }
 
+// HiddenDropoutForward / Backward: dropout of a [rows, h] activation of the residual
+// stream, masks keyed by the global element index of the [b, s, h] tensor (under SP the
+// local rows are each sequence's positions [r s/p, ...): one offset per sequence;
+// with CP one per run of consecutive original positions, CpHiddenDropout).
 void HiddenDropoutForward(const LayerCall& call, const float* x, float* y, int64_t h,
                           kernels::RngKey key) {
   const float p = HiddenDropout(call);
