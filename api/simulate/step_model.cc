@@ -120,6 +120,45 @@ void Add(OpTime* into, const OpTime& from, double k = 1) {
   into->memory += k * from.memory;
   into->tp_comm += k * from.tp_comm;
   into->cp_comm += k * from.cp_comm;
+  into->ep_comm += k * from.ep_comm;
+}
+
+// The MoE block's inputs from the step's context (null for a dense model).
+MoeBlockInputs MoeInputs(const Ctx& x, const StepModelInputs& in) {
+  MoeBlockInputs b;
+  b.T = x.T;
+  b.tp = x.tp;
+  b.flops_per_s = x.flops_per_s;
+  b.hbm_bytes_per_s = x.hbm_bytes_per_s;
+  b.tp_exchange_seconds = TpExchange(x);
+  b.cluster = &in.cluster;
+  b.parallel = in.moe;
+  return b;
+}
+
+// One MoE transformer layer's F, B, W: LayerOps without the dense MLP (its fc1 / fc2
+// GEMMs, activation and TP exchange), plus the MoE block (moe_cost.h).
+std::array<OpTime, 3> MoeLayerOps(const Ctx& x, const layers::GptConfig& m,
+                                  const MoeBlockInputs& moe) {
+  std::array<OpTime, 3> op = LayerOps(x);
+  const double mlp = 2 * x.T * x.h * x.f1 / x.t + 2 * x.T * x.f * x.h / x.t;
+  const double activation_bytes = (x.T * x.f1 / x.t + x.T * x.f / x.t) * kBf16;
+  op[0].gemm -= mlp / x.flops_per_s;
+  op[1].gemm -= mlp / x.flops_per_s;
+  op[2].gemm -= mlp / x.flops_per_s;
+  op[0].memory -= activation_bytes / x.hbm_bytes_per_s;
+  op[1].memory -= 2 * activation_bytes / x.hbm_bytes_per_s;
+  op[0].tp_comm = op[1].tp_comm = TpExchange(x);  // the attention block's exchange only
+  const std::array<OpTime, 3> block = MoeMlpBlockOps(m, moe);
+  for (int k = 0; k < 3; ++k) Add(&op[k], block[k]);
+  return op;
+}
+
+// MoE layers among global layers [first, last).
+int64_t CountMoeLayers(const layers::GptConfig& m, int64_t first, int64_t last) {
+  int64_t n = 0;
+  for (int64_t l = first; l < last; ++l) n += m.is_moe_layer(l) ? 1 : 0;
+  return n;
 }
 
 // Layers of a chunk that full recomputation redoes: all with method uniform, the first
@@ -132,15 +171,28 @@ int64_t RecomputedLayers(const layers::GptConfig& m, int64_t chunk_layers) {
 
 // ChunkOps: F, B, W of one model chunk (layers plus embedding / loss head).
 std::array<OpTime, 3> ChunkOps(const Ctx& x, const layers::GptConfig& m,
-                               const layers::StageLayout& layout) {
+                               const layers::StageLayout& layout, const MoeBlockInputs* moe) {
   const std::array<OpTime, 3> layer = LayerOps(x);
-  const double n = static_cast<double>(layout.num_layers());
+  const int64_t n_moe =
+      moe == nullptr ? 0 : CountMoeLayers(m, layout.first_layer, layout.last_layer);
+  const double n = static_cast<double>(layout.num_layers() - n_moe);
   std::array<OpTime, 3> op;
   for (int k = 0; k < 3; ++k) Add(&op[k], layer[k], n);
-  const double recomputed = static_cast<double>(RecomputedLayers(m, layout.num_layers()));
-  Add(&op[1], layer[0], recomputed);  // B reruns the forward of recomputed layers
+  const int64_t recomputed_layers = RecomputedLayers(m, layout.num_layers());
+  if (n_moe == 0) {
+    Add(&op[1], layer[0], static_cast<double>(recomputed_layers));  // B reruns their F
+  } else {
+    // The first recomputed_layers layers of the chunk are recomputed (all with uniform).
+    const int64_t recomputed_moe =
+        CountMoeLayers(m, layout.first_layer, layout.first_layer + recomputed_layers);
+    const std::array<OpTime, 3> moe_layer = MoeLayerOps(x, m, *moe);
+    for (int k = 0; k < 3; ++k) Add(&op[k], moe_layer[k], static_cast<double>(n_moe));
+    Add(&op[1], layer[0], static_cast<double>(recomputed_layers - recomputed_moe));
+    Add(&op[1], moe_layer[0], static_cast<double>(recomputed_moe));
+  }
+  const double all_layers = static_cast<double>(layout.num_layers());
   if (m.recompute_granularity == layers::RecomputeGranularity::kSelective) {
-    op[1].gemm += n * AttentionCoreForward(x);
+    op[1].gemm += all_layers * AttentionCoreForward(x);
   }
   if (layout.has_embedding) {
     // Lookup (read + write T h), then the vocab-parallel all-reduce (or reduce-scatter).
@@ -171,6 +223,13 @@ std::array<OpTime, 3> ChunkOps(const Ctx& x, const layers::GptConfig& m,
   return op;
 }
 
+// A MoE layer's stash: Korthikanti et al.'s per-layer terms without the MLP block's
+// 19 T h / t (attention 11, norms 4, with SP or t = 1: 15 Tn h), plus the MoE block's
+// (moe_cost.h MoeMlpBlockStashBytes).
+double MoeLayerStashBytes(const Ctx& x, const layers::GptConfig& m, const MoeBlockInputs& moe) {
+  return 15 * x.Tn * x.h + MoeMlpBlockStashBytes(m, moe);
+}
+
 // Activation bytes one micro-batch leaves stashed on a chunk (Korthikanti et al. 2022,
 // "Reducing Activation Recomputation in Large Transformer Models", eq. 1-4 in bf16,
 // without the 5 a s^2 b term: fused (flash) attention keeps no s x s tensors):
@@ -180,10 +239,18 @@ std::array<OpTime, 3> ChunkOps(const Ctx& x, const layers::GptConfig& m,
 // Embedding chunk: its output and dropout mask, 3 T h (/ t with SP). Loss head: the fp32
 // softmax of the vocab shard, 4 T V / t, and the final norm's input 2 T h (/ t with SP).
 double ChunkStashBytes(const Ctx& x, const layers::GptConfig& m,
-                       const layers::StageLayout& layout) {
+                       const layers::StageLayout& layout, const MoeBlockInputs* moe) {
   const double per_layer = x.sp ? 34 * x.T * x.h / x.t : x.T * x.h * (10 + 24 / x.t);
   const double input = 2 * x.Tn * x.h;
   const int64_t n = layout.num_layers();
+  // Sum of the whole-layer stashes of global layers [first, last): per_layer for dense
+  // layers, MoeLayerStashBytes for MoE layers.
+  const auto layers_stash = [&](int64_t first, int64_t last) {
+    const int64_t n_moe = moe == nullptr ? 0 : CountMoeLayers(m, first, last);
+    if (n_moe == 0) return static_cast<double>(last - first) * per_layer;
+    return static_cast<double>(last - first - n_moe) * per_layer +
+           static_cast<double>(n_moe) * MoeLayerStashBytes(x, m, *moe);
+  };
   double bytes = 0;
   if (m.recompute_granularity == layers::RecomputeGranularity::kFull) {
     const int64_t k = std::max<int64_t>(1, m.recompute_num_layers);
@@ -191,30 +258,73 @@ double ChunkStashBytes(const Ctx& x, const layers::GptConfig& m,
       bytes += static_cast<double>((n + k - 1) / k) * input;
     } else {
       const int64_t r = std::min(n, k);
-      bytes += static_cast<double>(r) * input + static_cast<double>(n - r) * per_layer;
+      bytes += static_cast<double>(r) * input +
+               layers_stash(layout.first_layer + r, layout.last_layer);
     }
   } else {
-    bytes += static_cast<double>(n) * per_layer;
+    bytes += layers_stash(layout.first_layer, layout.last_layer);
   }
   if (layout.has_embedding) bytes += 3 * x.Tn * x.h;
   if (layout.has_loss_head) bytes += 4 * x.T * x.V / x.t + input;
   return bytes;
 }
 
-// The activations one recomputed group re-materialises during B (full recomputation).
-double RecomputeTransientBytes(const Ctx& x, const layers::GptConfig& m, int64_t chunk_layers) {
+// The activations one recomputed group re-materialises during B (full recomputation);
+// with MoE layers in the model, a group is costed at the larger of the two layer kinds.
+double RecomputeTransientBytes(const Ctx& x, const layers::GptConfig& m, int64_t chunk_layers,
+                               const MoeBlockInputs* moe) {
   if (m.recompute_granularity != layers::RecomputeGranularity::kFull) return 0;
-  const double per_layer = x.sp ? 34 * x.T * x.h / x.t : x.T * x.h * (10 + 24 / x.t);
+  double per_layer = x.sp ? 34 * x.T * x.h / x.t : x.T * x.h * (10 + 24 / x.t);
+  if (moe != nullptr) per_layer = std::max(per_layer, MoeLayerStashBytes(x, m, *moe));
   const int64_t k = m.recompute_method == layers::RecomputeMethod::kUniform
                         ? std::min(chunk_layers, std::max<int64_t>(1, m.recompute_num_layers))
                         : std::min<int64_t>(chunk_layers, 1);
   return static_cast<double>(k) * per_layer;
 }
 
+// CheckMoe: the MoE settings the model can cost (OK for a dense model).
+absl::Status CheckMoe(const StepModelInputs& in) {
+  if (in.model.moe == nullptr) return absl::OkStatus();
+  const MoeParallelOptions& o = in.moe;
+  const int64_t experts = in.model.moe->router.num_experts;
+  const int64_t ranks = in.tensor_parallel_size * in.context_parallel_size * in.data_parallel_size;
+  if (in.tensor_parallel_size > 1 && !in.sequence_parallel) {
+    return absl::InvalidArgumentError(
+        "simulate: MoE with --tensor-model-parallel-size > 1 needs --sequence-parallel "
+        "(Megatron-Core requires it for MoE with TP; the model costs the sequence-parallel "
+        "token flow)");
+  }
+  if (o.expert_model_parallel_size < 1 || o.expert_tensor_parallel_size < 1 ||
+      experts % o.expert_model_parallel_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "simulate: --expert-model-parallel-size ", o.expert_model_parallel_size,
+        " must be >= 1 and divide --num-experts ", experts,
+        " (--expert-tensor-parallel-size ", o.expert_tensor_parallel_size, ")"));
+  }
+  if (ranks % (o.expert_model_parallel_size * o.expert_tensor_parallel_size) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "simulate: expert tensor (", o.expert_tensor_parallel_size, ") x expert (",
+        o.expert_model_parallel_size, ") parallel size must divide TP x CP x DP = ", ranks));
+  }
+  if (!(o.load_imbalance >= 1.0) || !std::isfinite(o.load_imbalance)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "simulate: --moe-load-imbalance ", o.load_imbalance,
+        ": expected max/mean tokens per expert, a finite number >= 1"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<StepResult> SimulateStep(const StepModelInputs& in) {
-  if (in.cost_table != nullptr) return SimulateCalibratedStep(in);
+  if (in.cost_table != nullptr) {
+    if (in.model.moe != nullptr) {
+      return absl::InvalidArgumentError(
+          "simulate: MoE with a measured cost table (--cost-table) is not modelled; use the "
+          "roofline (--cluster)");
+    }
+    return SimulateCalibratedStep(in);
+  }
   const int64_t p = in.placement.pipeline_model_parallel_size;
   const int64_t v = in.placement.virtual_pipeline_model_parallel_size;
   if (in.micro_batch_size < 1 || in.global_batch_size < 1 || in.tensor_parallel_size < 1 ||
@@ -233,6 +343,10 @@ absl::StatusOr<StepResult> SimulateStep(const StepModelInputs& in) {
   const layers::GptConfig& m = in.model;
   const int64_t dp = in.data_parallel_size;
   scheduler::ParallelGroups groups{in.tensor_parallel_size, in.context_parallel_size, dp, p};
+  MXMACA_RETURN_IF_ERROR(CheckMoe(in));
+  const bool is_moe = m.moe != nullptr;
+  const MoeBlockInputs moe_inputs = is_moe ? MoeInputs(x, in) : MoeBlockInputs();
+  const MoeBlockInputs* moe = is_moe ? &moe_inputs : nullptr;
 
   StepResult r;
   r.world_size = in.tensor_parallel_size * in.context_parallel_size * dp * p;
@@ -245,14 +359,29 @@ absl::StatusOr<StepResult> SimulateStep(const StepModelInputs& in) {
   for (int64_t s = 0; s < p; ++s) {
     StageResult& st = r.stages[static_cast<size_t>(s)];
     for (const layers::StageLayout& layout : in.placement.layouts[static_cast<size_t>(s)]) {
-      const std::array<OpTime, 3> ops = ChunkOps(x, m, layout);
+      const std::array<OpTime, 3> ops = ChunkOps(x, m, layout, moe);
       for (int k = 0; k < 3; ++k) Add(&st.op[k], ops[k], 1.0 / static_cast<double>(v));
       // Parameters of the TP shard: the stage's count / t (norms are replicated; their
       // share is negligible).
-      st.parameters += layers::CountStageParameters(m, layout) / in.tensor_parallel_size;
-      stash[static_cast<size_t>(s)] += ChunkStashBytes(x, m, layout) / static_cast<double>(v);
-      transient[static_cast<size_t>(s)] = std::max(
-          transient[static_cast<size_t>(s)], RecomputeTransientBytes(x, m, layout.num_layers()));
+      const int64_t n_moe =
+          is_moe ? CountMoeLayers(m, layout.first_layer, layout.last_layer) : 0;
+      if (n_moe == 0) {
+        st.parameters += layers::CountStageParameters(m, layout) / in.tensor_parallel_size;
+      } else {
+        // MoE layers: no dense MLP; the shared expert is TP-sharded, the router replicated,
+        // the routed experts sharded over EP x ETP (counted apart: they sync over EDP).
+        const int64_t tp_sharded = layers::CountStageParameters(m, layout) -
+                                   n_moe * (DenseMlpParameters(m) - MoeSharedExpertParameters(m));
+        st.parameters += tp_sharded / in.tensor_parallel_size +
+                         n_moe * m.moe->router.num_experts * m.hidden_size;
+        st.expert_parameters +=
+            static_cast<double>(n_moe) * MoeExpertParametersPerRank(m, in.moe);
+      }
+      stash[static_cast<size_t>(s)] +=
+          ChunkStashBytes(x, m, layout, moe) / static_cast<double>(v);
+      transient[static_cast<size_t>(s)] =
+          std::max(transient[static_cast<size_t>(s)],
+                   RecomputeTransientBytes(x, m, layout.num_layers(), moe));
     }
     for (int k = 0; k < 3; ++k) costs.per_stage[static_cast<size_t>(s)][k] = st.op[k].total();
   }
@@ -268,6 +397,14 @@ absl::StatusOr<StepResult> SimulateStep(const StepModelInputs& in) {
   // with CP), stride t.
   const int64_t dp_cp = dp * in.context_parallel_size;
   const LinkCost dp_link = scheduler::GroupLink(in.cluster, in.tensor_parallel_size, dp_cp);
+  const int64_t edp = is_moe ? in.tensor_parallel_size * dp_cp /
+                                   (in.moe.expert_tensor_parallel_size *
+                                    in.moe.expert_model_parallel_size)
+                             : 1;
+  const scheduler::ExpertParallelGroups expert_groups{in.moe.expert_tensor_parallel_size,
+                                                      in.moe.expert_model_parallel_size, edp, p};
+  const LinkCost edp_link =
+      scheduler::GroupLink(in.cluster, expert_groups.edp_stride(), expert_groups.edp);
   for (int64_t s = 0; s < p; ++s) {
     StageResult& st = r.stages[static_cast<size_t>(s)];
     const auto& ops = r.timing.ops[static_cast<size_t>(s)];
@@ -295,6 +432,27 @@ absl::StatusOr<StepResult> SimulateStep(const StepModelInputs& in) {
                                ? std::ceil(params / static_cast<double>(dp_cp))
                                : params;
     st.optimizer = updated * kAdamBytesPerParam / x.hbm_bytes_per_s;
+    double expert_updated = 0;
+    if (is_moe) {
+      // Routed experts: gradients reduced over the expert-data-parallel group (EDP ranks
+      // etp x ep apart in the expert grid), in the same window as the dense buckets.
+      const double expert = st.expert_parameters;
+      if (in.distributed_optimizer) {
+        st.edp_grad_sync = scheduler::ReduceScatterSeconds(expert * kFp32, edp, edp_link);
+        st.expert_param_gather = scheduler::AllGatherSeconds(expert * kBf16, edp, edp_link);
+        expert_updated = std::ceil(expert / static_cast<double>(edp));
+      } else {
+        st.edp_grad_sync = scheduler::AllReduceSeconds(expert * kFp32, edp, edp_link);
+        expert_updated = expert;
+      }
+      const double grad_sync = st.dp_grad_sync + st.edp_grad_sync;
+      const double gather = st.param_gather + st.expert_param_gather;
+      st.dp_grad_exposed =
+          in.overlap_grad_reduce ? std::max(0.0, grad_sync - last_backward) : grad_sync;
+      st.param_gather_exposed =
+          in.overlap_param_gather ? std::max(0.0, gather - first_forward) : gather;
+      st.optimizer += expert_updated * kAdamBytesPerParam / x.hbm_bytes_per_s;
+    }
     st.step_end = st.pipeline_finish + st.dp_grad_exposed + st.optimizer + st.param_gather_exposed;
     // Memory: bf16 params 2, fp32 main grads 4, fp32 master + exp_avg + exp_avg_sq 12
     // (sharded over dp x cp with the distributed optimizer): Megatron's 18 (or
@@ -302,6 +460,11 @@ absl::StatusOr<StepResult> SimulateStep(const StepModelInputs& in) {
     st.param_bytes = params * kBf16;
     st.grad_bytes = params * kFp32;
     st.optimizer_bytes = 3 * kFp32 * updated;
+    if (is_moe) {
+      st.param_bytes += st.expert_parameters * kBf16;
+      st.grad_bytes += st.expert_parameters * kFp32;
+      st.optimizer_bytes += 3 * kFp32 * expert_updated;
+    }
     st.stashed_microbatches = stashed[static_cast<size_t>(s)];
     st.activation_bytes =
         static_cast<double>(st.stashed_microbatches) * stash[static_cast<size_t>(s)];
@@ -320,7 +483,8 @@ absl::StatusOr<StepResult> SimulateStep(const StepModelInputs& in) {
       static_cast<double>(in.schedule.num_microbatches) * static_cast<double>(v);
   r.exposed_comm_seconds =
       ops_per_stage * (slow.op[0].tp_comm + slow.op[0].cp_comm + slow.op[1].tp_comm +
-                       slow.op[1].cp_comm + slow.op[2].tp_comm) +
+                       slow.op[1].cp_comm + slow.op[2].tp_comm + slow.op[0].ep_comm +
+                       slow.op[1].ep_comm) +
       slow.dp_grad_exposed + slow.param_gather_exposed;
   layers::DenseGptShape shape;
   shape.num_layers = m.num_layers;
@@ -332,6 +496,12 @@ absl::StatusOr<StepResult> SimulateStep(const StepModelInputs& in) {
   shape.seq_length = m.seq_length;
   shape.padded_vocab_size = m.padded_vocab_size;
   shape.swiglu = m.swiglu;
+  if (is_moe) {  // the MoE terms of Megatron's formula (layers/flops.h)
+    shape.num_moe_layers = CountMoeLayers(m, 0, m.num_layers);
+    shape.moe_ffn_hidden_size = m.moe->expert.ffn_hidden_size;
+    shape.moe_router_topk = m.moe->router.topk;
+    shape.shared_expert_ffn_hidden_size = m.moe->shared_expert_ffn_hidden_size;
+  }
   r.model_flops = layers::NumFloatingPointOperations(shape, in.global_batch_size);
   if (r.step_seconds > 0) {
     r.tokens_per_second =
