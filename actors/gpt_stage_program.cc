@@ -120,6 +120,7 @@ bool GptStageProgram::is_tied_copy(int chunk, int param) const {
 bool GptStageProgram::counts_toward_grad_norm(int chunk, int param) const {
   if (is_tied_copy(chunk, param)) return false;
   const layers::GptStage& stage = *chunks_[chunk];
+  if (stage.holds_expert_shard(param)) return true;  // this EP rank's experts
   return layers::CountsTowardGradNorm(stage.parameters().info(param),
                                       stage.tensor_parallel().rank);
 }

@@ -39,6 +39,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -48,6 +49,7 @@
 #include "layers/gpt_config.h"
 #include "layers/gpt_parameters.h"
 #include "layers/micro_batch_stash.h"
+#include "layers/moe/dispatch/token_dispatcher.h"
 #include "layers/moe/moe_layer.h"
 #include "layers/moe/moe_stats.h"
 #include "layers/parameter_store.h"
@@ -87,6 +89,15 @@ struct StageOutput {
   std::vector<float> logits;        // InferenceForward, last stage: [b, VP] at position s - 1
 };
 
+// ExpertParallelContext: this rank's place for expert parallelism (MoE models with
+// --expert-model-parallel-size P > 1): the endpoint and the expert_model_parallel group
+// its MoE layers' TokenDispatcher uses (layers/moe/dispatch). Not owned.
+struct ExpertParallelContext {
+  transport::Communicator* comm = nullptr;
+  transport::ProcessGroup group;  // RankView::expert_model_parallel_group()
+  int ranks_per_node = 1;         // the hierarchical dispatcher's node size
+};
+
 // GptStage: parameters (ParameterStore under Megatron names) and F/B/W of one stage.
 class GptStage {
  public:
@@ -98,9 +109,20 @@ class GptStage {
   // or size 1: no tensor parallelism (the single-device code path, bit for bit).
   // InvalidArgument also for a bad context (ValidateTensorParallelContext) or a config
   // that does not split over tp->size ranks (ValidateTensorParallelConfig).
+  // ep: required when config.moe has expert_model_parallel_size P > 1 (InvalidArgument
+  // otherwise, or when its group is not of P ranks): this rank then holds the experts of
+  // its EP rank (the rank's index in ep->group; layers/moe/moe_layer.h), its MoE layers
+  // move tokens with a --moe-token-dispatcher-type dispatcher over ep->group, and with
+  // sequence parallelism the TP group is their token group (the z-loss coefficient is
+  // divided by the TP size, as Megatron does).
   static absl::StatusOr<std::unique_ptr<GptStage>> Create(
       const GptConfig& config, const StageLayout& layout, int64_t arena_multiple = 16,
-      const TensorParallelContext* tp = nullptr);
+      const TensorParallelContext* tp = nullptr, const ExpertParallelContext* ep = nullptr);
+
+  // holds_expert_shard: tensor `id` is an expert of this rank's EP shard (P > 1), held by
+  // no other rank of its EP group: its gradient counts toward the grad norm and it is
+  // written to checkpoints on every TP rank.
+  bool holds_expert_shard(int id) const { return expert_shard_ids_.count(id) > 0; }
 
   const GptConfig& config() const { return config_; }
   const StageLayout& layout() const { return layout_; }
@@ -210,6 +232,8 @@ class GptStage {
   // MoE layers (null for dense layers), by local layer, and their statistics.
   std::vector<std::unique_ptr<moe::MoELayer>> moe_layers_;
   std::vector<moe::MoELayerStats> moe_stats_;
+  std::unique_ptr<moe::dispatch::TokenDispatcher> dispatcher_;  // EP > 1
+  std::set<int> expert_shard_ids_;                              // EP > 1
   std::vector<Chunk> chunks_;
   MemoryTracker tracker_;       // training stashes (live/peak reported)
   MemoryTracker eval_tracker_;  // eval/inference temporaries: pooled, not reported

@@ -282,6 +282,7 @@ const absl::flat_hash_map<std::string, Binding>& Bindings() {
       MXMACA_BIND(moe_expert_capacity_factor),
       MXMACA_BIND(moe_pad_expert_input_to_capacity),
       MXMACA_BIND(moe_token_drop_policy),
+      MXMACA_BIND(moe_token_dispatcher_type),
       MXMACA_BIND(moe_shared_expert_intermediate_size),
       MXMACA_BIND(moe_router_num_groups),
       MXMACA_BIND(moe_router_group_topk),

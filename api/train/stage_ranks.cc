@@ -30,9 +30,16 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
         "BuildStageRanks: only_rank ", options.only_rank, " of ", p * dp * tp,
         " ranks needs a communicator (and a communicator needs only_rank)"));
   }
+  // Expert parallelism (MoE, --expert-model-parallel-size > 1): the expert grid with
+  // ETP = 1 (transport/rank_grid.h); api/train/moe_setup.cc admits EP = TP only.
+  const int ep = model.moe ? static_cast<int>(model.moe->expert_model_parallel_size) : 1;
   std::optional<transport::RankGrid> grid;
-  if (tp > 1) {
-    MXMACA_ASSIGN_OR_RETURN(grid, transport::RankGrid::Create(p * dp * tp, tp, p));
+  if (tp > 1 || ep > 1) {
+    MXMACA_ASSIGN_OR_RETURN(grid, transport::RankGrid::Create(p * dp * tp, tp, p, /*cp=*/1, ep,
+                                                              /*etp=*/ep > 1 ? 1 : 0));
+  }
+  if (ep > 1 && options.hub == nullptr && options.communicator == nullptr) {
+    return absl::InvalidArgumentError("expert parallelism needs an in-process hub");
   }
   // megatron/core/distributed/distributed_data_parallel_config.py: bucket_size default
   // max(40000000, 1000000 * data_parallel_size) elements.
@@ -49,18 +56,26 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
     sr.data_parallel_rank = r;
     sr.tensor_parallel_rank = t;
     std::optional<layers::TensorParallelContext> tp_context;
-    if (tp > 1) {
+    std::optional<layers::ExpertParallelContext> ep_context;
+    if (grid) {
       MXMACA_ASSIGN_OR_RETURN(transport::RankView view, grid->ForRank(sr.rank));
       transport::Communicator* comm =
           options.communicator ? options.communicator : options.hub->ForRank(sr.rank);
-      tp_context = layers::TensorParallelContextFor(view, comm, options.sequence_parallel);
+      if (tp > 1) {
+        tp_context = layers::TensorParallelContextFor(view, comm, options.sequence_parallel);
+      }
+      if (ep > 1) {
+        ep_context = layers::ExpertParallelContext{comm, view.expert_model_parallel_group(),
+                                                   std::max(1, options.ranks_per_node)};
+      }
     }
     std::vector<std::unique_ptr<layers::GptStage>> chunks;
     for (const layers::StageLayout& layout : placement.layouts[pp]) {
       MXMACA_ASSIGN_OR_RETURN(
           std::unique_ptr<layers::GptStage> stage,
           layers::GptStage::Create(model, layout, 16LL * dp,
-                                   tp_context ? &*tp_context : nullptr));
+                                   tp_context ? &*tp_context : nullptr,
+                                   ep_context ? &*ep_context : nullptr));
       stage->InitializeParameters();
       layers::ParameterStore& store = stage->parameters();
       sr.num_parameters += store.num_elements();

@@ -98,7 +98,7 @@ constexpr const char* kHonouredDests[] = {
     "moe_router_pre_softmax", "moe_router_topk_scaling_factor", "moe_z_loss_coeff",
     "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity", "moe_token_drop_policy",
     "moe_shared_expert_intermediate_size", "moe_router_num_groups", "moe_router_group_topk",
-    "expert_tensor_parallel_size"};
+    "expert_tensor_parallel_size", "moe_token_dispatcher_type"};
 
 absl::Status CheckHonouredFlags(const MegatronArgs& a) {
   std::vector<std::string> rejected;
@@ -140,13 +140,13 @@ absl::Status CheckSupportedLayout(const MegatronArgs& a) {
   struct {
     const char* flag;
     int64_t value;
-  } sizes[] = {{"--context-parallel-size", a.context_parallel_size},
-               {"--expert-model-parallel-size", a.expert_model_parallel_size}};
+  } sizes[] = {{"--context-parallel-size", a.context_parallel_size}};
+  // --expert-model-parallel-size: api/train/moe_setup.cc says which layouts run.
   for (const auto& s : sizes) {
     if (s.value != 1) {
       return absl::UnimplementedError(absl::StrCat(
           s.flag, " ", s.value,
-          ": this build of mxmaca train runs tensor, pipeline and data parallelism only "
+          ": this build of mxmaca train runs tensor, pipeline, data and expert parallelism "
           "(size 1 expected)"));
     }
   }
@@ -384,6 +384,13 @@ absl::StatusOr<actors::TrainingSummary> Train(
   if (process_job) {
     rank_options.only_rank = process_job->env.rank;
     rank_options.communicator = process_job->comm.get();
+    // The hierarchical MoE dispatcher's node: the processes of this host (torchrun's and
+    // mxmaca launch's LOCAL_WORLD_SIZE).
+    int32_t local_world = 0;
+    const char* lws = std::getenv("LOCAL_WORLD_SIZE");
+    if (lws != nullptr && absl::SimpleAtoi(lws, &local_world) && local_world > 0) {
+      rank_options.ranks_per_node = local_world;
+    }
   }
   rank_options.data_parallel_size = parallel.data_parallel_size;
   rank_options.tensor_parallel_size = parallel.tensor_parallel_size;
