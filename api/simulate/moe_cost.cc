@@ -55,6 +55,16 @@ const char* MoeDispatcherName(MoeDispatcher d) {
   return "?";
 }
 
+double ExpectedNodesPerToken(double experts, double topk, double nodes) {
+  if (nodes <= 1) return nodes;
+  const double per_node = experts / nodes;
+  double none_on_node = 1;  // P(no expert of a given node among the k picks)
+  for (int i = 0; i < static_cast<int>(topk); ++i) {
+    none_on_node *= std::max(0.0, experts - per_node - i) / (experts - i);
+  }
+  return nodes * (1 - none_on_node);
+}
+
 double MoeEffectiveLoad(const layers::moe::MoELayerConfig& moe, const MoeParallelOptions& p) {
   const double lambda = std::max(1.0, p.load_imbalance);
   if (!moe.router.capacity_factor.has_value()) return lambda;
@@ -88,7 +98,25 @@ std::array<OpTime, 3> MoeMlpBlockOps(const layers::GptConfig& m, const MoeBlockI
   } else {
     const double rows_bytes = routed_rows * z.h * kBf16;
     const scheduler::ExpertParallelGroups g{etp, ep, 1, 1};
-    comm = 2 * scheduler::AllToAllOnClusterSeconds(c, rows_bytes, g.ep_stride(), ep);
+    const int64_t per_node = scheduler::GroupRanksPerNode(g.ep_stride(), ep, c.gpus_per_node);
+    if (in.parallel.dispatcher == MoeDispatcher::kFlex && per_node < ep) {
+      // DeepEP across nodes: a token crosses the network once per remote node that holds
+      // one of its experts, then fans out over NVLink inside that node.
+      const double nodes = static_cast<double>(ep / per_node);
+      const double remote_nodes =
+          ExpectedNodesPerToken(z.E, z.k, nodes) * (nodes - 1) / nodes;
+      const double network_bytes = z.lambda * z.Tn * remote_nodes * z.h * kBf16;
+      const double nvlink_bytes = rows_bytes * static_cast<double>(per_node - 1) /
+                                  static_cast<double>(per_node);
+      const scheduler::LinkCost nvlink = scheduler::GroupLink(c, 1, 1);
+      const scheduler::LinkCost network = scheduler::GroupLink(c, c.gpus_per_node, 2);
+      comm = 2 * (std::max(network_bytes / network.bytes_per_s,
+                           nvlink_bytes / nvlink.bytes_per_s) +
+                  (nodes - 1) * network.latency_s +
+                  static_cast<double>(per_node - 1) * nvlink.latency_s);
+    } else {
+      comm = 2 * scheduler::AllToAllOnClusterSeconds(c, rows_bytes, g.ep_stride(), ep);
+    }
     if (etp > 1) {
       const scheduler::LinkCost link = scheduler::GroupLink(c, g.etp_stride(), etp);
       const double gathered = static_cast<double>(etp) * rows_bytes;

@@ -33,7 +33,8 @@
 
 namespace mxmaca::api {
 
-// MoeDispatcher: --moe-token-dispatcher-type. kFlex (DeepEP) is costed as kAllToAll.
+// MoeDispatcher: --moe-token-dispatcher-type. kFlex (DeepEP) is costed as kAllToAll inside
+// a node and with per-node deduplication across nodes (MoeMlpBlockOps).
 enum class MoeDispatcher { kAllGather, kAllToAll, kFlex };
 
 // ParseMoeDispatcher: "allgather" | "alltoall" | "alltoall_seq" (= alltoall) | "flex".
@@ -60,6 +61,11 @@ struct MoeParallelOptions {
 // exchange); C with --moe-pad-expert-input-to-capacity (every expert padded to capacity).
 double MoeEffectiveLoad(const layers::moe::MoELayerConfig& moe, const MoeParallelOptions& p);
 
+// ExpectedNodesPerToken: the expected number of distinct nodes a token's top-k experts
+// lie on, with `experts` spread evenly over `nodes` and k distinct experts drawn uniformly:
+// N (1 - prod_{i<k} (E - E/N - i) / (E - i)).
+double ExpectedNodesPerToken(double experts, double topk, double nodes);
+
 // MoeBlockInputs: what MoeMlpBlockOps needs, resolved by the step model.
 struct MoeBlockInputs {
   double T = 0;              // b s / c tokens per rank and micro-batch
@@ -78,9 +84,16 @@ struct MoeBlockInputs {
 // Memory-bound (F; B twice): permute + unpermute 2 (Tn h + Tn k h) bf16 reads and writes,
 // router softmax / top-k 3 passes over Tn E fp32, expert activation lambda Tn k (fm1 + fm)
 // bf16, shared activation Tn (fs1 + fs) bf16. Communication per F (B the same):
-//   alltoall / flex: dispatch and combine all-to-all of lambda Tn k h bf16 per rank over
-//     the EP group (AllToAllOnClusterSeconds, stride etp), and with etp > 1 an all-gather
-//     and a reduce-scatter of the etp lambda Tn k h routed rows over the ETP group;
+//   alltoall (and flex with the EP group inside a node): dispatch and combine all-to-all
+//     of lambda Tn k h bf16 per rank over the EP group (AllToAllOnClusterSeconds, stride
+//     etp), and with etp > 1 an all-gather and a reduce-scatter of the etp lambda Tn k h
+//     routed rows over the ETP group;
+//   flex with the EP group over N nodes (r EP ranks per node): DeepEP's internode kernels
+//     send a token once to each remote node holding one of its experts and forward it
+//     over NVLink there, so per direction max(lambda Tn h x D (N - 1) / N bf16 / beta_net,
+//     lambda Tn k h (r - 1) / r bf16 / beta_nvlink) + (N - 1) alpha_net + (r - 1)
+//     alpha_nvlink, with D = ExpectedNodesPerToken(E, k, N) (group-limited routing, which
+//     would lower D, is not modelled);
 //   allgather: all-gather and reduce-scatter of (etp ep) Tn h bf16 over the ETP x EP
 //     group (stride 1), independent of the load;
 //   shared expert (fs > 0): one TP exchange, as the dense MLP's.

@@ -202,6 +202,29 @@ TEST_CASE("MoE: the all-to-all costs more when the EP group crosses nodes",
   CHECK(wide->exposed_comm_seconds > narrow->exposed_comm_seconds);
 }
 
+TEST_CASE("MoE: DeepEP (flex) sends a token once per remote node", "[simulate][moe]") {
+  // Hand-computed: 8 experts on 2 nodes, top-2: P(no pick on a node) = 4/8 x 3/7 = 3/14.
+  CHECK(ExpectedNodesPerToken(8, 2, 2) == Approx(2 * (1 - 3.0 / 14)).epsilon(1e-12));
+  CHECK(ExpectedNodesPerToken(128, 1, 4) == Approx(1.0).epsilon(1e-12));  // top-1: one node
+  CHECK(ExpectedNodesPerToken(64, 8, 1) == 1);
+  CHECK(ExpectedNodesPerToken(256, 8, 8) < 8);
+  // Inside a node flex is the plain all-to-all; across nodes it moves fewer bytes over
+  // the network than the plain all-to-all (top-2 of 16 experts on 2 nodes: 1.53 node
+  // copies per token, 0.77 remote, instead of 2 x 8/16 = 1 remote copy).
+  const std::string model = absl::StrCat(kSmallMoe, "--num-experts 16 --world-size 16 ");
+  auto a2a_node = Run(model + "--expert-model-parallel-size 8 --moe-token-dispatcher-type alltoall");
+  auto flex_node = Run(model + "--expert-model-parallel-size 8 --moe-token-dispatcher-type flex");
+  auto a2a_wide = Run(model + "--expert-model-parallel-size 16 --moe-token-dispatcher-type alltoall");
+  auto flex_wide = Run(model + "--expert-model-parallel-size 16 --moe-token-dispatcher-type flex");
+  REQUIRE(a2a_node.ok());
+  REQUIRE(flex_node.ok());
+  REQUIRE(a2a_wide.ok());
+  REQUIRE(flex_wide.ok());
+  CHECK(flex_node->stages[0].op[0].ep_comm == a2a_node->stages[0].op[0].ep_comm);
+  CHECK(flex_wide->stages[0].op[0].ep_comm < a2a_wide->stages[0].op[0].ep_comm);
+  CHECK(flex_wide->stages[0].op[0].ep_comm > flex_node->stages[0].op[0].ep_comm);
+}
+
 TEST_CASE("MoE: expert memory per rank falls with EP; dense-grid memory does not",
           "[simulate][moe]") {
   double previous_expert = 0, previous_total = 0;
