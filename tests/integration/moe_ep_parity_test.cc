@@ -26,36 +26,14 @@
 
 #include "absl/strings/str_split.h"
 #include "api/train/train_command.h"
+#include "tests/integration/moe_test_args.h"
 #include "tests/integration/parity_fixture.h"
 
 namespace mxmaca::testing {
 namespace {
 
-std::vector<std::string> Base(const ParityCorpus& corpus, const std::vector<std::string>& moe) {
-  std::vector<std::string> a = {
-      "--num-layers", "4", "--hidden-size", "32", "--num-attention-heads", "4",
-      "--seq-length", "32", "--max-position-embeddings", "32", "--micro-batch-size", "1",
-      "--global-batch-size", "8", "--train-iters", "8", "--lr", "3e-3", "--min-lr", "3e-4",
-      "--lr-decay-style", "cosine", "--lr-warmup-iters", "2", "--weight-decay", "0.1",
-      "--clip-grad", "1.0", "--hidden-dropout", "0.1", "--attention-dropout", "0.1",
-      "--eval-interval", "4", "--eval-iters", "1", "--num-experts", "4",
-      "--moe-router-topk", "2", "--moe-ffn-hidden-size", "48"};
-  a.insert(a.end(), moe.begin(), moe.end());
-  const std::vector<std::string> common = corpus.CommonArgs(1000);
-  a.insert(a.end(), common.begin(), common.end());
-  return a;
-}
-
-std::vector<std::string> With(std::vector<std::string> a, std::vector<std::string> more) {
-  a.insert(a.end(), more.begin(), more.end());
-  return a;
-}
-
-// Softmax top-2, every other layer MoE, aux loss, z-loss, a shared expert, GELU + biases.
-const std::vector<std::string> kRouterA = {
-    "--moe-layer-freq", "2", "--moe-aux-loss-coeff", "1e-2", "--moe-z-loss-coeff", "1e-3",
-    "--moe-shared-expert-intermediate-size", "32"};
-// Sigmoid top-2 with a top-k scaling factor on every layer, aux loss, SwiGLU, no biases.
+// Router C: sigmoid top-2 with a top-k scaling factor on every layer, aux loss, SwiGLU, no
+// biases (router A: moe_test_args.h).
 const std::vector<std::string> kRouterC = {
     "--moe-layer-freq", "1", "--moe-router-score-function", "sigmoid",
     "--moe-router-topk-scaling-factor", "2.0", "--moe-aux-loss-coeff", "1e-2",
@@ -84,10 +62,11 @@ TEST_CASE("MoE GPT: expert parallelism EP = TP in {2, 4} gives the EP 1 run") {
   const int64_t expert_a = 48 * 32 + 48 + 32 * 48 + 32, expert_c = 2 * 48 * 32 + 32 * 48;
   const std::pair<int64_t, int64_t> expert_elements[] = {{expert_a, 2}, {expert_c, 4}};
   int router_index = 0;
-  for (const auto& [name, router] : {std::pair{"A", kRouterA}, std::pair{"C", kRouterC}}) {
+  for (const auto& [name, router] : {std::pair{"A", kMoERouterA}, std::pair{"C", kRouterC}}) {
     const auto [per_expert, moe_layers] = expert_elements[router_index++];
     ParityCorpus corpus(std::string("moe_ep_parity_") + name);
-    const std::vector<std::string> base = With(Base(corpus, router), {"--log-interval", "1"});
+    const std::vector<std::string> base =
+        With(MoEBaseArgs(corpus, router), {"--log-interval", "1"});
     const Weights w0 = corpus.InitialWeights(base, 1000);
     const Run single = corpus.Train(std::string(name) + " single device", base, 8);
     const std::vector<std::string> tp2 = {"--tensor-model-parallel-size", "2",
@@ -140,7 +119,7 @@ TEST_CASE("MoE GPT: expert parallelism EP = TP in {2, 4} gives the EP 1 run") {
 
 TEST_CASE("MoE expert-parallel layouts this version does not run are clear errors") {
   ParityCorpus corpus("moe_ep_errors");
-  const std::vector<std::string> base = Base(corpus, kRouterA);
+  const std::vector<std::string> base = MoEBaseArgs(corpus, kMoERouterA);
   for (const auto& [extra, expected] :
        std::vector<std::pair<std::vector<std::string>, std::string>>{
            // EP across data-parallel ranks.
