@@ -38,9 +38,10 @@ absl::StatusOr<MoeDispatcher> ParseMoeDispatcher(const std::string& value) {
   if (value == "allgather") return MoeDispatcher::kAllGather;
   if (value == "alltoall" || value == "alltoall_seq") return MoeDispatcher::kAllToAll;
   if (value == "flex") return MoeDispatcher::kFlex;
+  if (value == "hierarchical") return MoeDispatcher::kHierarchical;
   return absl::InvalidArgumentError(absl::StrCat(
       "--moe-token-dispatcher-type '", value,
-      "': expected allgather, alltoall, alltoall_seq or flex"));
+      "': expected allgather, alltoall, alltoall_seq, flex or hierarchical"));
 }
 
 const char* MoeDispatcherName(MoeDispatcher d) {
@@ -51,6 +52,8 @@ const char* MoeDispatcherName(MoeDispatcher d) {
       return "alltoall";
     case MoeDispatcher::kFlex:
       return "flex";
+    case MoeDispatcher::kHierarchical:
+      return "hierarchical";
   }
   return "?";
 }
@@ -99,7 +102,22 @@ std::array<OpTime, 3> MoeMlpBlockOps(const layers::GptConfig& m, const MoeBlockI
     const double rows_bytes = routed_rows * z.h * kBf16;
     const scheduler::ExpertParallelGroups g{etp, ep, 1, 1};
     const int64_t per_node = scheduler::GroupRanksPerNode(g.ep_stride(), ep, c.gpus_per_node);
-    if (in.parallel.dispatcher == MoeDispatcher::kFlex && per_node < ep) {
+    if (in.parallel.dispatcher == MoeDispatcher::kHierarchical) {
+      // Gather to the node's leader, leader to leader, scatter from the leader; in sequence.
+      const scheduler::LinkCost nvlink = scheduler::GroupLink(c, 1, 1);
+      const scheduler::LinkCost network = scheduler::GroupLink(c, c.gpus_per_node, 2);
+      const double members = static_cast<double>(per_node - 1);
+      const double gather = members * rows_bytes / nvlink.bytes_per_s + members * nvlink.latency_s;
+      double between = 0;
+      if (per_node < ep) {
+        const double nodes = static_cast<double>((ep + per_node - 1) / per_node);
+        between = static_cast<double>(per_node) * rows_bytes *
+                      static_cast<double>(ep - per_node) / static_cast<double>(ep) /
+                      network.bytes_per_s +
+                  (nodes - 1) * network.latency_s;
+      }
+      comm = 2 * (2 * gather + between);
+    } else if (in.parallel.dispatcher == MoeDispatcher::kFlex && per_node < ep) {
       // DeepEP across nodes: a token crosses the network once per remote node that holds
       // one of its experts, then fans out over NVLink inside that node.
       const double nodes = static_cast<double>(ep / per_node);

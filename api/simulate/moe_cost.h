@@ -33,15 +33,16 @@
 
 namespace mxmaca::api {
 
-// MoeDispatcher: --moe-token-dispatcher-type. kFlex (DeepEP) is costed as kAllToAll inside
-// a node and with per-node deduplication across nodes (MoeMlpBlockOps).
-enum class MoeDispatcher { kAllGather, kAllToAll, kFlex };
+// MoeDispatcher: --moe-token-dispatcher-type. kFlex (Megatron's DeepEP dispatcher) is
+// costed as kAllToAll inside a node and with per-node deduplication across nodes;
+// kHierarchical is MXMACA's per-node dispatcher (layers/moe/dispatch/README.md).
+enum class MoeDispatcher { kAllGather, kAllToAll, kFlex, kHierarchical };
 
-// ParseMoeDispatcher: "allgather" | "alltoall" | "alltoall_seq" (= alltoall) | "flex".
-// Errors: InvalidArgument naming the value and the choices.
+// ParseMoeDispatcher: "allgather" | "alltoall" | "alltoall_seq" (= alltoall) | "flex" |
+// "hierarchical". Errors: InvalidArgument naming the value and the choices.
 absl::StatusOr<MoeDispatcher> ParseMoeDispatcher(const std::string& value);
 
-// MoeDispatcherName: "allgather", "alltoall", "flex".
+// MoeDispatcherName: "allgather", "alltoall", "flex", "hierarchical".
 const char* MoeDispatcherName(MoeDispatcher d);
 
 // MoeParallelOptions: the expert grid and the routing assumptions of a simulated MoE job.
@@ -94,6 +95,12 @@ struct MoeBlockInputs {
 //     lambda Tn k h (r - 1) / r bf16 / beta_nvlink) + (N - 1) alpha_net + (r - 1)
 //     alpha_nvlink, with D = ExpectedNodesPerToken(E, k, N) (group-limited routing, which
 //     would lower D, is not modelled);
+//   hierarchical (MXMACA's): per direction, sequentially, the r - 1 members of a node send
+//     their lambda Tn k h bf16 rows to the node's leader over NVLink ((r - 1) x the buffer
+//     through the leader's link), the leader sends the node's remote share, r x the buffer
+//     x (ep - r) / ep, over its own network link (one message per node pair: (N - 1)
+//     network latencies), and scatters back over NVLink as it gathered; plus the ETP
+//     gather / scatter as alltoall's;
 //   allgather: all-gather and reduce-scatter of (etp ep) Tn h bf16 over the ETP x EP
 //     group (stride 1), independent of the load;
 //   shared expert (fs > 0): one TP exchange, as the dense MLP's.

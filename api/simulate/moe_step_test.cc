@@ -225,6 +225,38 @@ TEST_CASE("MoE: DeepEP (flex) sends a token once per remote node", "[simulate][m
   CHECK(flex_wide->stages[0].op[0].ep_comm > flex_node->stages[0].op[0].ep_comm);
 }
 
+TEST_CASE("MoE: MXMACA's hierarchical dispatcher goes through each node's leader",
+          "[simulate][moe]") {
+  SimulateJob job;
+  REQUIRE(Run(absl::StrCat(kSmallMoe, "--num-experts 16 --expert-model-parallel-size 16 "
+                                      "--world-size 16 --moe-token-dispatcher-type hierarchical"),
+              &job)
+              .ok());
+  MoeBlockInputs in;
+  in.T = 2048;
+  in.tp = 1;
+  in.flops_per_s = 1e15;
+  in.hbm_bytes_per_s = 1e12;
+  in.cluster = &job.inputs.cluster;
+  in.parallel.dispatcher = MoeDispatcher::kHierarchical;
+  // By hand, one rank's rows: 2048 tokens x top-2 x 1024 x 2 bytes = 8 MiB.
+  const double rows = 2048.0 * 2 * 1024 * 2, nvlink = 450e9 * 0.8, network = 50e9 * 0.8;
+  const double gather = 7 * rows / nvlink + 7 * 2e-6;  // 7 members into the leader
+  // One node (EP 8): gather and scatter, in dispatch and combine.
+  in.parallel.expert_model_parallel_size = 8;
+  CHECK(MoeMlpBlockOps(job.inputs.model, in)[0].ep_comm ==
+        Approx(2 * (2 * gather)).epsilon(1e-12));
+  // Two nodes (EP 16): the leader also sends 8 ranks' rows x 8/16 over its network link.
+  in.parallel.expert_model_parallel_size = 16;
+  CHECK(MoeMlpBlockOps(job.inputs.model, in)[0].ep_comm ==
+        Approx(2 * (2 * gather + 8 * rows * 8 / 16 / network + 5e-6)).epsilon(1e-12));
+  // On one node the leader is a bottleneck the plain all-to-all does not have.
+  in.parallel.expert_model_parallel_size = 8;
+  const double hierarchical = MoeMlpBlockOps(job.inputs.model, in)[0].ep_comm;
+  in.parallel.dispatcher = MoeDispatcher::kAllToAll;
+  CHECK(hierarchical > MoeMlpBlockOps(job.inputs.model, in)[0].ep_comm);
+}
+
 TEST_CASE("MoE: expert memory per rank falls with EP; dense-grid memory does not",
           "[simulate][moe]") {
   double previous_expert = 0, previous_total = 0;
@@ -257,7 +289,7 @@ TEST_CASE("MoE: flag and layout errors", "[simulate][moe]") {
                           "--moe-load-imbalance '0.5'"));
   CHECK(absl::StrContains(error(absl::StrCat(kSmallMoe, "--world-size 8 --moe-token-dispatcher-type "
                                                         "ring")),
-                          "expected allgather, alltoall"));
+                          "expected allgather, alltoall, alltoall_seq, flex or hierarchical"));
   CHECK(absl::StrContains(error(absl::StrCat(kSmallMoe, "--world-size 8 --tensor-model-parallel-size 2")),
                           "--sequence-parallel"));
   CHECK(error(absl::StrCat(kSmallMoe, "--world-size 8 --expert-model-parallel-size 3")) != "OK");

@@ -114,8 +114,8 @@ absl::StatusOr<SimulateJob> PrepareSimulation(const std::vector<std::string>& ar
   MXMACA_RETURN_IF_ERROR(ValidateAndDeriveArgs(&a, static_cast<int>(*a.world_size_flag)));
   if (a.tokenizer_type == "NullTokenizer") vocab_size = *a.vocab_size + 1;
   if (a.num_experts) {
-    // The model config as training builds it; training runs EP 1 only (api/train/
-    // moe_setup.h), so the config is built at EP 1 and the expert grid is costed here.
+    // The model config as training builds it, at EP 1: training places experts only with
+    // EP = TP and ETP 1 (api/train/moe_setup.h), the simulator costs any expert grid.
     MegatronArgs ep1 = a;
     ep1.expert_model_parallel_size = 1;
     ep1.expert_tensor_parallel_size = a.tensor_model_parallel_size;

@@ -41,7 +41,7 @@ scheduler::ClusterSpec CpuClusterFromCostTable(const CostTable& table, const std
 // GPT2BPETokenizer the vocabulary files are not read (50,257 tokens assumed). MoE models
 // (--num-experts) take Megatron's MoE flags, including --expert-model-parallel-size,
 // --expert-tensor-parallel-size and --moe-token-dispatcher-type (allgather, Megatron's
-// default; alltoall; flex costed as alltoall), plus the simulator's own
+// default; alltoall; flex, DeepEP; hierarchical, MXMACA's), plus the simulator's own
 // --moe-load-imbalance F (max / mean tokens per expert, >= 1, default 1; `mxmaca train`
 // logs it per MoE layer as "max/mean load"). Errors: InvalidArgument for a missing
 // --cluster / --world-size, a bad --moe-load-imbalance (or one without --num-experts) or
