@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace mxmaca::actors {
 
@@ -135,6 +136,13 @@ void GptStageProgram::EndCall(int chunk) {
     if (c != chunk) others += chunks_[c]->live_activation_bytes();
   }
   peak_ = std::max(peak_, others + chunks_[chunk]->peak_activation_bytes());
+}
+
+absl::Status GptStageProgram::FinishTrainingIteration() {
+  for (auto& chunk : chunks_) {
+    MXMACA_RETURN_IF_ERROR(chunk->UpdateExpertBias(expert_bias_all_reduce_));
+  }
+  return absl::OkStatus();
 }
 
 std::vector<layers::moe::MoELayerStats> GptStageProgram::TakeMoEStats() {

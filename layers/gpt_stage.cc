@@ -281,6 +281,31 @@ void GptStage::AddMoEStats(int64_t local_layer, const moe::MoEMetrics& m) {
   }
 }
 
+std::vector<std::pair<std::string, std::vector<float>*>> GptStage::ExpertBiasBuffers() {
+  std::vector<std::pair<std::string, std::vector<float>*>> out;
+  for (size_t i = 0; i < moe_layers_.size(); ++i) {
+    moe::MoELayer* m = moe_layers_[i].get();
+    if (m == nullptr || !m->config().router.enable_expert_bias) continue;
+    out.emplace_back(moe::MoEParameterPrefix(layout_.first_layer + static_cast<int64_t>(i)) +
+                         ".router.expert_bias",
+                     &m->expert_bias());
+  }
+  return out;
+}
+
+absl::Status GptStage::UpdateExpertBias(
+    const std::function<absl::Status(float* data, int64_t n)>& all_reduce) {
+  for (const std::unique_ptr<moe::MoELayer>& m : moe_layers_) {
+    if (m == nullptr || !m->config().router.enable_expert_bias) continue;
+    std::vector<float> counts = m->local_tokens_per_expert();
+    if (all_reduce) {
+      MXMACA_RETURN_IF_ERROR(all_reduce(counts.data(), static_cast<int64_t>(counts.size())));
+    }
+    m->UpdateExpertBias(counts.data());
+  }
+  return absl::OkStatus();
+}
+
 std::vector<moe::MoELayerStats> GptStage::TakeMoEStats() {
   std::vector<moe::MoELayerStats> out = moe_stats_;
   for (moe::MoELayerStats& s : moe_stats_) {

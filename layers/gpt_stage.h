@@ -37,9 +37,12 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -176,6 +179,18 @@ class GptStage {
   int64_t live_activation_bytes() const { return tracker_.live(); }
   int64_t peak_activation_bytes() const { return tracker_.peak(); }
   void ResetPeakActivationBytes() { tracker_.ResetPeak(); }
+
+  // ExpertBiasBuffers: (Megatron's buffer name "decoder.layers.N.mlp.router.expert_bias",
+  // the [E] fp32 bias) of this stage's MoE layers with --moe-router-enable-expert-bias, in
+  // layer order; empty otherwise. For checkpoints (replicated on every TP and DP rank).
+  std::vector<std::pair<std::string, std::vector<float>*>> ExpertBiasBuffers();
+  // UpdateExpertBias: Megatron's _update_router_expert_bias (finalize_model_grads), once
+  // per training iteration after the last backward: per MoE layer with the bias, the tokens
+  // routed to each expert since the last update [E] (fp32), summed by `all_reduce` over
+  // the ranks that routed this stage's tokens (TP x DP; every TP rank's copy of the counts
+  // scales them alike, which the sign rule ignores), then bias += sign(mean - count) x
+  // rate. Errors: the all-reduce's.
+  absl::Status UpdateExpertBias(const std::function<absl::Status(float* data, int64_t n)>& all_reduce);
 
   // TakeMoEStats: the routing statistics of this stage's MoE layers (one entry per MoE
   // layer, in layer order) summed over the training forwards since the last call, and

@@ -487,6 +487,7 @@ absl::Status TransformerLayer::MoEForward(const LayerCall& call, LayerStash* st,
   mc.num_tokens = local ? tl : t;
   mc.seq_length = local ? call.s / call.tp->size : call.s;
   mc.training = call.training;
+  mc.count_for_expert_bias = call.moe_metrics != nullptr;  // not in a recomputation
   const float* x = st->ln2_out.data();
   if (local) {
     float* x_local = LayerScratch::Get(scratch->b, tl * h);

@@ -283,6 +283,8 @@ const absl::flat_hash_map<std::string, Binding>& Bindings() {
       MXMACA_BIND(moe_pad_expert_input_to_capacity),
       MXMACA_BIND(moe_token_drop_policy),
       MXMACA_BIND(moe_token_dispatcher_type),
+      MXMACA_BIND(moe_router_enable_expert_bias),
+      MXMACA_BIND(moe_router_bias_update_rate),
       MXMACA_BIND(moe_shared_expert_intermediate_size),
       MXMACA_BIND(moe_router_num_groups),
       MXMACA_BIND(moe_router_group_topk),

@@ -207,6 +207,10 @@ absl::Status AddMoEConfig(const MegatronArgs& a, layers::GptConfig* config) {
                                                    ": expected probs or position"));
   }
   r.pad_to_capacity = a.moe_pad_expert_input_to_capacity;
+  // Aux-loss-free load balancing: the bias is updated once per iteration from the token
+  // counts all-reduced over TP x DP (layers/gpt_stage.h UpdateExpertBias).
+  r.enable_expert_bias = a.moe_router_enable_expert_bias;
+  r.bias_update_rate = a.moe_router_bias_update_rate;
   m.expert.hidden_size = config->hidden_size;
   m.expert.ffn_hidden_size = a.moe_ffn_hidden_size.value_or(config->ffn_hidden_size);
   m.expert.swiglu = config->swiglu;

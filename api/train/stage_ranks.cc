@@ -33,13 +33,16 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
   // Expert parallelism (MoE, --expert-model-parallel-size > 1): the expert grid with
   // ETP = 1 (transport/rank_grid.h); api/train/moe_setup.cc admits EP = TP only.
   const int ep = model.moe ? static_cast<int>(model.moe->expert_model_parallel_size) : 1;
+  // --moe-router-enable-expert-bias: the counts are summed over each stage's TP x DP ranks.
+  const bool expert_bias_reduce = model.moe && model.moe->router.enable_expert_bias && tp * dp > 1;
   std::optional<transport::RankGrid> grid;
-  if (tp > 1 || ep > 1) {
+  if (tp > 1 || ep > 1 || expert_bias_reduce) {
     MXMACA_ASSIGN_OR_RETURN(grid, transport::RankGrid::Create(p * dp * tp, tp, p, /*cp=*/1, ep,
                                                               /*etp=*/ep > 1 ? 1 : 0));
   }
-  if (ep > 1 && options.hub == nullptr && options.communicator == nullptr) {
-    return absl::InvalidArgumentError("expert parallelism needs an in-process hub");
+  if ((ep > 1 || expert_bias_reduce) && options.hub == nullptr &&
+      options.communicator == nullptr) {
+    return absl::InvalidArgumentError("expert parallelism / expert bias need an in-process hub");
   }
   // megatron/core/distributed/distributed_data_parallel_config.py: bucket_size default
   // max(40000000, 1000000 * data_parallel_size) elements.
@@ -57,6 +60,7 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
     sr.tensor_parallel_rank = t;
     std::optional<layers::TensorParallelContext> tp_context;
     std::optional<layers::ExpertParallelContext> ep_context;
+    std::optional<layers::TensorParallelContext> bias_group;  // TP x DP (expert bias counts)
     if (grid) {
       MXMACA_ASSIGN_OR_RETURN(transport::RankView view, grid->ForRank(sr.rank));
       transport::Communicator* comm =
@@ -67,6 +71,14 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
       if (ep > 1) {
         ep_context = layers::ExpertParallelContext{comm, view.expert_model_parallel_group(),
                                                    std::max(1, options.ranks_per_node)};
+      }
+      if (expert_bias_reduce) {
+        layers::TensorParallelContext g;
+        g.comm = comm;
+        g.group = view.tensor_and_data_parallel_group();
+        g.rank = g.group.rank_in_group;
+        g.size = g.group.size();
+        bias_group = g;
       }
     }
     std::vector<std::unique_ptr<layers::GptStage>> chunks;
@@ -91,6 +103,11 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
     }
     sr.program = std::make_shared<actors::GptStageProgram>(std::move(chunks),
                                                            options.reset_attention_mask);
+    if (bias_group) {
+      const layers::TensorParallelContext g = *bias_group;
+      sr.program->SetExpertBiasReduction(
+          [g](float* data, int64_t n) { return layers::AllReduceSum(g, data, n); });
+    }
     ranks.push_back(std::move(sr));
   }
   return ranks;

@@ -245,7 +245,7 @@ absl::Status MoELayer::Forward(const kernels::ExecContext& ctx, const MoECall& c
   st->num_tokens = t;
   MXMACA_RETURN_IF_ERROR(
       RouterForward(ctx, rc, rcall, x, store_->param(router_weight_), &st->router));
-  if (call.training && rc.enable_expert_bias) {
+  if (call.training && call.count_for_expert_bias && rc.enable_expert_bias) {
     for (int64_t i = 0; i < e; ++i) local_tokens_[i] += st->router.tokens_per_expert[i];
   }
   MXMACA_ASSIGN_OR_RETURN(

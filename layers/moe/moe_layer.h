@@ -128,6 +128,9 @@ struct MoECall {
   int64_t seq_length = 0;  // s (seq_aux_loss)
   bool training = true;
   GlobalAuxLossInput global;  // global_aux_loss counts (router.h)
+  // count_for_expert_bias: add this call's routed tokens to local_tokens_per_expert() (in
+  // training with the bias enabled). False for a recomputation of a forward that counted.
+  bool count_for_expert_bias = true;
 };
 
 // MoEMetrics: per-call logging values (issue 7, "Per-layer metrics").
