@@ -73,7 +73,8 @@ struct MoeBlockInputs {
   int64_t tp = 1;            // t (with t > 1 sequence parallelism is on)
   double flops_per_s = 1;    // peak x gemm_efficiency
   double hbm_bytes_per_s = 1;  // HBM x hbm_efficiency
-  double tp_exchange_seconds = 0;  // the step model's TpExchange of a [T, h] activation
+  double tp_exchange_seconds = 0;  // one block's TP exchange of a [T, h] activation (with
+                                   // SP an all-gather + a reduce-scatter)
   const scheduler::ClusterSpec* cluster = nullptr;
   MoeParallelOptions parallel;
 };
@@ -103,7 +104,8 @@ struct MoeBlockInputs {
 //     gather / scatter as alltoall's;
 //   allgather: all-gather and reduce-scatter of (etp ep) Tn h bf16 over the ETP x EP
 //     group (stride 1), independent of the load;
-//   shared expert (fs > 0): one TP exchange, as the dense MLP's.
+//   shared expert (fs > 0): one block's TP exchange (all-gather + reduce-scatter with
+//     SP), as the dense MLP's.
 std::array<OpTime, 3> MoeMlpBlockOps(const layers::GptConfig& model, const MoeBlockInputs& in);
 
 // MoeMlpBlockStashBytes: activation bytes one micro-batch leaves for B and W in a MoE

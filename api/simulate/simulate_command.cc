@@ -75,6 +75,20 @@ absl::StatusOr<SimulateJob> PrepareSimulation(const std::vector<std::string>& ar
                           TakeFlag(&argv, "--moe-load-imbalance"));
   MXMACA_ASSIGN_OR_RETURN(std::optional<std::string> dispatcher,
                           TakeFlag(&argv, "--moe-token-dispatcher-type"));
+  // --attention-backend (Megatron-Core's AttnBackend; `mxmaca train` accepts it without
+  // effect): unfused and local materialise the s x s scores, the others are fused.
+  MXMACA_ASSIGN_OR_RETURN(std::optional<std::string> attention_backend,
+                          TakeFlag(&argv, "--attention-backend"));
+  bool materialized_attention = false;
+  if (attention_backend) {
+    const std::string& b = *attention_backend;
+    if (b == "unfused" || b == "local") {
+      materialized_attention = true;
+    } else if (b != "flash" && b != "fused" && b != "auto") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--attention-backend '", b, "': expected flash, fused, unfused, local or auto"));
+    }
+  }
   if (!cluster && !cost_table) {
     return absl::InvalidArgumentError(
         "--cluster NAME|FILE is required (presets: h100-sxm, h200-sxm, b200, "
@@ -154,6 +168,7 @@ absl::StatusOr<SimulateJob> PrepareSimulation(const std::vector<std::string>& ar
   in.distributed_optimizer = a.use_distributed_optimizer;
   in.overlap_grad_reduce = a.overlap_grad_reduce;
   in.overlap_param_gather = a.overlap_param_gather;
+  in.materialized_attention = materialized_attention;
   in.num_threads = a.num_threads.value_or(1);
   if (in.sequence_parallel && in.tensor_parallel_size > 1 &&
       (in.micro_batch_size * in.model.seq_length / in.context_parallel_size) %

@@ -29,6 +29,8 @@ struct Ctx {
   double T;         // b s / c tokens per micro-batch on this rank
   double Tn;        // rows of the norm / residual / dropout work: T / t with SP, else T
   bool sp;
+  bool materialized_attention;  // --attention-backend unfused|local: s x s scores in HBM
+  double attention_dropout;
   double flops_per_s;  // peak x gemm_efficiency
   double hbm_bytes_per_s;
   LinkCost tp_link, cp_link;
@@ -54,6 +56,8 @@ Ctx MakeCtx(const StepModelInputs& in) {
   x.T = x.b * x.s / x.c;
   x.sp = in.sequence_parallel && x.tp > 1;
   x.Tn = x.sp ? x.T / x.t : x.T;
+  x.materialized_attention = in.materialized_attention;
+  x.attention_dropout = static_cast<double>(m.attention_dropout);
   x.flops_per_s = in.cluster.gpu.bf16_dense_tflops * 1e12 * in.cluster.gemm_efficiency;
   x.hbm_bytes_per_s = in.cluster.gpu.hbm_gb_per_s * 1e9 * in.cluster.hbm_efficiency;
   scheduler::ParallelGroups groups{x.tp, x.cp, in.data_parallel_size, 1};
@@ -62,13 +66,71 @@ Ctx MakeCtx(const StepModelInputs& in) {
   return x;
 }
 
-// A TP "conjugate pair" on a [T, h] bf16 activation: all-reduce without SP; with SP
-// the all-gather (into a column-parallel linear) or reduce-scatter (out of a row-parallel
-// one), which cost the same under the ring model.
-double TpExchange(const Ctx& x) {
+// TpBlockExchange: the TP communication of one transformer block (attention or MLP) on
+// its [T, h] bf16 activation, per F (and, as the conjugates, per B), as Megatron runs it
+// (megatron/core/tensor_parallel/mappings.py). Without SP: one all-reduce (F: after the
+// row-parallel linear; B: of the column-parallel linear's input gradient). With SP: an
+// all-gather into the column-parallel linear (linear_qkv, linear_fc1) and a
+// reduce-scatter out of the row-parallel one (linear_proj, linear_fc2); B: a
+// reduce-scatter and an all-gather. Under the ring model all-gather + reduce-scatter
+// move the bytes of one ring all-reduce, so SP costs what the all-reduce does whenever
+// the ring is the cheaper all-reduce. Not counted: the all-gather of the column-parallel
+// linear's input that Megatron repeats in B for the weight gradient with SP (issued
+// asynchronously, overlapped with the input-gradient GEMM).
+double TpBlockExchange(const Ctx& x) {
   const double bytes = x.T * x.h * kBf16;
-  return x.sp ? scheduler::AllGatherSeconds(bytes, x.tp, x.tp_link)
+  return x.sp ? scheduler::AllGatherSeconds(bytes, x.tp, x.tp_link) +
+                    scheduler::ReduceScatterSeconds(bytes, x.tp, x.tp_link)
               : scheduler::AllReduceSeconds(bytes, x.tp, x.tp_link);
+}
+
+// TpSequenceGatherOrScatter: one SP all-gather or reduce-scatter of a [T, h] bf16
+// activation (the same time under the ring model): the embedding output's
+// reduce-scatter (B: all-gather), the loss head input's all-gather (B: reduce-scatter).
+double TpSequenceGatherOrScatter(const Ctx& x) {
+  return scheduler::AllGatherSeconds(x.T * x.h * kBf16, x.tp, x.tp_link);
+}
+
+// CoreAttention: softmax(Q K^T / sqrt(d)) V of one layer, per micro-batch on one rank,
+// split into GEMM and memory-bound time, F and B. S = b (a/t) (s/c) s score elements.
+// Fused (flash) attention, the default: 2 GEMMs of 2 S d FLOPs each, halved (causal),
+// nothing of size S in HBM; B twice F. Materialised (--attention-backend unfused or local:
+// Megatron's DotProductAttention, and every run before flash attention, e.g. the 2021
+// paper's): both GEMMs over all S scores (the causal mask is applied in the softmax), each
+// at roofline time max(2 S d / FLOP rate, 2 S bf16 bytes of the scores it writes or reads /
+// HBM rate) — at d ~ 100 these GEMMs are below the ridge point, so the bytes decide; the
+// fused scale-mask-softmax reads and writes S (4 S bytes), the attention dropout reads and
+// writes S and writes a 1-byte mask (5 S bytes, when --attention-dropout > 0). B: 4 such
+// GEMMs (dP, dV, dQ, dK), the dropout backward (read dP and the mask, write: 5 S) and the
+// softmax backward (read the probabilities and their gradient, write: 6 S).
+struct CoreAttention {
+  double f_gemm = 0, f_memory = 0, b_gemm = 0, b_memory = 0;
+};
+
+CoreAttention CoreAttentionTimes(const Ctx& x) {
+  const double S = x.b * (x.a / x.t) * (x.s / x.c) * x.s;
+  CoreAttention r;
+  if (!x.materialized_attention) {
+    r.f_gemm = 2 * S * x.d / x.flops_per_s;  // 2 GEMMs x 2 S d x 1/2 (causal)
+    r.b_gemm = 2 * r.f_gemm;
+    return r;
+  }
+  const double gemm = std::max(2 * S * x.d / x.flops_per_s, S * kBf16 / x.hbm_bytes_per_s);
+  const double dropout = x.attention_dropout > 0 ? 5 * S : 0;
+  r.f_gemm = 2 * gemm;
+  r.b_gemm = 4 * gemm;
+  r.f_memory = (2 * S * kBf16 + dropout) / x.hbm_bytes_per_s;
+  r.b_memory = (3 * S * kBf16 + dropout) / x.hbm_bytes_per_s;
+  return r;
+}
+
+// AttentionScoresStashBytes: what a materialised attention keeps for B per layer and
+// micro-batch (Korthikanti et al. 2022's 5 a s^2 b term, / t, with CP (s/c) s): the
+// softmax output 2 S, and with dropout its mask S and output 2 S. Flash attention: 0.
+double AttentionScoresStashBytes(const Ctx& x) {
+  if (!x.materialized_attention) return 0;
+  const double S = x.b * (x.a / x.t) * (x.s / x.c) * x.s;
+  return (x.attention_dropout > 0 ? 5 : 2) * S;
 }
 
 // One transformer layer's F, B, W (no recomputation), per micro-batch, on one rank.
@@ -79,40 +141,36 @@ double TpExchange(const Ctx& x) {
 // gradient GEMMs (same FLOPs as F's linears) — Megatron's 1:1:1 split of the linears.
 // Memory-bound, bf16, forward: 2 norms (read + write Tn h each), 2 bias-dropout-adds
 // (read 2, write 1, mask 1 byte per element), the activation (read T f1 / t, write
-// T f / t); backward twice that. TP: 2 exchanges in F and 2 in B (Megatron's f/g
-// operators); CP: all-gather of K and V in F, reduce-scatter of their gradients in B,
+// T f / t); backward twice that. TP: TpBlockExchange for each of the 2 blocks, in F
+// and in B; CP: all-gather of K and V in F, reduce-scatter of their gradients in B,
 // exposed only beyond core attention's compute (ring attention overlaps them).
 std::array<OpTime, 3> LayerOps(const Ctx& x) {
   const double linear = 2 * x.T * x.h * (x.a + 2 * x.g) * x.d / x.t +
                         2 * x.T * x.a * x.d * x.h / x.t + 2 * x.T * x.h * x.f1 / x.t +
                         2 * x.T * x.f * x.h / x.t;
-  const double attention = 2 * x.b * (x.a / x.t) * (x.s / x.c) * x.s * x.d;  // 2 GEMMs x 1/2
+  const CoreAttention attention = CoreAttentionTimes(x);
   const double elementwise_bytes = 2 * 2 * x.Tn * x.h * kBf16 +
                                    2 * (3 * x.Tn * x.h * kBf16 + x.Tn * x.h) +
                                    (x.T * x.f1 / x.t + x.T * x.f / x.t) * kBf16;
   std::array<OpTime, 3> op;
-  op[0].gemm = (linear + attention) / x.flops_per_s;
-  op[1].gemm = (linear + 2 * attention) / x.flops_per_s;
+  op[0].gemm = linear / x.flops_per_s + attention.f_gemm;
+  op[1].gemm = linear / x.flops_per_s + attention.b_gemm;
   op[2].gemm = linear / x.flops_per_s;
-  op[0].memory = elementwise_bytes / x.hbm_bytes_per_s;
-  op[1].memory = 2 * elementwise_bytes / x.hbm_bytes_per_s;
-  op[0].tp_comm = op[1].tp_comm = 2 * TpExchange(x);
+  op[0].memory = elementwise_bytes / x.hbm_bytes_per_s + attention.f_memory;
+  op[1].memory = 2 * elementwise_bytes / x.hbm_bytes_per_s + attention.b_memory;
+  op[0].tp_comm = op[1].tp_comm = 2 * TpBlockExchange(x);
   if (x.cp > 1) {
     const double kv_bytes = 2 * x.b * x.s * (x.g / x.t) * x.d * kBf16;  // whole sequence
     // Ring attention passes K/V chunks while it computes on the previous ones: only the
     // part longer than core attention's compute is exposed.
-    const double attention_forward = attention / x.flops_per_s;
+    const double attention_forward = attention.f_gemm + attention.f_memory;
     op[0].cp_comm = std::max(
         0.0, scheduler::AllGatherSeconds(kv_bytes, x.cp, x.cp_link) - attention_forward);
+    const double attention_backward = attention.b_gemm + attention.b_memory;
     op[1].cp_comm = std::max(
-        0.0, scheduler::ReduceScatterSeconds(kv_bytes, x.cp, x.cp_link) - 2 * attention_forward);
+        0.0, scheduler::ReduceScatterSeconds(kv_bytes, x.cp, x.cp_link) - attention_backward);
   }
   return op;
-}
-
-// Core attention's forward alone (what selective recomputation redoes in B).
-double AttentionCoreForward(const Ctx& x) {
-  return 2 * x.b * (x.a / x.t) * (x.s / x.c) * x.s * x.d / x.flops_per_s;
 }
 
 void Add(OpTime* into, const OpTime& from, double k = 1) {
@@ -130,7 +188,7 @@ MoeBlockInputs MoeInputs(const Ctx& x, const StepModelInputs& in) {
   b.tp = x.tp;
   b.flops_per_s = x.flops_per_s;
   b.hbm_bytes_per_s = x.hbm_bytes_per_s;
-  b.tp_exchange_seconds = TpExchange(x);
+  b.tp_exchange_seconds = TpBlockExchange(x);
   b.cluster = &in.cluster;
   b.parallel = in.moe;
   return b;
@@ -148,7 +206,7 @@ std::array<OpTime, 3> MoeLayerOps(const Ctx& x, const layers::GptConfig& m,
   op[2].gemm -= mlp / x.flops_per_s;
   op[0].memory -= activation_bytes / x.hbm_bytes_per_s;
   op[1].memory -= 2 * activation_bytes / x.hbm_bytes_per_s;
-  op[0].tp_comm = op[1].tp_comm = TpExchange(x);  // the attention block's exchange only
+  op[0].tp_comm = op[1].tp_comm = TpBlockExchange(x);  // the attention block's only
   const std::array<OpTime, 3> block = MoeMlpBlockOps(m, moe);
   for (int k = 0; k < 3; ++k) Add(&op[k], block[k]);
   return op;
@@ -192,13 +250,24 @@ std::array<OpTime, 3> ChunkOps(const Ctx& x, const layers::GptConfig& m,
   }
   const double all_layers = static_cast<double>(layout.num_layers());
   if (m.recompute_granularity == layers::RecomputeGranularity::kSelective) {
-    op[1].gemm += all_layers * AttentionCoreForward(x);
+    // Selective recomputation reruns core attention's forward inside B.
+    const CoreAttention attention = CoreAttentionTimes(x);
+    op[1].gemm += all_layers * attention.f_gemm;
+    op[1].memory += all_layers * attention.f_memory;
   }
   if (layout.has_embedding) {
-    // Lookup (read + write T h), then the vocab-parallel all-reduce (or reduce-scatter).
+    // Lookup (read + write T h), then the vocab-parallel all-reduce (its B: none) or,
+    // with SP, the reduce-scatter into the sequence-parallel region (its B: all-gather).
     op[0].memory += 2 * x.T * x.h * kBf16 / x.hbm_bytes_per_s;
     op[1].memory += 2 * x.T * x.h * kFp32 / x.hbm_bytes_per_s;  // scatter-add of grads
-    if (x.tp > 1) op[0].tp_comm += TpExchange(x);
+    if (x.tp > 1) {
+      if (x.sp) {
+        op[0].tp_comm += TpSequenceGatherOrScatter(x);
+        op[1].tp_comm += TpSequenceGatherOrScatter(x);
+      } else {
+        op[0].tp_comm += scheduler::AllReduceSeconds(x.T * x.h * kBf16, x.tp, x.tp_link);
+      }
+    }
   }
   if (layout.has_loss_head) {
     // Final norm, logits GEMM 2 T h V / t (F; B and W the same), fp32 cross-entropy over
@@ -215,8 +284,8 @@ std::array<OpTime, 3> ChunkOps(const Ctx& x, const layers::GptConfig& m,
     if (x.tp > 1) {
       op[0].tp_comm += 3 * scheduler::AllReduceSeconds(x.T * kFp32, x.tp, x.tp_link);
       if (x.sp) {
-        op[0].tp_comm += TpExchange(x);
-        op[1].tp_comm += TpExchange(x);
+        op[0].tp_comm += TpSequenceGatherOrScatter(x);
+        op[1].tp_comm += TpSequenceGatherOrScatter(x);
       }
     }
   }
@@ -227,12 +296,16 @@ std::array<OpTime, 3> ChunkOps(const Ctx& x, const layers::GptConfig& m,
 // 19 T h / t (attention 11, norms 4, with SP or t = 1: 15 Tn h), plus the MoE block's
 // (moe_cost.h MoeMlpBlockStashBytes).
 double MoeLayerStashBytes(const Ctx& x, const layers::GptConfig& m, const MoeBlockInputs& moe) {
-  return 15 * x.Tn * x.h + MoeMlpBlockStashBytes(m, moe);
+  const double scores = m.recompute_granularity == layers::RecomputeGranularity::kSelective
+                            ? 0
+                            : AttentionScoresStashBytes(x);
+  return 15 * x.Tn * x.h + scores + MoeMlpBlockStashBytes(m, moe);
 }
 
 // Activation bytes one micro-batch leaves stashed on a chunk (Korthikanti et al. 2022,
 // "Reducing Activation Recomputation in Large Transformer Models", eq. 1-4 in bf16,
-// without the 5 a s^2 b term: fused (flash) attention keeps no s x s tensors):
+// without the 5 a s^2 b term unless attention is materialised (fused / flash attention
+// keeps no s x s tensors; AttentionScoresStashBytes):
 // per layer 34 T h / t with SP, T h (10 + 24 / t) without; a layer recomputed in full
 // keeps only its input, 2 T h (/ t with SP) once per recomputed group (uniform: groups
 // of recompute_num_layers; block: each of the first recompute_num_layers layers).
@@ -240,7 +313,13 @@ double MoeLayerStashBytes(const Ctx& x, const layers::GptConfig& m, const MoeBlo
 // softmax of the vocab shard, 4 T V / t, and the final norm's input 2 T h (/ t with SP).
 double ChunkStashBytes(const Ctx& x, const layers::GptConfig& m,
                        const layers::StageLayout& layout, const MoeBlockInputs* moe) {
-  const double per_layer = x.sp ? 34 * x.T * x.h / x.t : x.T * x.h * (10 + 24 / x.t);
+  // Materialised attention's scores (AttentionScoresStashBytes) unless selective
+  // recomputation reruns core attention.
+  const double scores = m.recompute_granularity == layers::RecomputeGranularity::kSelective
+                            ? 0
+                            : AttentionScoresStashBytes(x);
+  const double per_layer =
+      (x.sp ? 34 * x.T * x.h / x.t : x.T * x.h * (10 + 24 / x.t)) + scores;
   const double input = 2 * x.Tn * x.h;
   const int64_t n = layout.num_layers();
   // Sum of the whole-layer stashes of global layers [first, last): per_layer for dense
@@ -274,7 +353,8 @@ double ChunkStashBytes(const Ctx& x, const layers::GptConfig& m,
 double RecomputeTransientBytes(const Ctx& x, const layers::GptConfig& m, int64_t chunk_layers,
                                const MoeBlockInputs* moe) {
   if (m.recompute_granularity != layers::RecomputeGranularity::kFull) return 0;
-  double per_layer = x.sp ? 34 * x.T * x.h / x.t : x.T * x.h * (10 + 24 / x.t);
+  double per_layer =
+      (x.sp ? 34 * x.T * x.h / x.t : x.T * x.h * (10 + 24 / x.t)) + AttentionScoresStashBytes(x);
   if (moe != nullptr) per_layer = std::max(per_layer, MoeLayerStashBytes(x, m, *moe));
   const int64_t k = m.recompute_method == layers::RecomputeMethod::kUniform
                         ? std::min(chunk_layers, std::max<int64_t>(1, m.recompute_num_layers))

@@ -44,6 +44,10 @@ struct StepModelInputs {
   bool distributed_optimizer = false;    // --use-distributed-optimizer
   bool overlap_grad_reduce = false;      // --overlap-grad-reduce
   bool overlap_param_gather = false;     // --overlap-param-gather
+  // materialized_attention: --attention-backend unfused or local (Megatron's
+  // DotProductAttention; every run before flash attention): core attention writes the
+  // b (a/t) s^2 scores to HBM (step_model.cc CoreAttentionTimes). False: fused / flash.
+  bool materialized_attention = false;
   // MoE (model.moe set): the expert grid (EP, ETP; EDP = t c dp / (etp ep)), the token
   // dispatcher and the load imbalance (moe_cost.h). Ignored for dense models.
   MoeParallelOptions moe;
