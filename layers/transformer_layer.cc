@@ -496,6 +496,7 @@ absl::Status TransformerLayer::MoEForward(const LayerCall& call, LayerStash* st,
   }
   float* y_full = LayerScratch::Get(scratch->a, mc.num_tokens * h);
   MXMACA_RETURN_IF_ERROR(moe_->Forward(call.ctx, mc, x, y_full, st->moe.get(), call.moe_metrics));
+  st->moe_bytes.Set(call.tracker, moe::MoEStashBytes(*st->moe));
   float* y = y_full;
   if (Sp(call) && !local) {
     y = LayerScratch::Get(scratch->c, tl * h);
@@ -518,13 +519,17 @@ absl::Status TransformerLayer::MoEBackwardInput(const LayerCall& call, LayerStas
     float* dy_local = LayerScratch::Get(scratch->c, tl * h);
     ScatterToSequenceParallelRegion(*call.tp, st->ln2_out.data(), call.b, call.s, h, x_local);
     ScatterToSequenceParallelRegion(*call.tp, st->d_fc2.data(), call.b, call.s, h, dy_local);
-    return moe_->BackwardInput(call.ctx, x_local, dy_local, call.moe_aux_loss_grad_scale,
-                               st->moe.get(), st->d_ln2_out.data());
+    MXMACA_RETURN_IF_ERROR(moe_->BackwardInput(call.ctx, x_local, dy_local,
+                                               call.moe_aux_loss_grad_scale, st->moe.get(),
+                                               st->d_ln2_out.data()));
+    st->moe_bytes.Set(call.tracker, moe::MoEStashBytes(*st->moe));
+    return absl::OkStatus();
   }
   float* dx_full = LayerScratch::Get(scratch->a, t * h);
   MXMACA_RETURN_IF_ERROR(moe_->BackwardInput(call.ctx, st->ln2_out.data(), st->d_fc2.data(),
                                              call.moe_aux_loss_grad_scale, st->moe.get(),
                                              dx_full));
+  st->moe_bytes.Set(call.tracker, moe::MoEStashBytes(*st->moe));
   if (Sp(call)) {
     ScatterToSequenceParallelRegion(*call.tp, dx_full, call.b, call.s, h, st->d_ln2_out.data());
   } else {

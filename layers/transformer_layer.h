@@ -133,8 +133,8 @@ void NormBackwardWeight(const GptConfig& config, const kernels::ExecContext& ctx
 // With expert parallelism (EP > 1, expert tensor parallel size 1, the EP group being the
 // TP group) and SP, each TP rank routes only its own rows [b s/p, h] and the MoELayer's
 // dispatcher moves them to the ranks of their experts (Megatron's layout; EP > 1 with TP
-// but without SP is InvalidArgument). Its stash (LayerStash::moe) is not counted in
-// LayerStash::bytes().
+// but without SP is InvalidArgument). Its stash (LayerStash::moe) is charged to the call's
+// tracker (LayerStash::moe_bytes) after F and after B, so the measured peak includes it.
 class TransformerLayer {
  public:
   TransformerLayer(const ParameterStore* store, const LayerParameterIds& ids,
