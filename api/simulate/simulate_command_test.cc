@@ -84,10 +84,10 @@ TEST_CASE("GPT-3 175B on 1,024 H100s: finite, plausible, fast", "[simulate]") {
 // dropout 0.1 — Megatron's defaults, which CONFIG.sh does not change).
 // Not modelled: --fp16 (the simulator reduces fp32 gradients, the runs fp16 ones: DP sync
 // bytes x2) and the scatter/gather of pipeline sends (cross-node bytes / t).
-// Bound: 35% on TFLOP/s, every row: the roofline uses one GEMM efficiency for every shape
-// and ignores kernel launch gaps, the data loader and logging; a 35% miss would still say
-// the model is the right order, while a units or formula bug (2x, 8x) would fail. The
-// issue's 15% is reported (docs/SIMULATOR.md lists every row), not asserted.
+// Bound: 15% on TFLOP/s, every row — issue 11's acceptance bound (docs/SIMULATOR.md lists
+// every row's error; the largest is +9.1%, the 1.7B row). The roofline uses one GEMM
+// efficiency for every shape and ignores kernel launch gaps, the data loader and logging,
+// so the bound is the issue's, not a tolerance derived from arithmetic.
 struct PublishedRow {
   double billions;
   int heads, hidden, layers, tp, pp, gpus, batch;
@@ -150,7 +150,7 @@ TEST_CASE("Megatron-LM 2021 Table 1 on A100s", "[simulate][validation]") {
         static_cast<long long>(job->inputs.schedule.num_chunks), row.micro_batch,
         static_cast<long long>(job->inputs.schedule.num_microbatches), row.gpus, row.tflops,
         paper_step, r->step_seconds, predicted, 100 * r->bubble_fraction, 100 * error);
-    CHECK(std::abs(error) < 0.35);
+    CHECK(std::abs(error) < 0.15);
   }
 }
 
@@ -163,9 +163,9 @@ TEST_CASE("Megatron-LM 2021 Table 1 on A100s", "[simulate][validation]") {
 // "all models use ... a sequence length of 4096"). Not stated, assumed: TP 8 with SP and
 // PP 12 (96 GPUs = one replica of 8 x 12; 4608 = DP 48 of it), interleaved with 2 layers
 // per virtual stage (v 4), micro-batch 1, distributed optimizer, no recomputation.
-// --tp-comm-overlap is not modelled (TP exchanges counted as exposed). Bound: 20% on
-// TFLOP/s per GPU (published = MFU x 989): the layout is assumed, and the 15% the issue
-// asks for is reported, not asserted (docs/SIMULATOR.md lists the errors).
+// --tp-comm-overlap is not modelled (TP exchanges counted as exposed). Bound: issue 11's
+// 15% on TFLOP/s per GPU (published = MFU x 989); the layout is assumed
+// (docs/SIMULATOR.md lists the errors: +6.5% at 96 GPUs, -0.6% at 4,608).
 TEST_CASE("Megatron-LM README: GPT-3 175B strong scaling on H100", "[simulate][validation]") {
   struct Point {
     int gpus;
@@ -195,7 +195,7 @@ TEST_CASE("Megatron-LM README: GPT-3 175B strong scaling on H100", "[simulate][v
         "bubble %.1f%%), error %+.1f%%\n",
         pt.gpus, 100 * pt.mfu, published, r->tflops_per_gpu, 100 * r->mfu,
         100 * r->bubble_fraction, 100 * error);
-    CHECK(std::abs(error) < 0.20);
+    CHECK(std::abs(error) < 0.15);
   }
 }
 
