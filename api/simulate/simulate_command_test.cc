@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <utility>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -126,6 +128,32 @@ std::string TableRowFlags(const PublishedRow& r) {
   }
   if (r.torch_ddp) flags += " --overlap-grad-reduce";
   return flags;
+}
+
+// Issue 11: "the simulator at 16,384 GPUs in under a minute". GPT-3 175B as TP 8 x PP 8 x
+// DP 256 (global batch 8,192 = 32 micro-batches per replica): the simulator runs one
+// pipeline replica's schedule and costs the DP collectives over 256 ranks.
+TEST_CASE("GPT-3 175B on 16,384 H100s: simulated in under a minute", "[simulate]") {
+  std::string flags = kGpt3Flags;
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"--world-size 1024",
+                                                                      "--world-size 16384"},
+                                 {"--global-batch-size 1536", "--global-batch-size 8192"}}) {
+    flags.replace(flags.find(from), from.size(), to);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto job = PrepareSimulation(Split(flags));
+  REQUIRE(job.ok());
+  auto r = SimulateStep(job->inputs);
+  REQUIRE(r.ok());
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("16,384 GPUs: step %.3f s, MFU %.1f%%, simulated in %.3f s\n", r->step_seconds,
+              100.0 * r->mfu, wall);
+  CHECK(r->world_size == 16384);
+  CHECK(std::isfinite(r->step_seconds));
+  CHECK(r->mfu > 0.2);
+  CHECK(r->mfu < 0.7);
+  CHECK(wall < 60);
 }
 
 TEST_CASE("Megatron-LM 2021 Table 1 on A100s", "[simulate][validation]") {
