@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "layers/context_parallel/cp_batch.h"
 
 namespace mxmaca::actors {
@@ -136,6 +137,7 @@ bool GptStageProgram::is_tied_copy(int chunk, int param) const {
 bool GptStageProgram::counts_toward_grad_norm(int chunk, int param) const {
   if (is_tied_copy(chunk, param)) return false;
   const layers::GptStage& stage = *chunks_[chunk];
+  if (stage.holds_expert_shard(param)) return true;  // this EP rank's experts
   return layers::CountsTowardGradNorm(stage.parameters().info(param),
                                       stage.tensor_parallel().rank);
 }
@@ -150,6 +152,13 @@ void GptStageProgram::EndCall(int chunk) {
     if (c != chunk) others += chunks_[c]->live_activation_bytes();
   }
   peak_ = std::max(peak_, others + chunks_[chunk]->peak_activation_bytes());
+}
+
+absl::Status GptStageProgram::FinishTrainingIteration() {
+  for (auto& chunk : chunks_) {
+    MXMACA_RETURN_IF_ERROR(chunk->UpdateExpertBias(expert_bias_all_reduce_));
+  }
+  return absl::OkStatus();
 }
 
 std::vector<layers::moe::MoELayerStats> GptStageProgram::TakeMoEStats() {

@@ -11,6 +11,7 @@
 #ifndef MXMACA_ACTORS_GPT_STAGE_PROGRAM_H_
 #define MXMACA_ACTORS_GPT_STAGE_PROGRAM_H_
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -43,6 +44,17 @@ class GptStageProgram : public StageProgram {
   int64_t peak_activation_bytes() const override { return peak_; }
   void ResetPeakActivationBytes() override;
   std::vector<layers::moe::MoELayerStats> TakeMoEStats() override;
+  // FinishTrainingIteration: every chunk's GptStage::UpdateExpertBias over the
+  // reduction given to SetExpertBiasReduction (none: this rank's counts alone).
+  absl::Status FinishTrainingIteration() override;
+  std::vector<std::pair<std::string, std::vector<float>*>> persistent_buffers(
+      int chunk) override {
+    return chunks_[chunk]->ExpertBiasBuffers();
+  }
+  // SetExpertBiasReduction: the in-place fp32 sum over the stage's TP x DP ranks.
+  void SetExpertBiasReduction(std::function<absl::Status(float* data, int64_t n)> all_reduce) {
+    expert_bias_all_reduce_ = std::move(all_reduce);
+  }
 
   layers::GptStage& stage(int chunk = 0) { return *chunks_[chunk]; }
 
@@ -59,6 +71,7 @@ class GptStageProgram : public StageProgram {
   std::vector<std::unique_ptr<layers::GptStage>> chunks_;
   bool reset_attention_mask_;
   int64_t peak_ = 0;
+  std::function<absl::Status(float* data, int64_t n)> expert_bias_all_reduce_;
 };
 
 }  // namespace mxmaca::actors

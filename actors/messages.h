@@ -282,6 +282,7 @@ struct GradNormFinished {
   double grad_norm_sq = 0.0;
   bool finite = true;
   std::vector<layers::moe::MoELayerStats> moe_stats;  // StageProgram::TakeMoEStats
+  std::string error;  // StageProgram::FinishTrainingIteration's, empty when it succeeded
 };
 
 // StageIdentity: a stage actor's place in the grid.

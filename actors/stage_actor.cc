@@ -377,6 +377,8 @@ void MaybeReport(StagePointer self) {
   StageActorHandle me = self;
   const int64_t iteration = st.run.iteration;
   st.cfg.strand->Post([program, exec, buckets, dp_rank, me, iteration] {
+    const absl::Status finished_iteration =
+        RunGuarded([&] { return program->FinishTrainingIteration(); });
     double sq = 0.0;
     for (int c = 0; c < program->num_chunks(); ++c) {
       const layers::ParameterStore& store = program->parameters(c);
@@ -389,6 +391,7 @@ void MaybeReport(StagePointer self) {
     }
     GradNormFinished finished{iteration, sq, std::isfinite(sq)};
     finished.moe_stats = program->TakeMoEStats();
+    if (!finished_iteration.ok()) finished.error = std::string(finished_iteration.message());
     caf::anon_send(me, std::move(finished));
   });
 }
@@ -1079,6 +1082,10 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
           Fail(self, g.iteration, -1, "grad norm",
                absl::StrCat("unexpected grad-norm result for iteration ", g.iteration,
                             " (running iteration ", st.run.iteration, ")"));
+          return;
+        }
+        if (!g.error.empty()) {
+          Fail(self, g.iteration, -1, "expert bias update", g.error);
           return;
         }
         StageIterationDone done = MakeReport(st);

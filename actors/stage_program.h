@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -101,6 +103,18 @@ class StageProgram {
   // TakeMoEStats: the MoE layers' routing statistics since the last call, reset (on the
   // strand, after an iteration's last op); empty for dense programs.
   virtual std::vector<layers::moe::MoELayerStats> TakeMoEStats() { return {}; }
+  // FinishTrainingIteration: called once per training iteration on the strand after the
+  // last op and the gradient reduction, before the grad norm (MoE: the expert-bias update,
+  // which may run a blocking collective over the stage's TP x DP ranks; every rank of the
+  // stage calls it for the same iterations). Errors end the run.
+  virtual absl::Status FinishTrainingIteration() { return absl::OkStatus(); }
+  // persistent_buffers: chunk `chunk`'s state that is not a parameter but travels with
+  // checkpoints (Megatron's persistent buffers: the MoE routers' expert_bias [E] fp32),
+  // by logical name; replicated on the stage's TP and DP ranks. Empty by default.
+  virtual std::vector<std::pair<std::string, std::vector<float>*>> persistent_buffers(int chunk) {
+    (void)chunk;
+    return {};
+  }
 };
 
 }  // namespace mxmaca::actors

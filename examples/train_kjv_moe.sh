@@ -8,8 +8,14 @@
 #   NPROC=8 OUT=out/kjv_moe_8proc bash examples/train_kjv_moe.sh \
 #     --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
 #     --sequence-parallel --micro-batch-size 4                       # TP2 x PP2 x DP2, 8 processes
-# Expert parallelism (--expert-model-parallel-size > 1) is not in this version: every rank
-# holds all experts.
+#   NPROC=8 OUT=out/kjv_moe_ep2 bash examples/train_kjv_moe.sh \
+#     --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
+#     --sequence-parallel --micro-batch-size 4 \
+#     --expert-model-parallel-size 2 --expert-tensor-parallel-size 1 \
+#     --moe-token-dispatcher-type alltoall                           # EP2 x TP2 x PP2, 8 processes
+# (without NPROC the same layouts run as ranks of one process: add --world-size 8).
+# Expert parallelism in this version puts the EP group on the TP group (EP = TP, with
+# --sequence-parallel and --expert-tensor-parallel-size 1; docs/MOE.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-out/kjv_moe}

@@ -14,6 +14,7 @@
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gemm.h"
 #include "layers/context_parallel/cp_batch.h"
+#include "layers/moe/dispatch/dispatcher_factory.h"
 
 namespace mxmaca::layers {
 
@@ -105,6 +106,7 @@ absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& conf
                                                            const StageLayout& layout,
                                                            int64_t arena_multiple,
                                                            const TensorParallelContext* tp,
+                                                           const ExpertParallelContext* ep,
                                                            const cp::ContextParallelContext* cp) {
   MXMACA_RETURN_IF_ERROR(config.Validate());
   if (arena_multiple <= 0 || arena_multiple % 16 != 0) {
@@ -143,22 +145,60 @@ absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& conf
           " with --num-experts: MoE layers are not context-parallel yet"));
     }
   }
-  std::unique_ptr<GptStage> stage(new GptStage(config, layout));
+  // Expert parallelism: this rank's experts (and, with SP, the TP group as token group).
+  GptConfig rank_config = config;
+  const bool expert_parallel = config.moe && config.moe->expert_model_parallel_size > 1;
+  if (expert_parallel) {
+    const int64_t p = config.moe->expert_model_parallel_size;
+    if (ep == nullptr || ep->comm == nullptr || ep->group.size() != p) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "GptStage: --expert-model-parallel-size ", p,
+          " needs this rank's expert-parallel group of ", p, " ranks and a communicator"));
+    }
+    auto moe = std::make_shared<moe::MoELayerConfig>(*config.moe);
+    moe->expert_model_parallel_rank = ep->group.rank_in_group;
+    if (tp_ctx.sp()) moe->router.z_loss_coeff /= static_cast<double>(tp_ctx.size);
+    rank_config.moe = std::move(moe);
+  }
+  std::unique_ptr<GptStage> stage(new GptStage(rank_config, layout));
   stage->tp_ = tp_ctx;
   stage->cp_ = cp_ctx;
   stage->cp_layout_ = cp_layout;
-  stage->layer_config_ = LocalLayerConfig(config, tp_ctx.size);
-  stage->vocab_ = VocabShardOf(config, tp_ctx.rank, tp_ctx.size);
-  MXMACA_ASSIGN_OR_RETURN(
-      stage->ids_, RegisterGptParameters(config, layout, &stage->store_, tp_ctx.rank, tp_ctx.size));
+  stage->layer_config_ = LocalLayerConfig(rank_config, tp_ctx.size);
+  stage->vocab_ = VocabShardOf(rank_config, tp_ctx.rank, tp_ctx.size);
+  MXMACA_ASSIGN_OR_RETURN(stage->ids_, RegisterGptParameters(rank_config, layout, &stage->store_,
+                                                             tp_ctx.rank, tp_ctx.size));
   stage->store_.Finalize(arena_multiple);
+  if (expert_parallel && layout.num_layers() > 0) {
+    moe::dispatch::DispatcherOptions o;
+    o.comm = ep->comm;
+    o.ep_group = ep->group;
+    o.num_experts = static_cast<int>(rank_config.moe->router.num_experts);
+    MXMACA_ASSIGN_OR_RETURN(stage->dispatcher_, moe::dispatch::CreateTokenDispatcher(
+                                                    rank_config.moe->token_dispatcher_type, o,
+                                                    ep->ranks_per_node));
+  }
   for (size_t i = 0; i < stage->ids_.layers.size(); ++i) {
     const int64_t layer = layout.first_layer + static_cast<int64_t>(i);
     std::unique_ptr<moe::MoELayer> moe;
-    if (config.is_moe_layer(layer)) {
+    if (rank_config.is_moe_layer(layer)) {
       MXMACA_ASSIGN_OR_RETURN(moe::MoELayer created,
-                              moe::MoELayer::Create(*config.moe, layer, &stage->store_));
+                              moe::MoELayer::Create(*rank_config.moe, layer, &stage->store_));
       moe = std::make_unique<moe::MoELayer>(std::move(created));
+      if (expert_parallel) {
+        moe::MoEExpertParallel mep;
+        mep.dispatcher = stage->dispatcher_.get();
+        mep.timeout = tp_ctx.timeout;
+        if (tp_ctx.sp()) {
+          const TensorParallelContext* group = &stage->tp_;  // stable: the stage is on the heap
+          mep.token_group_size = tp_ctx.size;
+          mep.all_reduce_over_token_group = [group](float* data, int64_t n) {
+            return AllReduceSum(*group, data, n);
+          };
+        }
+        MXMACA_RETURN_IF_ERROR(moe->SetExpertParallel(mep));
+        for (int id : moe->expert_parameter_ids()) stage->expert_shard_ids_.insert(id);
+      }
       moe::MoELayerStats stats;
       stats.layer = layer;
       stats.tokens_per_expert.assign(static_cast<size_t>(config.moe->router.num_experts), 0.0);
@@ -280,6 +320,31 @@ void GptStage::AddMoEStats(int64_t local_layer, const moe::MoEMetrics& m) {
     s.load_balancing_loss += m.load_balancing_loss;
     s.z_loss += m.z_loss;
   }
+}
+
+std::vector<std::pair<std::string, std::vector<float>*>> GptStage::ExpertBiasBuffers() {
+  std::vector<std::pair<std::string, std::vector<float>*>> out;
+  for (size_t i = 0; i < moe_layers_.size(); ++i) {
+    moe::MoELayer* m = moe_layers_[i].get();
+    if (m == nullptr || !m->config().router.enable_expert_bias) continue;
+    out.emplace_back(moe::MoEParameterPrefix(layout_.first_layer + static_cast<int64_t>(i)) +
+                         ".router.expert_bias",
+                     &m->expert_bias());
+  }
+  return out;
+}
+
+absl::Status GptStage::UpdateExpertBias(
+    const std::function<absl::Status(float* data, int64_t n)>& all_reduce) {
+  for (const std::unique_ptr<moe::MoELayer>& m : moe_layers_) {
+    if (m == nullptr || !m->config().router.enable_expert_bias) continue;
+    std::vector<float> counts = m->local_tokens_per_expert();
+    if (all_reduce) {
+      MXMACA_RETURN_IF_ERROR(all_reduce(counts.data(), static_cast<int64_t>(counts.size())));
+    }
+    m->UpdateExpertBias(counts.data());
+  }
+  return absl::OkStatus();
 }
 
 std::vector<moe::MoELayerStats> GptStage::TakeMoEStats() {

@@ -47,8 +47,12 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
+#include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -61,6 +65,7 @@
 #include "layers/gpt_config.h"
 #include "layers/gpt_parameters.h"
 #include "layers/micro_batch_stash.h"
+#include "layers/moe/dispatch/token_dispatcher.h"
 #include "layers/moe/moe_layer.h"
 #include "layers/moe/moe_stats.h"
 #include "layers/parameter_store.h"
@@ -100,6 +105,15 @@ struct StageOutput {
   std::vector<float> logits;        // InferenceForward, last stage: [b, VP] at position s - 1
 };
 
+// ExpertParallelContext: this rank's place for expert parallelism (MoE models with
+// --expert-model-parallel-size P > 1): the endpoint and the expert_model_parallel group
+// its MoE layers' TokenDispatcher uses (layers/moe/dispatch). Not owned.
+struct ExpertParallelContext {
+  transport::Communicator* comm = nullptr;
+  transport::ProcessGroup group;  // RankView::expert_model_parallel_group()
+  int ranks_per_node = 1;         // the hierarchical dispatcher's node size
+};
+
 // GptStage: parameters (ParameterStore under Megatron names) and F/B/W of one stage.
 class GptStage {
  public:
@@ -111,6 +125,12 @@ class GptStage {
   // or size 1: no tensor parallelism (the single-device code path, bit for bit).
   // InvalidArgument also for a bad context (ValidateTensorParallelContext) or a config
   // that does not split over tp->size ranks (ValidateTensorParallelConfig).
+  // ep: required when config.moe has expert_model_parallel_size P > 1 (InvalidArgument
+  // otherwise, or when its group is not of P ranks): this rank then holds the experts of
+  // its EP rank (the rank's index in ep->group; layers/moe/moe_layer.h), its MoE layers
+  // move tokens with a --moe-token-dispatcher-type dispatcher over ep->group, and with
+  // sequence parallelism the TP group is their token group (the z-loss coefficient is
+  // divided by the TP size, as Megatron does).
   // cp: this stage's CP rank (copied; see the file comment); nullptr or size 1: none.
   // InvalidArgument (naming the flags) for a bad context, a sequence not divisible by
   // 2 x CP (x TP with SP), attention dropout with CP (the ring attention has none; hidden
@@ -118,7 +138,13 @@ class GptStage {
   // layers with CP.
   static absl::StatusOr<std::unique_ptr<GptStage>> Create(
       const GptConfig& config, const StageLayout& layout, int64_t arena_multiple = 16,
-      const TensorParallelContext* tp = nullptr, const cp::ContextParallelContext* cp = nullptr);
+      const TensorParallelContext* tp = nullptr, const ExpertParallelContext* ep = nullptr,
+      const cp::ContextParallelContext* cp = nullptr);
+
+  // holds_expert_shard: tensor `id` is an expert of this rank's EP shard (P > 1), held by
+  // no other rank of its EP group: its gradient counts toward the grad norm and it is
+  // written to checkpoints on every TP rank.
+  bool holds_expert_shard(int id) const { return expert_shard_ids_.count(id) > 0; }
 
   const GptConfig& config() const { return config_; }
   const StageLayout& layout() const { return layout_; }
@@ -176,6 +202,18 @@ class GptStage {
   int64_t live_activation_bytes() const { return tracker_.live(); }
   int64_t peak_activation_bytes() const { return tracker_.peak(); }
   void ResetPeakActivationBytes() { tracker_.ResetPeak(); }
+
+  // ExpertBiasBuffers: (Megatron's buffer name "decoder.layers.N.mlp.router.expert_bias",
+  // the [E] fp32 bias) of this stage's MoE layers with --moe-router-enable-expert-bias, in
+  // layer order; empty otherwise. For checkpoints (replicated on every TP and DP rank).
+  std::vector<std::pair<std::string, std::vector<float>*>> ExpertBiasBuffers();
+  // UpdateExpertBias: Megatron's _update_router_expert_bias (finalize_model_grads), once
+  // per training iteration after the last backward: per MoE layer with the bias, the tokens
+  // routed to each expert since the last update [E] (fp32), summed by `all_reduce` over
+  // the ranks that routed this stage's tokens (TP x DP; every TP rank's copy of the counts
+  // scales them alike, which the sign rule ignores), then bias += sign(mean - count) x
+  // rate. Errors: the all-reduce's.
+  absl::Status UpdateExpertBias(const std::function<absl::Status(float* data, int64_t n)>& all_reduce);
 
   // TakeMoEStats: the routing statistics of this stage's MoE layers (one entry per MoE
   // layer, in layer order) summed over the training forwards since the last call, and
@@ -242,6 +280,8 @@ class GptStage {
   // MoE layers (null for dense layers), by local layer, and their statistics.
   std::vector<std::unique_ptr<moe::MoELayer>> moe_layers_;
   std::vector<moe::MoELayerStats> moe_stats_;
+  std::unique_ptr<moe::dispatch::TokenDispatcher> dispatcher_;  // EP > 1
+  std::set<int> expert_shard_ids_;                              // EP > 1
   std::vector<Chunk> chunks_;
   MemoryTracker tracker_;       // training stashes (live/peak reported)
   MemoryTracker eval_tracker_;  // eval/inference temporaries: pooled, not reported

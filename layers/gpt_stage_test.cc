@@ -137,6 +137,39 @@ TEST_CASE("Separate B and W give the same bits as the fused backward") {
   }
 }
 
+TEST_CASE("A MoE layer's stash counts in the stage's live and peak activation bytes") {
+  GptConfig c = TinyConfig();
+  auto moe = std::make_shared<moe::MoELayerConfig>();
+  moe->router.hidden_size = c.hidden_size;
+  moe->router.num_experts = 4;
+  moe->router.topk = 2;
+  moe->expert.hidden_size = c.hidden_size;
+  moe->expert.ffn_hidden_size = 40;
+  moe->num_layers = c.num_layers;
+  c.moe = moe;
+  c.moe_layers = {true, false, true};
+  GptConfig dense = c;
+  dense.moe = nullptr;
+  dense.moe_layers.clear();
+  const Batch bt = MakeBatch(c, 5);
+  auto with_moe = MakeStage(c);
+  auto without = MakeStage(dense);
+  StageOutput out_moe, out_dense;
+  REQUIRE(with_moe->Forward(Input(bt, 0), &out_moe).ok());
+  REQUIRE(without->Forward(Input(bt, 0), &out_dense).ok());
+  // A MoE layer keeps at least the permuted rows and the expert outputs, [T k, h] each
+  // (T = 24 tokens, k = 2), where the dense MLP keeps fc1_out [T, f1] and act_out [T, f]:
+  // with the MoE stash charged, the MoE stage holds more than the dense one by at least
+  // 2 layers x (2 [T k, h] - ([T, f1] + [T, f])) floats.
+  const int64_t t = bt.b * bt.s, h = c.hidden_size, f = c.ffn_hidden_size;
+  const int64_t floor = 2 * (2 * t * 2 * h - 2 * t * f) * 4;
+  CHECK(with_moe->live_activation_bytes() - without->live_activation_bytes() >= floor);
+  REQUIRE(with_moe->BackwardInput(0, {}, 1.0f / out_moe.num_tokens, nullptr).ok());
+  CHECK(with_moe->peak_activation_bytes() >= with_moe->live_activation_bytes());
+  REQUIRE(with_moe->BackwardWeight(0).ok());
+  CHECK(with_moe->live_activation_bytes() == 0);  // W released the MoE stash's charge too
+}
+
 TEST_CASE("Interleaved F/B/W accumulate bit-identically to sequential order") {
   const GptConfig c = RopeConfig();
   std::vector<Batch> batches = {MakeBatch(c, 11), MakeBatch(c, 12), MakeBatch(c, 13)};

@@ -50,7 +50,7 @@ int64_t LayerStash::bytes() const {
          k.bytes() + v.bytes() + probs.bytes() + context.bytes() + residual2.bytes() +
          ln2_out.bytes() + ln2_mean.bytes() + ln2_rstd.bytes() + fc1_out.bytes() + act_out.bytes() +
          d_qkv.bytes() + d_ln1_out.bytes() + d_proj.bytes() + d_ln2_out.bytes() + d_fc1.bytes() +
-         d_fc2.bytes();
+         d_fc2.bytes() + moe_bytes.bytes();
 }
 
 void LayerStash::FreeAllButInput() {
@@ -61,6 +61,7 @@ void LayerStash::FreeAllButInput() {
     buf->Free();
   }
   moe.reset();
+  moe_bytes.Set(nullptr, 0);
 }
 
 void LayerStash::FreeAll() {

@@ -47,6 +47,14 @@ class MemoryTracker {
   // Return: gives back a block from Acquire of `bytes` requested, `capacity` held.
   void Return(void* block, int64_t bytes, int64_t capacity);
 
+  // Charge / Discharge: bytes held outside the tracker's blocks (TrackedBytes) that count
+  // toward live() and peak() as if they were.
+  void Charge(int64_t bytes) {
+    live_ += bytes;
+    if (live_ > peak_) peak_ = live_;
+  }
+  void Discharge(int64_t bytes) { live_ -= bytes; }
+
   int64_t live() const { return live_; }
   int64_t peak() const { return peak_; }
   void ResetPeak() { peak_ = live_; }
@@ -132,6 +140,44 @@ class StashBuffer {
   MemoryTracker* tracker_ = nullptr;
 };
 
+// TrackedBytes: a byte count held elsewhere (the MoE stash's vectors) reported to a
+// tracker (MemoryTracker::Charge) while held; Set replaces it, destruction releases it.
+// Move-only.
+class TrackedBytes {
+ public:
+  TrackedBytes() = default;
+  TrackedBytes(TrackedBytes&& o) noexcept : tracker_(o.tracker_), bytes_(o.bytes_) {
+    o.tracker_ = nullptr;
+    o.bytes_ = 0;
+  }
+  TrackedBytes& operator=(TrackedBytes&& o) noexcept {
+    if (this != &o) {
+      Set(nullptr, 0);
+      tracker_ = o.tracker_;
+      bytes_ = o.bytes_;
+      o.tracker_ = nullptr;
+      o.bytes_ = 0;
+    }
+    return *this;
+  }
+  TrackedBytes(const TrackedBytes&) = delete;
+  TrackedBytes& operator=(const TrackedBytes&) = delete;
+  ~TrackedBytes() { Set(nullptr, 0); }
+
+  // Set: releases the current count and charges `bytes` to `tracker` (nullptr: not counted).
+  void Set(MemoryTracker* tracker, int64_t bytes) {
+    if (tracker_ != nullptr) tracker_->Discharge(bytes_);
+    tracker_ = tracker;
+    bytes_ = bytes;
+    if (tracker_ != nullptr) tracker_->Charge(bytes_);
+  }
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  MemoryTracker* tracker_ = nullptr;
+  int64_t bytes_ = 0;
+};
+
 // LayerStash: one transformer layer's saved tensors (fp32 unless noted).
 struct LayerStash {
   // Saved by F (freed by B where W does not need them).
@@ -156,8 +202,10 @@ struct LayerStash {
   StashBuffer<float> d_fc1;      // [T, f1]
   StashBuffer<float> d_fc2;      // [T, h] (before dropout; MoE layers: of the MoE output)
   // MoE layers: the MoELayer's stash (router state, permuted rows, expert activations),
-  // kept from F to W; not counted in bytes().
+  // kept from F to W, and its size (moe::MoEStashBytes after F and after B) as charged to
+  // the layer call's tracker; counted in bytes().
   std::shared_ptr<moe::MoEStash> moe;
+  TrackedBytes moe_bytes;
 
   int64_t bytes() const;
   // FreeAll: every buffer.

@@ -471,8 +471,19 @@ absl::Status TransformerLayer::BackwardWeight(const LayerCall& call, LayerStash*
     // Through the sink: each micro-batch's MoE gradients are folded in micro-batch order,
     // as every other tensor's.
     if (!st->moe) return absl::FailedPreconditionError("MoE layer: W without the stash of B");
-    moe_->BackwardWeight(ctx, st->ln2_out.data(), st->d_fc2.data(), *st->moe,
-                         [sink](int id) { return sink->Begin(id); });
+    const float* x = st->ln2_out.data();
+    const float* dy = st->d_fc2.data();
+    std::vector<float> x_local, dy_local;
+    if (MoEOnLocalTokens(call)) {  // the router and shared expert saw this rank's rows
+      x_local.resize(static_cast<size_t>(tl * h));
+      dy_local.resize(static_cast<size_t>(tl * h));
+      ScatterToSequenceParallelRegion(*call.tp, x, call.b, call.s, h, x_local.data());
+      ScatterToSequenceParallelRegion(*call.tp, dy, call.b, call.s, h, dy_local.data());
+      x = x_local.data();
+      dy = dy_local.data();
+    }
+    MXMACA_RETURN_IF_ERROR(moe_->BackwardWeight(ctx, x, dy, *st->moe,
+                                                [sink](int id) { return sink->Begin(id); }));
     for (int id : moe_->parameter_ids()) sink->End(id);
   } else {
     LinearBackwardWeight(ctx, st->d_fc2.data(), st->act_out.data(), t, f, h, ids_.fc2_weight,
@@ -506,22 +517,43 @@ absl::Status TransformerLayer::BackwardWeight(const LayerCall& call, LayerStash*
   return absl::OkStatus();
 }
 
+// MoEOnLocalTokens: expert parallelism with sequence parallelism: the MoE block routes
+// this rank's own rows (the SP part of ln2_out), the TP group being the token group
+// (layers/moe/moe_layer.h). Otherwise every TP rank routes all T tokens.
+bool TransformerLayer::MoEOnLocalTokens(const LayerCall& call) const {
+  return moe_ != nullptr && moe_->config().expert_model_parallel_size > 1 && Sp(call);
+}
+
 // MoE MLP block of Forward: ln2_out [T, h] (whole on every TP rank) -> MoELayer -> this
-// rank's rows -> hidden dropout -> residual add.
+// rank's rows -> hidden dropout -> residual add. With MoEOnLocalTokens the MoELayer gets
+// this rank's rows [b s/p, h] and returns them.
 absl::Status TransformerLayer::MoEForward(const LayerCall& call, LayerStash* st, float* out,
                                           ForwardKeep keep, LayerScratch* scratch) const {
   const GptConfig& c = *call.config;
   const int64_t t = call.b * call.s, tl = LocalTokens(call), h = c.hidden_size;
   if (!st->moe) st->moe = std::make_shared<moe::MoEStash>();
+  if (moe_->config().expert_model_parallel_size > 1 && call.tp != nullptr && call.tp->size > 1 &&
+      !Sp(call)) {
+    return absl::InvalidArgumentError(
+        "MoE layer: expert parallelism with tensor parallelism needs --sequence-parallel");
+  }
+  const bool local = MoEOnLocalTokens(call);
   moe::MoECall mc;
-  mc.num_tokens = t;
-  mc.seq_length = call.s;
+  mc.num_tokens = local ? tl : t;
+  mc.seq_length = local ? call.s / call.tp->size : call.s;
   mc.training = call.training;
-  float* y_full = LayerScratch::Get(scratch->a, t * h);
-  MXMACA_RETURN_IF_ERROR(
-      moe_->Forward(call.ctx, mc, st->ln2_out.data(), y_full, st->moe.get(), call.moe_metrics));
+  mc.count_for_expert_bias = call.moe_metrics != nullptr;  // not in a recomputation
+  const float* x = st->ln2_out.data();
+  if (local) {
+    float* x_local = LayerScratch::Get(scratch->b, tl * h);
+    ScatterToSequenceParallelRegion(*call.tp, x, call.b, call.s, h, x_local);
+    x = x_local;
+  }
+  float* y_full = LayerScratch::Get(scratch->a, mc.num_tokens * h);
+  MXMACA_RETURN_IF_ERROR(moe_->Forward(call.ctx, mc, x, y_full, st->moe.get(), call.moe_metrics));
+  st->moe_bytes.Set(call.tracker, moe::MoEStashBytes(*st->moe));
   float* y = y_full;
-  if (Sp(call)) {
+  if (Sp(call) && !local) {
     y = LayerScratch::Get(scratch->c, tl * h);
     ScatterToSequenceParallelRegion(*call.tp, y_full, call.b, call.s, h, y);
   }
@@ -536,10 +568,23 @@ absl::Status TransformerLayer::MoEBackwardInput(const LayerCall& call, LayerStas
   const GptConfig& c = *call.config;
   const int64_t t = call.b * call.s, tl = LocalTokens(call), h = c.hidden_size;
   if (!st->moe) return absl::FailedPreconditionError("MoE layer: B without the stash of F");
-  float* dx_full = LayerScratch::Get(scratch->a, t * h);
-  moe_->BackwardInput(call.ctx, st->ln2_out.data(), st->d_fc2.data(),
-                      call.moe_aux_loss_grad_scale, st->moe.get(), dx_full);
   st->d_ln2_out.Allocate(call.tracker, tl * h);
+  if (MoEOnLocalTokens(call)) {
+    float* x_local = LayerScratch::Get(scratch->b, tl * h);
+    float* dy_local = LayerScratch::Get(scratch->c, tl * h);
+    ScatterToSequenceParallelRegion(*call.tp, st->ln2_out.data(), call.b, call.s, h, x_local);
+    ScatterToSequenceParallelRegion(*call.tp, st->d_fc2.data(), call.b, call.s, h, dy_local);
+    MXMACA_RETURN_IF_ERROR(moe_->BackwardInput(call.ctx, x_local, dy_local,
+                                               call.moe_aux_loss_grad_scale, st->moe.get(),
+                                               st->d_ln2_out.data()));
+    st->moe_bytes.Set(call.tracker, moe::MoEStashBytes(*st->moe));
+    return absl::OkStatus();
+  }
+  float* dx_full = LayerScratch::Get(scratch->a, t * h);
+  MXMACA_RETURN_IF_ERROR(moe_->BackwardInput(call.ctx, st->ln2_out.data(), st->d_fc2.data(),
+                                             call.moe_aux_loss_grad_scale, st->moe.get(),
+                                             dx_full));
+  st->moe_bytes.Set(call.tracker, moe::MoEStashBytes(*st->moe));
   if (Sp(call)) {
     ScatterToSequenceParallelRegion(*call.tp, dx_full, call.b, call.s, h, st->d_ln2_out.data());
   } else {

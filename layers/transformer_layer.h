@@ -141,12 +141,16 @@ void NormBackwardWeight(const GptConfig& config, const kernels::ExecContext& ctx
 // TransformerLayer: stateless F/B/W of one layer over the parameters `ids` in `store`.
 //
 // MoE layers (`moe` non-null; GptConfig::is_moe_layer): the MLP block is the MoELayer
-// (layers/moe/moe_layer.h) at expert-parallel size 1. With tensor parallelism every TP
+// (layers/moe/moe_layer.h). At expert-parallel size 1, with tensor parallelism every TP
 // rank routes all T tokens of the micro-batch (the norm output is whole on every rank:
 // gathered with SP) through all experts, so the MoE output, its input gradient and its
 // weight gradients are the same on every TP rank (no TP collective; the experts count
 // toward the grad norm once, as replicated tensors do); with SP each rank keeps its rows.
-// Its stash (LayerStash::moe) is not counted in LayerStash::bytes().
+// With expert parallelism (EP > 1, expert tensor parallel size 1, the EP group being the
+// TP group) and SP, each TP rank routes only its own rows [b s/p, h] and the MoELayer's
+// dispatcher moves them to the ranks of their experts (Megatron's layout; EP > 1 with TP
+// but without SP is InvalidArgument). Its stash (LayerStash::moe) is charged to the call's
+// tracker (LayerStash::moe_bytes) after F and after B, so the measured peak includes it.
 class TransformerLayer {
  public:
   TransformerLayer(const ParameterStore* store, const LayerParameterIds& ids,
@@ -178,6 +182,7 @@ class TransformerLayer {
                           LayerScratch* scratch) const;
   absl::Status MoEBackwardInput(const LayerCall& call, LayerStash* st,
                                 LayerScratch* scratch) const;
+  bool MoEOnLocalTokens(const LayerCall& call) const;
   const ParameterStore* store_;
   LayerParameterIds ids_;
   moe::MoELayer* moe_ = nullptr;  // not owned (GptStage)

@@ -54,6 +54,24 @@ LinkCost GroupLink(const ClusterSpec& cluster, int64_t stride, int64_t size) {
   return link;
 }
 
+int64_t GroupRanksPerNode(int64_t stride, int64_t size, int64_t gpus_per_node) {
+  const int64_t per_node = std::max<int64_t>(1, gpus_per_node / std::max<int64_t>(1, stride));
+  return std::min(size, per_node);
+}
+
+double AllToAllOnClusterSeconds(const ClusterSpec& cluster, double bytes, int64_t stride,
+                                int64_t n) {
+  if (n <= 1) return 0;
+  const int64_t r = GroupRanksPerNode(stride, n, cluster.gpus_per_node);
+  const LinkCost nvlink = GroupLink(cluster, 1, 1);
+  if (r == n) return AllToAllSeconds(bytes, n, nvlink);
+  const LinkCost network = GroupLink(cluster, cluster.gpus_per_node, 2);
+  const double nd = static_cast<double>(n);
+  const double inside = static_cast<double>(r - 1) / nd * bytes / nvlink.bytes_per_s;
+  const double outside = static_cast<double>(n - r) / nd * bytes / network.bytes_per_s;
+  return std::max(inside, outside) + (nd - 1) * network.latency_s;
+}
+
 LinkCost PipelineNeighbourLink(const ClusterSpec& cluster, const ParallelGroups& groups) {
   return GroupLink(cluster, groups.pp_stride(), 2);
 }

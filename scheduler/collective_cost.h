@@ -22,6 +22,14 @@
 // stride * size <= G (for the power-of-two sizes Megatron uses, G divisible by stride *
 // size); otherwise it crosses nodes and runs at the network's speed (the slowest hop of a
 // ring sets its pace).
+//
+// Expert layers use a second grid over the same ranks (Megatron-Core's "MoE parallel
+// folding", DESIGN.md): etp-ep-edp-pp, ETP fastest, with ETP x EP x EDP = TP x CP x DP.
+// An EP group is `ep` ranks `etp` apart; an expert-data-parallel (EDP) group `edp` ranks
+// etp x ep apart. An all-to-all over a group that spans nodes is modelled as the pairwise
+// exchange it is: each rank sends bytes / n to every peer at once, the peers in its own
+// node over NVLink and the others over the network, so the time is the slower of the two
+// shares (AllToAllOnClusterSeconds); inside one node it is AllToAllSeconds on NVLink.
 #ifndef MXMACA_SCHEDULER_COLLECTIVE_COST_H_
 #define MXMACA_SCHEDULER_COLLECTIVE_COST_H_
 
@@ -65,6 +73,27 @@ struct ParallelGroups {
   int64_t dp_stride() const { return tp * cp; }
   int64_t pp_stride() const { return tp * cp * dp; }
 };
+
+// ExpertParallelGroups: the strides of the expert grid's groups (etp, ep, edp, pp).
+struct ExpertParallelGroups {
+  int64_t etp = 1, ep = 1, edp = 1, pp = 1;
+  int64_t etp_stride() const { return 1; }
+  int64_t ep_stride() const { return etp; }
+  int64_t edp_stride() const { return etp * ep; }
+};
+
+// GroupRanksPerNode: how many ranks of a group of `size` ranks spaced `stride` apart share
+// one node of `gpus_per_node` GPUs: min(size, max(1, gpus_per_node / stride)).
+int64_t GroupRanksPerNode(int64_t stride, int64_t size, int64_t gpus_per_node);
+
+// AllToAllOnClusterSeconds: an all-to-all of `bytes` per rank (its whole send buffer,
+// including the share it keeps) over a group of `n` ranks spaced `stride` apart on
+// `cluster`. With r = GroupRanksPerNode(stride, n) ranks per node:
+//   max((r - 1)/n bytes / beta_nvlink, (n - r)/n bytes / beta_network) + (n - 1) alpha
+// where alpha is the network's latency when the group spans nodes (r < n), else NVLink's;
+// beta = nominal bandwidth x link_efficiency. r = n gives AllToAllSeconds on NVLink.
+double AllToAllOnClusterSeconds(const ClusterSpec& cluster, double bytes, int64_t stride,
+                                int64_t n);
 
 // PipelineNeighbourLink: the link between pipeline stage s and s + 1 (ranks pp_stride
 // apart): NVLink when both ranks share a node (pp_stride * 2 <= gpus_per_node for the

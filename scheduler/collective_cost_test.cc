@@ -54,5 +54,37 @@ TEST_CASE("groups map to NVLink or the network by Megatron's rank order",
   CHECK(PipelineNeighbourLink(*cluster, ParallelGroups{2, 1, 1, 4}).intra_node);
 }
 
+TEST_CASE("expert grid strides and the all-to-all across nodes", "[collective_cost]") {
+  auto cluster = ClusterPreset("h100-sxm");  // 8 GPUs per node, NVLink 450, network 50 GB/s
+  REQUIRE(cluster.ok());
+  const ExpertParallelGroups e{2, 8, 4, 1};  // ETP 2, EP 8, EDP 4
+  CHECK(e.ep_stride() == 2);
+  CHECK(e.edp_stride() == 16);
+  CHECK(GroupRanksPerNode(1, 8, 8) == 8);
+  CHECK(GroupRanksPerNode(2, 8, 8) == 4);
+  CHECK(GroupRanksPerNode(16, 4, 8) == 1);
+  // Inside a node (EP 8, stride 1): the NVLink all-to-all, 7/8 x 1 GB / 360 GB/s + 7 x 2 us.
+  const double bytes = 1e9;
+  const double nvlink = 450e9 * 0.8, network = 50e9 * 0.8;
+  CHECK(AllToAllOnClusterSeconds(*cluster, bytes, 1, 8) ==
+        Approx(7.0 / 8 * bytes / nvlink + 7 * 2e-6).epsilon(kRel));
+  CHECK(AllToAllOnClusterSeconds(*cluster, bytes, 1, 8) ==
+        AllToAllSeconds(bytes, 8, GroupLink(*cluster, 1, 8)));
+  // EP 16 with stride 1: 8 peers per node; 8/16 of the buffer leaves the node at 40 GB/s
+  // (the NVLink share, 7/16 at 360 GB/s, runs alongside), 15 network latencies of 5 us.
+  const double ep16 = AllToAllOnClusterSeconds(*cluster, bytes, 1, 16);
+  CHECK(ep16 == Approx(8.0 / 16 * bytes / network + 15 * 5e-6).epsilon(kRel));
+  // Crossing nodes costs far more than staying inside: about 450 / 50 x (8/16) / (7/8).
+  CHECK(ep16 > 4 * AllToAllOnClusterSeconds(*cluster, bytes, 1, 8));
+  // EP 8 with stride 2 (ETP 2): 4 per node, half the buffer leaves the node.
+  CHECK(AllToAllOnClusterSeconds(*cluster, bytes, 2, 8) ==
+        Approx(4.0 / 8 * bytes / network + 7 * 5e-6).epsilon(kRel));
+  // One rank per node (stride 8): all but the own share over the network, as the plain
+  // formula on the network link.
+  CHECK(AllToAllOnClusterSeconds(*cluster, bytes, 8, 4) ==
+        Approx(AllToAllSeconds(bytes, 4, GroupLink(*cluster, 8, 4))).epsilon(kRel));
+  CHECK(AllToAllOnClusterSeconds(*cluster, bytes, 1, 1) == 0);
+}
+
 }  // namespace
 }  // namespace mxmaca::scheduler

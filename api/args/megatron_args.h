@@ -193,6 +193,11 @@ struct MegatronArgs {
   std::optional<double> moe_expert_capacity_factor;  // None = dropless
   bool moe_pad_expert_input_to_capacity = false;     // --moe-pad-expert-input-to-capacity
   std::string moe_token_drop_policy = "probs";       // probs|position
+  // --moe-token-dispatcher-type: allgather|alltoall (Megatron's), hierarchical (ours);
+  // used with --expert-model-parallel-size > 1 (flex is refused).
+  std::string moe_token_dispatcher_type = "allgather";
+  bool moe_router_enable_expert_bias = false;  // --moe-router-enable-expert-bias
+  double moe_router_bias_update_rate = 1e-3;   // --moe-router-bias-update-rate
   std::optional<int64_t> moe_shared_expert_intermediate_size;  // None = no shared expert
   std::optional<int64_t> moe_router_num_groups;                // group-limited routing
   std::optional<int64_t> moe_router_group_topk;

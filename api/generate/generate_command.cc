@@ -162,9 +162,20 @@ absl::Status RunGenerate(const std::vector<std::string>& args) {
   layers::StageLayout layout;
   layout.first_layer = 0;
   layout.last_layer = config.num_layers;
+  if (config.moe && config.moe->expert_model_parallel_size > 1) {
+    // One device holds every expert; the checkpoint names them globally whatever EP saved.
+    auto moe = std::make_shared<layers::moe::MoELayerConfig>(*config.moe);
+    moe->expert_model_parallel_size = 1;
+    moe->expert_model_parallel_rank = 0;
+    config.moe = std::move(moe);
+  }
   MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<layers::GptStage> stage,
                           layers::GptStage::Create(config, layout));
   MXMACA_RETURN_IF_ERROR(actors::LoadStageParameters(reader, stage->parameters()));
+  for (const auto& [buffer, values] : stage->ExpertBiasBuffers()) {  // routes with the bias
+    const int64_t n = static_cast<int64_t>(values->size());
+    MXMACA_RETURN_IF_ERROR(reader.ReadShard("buffers/" + buffer, {n}, {0}, {n}, values->data()));
+  }
 
   std::vector<int32_t> tokens = tokenizer->Encode(f.prompt);
   if (static_cast<int64_t>(tokens.size()) > config.seq_length) {

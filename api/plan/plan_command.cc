@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -38,6 +40,7 @@ constexpr const char* kLayoutFlags[] = {
     "--decoder-last-pipeline-num-layers",
     "--pipeline-model-parallel-layout",
     "--expert-model-parallel-size",
+    "--expert-tensor-parallel-size",
     "--trace-file",
 };
 
@@ -79,8 +82,27 @@ absl::StatusOr<int64_t> PositiveInt(const std::string& name, const std::string& 
 double GiB(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
 
 std::string DescribeLayout(const Layout& l) {
-  return absl::StrFormat("TP %d PP %d VPP %d DP %d mbs %d recompute %s schedule %s", l.tp,
-                         l.pp, l.vpp, l.dp, l.mbs, RecomputeName(l.recompute), l.schedule);
+  return absl::StrFormat("TP %d PP %d VPP %d DP %d%s mbs %d recompute %s schedule %s", l.tp,
+                         l.pp, l.vpp, l.dp,
+                         l.ep > 0 ? absl::StrFormat(" EP %d ETP %d", l.ep, l.etp) : "", l.mbs,
+                         RecomputeName(l.recompute), l.schedule);
+}
+
+// ExpertGrids: (ep, etp) pairs for a MoE model on tp x dp ranks: ep dividing both the
+// experts and tp x dp, etp in {1, tp} with etp x ep dividing tp x dp; {(0, 0)} if dense.
+std::vector<std::pair<int64_t, int64_t>> ExpertGrids(int64_t num_experts, int64_t tp,
+                                                     int64_t dp) {
+  if (num_experts <= 0) return {{0, 0}};
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (int64_t ep = 1; ep <= num_experts; ++ep) {
+    if (num_experts % ep != 0 || (tp * dp) % ep != 0) continue;
+    const std::vector<int64_t> etps =
+        tp == 1 ? std::vector<int64_t>{1} : std::vector<int64_t>{1, tp};
+    for (int64_t etp : etps) {
+      if ((tp * dp) % (ep * etp) == 0) out.emplace_back(ep, etp);
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -108,14 +130,16 @@ std::vector<Layout> EnumerateLayouts(const ModelShape& shape, int64_t world_size
       for (int64_t vpp : {1, 2, 4}) {
         if (vpp > 1 && pp == 1) continue;
         if (shape.num_layers % (pp * vpp) != 0) continue;
-        for (int64_t mbs : {1, 2, 4}) {
-          if (global_batch_size % (mbs * dp) != 0) continue;
-          for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-            const std::vector<std::string> schedules =
-                vpp > 1 ? std::vector<std::string>{"interleaved-1f1b"}
-                        : std::vector<std::string>{"1f1b", "zb-h1"};
-            for (const std::string& schedule : schedules) {
-              out.push_back(Layout{tp, pp, vpp, dp, mbs, rc, schedule});
+        for (const auto& [ep, etp] : ExpertGrids(shape.num_experts, tp, dp)) {
+          for (int64_t mbs : {1, 2, 4}) {
+            if (global_batch_size % (mbs * dp) != 0) continue;
+            for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+              const std::vector<std::string> schedules =
+                  vpp > 1 ? std::vector<std::string>{"interleaved-1f1b"}
+                          : std::vector<std::string>{"1f1b", "zb-h1"};
+              for (const std::string& schedule : schedules) {
+                out.push_back(Layout{tp, pp, vpp, dp, mbs, rc, schedule, ep, etp});
+              }
             }
           }
         }
@@ -142,20 +166,35 @@ std::vector<std::string> LayoutFlags(const Layout& l, int64_t num_layers) {
   }
   f.insert(f.end(),
            {"--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"});
+  if (l.ep > 0) {
+    f.insert(f.end(), {"--expert-model-parallel-size", absl::StrCat(l.ep),
+                       "--expert-tensor-parallel-size", absl::StrCat(l.etp)});
+  }
   return f;
 }
 
-std::vector<std::string> SimulateArgv(const PlanOptions& o, const Layout& l,
-                                      int64_t num_layers) {
+std::vector<std::string> ModelFlags(const PlanOptions& o, const Layout& l) {
   std::vector<std::string> argv = o.model_argv;
   if (std::none_of(argv.begin(), argv.end(),
                    [](const std::string& a) { return a == "--bf16"; })) {
     argv.push_back("--bf16");
   }
+  if (l.ep > 1 && std::none_of(argv.begin(), argv.end(), [](const std::string& a) {
+        return IsFlag(a, "--moe-token-dispatcher-type");
+      })) {
+    argv.insert(argv.end(), {"--moe-token-dispatcher-type", "alltoall"});
+  }
+  return argv;
+}
+
+std::vector<std::string> SimulateArgv(const PlanOptions& o, const Layout& l,
+                                      int64_t num_layers) {
+  std::vector<std::string> argv = ModelFlags(o, l);
   for (std::string& f : LayoutFlags(l, num_layers)) argv.push_back(std::move(f));
   argv.insert(argv.end(), {"--global-batch-size", absl::StrCat(o.global_batch_size),
                            "--cluster", o.cluster, "--world-size",
                            absl::StrCat(o.world_size)});
+  if (o.moe_load_imbalance) argv.insert(argv.end(), {"--moe-load-imbalance", *o.moe_load_imbalance});
   return argv;
 }
 
@@ -176,6 +215,7 @@ MfuBreakdown BreakDownMfu(const scheduler::ClusterSpec& c, const StepResult& r,
     gemm += n * op.gemm;
     b.memory += n * op.memory;
     b.tp_cp_comm += n * (op.tp_comm + op.cp_comm);
+    b.ep_comm += n * op.ep_comm;
   }
   b.useful_gemm = r.model_flops / static_cast<double>(r.world_size) /
                   (c.gpu.bf16_dense_tflops * 1e12 * c.gemm_efficiency);
@@ -196,6 +236,7 @@ absl::StatusOr<PlanOptions> ParsePlanArgs(const std::vector<std::string>& argv_i
   MXMACA_ASSIGN_OR_RETURN(auto world, TakeValue(&argv, "--world-size"));
   MXMACA_ASSIGN_OR_RETURN(auto limit, TakeValue(&argv, "--memory-limit-gib"));
   MXMACA_ASSIGN_OR_RETURN(auto top, TakeValue(&argv, "--top"));
+  MXMACA_ASSIGN_OR_RETURN(o.moe_load_imbalance, TakeValue(&argv, "--moe-load-imbalance"));
   if (!gbs) return absl::InvalidArgumentError("--global-batch-size B is required");
   if (!cluster) {
     return absl::InvalidArgumentError(
@@ -239,7 +280,8 @@ absl::StatusOr<PlanResult> Plan(const PlanOptions& o) {
     return absl::InvalidArgumentError(
         "--num-layers and --num-attention-heads are required model flags");
   }
-  ModelShape shape{*model.num_layers, *model.num_attention_heads, r.cluster.gpus_per_node};
+  ModelShape shape{*model.num_layers, *model.num_attention_heads, r.cluster.gpus_per_node,
+                   model.num_experts.value_or(0)};
   r.num_layers = shape.num_layers;
   r.memory_limit_bytes =
       (o.memory_limit_gib ? *o.memory_limit_gib : r.cluster.gpu.hbm_gib) * 1024.0 * 1024.0 *
@@ -299,19 +341,16 @@ std::string FormatPlan(const PlanOptions& o, const PlanResult& r) {
   if (!r.first_rejection.empty()) {
     absl::StrAppend(&out, "          first rejection: ", r.first_rejection, "\n");
   }
-  std::vector<std::string> model_flags = o.model_argv;
-  if (std::find(model_flags.begin(), model_flags.end(), "--bf16") == model_flags.end()) {
-    model_flags.push_back("--bf16");
-  }
-  const std::string model = absl::StrJoin(model_flags, " ");
   for (size_t i = 0; i < r.best.size(); ++i) {
     const PlanEntry& e = r.best[i];
     const Layout& l = e.layout;
     const StepResult& s = e.result;
-    absl::StrAppendFormat(&out, "\n#%d  TP %d  PP %d  VPP %d  DP %d  mbs %d  recompute %s  "
+    const std::string model = absl::StrJoin(ModelFlags(o, l), " ");
+    absl::StrAppendFormat(&out, "\n#%d  TP %d  PP %d  VPP %d  DP %d%s  mbs %d  recompute %s  "
                           "schedule %s\n",
-                          i + 1, l.tp, l.pp, l.vpp, l.dp, l.mbs, RecomputeName(l.recompute),
-                          l.schedule);
+                          i + 1, l.tp, l.pp, l.vpp, l.dp,
+                          l.ep > 0 ? absl::StrFormat("  EP %d  ETP %d", l.ep, l.etp) : "", l.mbs,
+                          RecomputeName(l.recompute), l.schedule);
     absl::StrAppendFormat(
         &out,
         "    step %.4f s  tokens/s %.0f  TFLOP/s/GPU %.1f  MFU %.1f%%  bubble %.1f%%  "
@@ -359,6 +398,7 @@ std::string FormatPlan(const PlanOptions& o, const PlanResult& r) {
   line("GEMM beyond the average (recompute, logits)", b.extra_gemm);
   line("memory-bound kernels", b.memory);
   line("TP/CP communication inside ops", b.tp_cp_comm);
+  if (top.layout.ep > 0) line("MoE dispatch + combine (EP) inside ops", b.ep_comm);
   line("pipeline bubble / waits on this rank", b.pipeline_idle);
   line("DP gradient reduce-scatter, exposed", b.dp_grad_exposed);
   line("param all-gather, exposed", b.param_gather_exposed);

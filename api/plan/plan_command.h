@@ -29,6 +29,9 @@ struct PlanOptions {
   int64_t world_size = 0;                 // --world-size N (GPUs)
   std::optional<double> memory_limit_gib; // --memory-limit-gib G; None = the GPU's HBM
   int64_t top = 5;                        // --top K
+  // --moe-load-imbalance F (MoE): passed to every simulation, never to the printed train
+  // / Megatron command lines (it is the simulator's own flag).
+  std::optional<std::string> moe_load_imbalance;
 };
 
 // Recompute: activation recomputation as Megatron's flags select it.
@@ -37,7 +40,8 @@ enum class Recompute { kNone, kSelective, kFull };
 // RecomputeName: "none", "selective", "full".
 const char* RecomputeName(Recompute r);
 
-// Layout: one point of the search space. World = tp x pp x dp (CP 1).
+// Layout: one point of the search space. World = tp x pp x dp (CP 1); for MoE models the
+// expert grid ep x etp (x EDP = tp dp / (ep etp)) tiles the same tp x dp ranks.
 struct Layout {
   int64_t tp = 1;        // --tensor-model-parallel-size (with --sequence-parallel if > 1)
   int64_t pp = 1;        // --pipeline-model-parallel-size
@@ -46,6 +50,10 @@ struct Layout {
   int64_t mbs = 1;       // --micro-batch-size
   Recompute recompute = Recompute::kNone;
   std::string schedule;  // "1f1b", "interleaved-1f1b" or "zb-h1" (ParseScheduleKind names)
+  // MoE only (ep = 0 for a dense model: no expert flags): --expert-model-parallel-size and
+  // --expert-tensor-parallel-size.
+  int64_t ep = 0;
+  int64_t etp = 0;
 };
 
 // ModelShape: what the enumeration needs to know of the model and cluster.
@@ -53,6 +61,7 @@ struct ModelShape {
   int64_t num_layers = 0;
   int64_t num_attention_heads = 0;
   int64_t gpus_per_node = 8;
+  int64_t num_experts = 0;  // --num-experts; 0 = dense
 };
 
 // EnumerateLayouts: every layout of the search space for `world_size` GPUs and
@@ -60,8 +69,10 @@ struct ModelShape {
 // node; pp in 1..64 dividing num_layers; vpp in {1, 2, 4} with num_layers divisible by
 // pp x vpp (vpp > 1 only with pp > 1); dp = world / (tp pp) integral; mbs in {1, 2, 4}
 // with global_batch_size divisible by mbs x dp; recompute none / selective / full;
-// schedule 1f1b and zb-h1 for vpp 1, interleaved-1f1b for vpp > 1. Order: tp, pp, vpp,
-// mbs, recompute, schedule ascending (deterministic).
+// schedule 1f1b and zb-h1 for vpp 1, interleaved-1f1b for vpp > 1; for MoE models
+// (num_experts > 0) also ep over the divisors of num_experts that divide tp x dp, and etp
+// in {1, tp} (one value when tp = 1). Order: tp, pp, vpp, ep, etp, mbs, recompute,
+// schedule ascending (deterministic).
 std::vector<Layout> EnumerateLayouts(const ModelShape& shape, int64_t world_size,
                                      int64_t global_batch_size);
 
@@ -69,13 +80,22 @@ std::vector<Layout> EnumerateLayouts(const ModelShape& shape, int64_t world_size
 // --pipeline-schedule for zb-h1), e.g. "--tensor-model-parallel-size 8
 // --sequence-parallel --pipeline-model-parallel-size 8 --num-layers-per-virtual-pipeline-stage
 // 6 --micro-batch-size 1 --recompute-activations --use-distributed-optimizer
-// --overlap-grad-reduce --overlap-param-gather". `num_layers` sizes the virtual stages.
+// --overlap-grad-reduce --overlap-param-gather"; for MoE layouts also
+// "--expert-model-parallel-size 8 --expert-tensor-parallel-size 1".
+// `num_layers` sizes the virtual stages.
 std::vector<std::string> LayoutFlags(const Layout& layout, int64_t num_layers);
 
-// SimulateArgv: the full `mxmaca simulate` argv of `layout`: the model flags, the layout
-// flags, --global-batch-size, --bf16 (unless given), --cluster and --world-size.
+// SimulateArgv: the full `mxmaca simulate` argv of `layout`: the model flags (for a MoE
+// layout with ep > 1 and no --moe-token-dispatcher-type among them, "alltoall" as
+// Megatron-Core recommends with EP, see ModelFlags), the layout flags,
+// --global-batch-size, --bf16 (unless given), --cluster, --world-size and
+// --moe-load-imbalance when given.
 std::vector<std::string> SimulateArgv(const PlanOptions& options, const Layout& layout,
                                       int64_t num_layers);
+
+// ModelFlags: options.model_argv plus --bf16 (unless given) and, for a MoE layout with
+// ep > 1 when the user chose no dispatcher, "--moe-token-dispatcher-type alltoall".
+std::vector<std::string> ModelFlags(const PlanOptions& options, const Layout& layout);
 
 // PlanEntry: a simulated layout that fits.
 struct PlanEntry {
@@ -112,6 +132,7 @@ struct MfuBreakdown {
                                    // less GEMM work than the average)
   double memory = 0;               // memory-bound kernels (OpTime::memory) x ops
   double tp_cp_comm = 0;           // TP/SP and CP collectives inside ops x ops
+  double ep_comm = 0;              // MoE dispatch / combine inside ops x ops (0 if dense)
   double pipeline_idle = 0;        // pipeline_finish - busy: bubble and waits on this rank
   double dp_grad_exposed = 0;      // StageResult::dp_grad_exposed
   double param_gather_exposed = 0; // StageResult::param_gather_exposed
@@ -133,7 +154,8 @@ int64_t OpsPerStage(const Layout& layout, int64_t global_batch_size);
 // non-numeric or non-positive value, and any layout flag the planner chooses itself
 // (--tensor-model-parallel-size, --pipeline-model-parallel-size, --micro-batch-size,
 // --recompute-*, --pipeline-schedule, virtual stage flags, --sequence-parallel,
-// --context-parallel-size, ...), named.
+// --context-parallel-size, --expert-model-parallel-size, --expert-tensor-parallel-size,
+// ...), named. --moe-load-imbalance is taken into PlanOptions::moe_load_imbalance.
 absl::StatusOr<PlanOptions> ParsePlanArgs(const std::vector<std::string>& argv);
 
 // Plan: enumerates, simulates and ranks. Errors: the model flags' parse errors

@@ -5,7 +5,10 @@
 #include "api/plan/plan_command.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstdio>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include <catch2/catch.hpp>
@@ -248,6 +251,68 @@ TEST_CASE("plan: enumeration rules and flag errors", "[plan]") {
   auto bad_top = ParsePlanArgs(
       Split("--num-layers 2 --global-batch-size 8 --cluster b200 --world-size 8 --top 0"));
   REQUIRE_FALSE(bad_top.ok());
+}
+
+TEST_CASE("plan: MoE models search EP and ETP", "[plan][moe]") {
+  // 8 experts on 16 GPUs, 8 heads: for TP 2 x DP 8 (PP 1) the expert grids are EP in
+  // {1, 2, 4, 8} (divisors of 8 dividing 16) x ETP in {1, 2} with ETP x EP dividing 16.
+  const auto layouts = EnumerateLayouts({8, 8, 8, 8}, 16, 32);
+  std::set<std::pair<int64_t, int64_t>> grids;
+  for (const Layout& l : layouts) {
+    CHECK(l.ep >= 1);
+    CHECK(8 % l.ep == 0);
+    CHECK((l.tp * l.dp) % (l.ep * l.etp) == 0);
+    CHECK((l.etp == 1 || l.etp == l.tp));
+    if (l.tp == 2 && l.pp == 1) grids.insert({l.ep, l.etp});
+  }
+  CHECK(grids == std::set<std::pair<int64_t, int64_t>>{
+                     {1, 1}, {1, 2}, {2, 1}, {2, 2}, {4, 1}, {4, 2}, {8, 1}, {8, 2}});
+  // A dense model gets no expert grid (and no expert flags).
+  for (const Layout& l : EnumerateLayouts({8, 8, 8, 0}, 16, 32)) CHECK(l.ep == 0);
+
+  const std::string moe =
+      "--num-layers 4 --hidden-size 1024 --ffn-hidden-size 3584 --num-attention-heads 8 "
+      "--swiglu --seq-length 1024 --max-position-embeddings 1024 --num-experts 8 "
+      "--moe-router-topk 2 --global-batch-size 32 --cluster h100-sxm --world-size 16 --top 3 "
+      "--moe-load-imbalance 1.2";
+  auto options = ParsePlanArgs(Split(moe));
+  REQUIRE(options.ok());
+  CHECK(options->moe_load_imbalance == std::optional<std::string>("1.2"));
+  auto plan = Plan(*options);
+  REQUIRE(plan.ok());
+  const std::string report = FormatPlan(*options, *plan);
+  std::printf("%s", report.c_str());
+  const PlanEntry& top = plan->best[0];
+  CHECK(top.layout.ep >= 1);
+  CHECK(report.find("--expert-model-parallel-size") != std::string::npos);
+  CHECK(report.find("--moe-load-imbalance") == std::string::npos);  // simulator-only flag
+  // The best beats every EP of its own (TP, PP, VPP, mbs, recompute, schedule) simulated
+  // directly through `mxmaca simulate`'s path; the imbalance reaches the simulation.
+  for (int64_t ep : {1, 2, 4, 8}) {
+    Layout l = top.layout;
+    l.ep = ep;
+    if ((l.tp * l.dp) % (l.ep * l.etp) != 0) continue;  // not a grid of these ranks
+    std::vector<std::string> argv = SimulateArgv(*options, l, 4);
+    CHECK(std::find(argv.begin(), argv.end(), "--moe-load-imbalance") != argv.end());
+    auto job = PrepareSimulation(argv);
+    INFO(job.status().message());
+    REQUIRE(job.ok());
+    CHECK(job->inputs.moe.load_imbalance == 1.2);
+    CHECK(job->inputs.moe.expert_model_parallel_size == ep);
+    auto r = SimulateStep(job->inputs);
+    REQUIRE(r.ok());
+    if (r->peak_memory_bytes <= plan->memory_limit_bytes) {
+      CHECK(r->tokens_per_second <= top.result.tokens_per_second);
+    }
+  }
+  // MFU breakdown with the EP part: busy = GEMM + memory + TP/CP + EP (1e-9 relative).
+  const MfuBreakdown b = BreakDownMfu(plan->cluster, top.result, OpsPerStage(top.layout, 32));
+  CHECK(b.busy == Approx(b.useful_gemm + b.extra_gemm + b.memory + b.tp_cp_comm + b.ep_comm)
+                      .epsilon(1e-9));
+  auto etp_flag = ParsePlanArgs(Split(moe + " --expert-tensor-parallel-size 1"));
+  REQUIRE_FALSE(etp_flag.ok());
+  CHECK(std::string(etp_flag.status().message()).find("--expert-tensor-parallel-size") !=
+        std::string::npos);
 }
 
 }  // namespace

@@ -7,12 +7,15 @@
 #include <memory>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "actors/trace.h"
 #include "api/train/train_setup.h"
 #include "base/status_macros.h"
+#include "layers/moe/moe_layer.h"
 #include "layers/pipeline_placement.h"
+#include "scheduler/collective_cost.h"
 #include "scheduler/schedule_factory.h"
 
 namespace mxmaca::api {
@@ -66,6 +69,26 @@ absl::StatusOr<SimulateJob> PrepareSimulation(const std::vector<std::string>& ar
   MXMACA_ASSIGN_OR_RETURN(std::optional<std::string> cluster, TakeFlag(&argv, "--cluster"));
   MXMACA_ASSIGN_OR_RETURN(std::optional<std::string> cost_table,
                           TakeFlag(&argv, "--cost-table"));
+  // MoE: --moe-load-imbalance is the simulator's own; --moe-token-dispatcher-type is a
+  // Megatron flag that `mxmaca train` accepts without effect, read here for its cost.
+  MXMACA_ASSIGN_OR_RETURN(std::optional<std::string> load_imbalance,
+                          TakeFlag(&argv, "--moe-load-imbalance"));
+  MXMACA_ASSIGN_OR_RETURN(std::optional<std::string> dispatcher,
+                          TakeFlag(&argv, "--moe-token-dispatcher-type"));
+  // --attention-backend (Megatron-Core's AttnBackend; `mxmaca train` accepts it without
+  // effect): unfused and local materialise the s x s scores, the others are fused.
+  MXMACA_ASSIGN_OR_RETURN(std::optional<std::string> attention_backend,
+                          TakeFlag(&argv, "--attention-backend"));
+  bool materialized_attention = false;
+  if (attention_backend) {
+    const std::string& b = *attention_backend;
+    if (b == "unfused" || b == "local") {
+      materialized_attention = true;
+    } else if (b != "flash" && b != "fused" && b != "auto") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--attention-backend '", b, "': expected flash, fused, unfused, local or auto"));
+    }
+  }
   if (!cluster && !cost_table) {
     return absl::InvalidArgumentError(
         "--cluster NAME|FILE is required (presets: h100-sxm, h200-sxm, b200, "
@@ -102,13 +125,38 @@ absl::StatusOr<SimulateJob> PrepareSimulation(const std::vector<std::string>& ar
     if (!a.vocab_file) a.vocab_file = "(not read by simulate)";
     if (!a.merge_file) a.merge_file = "(not read by simulate)";
   }
-  if (a.num_experts) {
-    return absl::InvalidArgumentError(
-        "simulate: MoE (--num-experts) is not modelled yet; simulate dense GPTs only");
-  }
   MXMACA_RETURN_IF_ERROR(ValidateAndDeriveArgs(&a, static_cast<int>(*a.world_size_flag)));
   if (a.tokenizer_type == "NullTokenizer") vocab_size = *a.vocab_size + 1;
-  MXMACA_ASSIGN_OR_RETURN(job.inputs.model, GptConfigFromArgs(a, vocab_size));
+  if (a.num_experts) {
+    // The model config as training builds it, at EP 1: training places experts only with
+    // EP = TP and ETP 1 (api/train/moe_setup.h), the simulator costs any expert grid.
+    MegatronArgs ep1 = a;
+    ep1.expert_model_parallel_size = 1;
+    ep1.expert_tensor_parallel_size = a.tensor_model_parallel_size;
+    MXMACA_ASSIGN_OR_RETURN(job.inputs.model, GptConfigFromArgs(ep1, vocab_size));
+    MoeParallelOptions& moe = job.inputs.moe;
+    moe.expert_model_parallel_size = a.expert_model_parallel_size;
+    moe.expert_tensor_parallel_size =
+        a.expert_tensor_parallel_size.value_or(a.tensor_model_parallel_size);
+    if (dispatcher) {
+      MXMACA_ASSIGN_OR_RETURN(moe.dispatcher, ParseMoeDispatcher(*dispatcher));
+    }
+    if (load_imbalance) {
+      double f = 0;
+      if (!absl::SimpleAtod(*load_imbalance, &f) || !(f >= 1.0) || !std::isfinite(f)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--moe-load-imbalance '", *load_imbalance,
+            "': expected max/mean tokens per expert, a number >= 1 (mxmaca train logs it "
+            "per MoE layer as 'max/mean load')"));
+      }
+      moe.load_imbalance = f;
+    }
+  } else {
+    if (load_imbalance) {
+      return absl::InvalidArgumentError("--moe-load-imbalance needs --num-experts (a MoE model)");
+    }
+    MXMACA_ASSIGN_OR_RETURN(job.inputs.model, GptConfigFromArgs(a, vocab_size));
+  }
 
   StepModelInputs& in = job.inputs;
   in.micro_batch_size = *a.micro_batch_size;
@@ -120,6 +168,7 @@ absl::StatusOr<SimulateJob> PrepareSimulation(const std::vector<std::string>& ar
   in.distributed_optimizer = a.use_distributed_optimizer;
   in.overlap_grad_reduce = a.overlap_grad_reduce;
   in.overlap_param_gather = a.overlap_param_gather;
+  in.materialized_attention = materialized_attention;
   in.num_threads = a.num_threads.value_or(1);
   if (in.sequence_parallel && in.tensor_parallel_size > 1 &&
       (in.micro_batch_size * in.model.seq_length / in.context_parallel_size) %
@@ -193,6 +242,34 @@ std::string FormatReport(const SimulateJob& job, const StepResult& r) {
                           1e3 * r.step_overhead_seconds);
     for (const std::string& note : r.notes) absl::StrAppend(&out, "note              ", note, "\n");
   }
+  if (in.model.moe != nullptr) {
+    const layers::moe::MoELayerConfig& moe = *in.model.moe;
+    const MoeParallelOptions& o = in.moe;
+    const int64_t etp_ep = o.expert_tensor_parallel_size * o.expert_model_parallel_size;
+    const int64_t edp =
+        in.tensor_parallel_size * in.context_parallel_size * in.data_parallel_size / etp_ep;
+    int64_t moe_layers = 0;
+    for (int64_t l = 0; l < in.model.num_layers; ++l) moe_layers += in.model.is_moe_layer(l);
+    const bool ep_in_node = scheduler::GroupFitsInNode(o.expert_tensor_parallel_size,
+                                                       o.expert_model_parallel_size,
+                                                       c.gpus_per_node);
+    absl::StrAppendFormat(
+        &out,
+        "moe       %d of %d layers MoE: %d experts, top-%d, expert ffn %d%s; EP %d x ETP %d "
+        "(EDP %d), EP group %s; dispatcher %s; load imbalance %.3g (effective %.3g%s)\n",
+        moe_layers, in.model.num_layers, moe.router.num_experts, moe.router.topk,
+        moe.expert.ffn_hidden_size,
+        moe.shared_expert_ffn_hidden_size > 0
+            ? absl::StrCat(", shared expert ", moe.shared_expert_ffn_hidden_size)
+            : std::string(),
+        o.expert_model_parallel_size, o.expert_tensor_parallel_size, edp,
+        ep_in_node ? "inside a node (NVLink)" : "across nodes (network)",
+        MoeDispatcherName(o.dispatcher), o.load_imbalance, MoeEffectiveLoad(moe, o),
+        moe.router.capacity_factor ? absl::StrFormat(", capacity factor %g%s",
+                                                     *moe.router.capacity_factor,
+                                                     moe.router.pad_to_capacity ? " padded" : "")
+                                   : std::string(", dropless"));
+  }
   absl::StrAppendFormat(&out, "step time         %.4f s\n", r.step_seconds);
   absl::StrAppendFormat(&out, "tokens/s          %.0f\n", r.tokens_per_second);
   absl::StrAppendFormat(&out, "TFLOP/s per GPU   %.1f (Megatron's formula, %.4g FLOPs/step)\n",
@@ -202,9 +279,10 @@ std::string FormatReport(const SimulateJob& job, const StepResult& r) {
   absl::StrAppendFormat(&out, "bubble share      %.1f%% (pipeline replay, all stages)\n",
                         100 * r.bubble_fraction);
   absl::StrAppendFormat(&out,
-                        "exposed comm      %.4f s on stage %d (TP/CP inside ops + DP not "
+                        "exposed comm      %.4f s on stage %d (TP/CP%s inside ops + DP not "
                         "overlapped); p2p hand-over %.1f us\n",
-                        r.exposed_comm_seconds, r.slowest_stage, 1e6 * r.p2p_seconds);
+                        r.exposed_comm_seconds, r.slowest_stage,
+                        in.model.moe != nullptr ? "/EP" : "", 1e6 * r.p2p_seconds);
   absl::StrAppendFormat(&out, "peak memory       %.2f GiB on stage %d of %g GiB HBM%s\n",
                         GiB(r.peak_memory_bytes), r.peak_memory_stage, c.gpu.hbm_gib,
                         GiB(r.peak_memory_bytes) > c.gpu.hbm_gib ? "  ** DOES NOT FIT **" : "");
@@ -224,6 +302,18 @@ std::string FormatReport(const SimulateJob& job, const StepResult& r) {
         GiB(st.param_bytes), GiB(st.grad_bytes), GiB(st.optimizer_bytes),
         GiB(st.activation_bytes), st.stashed_microbatches, GiB(st.transient_bytes),
         GiB(st.total_bytes()));
+  }
+  if (in.model.moe != nullptr) {
+    absl::StrAppend(&out, "MoE per stage: EP comm (dispatch + combine) in F+B ms, routed-expert "
+                          "params on the rank, EDP grad sync s, expert param all-gather s\n");
+    for (size_t s = 0; s < r.stages.size(); ++s) {
+      const StageResult& st = r.stages[s];
+      absl::StrAppendFormat(&out, "%5d  EP comm %7.2f ms  expert params %.3gB  EDP sync %6.3f s  "
+                            "gather %6.3f s\n",
+                            s, 1e3 * (st.op[0].ep_comm + st.op[1].ep_comm),
+                            st.expert_parameters / 1e9, st.edp_grad_sync,
+                            st.expert_param_gather);
+    }
   }
   return out;
 }

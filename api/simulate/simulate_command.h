@@ -38,10 +38,15 @@ scheduler::ClusterSpec CpuClusterFromCostTable(const CostTable& table, const std
 // optional). One of --cluster and --cost-table is required. Flags a simulation does not need get harmless defaults when absent:
 // --train-iters 1, --lr 1e-4, and, without --tokenizer-type / --vocab-file, GPT-2's
 // 50,257-token vocabulary (NullTokenizer --vocab-size 50256, which adds EOD); with
-// GPT2BPETokenizer the vocabulary files are not read (50,257 tokens assumed). Errors:
-// InvalidArgument for a missing --cluster / --world-size, MoE (--num-experts: not
-// modelled yet), and ParseMegatronArgs / ValidateAndDeriveArgs / placement / schedule
-// errors; LoadCluster's errors.
+// GPT2BPETokenizer the vocabulary files are not read (50,257 tokens assumed). MoE models
+// (--num-experts) take Megatron's MoE flags, including --expert-model-parallel-size,
+// --expert-tensor-parallel-size and --moe-token-dispatcher-type (allgather, Megatron's
+// default; alltoall; flex, DeepEP; hierarchical, MXMACA's), plus the simulator's own
+// --moe-load-imbalance F (max / mean tokens per expert, >= 1, default 1; `mxmaca train`
+// logs it per MoE layer as "max/mean load"). Errors: InvalidArgument for a missing
+// --cluster / --world-size, a bad --moe-load-imbalance (or one without --num-experts) or
+// dispatcher, and ParseMegatronArgs / ValidateAndDeriveArgs / GptConfigFromArgs /
+// placement / schedule errors; LoadCluster's errors; SimulateStep checks the MoE layout.
 absl::StatusOr<SimulateJob> PrepareSimulation(const std::vector<std::string>& argv);
 
 // FormatReport: the human-readable report of a simulated step.

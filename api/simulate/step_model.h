@@ -20,6 +20,8 @@
 
 #include "absl/status/statusor.h"
 #include "api/calibrate/cost_table.h"
+#include "api/simulate/moe_cost.h"
+#include "api/simulate/op_time.h"
 #include "layers/gpt_config.h"
 #include "layers/pipeline_placement.h"
 #include "scheduler/cluster.h"
@@ -42,6 +44,13 @@ struct StepModelInputs {
   bool distributed_optimizer = false;    // --use-distributed-optimizer
   bool overlap_grad_reduce = false;      // --overlap-grad-reduce
   bool overlap_param_gather = false;     // --overlap-param-gather
+  // materialized_attention: --attention-backend unfused or local (Megatron's
+  // DotProductAttention; every run before flash attention): core attention writes the
+  // b (a/t) s^2 scores to HBM (step_model.cc CoreAttentionTimes). False: fused / flash.
+  bool materialized_attention = false;
+  // MoE (model.moe set): the expert grid (EP, ETP; EDP = t c dp / (etp ep)), the token
+  // dispatcher and the load imbalance (moe_cost.h). Ignored for dense models.
+  MoeParallelOptions moe;
   scheduler::ClusterSpec cluster;
   // cost_table: measured op times (`mxmaca calibrate`, api/calibrate/cost_table.h) instead
   // of the roofline, and the CPU backend's concurrency: the ranks' strands share the
@@ -55,24 +64,22 @@ struct StepModelInputs {
   int64_t num_threads = 1;
 };
 
-// OpTime: the parts of one op (F, B or W of one micro-batch on one model chunk), seconds.
-struct OpTime {
-  double gemm = 0;     // tensor-core work: FLOPs / (peak x gemm_efficiency)
-  double memory = 0;   // memory-bound kernels: bytes / (HBM x hbm_efficiency)
-  double tp_comm = 0;  // TP (and SP) collectives inside the op, not overlapped
-  double cp_comm = 0;  // CP K, V all-gather (F) / dK, dV reduce-scatter (B): exposed part
-  double total() const { return gemm + memory + tp_comm + cp_comm; }
-};
-
 // StageResult: one pipeline rank.
 struct StageResult {
   std::array<OpTime, 3> op;            // F, B, W per (micro-batch, chunk), mean over chunks
   int64_t parameters = 0;              // parameters on this rank (its TP shard, all chunks)
+                                       // outside the routed experts (dense-grid parameters)
+  double expert_parameters = 0;        // routed experts' parameters on this rank (MoE)
   double pipeline_finish = 0;          // end of the rank's last op, s
   double dp_grad_sync = 0;             // reduce-scatter (dist. opt.) or all-reduce, s
   double dp_grad_exposed = 0;          // the part not hidden behind the last backward
   double param_gather = 0;             // all-gather of bf16 params (dist. opt.), s
   double param_gather_exposed = 0;
+  // MoE: the routed experts' gradient sync over the expert-data-parallel group (EDP) and
+  // their param all-gather, s; they share the exposure window with the dense sync above
+  // (dp_grad_exposed and param_gather_exposed include them).
+  double edp_grad_sync = 0;
+  double expert_param_gather = 0;
   double optimizer = 0;                // Adam step, s
   double step_end = 0;                 // pipeline_finish + exposed comm + optimizer
   // Memory, bytes.
@@ -98,7 +105,7 @@ struct StepResult {
   double tflops_per_gpu = 0;         // model_flops / step / world / 1e12
   double mfu = 0;                    // tflops_per_gpu / peak
   double bubble_fraction = 0;        // the replay's idle share of p x makespan
-  double exposed_comm_seconds = 0;   // on the slowest rank: TP + CP in ops + DP exposed
+  double exposed_comm_seconds = 0;   // on the slowest rank: TP + CP + EP in ops + DP exposed
   int64_t world_size = 0;
   int32_t slowest_stage = 0;
   int32_t peak_memory_stage = 0;
@@ -113,7 +120,8 @@ struct StepResult {
 
 // SimulateStep: runs the model. Errors: InvalidArgument for sizes the model cannot use
 // (non-positive sizes, T not divisible by t with SP, a schedule whose p differs from the
-// placement's), and SimulateSchedule's.
+// placement's; for MoE: TP > 1 without SP, EP not dividing the experts, ETP x EP not
+// dividing t c dp, a load imbalance below 1, a cost table), and SimulateSchedule's.
 absl::StatusOr<StepResult> SimulateStep(const StepModelInputs& in);
 
 }  // namespace mxmaca::api

@@ -118,10 +118,37 @@ absl::StatusOr<std::vector<bool>> ParseMoeLayerFreq(const std::string& value, in
 
 absl::Status AddMoEConfig(const MegatronArgs& a, layers::GptConfig* config) {
   if (!a.num_experts) return absl::OkStatus();
-  if (a.expert_model_parallel_size > 1) {
-    return absl::UnimplementedError(absl::StrCat(
-        "--expert-model-parallel-size ", a.expert_model_parallel_size,
-        ": expert parallelism is not in this version; every rank holds all experts (EP 1)"));
+  const int64_t ep = a.expert_model_parallel_size;
+  if (ep > 1) {
+    // The expert grid of DESIGN.md with ETP = 1 and EP = TP: the EP group is the TP group
+    // and the expert-data-parallel group the DP group (so expert gradients are reduced with
+    // the DP buckets); each TP rank routes its sequence-parallel rows (Megatron requires
+    // SP for MoE with TP). EP groups across data-parallel ranks are not in this version.
+    const int64_t etp = a.expert_tensor_parallel_size.value_or(a.tensor_model_parallel_size);
+    if (etp != 1) {
+      return absl::UnimplementedError(absl::StrCat(
+          "--expert-tensor-parallel-size ", etp,
+          ": expert tensor parallelism is not implemented; with --expert-model-parallel-size ",
+          ep, " pass --expert-tensor-parallel-size 1"));
+    }
+    if (ep != a.tensor_model_parallel_size || !a.sequence_parallel) {
+      return absl::UnimplementedError(absl::StrCat(
+          "--expert-model-parallel-size ", ep, " with --tensor-model-parallel-size ",
+          a.tensor_model_parallel_size, a.sequence_parallel ? "" : " (no --sequence-parallel)",
+          ": this version places the expert-parallel group on the tensor-parallel group; use "
+          "--expert-model-parallel-size equal to --tensor-model-parallel-size, with "
+          "--sequence-parallel (expert-parallel groups across data-parallel ranks are not "
+          "implemented)"));
+    }
+    const std::string& lb = a.moe_router_load_balancing_type.empty()
+                                ? std::string()
+                                : a.moe_router_load_balancing_type[0];
+    if (lb == "seq_aux_loss" || lb == "global_aux_loss") {
+      return absl::UnimplementedError(absl::StrCat(
+          "--moe-router-load-balancing-type ", lb, " with --expert-model-parallel-size ", ep,
+          ": only aux_loss, sinkhorn or none (the per-sequence and global counts over the "
+          "token group are not implemented)"));
+    }
   }
   using layers::moe::LoadBalancingType;
   layers::moe::MoELayerConfig m;
@@ -164,9 +191,10 @@ absl::Status AddMoEConfig(const MegatronArgs& a, layers::GptConfig* config) {
         ": expected aux_loss, seq_aux_loss, global_aux_loss, sinkhorn or none"));
   }
   r.aux_loss_coeff = a.moe_aux_loss_coeff[0];
-  // Every TP rank computes the router over all tokens (transformer_layer.h), so the z-loss
-  // is the single-device one: Megatron's division of the coefficient by TP x CP (which
-  // undoes its TP gradient all-reduce of per-rank z-losses) does not apply.
+  // At EP 1 every TP rank computes the router over all tokens (transformer_layer.h), so the
+  // z-loss is the single-device one: Megatron's division of the coefficient by TP x CP
+  // (which undoes its TP gradient all-reduce of per-rank z-losses) does not apply. With
+  // EP > 1 each TP rank routes its own rows and GptStage::Create divides by TP.
   r.z_loss_coeff = a.moe_z_loss_coeff.value_or(0.0);
   r.capacity_factor = a.moe_expert_capacity_factor;
   if (a.moe_token_drop_policy == "probs") {
@@ -179,6 +207,10 @@ absl::Status AddMoEConfig(const MegatronArgs& a, layers::GptConfig* config) {
                                                    ": expected probs or position"));
   }
   r.pad_to_capacity = a.moe_pad_expert_input_to_capacity;
+  // Aux-loss-free load balancing: the bias is updated once per iteration from the token
+  // counts all-reduced over TP x DP (layers/gpt_stage.h UpdateExpertBias).
+  r.enable_expert_bias = a.moe_router_enable_expert_bias;
+  r.bias_update_rate = a.moe_router_bias_update_rate;
   m.expert.hidden_size = config->hidden_size;
   m.expert.ffn_hidden_size = a.moe_ffn_hidden_size.value_or(config->ffn_hidden_size);
   m.expert.swiglu = config->swiglu;
@@ -187,6 +219,8 @@ absl::Status AddMoEConfig(const MegatronArgs& a, layers::GptConfig* config) {
   m.shared_expert_ffn_hidden_size = a.moe_shared_expert_intermediate_size.value_or(0);
   m.init_method_std = config->init_method_std;
   m.num_layers = config->num_layers;
+  m.expert_model_parallel_size = ep;
+  m.token_dispatcher_type = a.moe_token_dispatcher_type;
   MXMACA_RETURN_IF_ERROR(layers::moe::ValidateMoELayerConfig(m));
   MXMACA_ASSIGN_OR_RETURN(config->moe_layers,
                           ParseMoeLayerFreq(a.moe_layer_freq, config->num_layers));

@@ -64,6 +64,23 @@ TEST_CASE("AddMoEConfig: fills the router and experts; rejects what is not suppo
   auto ep = AddMoEConfig(a, &c);
   REQUIRE(!ep.ok());
   CHECK(std::string(ep.message()).find("--expert-model-parallel-size 2") != std::string::npos);
+  // EP = TP with SP: expert tensor parallelism (Megatron's default ETP = TP) is refused by
+  // name; with --expert-tensor-parallel-size 1 the layer gets EP 2 and the dispatcher type.
+  a.tensor_model_parallel_size = 2;
+  a.sequence_parallel = true;
+  auto etp = AddMoEConfig(a, &c);
+  REQUIRE(!etp.ok());
+  CHECK(std::string(etp.message()).find("--expert-tensor-parallel-size 2") != std::string::npos);
+  a.expert_tensor_parallel_size = 1;
+  a.moe_token_dispatcher_type = "alltoall";
+  REQUIRE(AddMoEConfig(a, &c).ok());
+  CHECK(c.moe->expert_model_parallel_size == 2);
+  CHECK(c.moe->token_dispatcher_type == "alltoall");
+  a.sequence_parallel = false;  // Megatron: MoE with TP needs SP
+  CHECK(!AddMoEConfig(a, &c).ok());
+  a.sequence_parallel = true;
+  a.moe_router_load_balancing_type = {"seq_aux_loss"};
+  CHECK(!AddMoEConfig(a, &c).ok());
 }
 
 }  // namespace

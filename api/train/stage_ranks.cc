@@ -33,9 +33,19 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
         "BuildStageRanks: only_rank ", options.only_rank, " of ", world,
         " ranks needs a communicator (and a communicator needs only_rank)"));
   }
+  // Expert parallelism (MoE, --expert-model-parallel-size > 1): the expert grid with
+  // ETP = 1 (transport/rank_grid.h); api/train/moe_setup.cc admits EP = TP only.
+  const int ep = model.moe ? static_cast<int>(model.moe->expert_model_parallel_size) : 1;
+  // --moe-router-enable-expert-bias: the counts are summed over each stage's TP x DP ranks.
+  const bool expert_bias_reduce = model.moe && model.moe->router.enable_expert_bias && tp * dp > 1;
   std::optional<transport::RankGrid> grid;
-  if (tp > 1 || cp > 1) {
-    MXMACA_ASSIGN_OR_RETURN(grid, transport::RankGrid::Create(world, tp, p, cp));
+  if (tp > 1 || cp > 1 || ep > 1 || expert_bias_reduce) {
+    MXMACA_ASSIGN_OR_RETURN(grid, transport::RankGrid::Create(world, tp, p, cp, ep,
+                                                              /*etp=*/ep > 1 ? 1 : 0));
+  }
+  if ((ep > 1 || expert_bias_reduce) && options.hub == nullptr &&
+      options.communicator == nullptr) {
+    return absl::InvalidArgumentError("expert parallelism / expert bias need an in-process hub");
   }
   // Gradients are reduced (and the distributed optimizer sharded) over dp x CP ranks.
   const int32_t grad_group = dp * cp;
@@ -57,6 +67,8 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
     sr.context_parallel_rank = c;
     std::optional<layers::TensorParallelContext> tp_context;
     std::optional<layers::cp::ContextParallelContext> cp_context;
+    std::optional<layers::ExpertParallelContext> ep_context;
+    std::optional<layers::TensorParallelContext> bias_group;  // TP x DP (expert bias counts)
     if (grid) {
       MXMACA_ASSIGN_OR_RETURN(transport::RankView view, grid->ForRank(sr.rank));
       transport::Communicator* comm =
@@ -65,6 +77,18 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
         tp_context = layers::TensorParallelContextFor(view, comm, options.sequence_parallel);
       }
       if (cp > 1) cp_context = layers::cp::ContextParallelContextFor(view, comm);
+      if (ep > 1) {
+        ep_context = layers::ExpertParallelContext{comm, view.expert_model_parallel_group(),
+                                                   std::max(1, options.ranks_per_node)};
+      }
+      if (expert_bias_reduce) {
+        layers::TensorParallelContext g;
+        g.comm = comm;
+        g.group = view.tensor_and_data_parallel_group();
+        g.rank = g.group.rank_in_group;
+        g.size = g.group.size();
+        bias_group = g;
+      }
     }
     std::vector<std::unique_ptr<layers::GptStage>> chunks;
     for (const layers::StageLayout& layout : placement.layouts[pp]) {
@@ -72,6 +96,7 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
           std::unique_ptr<layers::GptStage> stage,
           layers::GptStage::Create(model, layout, 16LL * grad_group,
                                    tp_context ? &*tp_context : nullptr,
+                                   ep_context ? &*ep_context : nullptr,
                                    cp_context ? &*cp_context : nullptr));
       stage->InitializeParameters();
       layers::ParameterStore& store = stage->parameters();
@@ -89,6 +114,11 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
     }
     sr.program = std::make_shared<actors::GptStageProgram>(std::move(chunks),
                                                            options.reset_attention_mask);
+    if (bias_group) {
+      const layers::TensorParallelContext g = *bias_group;
+      sr.program->SetExpertBiasReduction(
+          [g](float* data, int64_t n) { return layers::AllReduceSum(g, data, n); });
+    }
     ranks.push_back(std::move(sr));
   }
   return ranks;

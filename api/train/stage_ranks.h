@@ -64,6 +64,9 @@ struct StageRankOptions {
   int64_t bucket_elements = 0;
   layers::AdamWOptions adam;
   bool reset_attention_mask = false;
+  // ranks_per_node: the hierarchical MoE dispatcher's node size (processes per node in a
+  // multi-process job; 1 in one process).
+  int ranks_per_node = 1;
 };
 
 // BuildStageRanks: placement.pipeline_model_parallel_size x data_parallel_size x

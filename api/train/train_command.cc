@@ -99,7 +99,8 @@ constexpr const char* kHonouredDests[] = {
     "moe_router_pre_softmax", "moe_router_topk_scaling_factor", "moe_z_loss_coeff",
     "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity", "moe_token_drop_policy",
     "moe_shared_expert_intermediate_size", "moe_router_num_groups", "moe_router_group_topk",
-    "expert_tensor_parallel_size"};
+    "expert_tensor_parallel_size", "moe_token_dispatcher_type", "moe_router_enable_expert_bias",
+    "moe_router_bias_update_rate"};
 
 absl::Status CheckHonouredFlags(const MegatronArgs& a) {
   std::vector<std::string> rejected;
@@ -138,19 +139,8 @@ absl::Status CheckWritableDirectory(const std::string& dir, const char* flag) {
 }
 
 absl::Status CheckSupportedLayout(const MegatronArgs& a) {
-  struct {
-    const char* flag;
-    int64_t value;
-  } sizes[] = {{"--expert-model-parallel-size", a.expert_model_parallel_size}};
-  for (const auto& s : sizes) {
-    if (s.value != 1) {
-      return absl::UnimplementedError(absl::StrCat(
-          s.flag, " ", s.value,
-          ": this build of mxmaca train runs tensor, pipeline, context and data parallelism "
-          "only (size 1 expected)"));
-    }
-  }
-  return CheckContextParallelArgs(a);  // cp_setup.h
+  // --expert-model-parallel-size: api/train/moe_setup.cc says which layouts run.
+  return CheckContextParallelArgs(a);  // --context-parallel-size: cp_setup.h
 }
 
 // Whether `dir` holds a published checkpoint directory (iter_XXXXXXX) without the tracker
@@ -197,6 +187,16 @@ absl::StatusOr<ResumePoint> MaybeLoad(const MegatronArgs& a, const layers::GptCo
   for (StageRank& r : ranks) {
     for (int c = 0; c < r.program->num_chunks(); ++c) {
       MXMACA_RETURN_IF_ERROR(actors::LoadStageParameters(reader, r.program->parameters(c)));
+      for (const auto& [buffer, values] : r.program->persistent_buffers(c)) {
+        const std::string name = "buffers/" + buffer;
+        const int64_t n = static_cast<int64_t>(values->size());
+        if (!reader.HasTensor(name)) {
+          print(absl::StrCat(" WARNING: checkpoint ", reader.dir(), " has no ", name,
+                             "; it starts from zeros"));
+          continue;
+        }
+        MXMACA_RETURN_IF_ERROR(reader.ReadShard(name, {n}, {0}, {n}, values->data()));
+      }
     }
   }
   const nlohmann::json& st = reader.state();
@@ -265,6 +265,16 @@ MakeShardWriter(bool distributed_optimizer) {
       if (id.data_parallel_rank > 0) absl::StrAppend(&name, "_dp", id.data_parallel_rank);
       MXMACA_RETURN_IF_ERROR(
           actors::WriteStageShard(writer, name, store, optimizers[c].get(), options));
+      // Persistent buffers ("buffers/<name>", e.g. the MoE expert bias): replicated, so
+      // written by TP rank 0 of DP replica 0.
+      if (parameters && id.tensor_parallel_rank == 0) {
+        std::vector<actors::checkpoint::TensorShardView> views;
+        for (const auto& [buffer, values] : program.persistent_buffers(c)) {
+          const int64_t n = static_cast<int64_t>(values->size());
+          views.push_back({"buffers/" + buffer, {n}, {0}, {n}, values->data()});
+        }
+        if (!views.empty()) MXMACA_RETURN_IF_ERROR(writer.WriteShard(name + "_buffers", views));
+      }
     }
     return absl::OkStatus();
   };
@@ -384,6 +394,13 @@ absl::StatusOr<actors::TrainingSummary> Train(
   if (process_job) {
     rank_options.only_rank = process_job->env.rank;
     rank_options.communicator = process_job->comm.get();
+    // The hierarchical MoE dispatcher's node: the processes of this host (torchrun's and
+    // mxmaca launch's LOCAL_WORLD_SIZE).
+    int32_t local_world = 0;
+    const char* lws = std::getenv("LOCAL_WORLD_SIZE");
+    if (lws != nullptr && absl::SimpleAtoi(lws, &local_world) && local_world > 0) {
+      rank_options.ranks_per_node = local_world;
+    }
   }
   rank_options.data_parallel_size = parallel.data_parallel_size;
   rank_options.tensor_parallel_size = parallel.tensor_parallel_size;

@@ -117,6 +117,14 @@ absl::Status ValidateMoELayerConfig(const MoELayerConfig& c) {
         absl::StrCat("MoE layer: --init-method-std (", c.init_method_std,
                      ") must be >= 0 and --num-layers (", c.num_layers, ") >= 1"));
   }
+  const int64_t p = c.expert_model_parallel_size;
+  if (p < 1 || c.router.num_experts % p != 0 || c.expert_model_parallel_rank < 0 ||
+      c.expert_model_parallel_rank >= p) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MoE layer: --num-experts ", c.router.num_experts,
+        " must be a multiple of --expert-model-parallel-size ", p, " (and the EP rank ",
+        c.expert_model_parallel_rank, " in [0, ", p, "))"));
+  }
   return absl::OkStatus();
 }
 
@@ -132,7 +140,7 @@ absl::Status RegisterMoEParameters(const MoELayerConfig& c, int64_t layer, Param
                        ParameterInit::kNormal,
                        static_cast<float>(c.init_method_std)};
   MXMACA_RETURN_IF_ERROR(store->Register(router).status());
-  for (int64_t i = 0; i < c.router.num_experts; ++i) {
+  for (int64_t i = c.first_local_expert(); i < c.first_local_expert() + c.num_local_experts(); ++i) {
     MXMACA_RETURN_IF_ERROR(RegisterMlp(c, c.expert, prefix + ".experts", absl::StrCat(i), store));
   }
   if (c.shared_expert_ffn_hidden_size > 0) {
@@ -155,7 +163,8 @@ absl::StatusOr<MoELayer> MoELayer::Create(const MoELayerConfig& config, int64_t 
   MXMACA_ASSIGN_OR_RETURN(moe.router_weight_,
                           Lookup(store, prefix + ".router.weight",
                                  {config.router.num_experts, config.router.hidden_size}));
-  for (int64_t i = 0; i < config.router.num_experts; ++i) {
+  for (int64_t i = config.first_local_expert();
+       i < config.first_local_expert() + config.num_local_experts(); ++i) {
     MXMACA_RETURN_IF_ERROR(BindMlp(config.expert, prefix + ".experts", absl::StrCat(i), store,
                                    &moe.experts_, &moe.expert_grads_, &moe.expert_ids_));
   }
@@ -168,20 +177,75 @@ absl::StatusOr<MoELayer> MoELayer::Create(const MoELayerConfig& config, int64_t 
   return moe;
 }
 
+absl::Status MoELayer::SetExpertParallel(const MoEExpertParallel& ep) {
+  const int64_t p = config_.expert_model_parallel_size;
+  if (ep.dispatcher == nullptr ||
+      ep.dispatcher->options().num_experts != config_.router.num_experts ||
+      ep.dispatcher->options().ep_group.size() != p ||
+      ep.dispatcher->options().ep_group.rank_in_group != config_.expert_model_parallel_rank) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MoE layer: expert parallelism needs a dispatcher over an EP group of ", p,
+        " ranks with this rank at ", config_.expert_model_parallel_rank, " and ",
+        config_.router.num_experts, " experts"));
+  }
+  if (ep.token_group_size < 1 || (ep.token_group_size > 1 && !ep.all_reduce_over_token_group)) {
+    return absl::InvalidArgumentError(absl::StrCat("MoE layer: a token group of ",
+                                                   ep.token_group_size,
+                                                   " ranks needs its all-reduce"));
+  }
+  ep_ = ep;
+  return absl::OkStatus();
+}
+
+// RunExperts: the local experts over rows [R, h] (permuted, global-expert-major, counts
+// [E]) into out [R, h]. P = 1: the experts directly. P > 1: dispatch, local experts,
+// combine; the received rows stay in the stash for W.
+absl::Status MoELayer::RunExperts(const kernels::ExecContext& ctx, MoEStash* st) {
+  const int64_t h = config_.router.hidden_size;
+  if (config_.expert_model_parallel_size == 1) {
+    GroupedExpertsForward(ctx, config_.expert, experts_, st->plan.tokens_per_expert,
+                          st->permuted_x.data(), st->expert_out.data(), &st->experts);
+    return absl::OkStatus();
+  }
+  if (ep_.dispatcher == nullptr) {
+    return absl::FailedPreconditionError("MoE layer: EP > 1 without SetExpertParallel");
+  }
+  MXMACA_ASSIGN_OR_RETURN(
+      dispatch::DispatchResult got,
+      dispatch::DispatchAndWait(*ep_.dispatcher, st->permuted_x.data(), st->plan.num_rows(), h,
+                                st->plan.tokens_per_expert, ep_.timeout));
+  st->layout = std::move(got.layout);
+  st->tokens_per_local_expert = std::move(got.tokens_per_local_expert);
+  st->local_x = std::move(got.rows);
+  const int64_t n = static_cast<int64_t>(st->local_x.size()) / h;
+  std::vector<float> local_out(static_cast<size_t>(n * h), 0.0f);
+  GroupedExpertsForward(ctx, config_.expert, experts_, st->tokens_per_local_expert,
+                        st->local_x.data(), local_out.data(), &st->experts);
+  MXMACA_ASSIGN_OR_RETURN(st->expert_out, dispatch::CombineAndWait(*ep_.dispatcher, st->layout,
+                                                                   local_out.data(), n,
+                                                                   ep_.timeout));
+  st->permuted_x.clear();  // B needs only the plan; W the received rows
+  st->permuted_x.shrink_to_fit();
+  return absl::OkStatus();
+}
+
 absl::Status MoELayer::Forward(const kernels::ExecContext& ctx, const MoECall& call, const float* x,
                                float* y, MoEStash* st, MoEMetrics* metrics) {
   const RouterConfig& rc = config_.router;
   const int64_t t = call.num_tokens, h = rc.hidden_size, e = rc.num_experts;
+  const int64_t group = config_.expert_model_parallel_size > 1 ? ep_.token_group_size : 1;
   RouterCall rcall;
   rcall.num_tokens = t;
   rcall.seq_length = call.seq_length;
   rcall.training = call.training;
   rcall.global = call.global;
   rcall.expert_bias = rc.enable_expert_bias ? expert_bias_.data() : nullptr;
+  rcall.token_group_size = group;
+  rcall.reduce_token_counts = ep_.all_reduce_over_token_group;
   st->num_tokens = t;
   MXMACA_RETURN_IF_ERROR(
       RouterForward(ctx, rc, rcall, x, store_->param(router_weight_), &st->router));
-  if (call.training && rc.enable_expert_bias) {
+  if (call.training && call.count_for_expert_bias && rc.enable_expert_bias) {
     for (int64_t i = 0; i < e; ++i) local_tokens_[i] += st->router.tokens_per_expert[i];
   }
   MXMACA_ASSIGN_OR_RETURN(
@@ -190,8 +254,7 @@ absl::Status MoELayer::Forward(const kernels::ExecContext& ctx, const MoECall& c
   st->permuted_x.assign(rows * h, 0.0f);
   st->expert_out.assign(rows * h, 0.0f);
   Permute(st->plan, x, h, st->permuted_x.data());
-  GroupedExpertsForward(ctx, config_.expert, experts_, st->plan.tokens_per_expert,
-                        st->permuted_x.data(), st->expert_out.data(), &st->experts);
+  MXMACA_RETURN_IF_ERROR(RunExperts(ctx, st));
   Unpermute(st->plan, st->expert_out.data(), h, y);
   if (config_.shared_expert_ffn_hidden_size > 0) {
     std::vector<float> shared_out(t * h);
@@ -200,9 +263,29 @@ absl::Status MoELayer::Forward(const kernels::ExecContext& ctx, const MoECall& c
     for (int64_t i = 0; i < t * h; ++i) y[i] = y[i] + shared_out[i];
   }
   if (metrics != nullptr) {
-    metrics->tokens_per_expert = st->plan.tokens_per_expert;
+    // [tokens per expert E | dropped | load-balancing loss | z-loss], summed over the token
+    // group (each rank's aux loss is its part of the group's; its z-loss the mean over its
+    // T tokens, so the group mean is the sum of the parts / g).
+    std::vector<float> m(static_cast<size_t>(e + 3), 0.0f);
+    for (int64_t i = 0; i < e; ++i) m[i] = static_cast<float>(st->plan.tokens_per_expert[i]);
+    m[e] = static_cast<float>(st->router.dropped_tokens);
+    m[e + 1] = static_cast<float>(rc.aux_loss_coeff > 0.0 ? st->router.aux_loss / rc.aux_loss_coeff
+                                                          : 0.0);
+    m[e + 2] = static_cast<float>(
+        rc.z_loss_coeff > 0.0 ? st->router.z_loss / rc.z_loss_coeff / static_cast<double>(group)
+                              : 0.0);
+    double lb = st->router.aux_loss / (rc.aux_loss_coeff > 0.0 ? rc.aux_loss_coeff : 1.0);
+    double z = rc.z_loss_coeff > 0.0 ? st->router.z_loss / rc.z_loss_coeff : 0.0;
+    if (group > 1) {
+      MXMACA_RETURN_IF_ERROR(ep_.all_reduce_over_token_group(m.data(), e + 3));
+      lb = m[e + 1];
+      z = m[e + 2];
+    }
+    metrics->tokens_per_expert.assign(static_cast<size_t>(e), 0);
     int64_t total = 0, max = 0;
-    for (int64_t n : metrics->tokens_per_expert) {
+    for (int64_t i = 0; i < e; ++i) {
+      const int64_t n = group > 1 ? static_cast<int64_t>(m[i]) : st->plan.tokens_per_expert[i];
+      metrics->tokens_per_expert[i] = n;
       total += n;
       max = std::max(max, n);
     }
@@ -210,17 +293,18 @@ absl::Status MoELayer::Forward(const kernels::ExecContext& ctx, const MoECall& c
     metrics->max_tokens_per_expert = max;
     metrics->load_imbalance =
         total > 0 ? static_cast<double>(max) / metrics->mean_tokens_per_expert : 0.0;
-    metrics->dropped_tokens = st->router.dropped_tokens;
+    metrics->dropped_tokens =
+        group > 1 ? static_cast<int64_t>(m[e]) : st->router.dropped_tokens;
     metrics->capacity = st->router.capacity;
-    metrics->load_balancing_loss =
-        rc.aux_loss_coeff > 0.0 ? st->router.aux_loss / rc.aux_loss_coeff : 0.0;
-    metrics->z_loss = rc.z_loss_coeff > 0.0 ? st->router.z_loss / rc.z_loss_coeff : 0.0;
+    metrics->load_balancing_loss = rc.aux_loss_coeff > 0.0 ? lb : 0.0;
+    metrics->z_loss = z;
   }
   return absl::OkStatus();
 }
 
-void MoELayer::BackwardInput(const kernels::ExecContext& ctx, const float* x, const float* dy,
-                             double aux_loss_grad_scale, MoEStash* st, float* dx) {
+absl::Status MoELayer::BackwardInput(const kernels::ExecContext& ctx, const float* x,
+                                     const float* dy, double aux_loss_grad_scale, MoEStash* st,
+                                     float* dx) {
   const RouterConfig& rc = config_.router;
   const int64_t t = st->num_tokens, h = rc.hidden_size, e = rc.num_experts;
   const int64_t rows = st->plan.num_rows();
@@ -228,8 +312,27 @@ void MoELayer::BackwardInput(const kernels::ExecContext& ctx, const float* x, co
   std::vector<float> d_probs(t * e), d_permuted(rows * h);
   UnpermuteBackward(st->plan, st->expert_out.data(), dy, h, st->d_expert_out.data(),
                     d_probs.data());
-  GroupedExpertsBackwardInput(ctx, config_.expert, experts_, st->plan.tokens_per_expert,
-                              st->d_expert_out.data(), d_permuted.data(), &st->experts);
+  if (config_.expert_model_parallel_size == 1) {
+    GroupedExpertsBackwardInput(ctx, config_.expert, experts_, st->plan.tokens_per_expert,
+                                st->d_expert_out.data(), d_permuted.data(), &st->experts);
+  } else {
+    if (ep_.dispatcher == nullptr || !st->layout) {
+      return absl::FailedPreconditionError("MoE layer: EP > 1 B without the layout of F");
+    }
+    MXMACA_ASSIGN_OR_RETURN(st->d_local_out,
+                            dispatch::CombineBackwardAndWait(*ep_.dispatcher, st->layout,
+                                                             st->d_expert_out.data(), rows,
+                                                             ep_.timeout));
+    const int64_t n = static_cast<int64_t>(st->d_local_out.size()) / h;
+    std::vector<float> d_local_in(static_cast<size_t>(n * h), 0.0f);
+    GroupedExpertsBackwardInput(ctx, config_.expert, experts_, st->tokens_per_local_expert,
+                                st->d_local_out.data(), d_local_in.data(), &st->experts);
+    MXMACA_ASSIGN_OR_RETURN(d_permuted,
+                            dispatch::DispatchBackwardAndWait(*ep_.dispatcher, st->layout,
+                                                              d_local_in.data(), n, ep_.timeout));
+    st->d_expert_out.clear();  // W uses d_local_out
+    st->d_expert_out.shrink_to_fit();
+  }
   PermuteBackward(st->plan, d_permuted.data(), h, dx);
   RouterBackward(ctx, rc, st->router, x, store_->param(router_weight_), d_probs.data(),
                  aux_loss_grad_scale, dx, /*dweight=*/nullptr, &st->d_logits);
@@ -240,16 +343,18 @@ void MoELayer::BackwardInput(const kernels::ExecContext& ctx, const float* x, co
                                 &st->shared);
     for (int64_t i = 0; i < t * h; ++i) dx[i] = dx[i] + d_shared[i];
   }
+  return absl::OkStatus();
 }
 
-void MoELayer::BackwardWeight(const kernels::ExecContext& ctx, const float* x, const float* dy,
-                              const MoEStash& st) {
+absl::Status MoELayer::BackwardWeight(const kernels::ExecContext& ctx, const float* x,
+                                      const float* dy, const MoEStash& st) {
   ParameterStore* store = store_;
-  BackwardWeight(ctx, x, dy, st, [store](int id) { return store->grad(id); });
+  return BackwardWeight(ctx, x, dy, st, [store](int id) { return store->grad(id); });
 }
 
-void MoELayer::BackwardWeight(const kernels::ExecContext& ctx, const float* x, const float* dy,
-                              const MoEStash& st, const std::function<float*(int)>& grad) {
+absl::Status MoELayer::BackwardWeight(const kernels::ExecContext& ctx, const float* x,
+                                      const float* dy, const MoEStash& st,
+                                      const std::function<float*(int)>& grad) {
   auto bind = [&grad](const MlpIds& ids) {
     ExpertGrads g;
     for (int id : ids.fc1_weight) g.fc1_weight.push_back(grad(id));
@@ -259,13 +364,54 @@ void MoELayer::BackwardWeight(const kernels::ExecContext& ctx, const float* x, c
     return g;
   };
   const RouterConfig& rc = config_.router;
-  GroupedExpertsBackwardWeight(ctx, config_.expert, st.plan.tokens_per_expert, st.permuted_x.data(),
-                               st.d_expert_out.data(), st.experts, bind(expert_ids_));
-  RouterWeightGrad(ctx, rc, st.num_tokens, st.d_logits.data(), x, grad(router_weight_));
+  if (config_.expert_model_parallel_size == 1) {
+    GroupedExpertsBackwardWeight(ctx, config_.expert, st.plan.tokens_per_expert,
+                                 st.permuted_x.data(), st.d_expert_out.data(), st.experts,
+                                 bind(expert_ids_));
+  } else {
+    GroupedExpertsBackwardWeight(ctx, config_.expert, st.tokens_per_local_expert,
+                                 st.local_x.data(), st.d_local_out.data(), st.experts,
+                                 bind(expert_ids_));
+  }
+  const bool group = config_.expert_model_parallel_size > 1 && ep_.token_group_size > 1;
+  // With a token group the replicated tensors' gradients of this call are computed into
+  // zeroed buffers, summed over the group, then added (so what is added is the gradient
+  // of the whole micro-batch, the same on every rank of the group).
+  std::vector<std::vector<float>> partial;
+  std::vector<int> partial_ids;
+  auto target = [&](int id) -> float* {
+    if (!group) return grad(id);
+    partial_ids.push_back(id);
+    partial.emplace_back(static_cast<size_t>(store_->info(id).numel), 0.0f);
+    return partial.back().data();
+  };
+  RouterWeightGrad(ctx, rc, st.num_tokens, st.d_logits.data(), x, target(router_weight_));
   if (config_.shared_expert_ffn_hidden_size > 0) {
     const int64_t counts[1] = {st.num_tokens};
-    GroupedExpertsBackwardWeight(ctx, shared_config_, counts, x, dy, st.shared, bind(shared_ids_));
+    ExpertGrads g;
+    for (int id : shared_ids_.fc1_weight) g.fc1_weight.push_back(target(id));
+    for (int id : shared_ids_.fc1_bias) g.fc1_bias.push_back(target(id));
+    for (int id : shared_ids_.fc2_weight) g.fc2_weight.push_back(target(id));
+    for (int id : shared_ids_.fc2_bias) g.fc2_bias.push_back(target(id));
+    GroupedExpertsBackwardWeight(ctx, shared_config_, counts, x, dy, st.shared, g);
   }
+  for (size_t i = 0; i < partial.size(); ++i) {
+    std::vector<float>& p = partial[i];
+    MXMACA_RETURN_IF_ERROR(
+        ep_.all_reduce_over_token_group(p.data(), static_cast<int64_t>(p.size())));
+    float* out = grad(partial_ids[i]);
+    for (size_t j = 0; j < p.size(); ++j) out[j] = out[j] + p[j];
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int> MoELayer::expert_parameter_ids() const {
+  std::vector<int> ids;
+  for (const auto* v : {&expert_ids_.fc1_weight, &expert_ids_.fc1_bias, &expert_ids_.fc2_weight,
+                        &expert_ids_.fc2_bias}) {
+    ids.insert(ids.end(), v->begin(), v->end());
+  }
+  return ids;
 }
 
 std::vector<int> MoELayer::parameter_ids() const {
@@ -291,7 +437,8 @@ int64_t MoEStashBytes(const MoEStash& s) {
          bytes(p.token_rows) + bytes(s.permuted_x) + bytes(s.expert_out) +
          bytes(s.experts.fc1_out) + bytes(s.experts.act_out) + bytes(s.experts.d_fc1) +
          bytes(s.shared.fc1_out) + bytes(s.shared.act_out) + bytes(s.shared.d_fc1) +
-         bytes(s.d_expert_out) + bytes(s.d_logits);
+         bytes(s.d_expert_out) + bytes(s.d_logits) +
+         bytes(s.tokens_per_local_expert) + bytes(s.local_x) + bytes(s.d_local_out);
 }
 
 void MoELayer::UpdateExpertBias(const float* tokens_per_expert) {

@@ -1,6 +1,6 @@
-// layers/moe/moe_layer.h: Megatron-Core's MoELayer at expert-parallel size 1 (all experts
-// on this rank), CPU fp32, with separate forward (F), backward-input (B) and
-// backward-weight (W).
+// layers/moe/moe_layer.h: Megatron-Core's MoELayer, CPU fp32, with separate forward (F),
+// backward-input (B) and backward-weight (W); all experts on this rank (expert-parallel
+// size 1) or E / EP of them with the tokens moved by a TokenDispatcher (EP > 1).
 //
 // Source: megatron/core/transformer/moe/moe_layer.py (MoELayer.forward), router.py,
 // token_dispatcher.py (the local permute / unpermute of MoEAlltoAllTokenDispatcher at
@@ -30,8 +30,28 @@
 // (--moe-router-enable-expert-bias) is Megatron's persistent buffer
 // decoder.layers.N.mlp.router.expert_bias [E] fp32: held by the layer, not a parameter.
 //
+// Expert parallelism (MoELayerConfig::expert_model_parallel_size P > 1; SetExpertParallel):
+// this rank registers and holds experts [r L, (r + 1) L), L = E / P, r its EP rank, under
+// the same global names (so checkpoints and initial values do not depend on P). F becomes
+//   probs, map = Router(x)                               x: this rank's T tokens
+//   xp         = Permute(x, map)                         [R, h] global-expert-major
+//   xl, layout = Dispatch(xp, tokens_per_expert)         [N, h] local-expert-major
+//   yl         = LocalExperts(xl, tokens_per_local_expert)
+//   yp         = Combine(yl, layout)                     [R, h]
+//   y          = Unpermute(yp, probs) + SharedExpert(x)
+// and B runs the same chain backwards (CombineBackward, the local experts' B,
+// DispatchBackward, PermuteBackward, router). Dispatch and Combine move rows bit for bit
+// and the expert GEMM's rows do not depend on how many rows it gets (expert_gemm.h), so
+// a token's output is the same bits for every P (dropless) — only the expert weight
+// gradients, now summed over the rows of all EP ranks in one GEMM, change their order.
+// With a token group (MoEExpertParallel::token_group_size g > 1: the TP group under
+// sequence parallelism, Megatron's ETP = 1 layout) each rank routes only its own T tokens:
+// the aux loss uses the group's token counts (router.h), the z-loss coefficient must be
+// divided by g (Megatron's moe_z_loss_coeff / tp_cp size), and W sums the router's and the
+// shared expert's weight gradients over the group (the tensors are replicated on it).
+//
 // Not supported here (each is an error or simply absent, never silently approximated):
-// EP > 1 (layers/moe/dispatch), expert tensor parallelism, --moe-shared-expert-gate,
+// expert tensor parallelism, --moe-shared-expert-gate,
 // --moe-shared-expert-overlap, a list of load-balancing types, --moe-input-jitter-eps,
 // --moe-router-force-load-balancing, --moe-router-dtype fp64 (the router is always fp32),
 // the router bias that newer Megatron adds with --add-bias-linear, padding masks, and
@@ -41,12 +61,15 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "kernels/exec_context.h"
+#include "layers/moe/dispatch/token_dispatcher.h"
 #include "layers/moe/grouped_experts.h"
 #include "layers/moe/router.h"
 #include "layers/moe/token_permutation.h"
@@ -63,10 +86,20 @@ struct MoELayerConfig {
   int64_t shared_expert_ffn_hidden_size = 0;
   double init_method_std = 0.02;  // --init-method-std
   int64_t num_layers = 1;         // --num-layers (scaled init of linear_fc2)
+  // --expert-model-parallel-size P and this rank's index r in its EP group: the rank holds
+  // experts [r E / P, (r + 1) E / P).
+  int64_t expert_model_parallel_size = 1;
+  int64_t expert_model_parallel_rank = 0;
+  // --moe-token-dispatcher-type (alltoall, allgather, or our hierarchical); used at P > 1.
+  std::string token_dispatcher_type = "alltoall";
+
+  int64_t num_local_experts() const { return router.num_experts / expert_model_parallel_size; }
+  int64_t first_local_expert() const { return expert_model_parallel_rank * num_local_experts(); }
 };
 
 // ValidateMoELayerConfig: the router's and the experts' errors, plus InvalidArgument when
-// the hidden sizes differ, the shared size is negative, std < 0 or num_layers < 1.
+// the hidden sizes differ, the shared size is negative, std < 0, num_layers < 1, P < 1,
+// E % P != 0 or r outside [0, P).
 absl::Status ValidateMoELayerConfig(const MoELayerConfig& config);
 
 // MoEParameterPrefix: "decoder.layers.<layer>.mlp".
@@ -78,12 +111,26 @@ std::string MoEParameterPrefix(int64_t layer);
 absl::Status RegisterMoEParameters(const MoELayerConfig& config, int64_t layer,
                                    ParameterStore* store);
 
+// MoEExpertParallel: what a MoE layer with P > 1 calls (MoELayer::SetExpertParallel).
+struct MoEExpertParallel {
+  // dispatcher: the EP group's (not owned; outlives the layer's calls). Its calls are made
+  // one after another from F and B, blocking until each is done or `timeout` passes.
+  dispatch::TokenDispatcher* dispatcher = nullptr;
+  absl::Duration timeout = absl::Minutes(5);
+  // Token group (see the file banner): g and the in-place fp32 sum over its ranks.
+  int64_t token_group_size = 1;
+  std::function<absl::Status(float* data, int64_t n)> all_reduce_over_token_group;
+};
+
 // MoECall: per-call facts.
 struct MoECall {
   int64_t num_tokens = 0;  // T
   int64_t seq_length = 0;  // s (seq_aux_loss)
   bool training = true;
   GlobalAuxLossInput global;  // global_aux_loss counts (router.h)
+  // count_for_expert_bias: add this call's routed tokens to local_tokens_per_expert() (in
+  // training with the bias enabled). False for a recomputation of a forward that counted.
+  bool count_for_expert_bias = true;
 };
 
 // MoEMetrics: per-call logging values (issue 7, "Per-layer metrics").
@@ -110,6 +157,11 @@ struct MoEStash {
   GroupedExpertsStash shared;       // shared expert over all T rows
   std::vector<float> d_expert_out;  // [R, h] (B)
   std::vector<float> d_logits;      // [T, E] (B)
+  // EP > 1 only: the rows this rank's experts received and their gradient.
+  std::shared_ptr<const dispatch::DispatchLayout> layout;
+  std::vector<int64_t> tokens_per_local_expert;  // [L]
+  std::vector<float> local_x;                    // [N, h] (F)
+  std::vector<float> d_local_out;                // [N, h] (B)
 };
 
 // MoEStashBytes: the bytes the stash's buffers hold (for memory accounting).
@@ -123,29 +175,44 @@ class MoELayer {
   static absl::StatusOr<MoELayer> Create(const MoELayerConfig& config, int64_t layer,
                                          ParameterStore* store);
 
+  // SetExpertParallel: required before Forward when P > 1 (InvalidArgument without a
+  // dispatcher, with a dispatcher whose expert count or EP size differ from the config,
+  // or with a token group but no reduction).
+  absl::Status SetExpertParallel(const MoEExpertParallel& ep);
+
   // Forward: y [T, h] (overwritten) from x [T, h]. Fills the stash and metrics (metrics
-  // may be null). In training with the expert bias enabled, adds the routing map's
-  // column sums to local_tokens_per_expert(). Errors: the router's (RouterForward).
+  // may be null; with a token group they are summed over it, so every rank of the group
+  // reports the group's tokens and losses). In training with the expert bias enabled,
+  // adds the routing map's column sums to local_tokens_per_expert(). Errors: the
+  // router's (RouterForward); FailedPrecondition when P > 1 and SetExpertParallel was not
+  // called; the dispatcher's and the token-group reduction's.
   absl::Status Forward(const kernels::ExecContext& ctx, const MoECall& call, const float* x,
                        float* y, MoEStash* stash, MoEMetrics* metrics);
 
   // BackwardInput: dx [T, h] (overwritten) from dy [T, h]; the aux / z-loss gradients are
-  // scaled by aux_loss_grad_scale (router.h). Keeps in the stash what W needs.
-  void BackwardInput(const kernels::ExecContext& ctx, const float* x, const float* dy,
-                     double aux_loss_grad_scale, MoEStash* stash, float* dx);
+  // scaled by aux_loss_grad_scale (router.h). Keeps in the stash what W needs. Errors
+  // (P > 1 only): the dispatcher's.
+  absl::Status BackwardInput(const kernels::ExecContext& ctx, const float* x, const float* dy,
+                             double aux_loss_grad_scale, MoEStash* stash, float* dx);
 
   // BackwardWeight: accumulates every parameter gradient of the layer into the store's
   // gradient arena. x, dy as given to F and B.
-  void BackwardWeight(const kernels::ExecContext& ctx, const float* x, const float* dy,
-                      const MoEStash& stash);
+  absl::Status BackwardWeight(const kernels::ExecContext& ctx, const float* x, const float* dy,
+                              const MoEStash& stash);
   // BackwardWeight: the same, accumulating tensor `id`'s gradient into grad(id) (a buffer
   // of the tensor's numel floats) instead of the arena — for callers that fold each
   // micro-batch's gradient into the arena themselves (layers/transformer_layer.h's
-  // WeightGradSink). Every id of parameter_ids() is asked for.
-  void BackwardWeight(const kernels::ExecContext& ctx, const float* x, const float* dy,
-                      const MoEStash& stash, const std::function<float*(int id)>& grad);
+  // WeightGradSink). Every id of parameter_ids() is asked for. With a token group the
+  // router's and the shared expert's gradient of this call are summed over the group
+  // before they are added (error: the reduction's).
+  absl::Status BackwardWeight(const kernels::ExecContext& ctx, const float* x, const float* dy,
+                              const MoEStash& stash, const std::function<float*(int id)>& grad);
   // parameter_ids: the store indices of the layer's tensors (router, experts, shared).
   std::vector<int> parameter_ids() const;
+  // expert_parameter_ids: the store indices of this rank's experts' tensors (P > 1: each
+  // is held by this EP rank only, so it counts toward the grad norm and is written to
+  // checkpoints here; empty-equivalent semantics at P = 1 are the caller's).
+  std::vector<int> expert_parameter_ids() const;
   // MlpIds: the store indices of a group of expert MLPs, in ExpertGrads' order.
   struct MlpIds {
     std::vector<int> fc1_weight, fc1_bias, fc2_weight, fc2_bias;
@@ -164,6 +231,7 @@ class MoELayer {
 
  private:
   MoELayer() = default;
+  absl::Status RunExperts(const kernels::ExecContext& ctx, MoEStash* st);
   MoELayerConfig config_;
   ExpertMlpConfig shared_config_;
   ParameterStore* store_ = nullptr;
@@ -172,6 +240,7 @@ class MoELayer {
   ExpertGrads expert_grads_, shared_grads_;
   MlpIds expert_ids_, shared_ids_;
   std::vector<float> expert_bias_, local_tokens_;
+  MoEExpertParallel ep_;
 };
 
 }  // namespace mxmaca::layers::moe

@@ -119,8 +119,8 @@ TEST_CASE("every token to one expert: completes, metrics show the skew and the d
     MoEStash stash;
     MoEMetrics m;
     REQUIRE(layer.Forward(kernels::ExecContext{}, call, x.data(), y.data(), &stash, &m).ok());
-    layer.BackwardInput(kernels::ExecContext{}, x.data(), y.data(), 1.0, &stash, dx.data());
-    layer.BackwardWeight(kernels::ExecContext{}, x.data(), y.data(), stash);
+    REQUIRE(layer.BackwardInput(kernels::ExecContext{}, x.data(), y.data(), 1.0, &stash, dx.data()).ok());
+    REQUIRE(layer.BackwardWeight(kernels::ExecContext{}, x.data(), y.data(), stash).ok());
     const int64_t kept = capacity ? 10 : 40;  // capacity = ceil(40 / 4 * 1.0)
     // At least the permuted input and expert output rows ([kept, 16] fp32 each).
     CHECK(MoEStashBytes(stash) >= 2 * kept * 16 * 4);
@@ -198,8 +198,8 @@ TEST_CASE("forward and backward are bit-identical for 1 and 2 threads") {
     MoEStash stash;
     std::vector<float> y(t * h), dx(t * h);
     REQUIRE(layer.Forward(ctx, call, x.data(), y.data(), &stash, nullptr).ok());
-    layer.BackwardInput(ctx, x.data(), dy.data(), 0.5, &stash, dx.data());
-    layer.BackwardWeight(ctx, x.data(), dy.data(), stash);
+    REQUIRE(layer.BackwardInput(ctx, x.data(), dy.data(), 0.5, &stash, dx.data()).ok());
+    REQUIRE(layer.BackwardWeight(ctx, x.data(), dy.data(), stash).ok());
     std::vector<float> all = y;
     all.insert(all.end(), dx.begin(), dx.end());
     all.insert(all.end(), store.grads_arena().begin(), store.grads_arena().end());

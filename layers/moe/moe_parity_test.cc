@@ -164,8 +164,8 @@ void RunCase(const Case& tc) {
   MoEStash stash;
   MoEMetrics metrics;
   REQUIRE(layer.Forward(ctx, call, x.data(), y.data(), &stash, &metrics).ok());
-  layer.BackwardInput(ctx, x.data(), dy.data(), tc.grad_scale, &stash, dx.data());
-  layer.BackwardWeight(ctx, x.data(), dy.data(), stash);
+  REQUIRE(layer.BackwardInput(ctx, x.data(), dy.data(), tc.grad_scale, &stash, dx.data()).ok());
+  REQUIRE(layer.BackwardWeight(ctx, x.data(), dy.data(), stash).ok());
 
   // Inputs for the reference.
   const std::string dir = TempDir();

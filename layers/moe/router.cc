@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "kernels/cpu/gemm.h"
 #include "layers/moe/expert_gemm.h"
 
@@ -240,6 +241,13 @@ absl::Status RouterForward(const kernels::ExecContext& ctx, const RouterConfig& 
         absl::StrCat("MoE router: seq_aux_loss needs the token count ", t,
                      " to be a multiple of the sequence length ", call.seq_length));
   }
+  if (call.token_group_size > 1 && UsesAuxLoss(c, call) &&
+      (c.load_balancing_type != LoadBalancingType::kAuxLoss || !call.reduce_token_counts)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MoE router: a token group of ", call.token_group_size,
+        " ranks (expert parallelism with sequence parallelism) supports "
+        "--moe-router-load-balancing-type aux_loss (with the group's count reduction) or none"));
+  }
   const bool use_bias = c.enable_expert_bias && !IsSinkhorn(c);
   if (use_bias && call.expert_bias == nullptr) {
     return absl::InvalidArgumentError("MoE router: expert bias enabled but not given");
@@ -374,6 +382,7 @@ absl::Status RouterForward(const kernels::ExecContext& ctx, const RouterConfig& 
     const int64_t groups = seq_aux ? t / call.seq_length : 1;
     const int64_t rows = t / groups;  // tokens per group (a sequence, or all)
     double total = static_cast<double>(seq_aux ? call.seq_length : t);
+    if (call.token_group_size > 1) total *= static_cast<double>(call.token_group_size);
     const bool global = c.load_balancing_type == LoadBalancingType::kGlobalAuxLoss;
     if (global && call.global.total_num_tokens > 0.0) total = call.global.total_num_tokens;
     const double scale = e * coeff / (k * total * total) / groups;
@@ -390,6 +399,11 @@ absl::Status RouterForward(const kernels::ExecContext& ctx, const RouterConfig& 
       }
       if (global && call.global.tokens_per_expert != nullptr) {
         for (int64_t ex = 0; ex < e; ++ex) tpe[ex] = call.global.tokens_per_expert[ex];
+      }
+      if (call.token_group_size > 1) {  // aux_loss only (checked above): one group
+        std::vector<float> counts(tpe.begin(), tpe.end());
+        MXMACA_RETURN_IF_ERROR(call.reduce_token_counts(counts.data(), e));
+        for (int64_t ex = 0; ex < e; ++ex) tpe[ex] = counts[ex];
       }
       for (int64_t ex = 0; ex < e; ++ex) loss += psum[ex] * tpe[ex];
       for (int64_t r = gi * rows; r < (gi + 1) * rows; ++r) {

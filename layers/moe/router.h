@@ -24,6 +24,7 @@
 #define MXMACA_LAYERS_MOE_ROUTER_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -93,6 +94,17 @@ struct RouterCall {
   // Megatron's eval path), no expert-bias token counting.
   bool training = true;
   GlobalAuxLossInput global;
+  // Token split (expert parallelism with sequence parallelism, layers/moe/moe_layer.h):
+  // this rank routes 1 / token_group_size of a micro-batch whose other parts are routed by
+  // the other ranks of its TP group. For aux_loss, Megatron's TopKRouter reduces the
+  // tokens per expert over that group (reduce_from_tensor_model_parallel_region over the
+  // tp_cp group) and takes T x group size as the token total, so the group's aux losses sum
+  // to the loss of the whole micro-batch. reduce_token_counts(counts, E) sums counts [E]
+  // (fp32; integers below 2^24, so exact) over the group in place; required when
+  // token_group_size > 1 and aux_loss is in use. Other load-balancing types with a group
+  // size > 1 are InvalidArgument.
+  int64_t token_group_size = 1;
+  std::function<absl::Status(float* counts, int64_t n)> reduce_token_counts;
   // expert_bias [E] (fp32) for selection when enable_expert_bias; may be null otherwise.
   const float* expert_bias = nullptr;
 };
@@ -137,7 +149,9 @@ struct RouterState {
 //    carry prob 0).
 //  aux losses and z loss as the file banner. Errors: InvalidArgument for T < 1, a size
 //  that is not a multiple of seq_length (seq_aux_loss), a null expert_bias when enabled,
-//  or a non-finite logit (naming token and expert).
+//  a token group (RouterCall::token_group_size > 1) with seq_aux_loss / global_aux_loss or
+//  without reduce_token_counts, or a non-finite logit (naming token and expert); the
+//  error of reduce_token_counts.
 absl::Status RouterForward(const kernels::ExecContext& ctx, const RouterConfig& config,
                            const RouterCall& call, const float* x, const float* weight,
                            RouterState* state);

@@ -139,7 +139,8 @@ Result ContextParallel(const GptConfig& c, int cp, const data::GptMicroBatch& mb
     auto view = grid->ForRank(r);
     REQUIRE(view.ok());
     const cp::ContextParallelContext ctx = cp::ContextParallelContextFor(*view, hub.ForRank(r));
-    auto stage = GptStage::Create(c, StageLayout{0, c.num_layers, true, true}, 16, nullptr, &ctx);
+    auto stage = GptStage::Create(c, StageLayout{0, c.num_layers, true, true}, 16, nullptr,
+                                nullptr, &ctx);
     INFO(stage.status().message());
     REQUIRE(stage.ok());
     (*stage)->InitializeParameters();
@@ -245,14 +246,16 @@ TEST_CASE("GptStage rejects a CP split that does not fit, naming the flags") {
   auto view = grid->ForRank(0);
   REQUIRE(view.ok());
   const cp::ContextParallelContext ctx = cp::ContextParallelContextFor(*view, hub.ForRank(0));
-  auto stage = GptStage::Create(c, StageLayout{0, c.num_layers, true, true}, 16, nullptr, &ctx);
+  auto stage = GptStage::Create(c, StageLayout{0, c.num_layers, true, true}, 16, nullptr,
+                                nullptr, &ctx);
   REQUIRE_FALSE(stage.ok());
   CHECK(std::string(stage.status().message()).find("--context-parallel-size 3") !=
         std::string::npos);
   c.seq_length = 12;
   c.max_position_embeddings = 12;
   c.attention_dropout = 0.1f;
-  stage = GptStage::Create(c, StageLayout{0, c.num_layers, true, true}, 16, nullptr, &ctx);
+  stage = GptStage::Create(c, StageLayout{0, c.num_layers, true, true}, 16, nullptr, nullptr,
+                           &ctx);
   REQUIRE_FALSE(stage.ok());
   CHECK(std::string(stage.status().message()).find("--attention-dropout 0") !=
         std::string::npos);

@@ -19,34 +19,12 @@
 #include <vector>
 
 #include "api/train/train_command.h"
+#include "tests/integration/moe_test_args.h"
 #include "tests/integration/parity_fixture.h"
 
 namespace mxmaca::testing {
 namespace {
 
-std::vector<std::string> Base(const ParityCorpus& corpus, const std::vector<std::string>& moe) {
-  std::vector<std::string> a = {
-      "--num-layers", "4", "--hidden-size", "32", "--num-attention-heads", "4",
-      "--seq-length", "32", "--max-position-embeddings", "32", "--micro-batch-size", "1",
-      "--global-batch-size", "8", "--train-iters", "8", "--lr", "3e-3", "--min-lr", "3e-4",
-      "--lr-decay-style", "cosine", "--lr-warmup-iters", "2", "--weight-decay", "0.1",
-      "--clip-grad", "1.0", "--hidden-dropout", "0.1", "--attention-dropout", "0.1",
-      "--eval-interval", "4", "--eval-iters", "1", "--num-experts", "4",
-      "--moe-router-topk", "2", "--moe-ffn-hidden-size", "48"};
-  a.insert(a.end(), moe.begin(), moe.end());
-  const std::vector<std::string> common = corpus.CommonArgs(1000);
-  a.insert(a.end(), common.begin(), common.end());
-  return a;
-}
-
-std::vector<std::string> With(std::vector<std::string> a, std::vector<std::string> more) {
-  a.insert(a.end(), more.begin(), more.end());
-  return a;
-}
-
-const std::vector<std::string> kRouterA = {
-    "--moe-layer-freq", "2", "--moe-aux-loss-coeff", "1e-2", "--moe-z-loss-coeff", "1e-3",
-    "--moe-shared-expert-intermediate-size", "32"};
 const std::vector<std::string> kRouterB = {
     "--moe-layer-freq", "1", "--moe-router-score-function", "sigmoid",
     "--moe-router-topk-scaling-factor", "2.0", "--moe-router-load-balancing-type",
@@ -55,9 +33,9 @@ const std::vector<std::string> kRouterB = {
     "--normalization", "RMSNorm"};
 
 TEST_CASE("MoE GPT: TP x SP x PP x DP layouts give the single-device run") {
-  for (const auto& [name, router] : {std::pair{"A", kRouterA}, std::pair{"B", kRouterB}}) {
+  for (const auto& [name, router] : {std::pair{"A", kMoERouterA}, std::pair{"B", kRouterB}}) {
     ParityCorpus corpus(std::string("moe_parity_") + name);
-    const std::vector<std::string> base = Base(corpus, router);
+    const std::vector<std::string> base = MoEBaseArgs(corpus, router);
     const Weights w0 = corpus.InitialWeights(base, 1000);
     const Run single = corpus.Train(std::string(name) + " single device", base, 8);
     const std::vector<std::pair<std::string, std::vector<std::string>>> layouts = {
@@ -80,7 +58,7 @@ TEST_CASE("MoE GPT: TP x SP x PP x DP layouts give the single-device run") {
 
 TEST_CASE("MoE flags that cannot run are clear errors") {
   ParityCorpus corpus("moe_errors");
-  const std::vector<std::string> base = Base(corpus, kRouterA);
+  const std::vector<std::string> base = MoEBaseArgs(corpus, kMoERouterA);
   for (const auto& [extra, expected] :
        std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--expert-model-parallel-size", "2", "--world-size", "2"},
