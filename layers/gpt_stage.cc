@@ -189,14 +189,17 @@ absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& conf
         moe::MoEExpertParallel mep;
         mep.dispatcher = stage->dispatcher_.get();
         mep.timeout = tp_ctx.timeout;
-        if (tp_ctx.sp()) {
+        MXMACA_RETURN_IF_ERROR(moe->SetExpertParallel(mep));
+        if (tp_ctx.sp()) {  // each TP rank routes its sequence-parallel rows
           const TensorParallelContext* group = &stage->tp_;  // stable: the stage is on the heap
-          mep.token_group_size = tp_ctx.size;
-          mep.all_reduce_over_token_group = [group](float* data, int64_t n) {
+          moe::MoETokenGroup tg;
+          tg.size = tp_ctx.size;
+          tg.all_reduce = [group](float* data, int64_t n) {
             return AllReduceSum(*group, data, n);
           };
+          tg.all_reduce_replicated_grads = tg.all_reduce;
+          MXMACA_RETURN_IF_ERROR(moe->SetTokenGroup(tg));
         }
-        MXMACA_RETURN_IF_ERROR(moe->SetExpertParallel(mep));
         for (int id : moe->expert_parameter_ids()) stage->expert_shard_ids_.insert(id);
       }
       moe::MoELayerStats stats;

@@ -143,6 +143,19 @@ absl::Status CheckSupportedLayout(const MegatronArgs& a) {
   return CheckContextParallelArgs(a);  // --context-parallel-size: cp_setup.h
 }
 
+// CheckDynamicPipeline: the dynamic policy lets each stage actor run a later op while the
+// next one waits for its input, deciding alone; the TP ranks of a stage would then post
+// their TP collectives (in F, B, and with SP in W) in different orders, which the
+// transport reports as a mismatch. So it runs with tensor parallelism size 1 only.
+absl::Status CheckDynamicPipeline(const MegatronArgs& a) {
+  if (!a.dynamic_pipeline || a.tensor_model_parallel_size == 1) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat(
+      "--dynamic-pipeline with --tensor-model-parallel-size ", a.tensor_model_parallel_size,
+      ": the TP ranks of a stage would choose their ops independently, and their collectives "
+      "must be posted in the same order; drop --dynamic-pipeline (the static schedules, "
+      "zero-bubble included, run with TP)"));
+}
+
 // Whether `dir` holds a published checkpoint directory (iter_XXXXXXX) without the tracker
 // file. Temp dirs of saves that never committed (iter_XXXXXXX.tmp-*, left by a process
 // killed while saving) do not count: with nothing else there, there is no checkpoint and
@@ -321,6 +334,7 @@ absl::StatusOr<actors::TrainingSummary> Train(
     }
   }
   MXMACA_RETURN_IF_ERROR(CheckSupportedLayout(args));
+  MXMACA_RETURN_IF_ERROR(CheckDynamicPipeline(args));
   std::optional<ProcessJob> process_job;
   std::unique_ptr<Heartbeat> heartbeat;  // after process_job: stopped before it is destroyed
   if (launch) {

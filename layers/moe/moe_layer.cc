@@ -188,12 +188,16 @@ absl::Status MoELayer::SetExpertParallel(const MoEExpertParallel& ep) {
         " ranks with this rank at ", config_.expert_model_parallel_rank, " and ",
         config_.router.num_experts, " experts"));
   }
-  if (ep.token_group_size < 1 || (ep.token_group_size > 1 && !ep.all_reduce_over_token_group)) {
-    return absl::InvalidArgumentError(absl::StrCat("MoE layer: a token group of ",
-                                                   ep.token_group_size,
-                                                   " ranks needs its all-reduce"));
-  }
   ep_ = ep;
+  return absl::OkStatus();
+}
+
+absl::Status MoELayer::SetTokenGroup(const MoETokenGroup& group) {
+  if (group.size < 1 || (group.size > 1 && !group.all_reduce)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MoE layer: a token group of ", group.size, " ranks needs its all-reduce"));
+  }
+  token_group_ = group;
   return absl::OkStatus();
 }
 
@@ -233,7 +237,7 @@ absl::Status MoELayer::Forward(const kernels::ExecContext& ctx, const MoECall& c
                                float* y, MoEStash* st, MoEMetrics* metrics) {
   const RouterConfig& rc = config_.router;
   const int64_t t = call.num_tokens, h = rc.hidden_size, e = rc.num_experts;
-  const int64_t group = config_.expert_model_parallel_size > 1 ? ep_.token_group_size : 1;
+  const int64_t group = token_group_.size;
   RouterCall rcall;
   rcall.num_tokens = t;
   rcall.seq_length = call.seq_length;
@@ -241,7 +245,7 @@ absl::Status MoELayer::Forward(const kernels::ExecContext& ctx, const MoECall& c
   rcall.global = call.global;
   rcall.expert_bias = rc.enable_expert_bias ? expert_bias_.data() : nullptr;
   rcall.token_group_size = group;
-  rcall.reduce_token_counts = ep_.all_reduce_over_token_group;
+  rcall.reduce_token_counts = token_group_.all_reduce;
   st->num_tokens = t;
   MXMACA_RETURN_IF_ERROR(
       RouterForward(ctx, rc, rcall, x, store_->param(router_weight_), &st->router));
@@ -277,7 +281,7 @@ absl::Status MoELayer::Forward(const kernels::ExecContext& ctx, const MoECall& c
     double lb = st->router.aux_loss / (rc.aux_loss_coeff > 0.0 ? rc.aux_loss_coeff : 1.0);
     double z = rc.z_loss_coeff > 0.0 ? st->router.z_loss / rc.z_loss_coeff : 0.0;
     if (group > 1) {
-      MXMACA_RETURN_IF_ERROR(ep_.all_reduce_over_token_group(m.data(), e + 3));
+      MXMACA_RETURN_IF_ERROR(token_group_.all_reduce(m.data(), e + 3));
       lb = m[e + 1];
       z = m[e + 2];
     }
@@ -373,7 +377,7 @@ absl::Status MoELayer::BackwardWeight(const kernels::ExecContext& ctx, const flo
                                  st.local_x.data(), st.d_local_out.data(), st.experts,
                                  bind(expert_ids_));
   }
-  const bool group = config_.expert_model_parallel_size > 1 && ep_.token_group_size > 1;
+  const bool group = static_cast<bool>(token_group_.all_reduce_replicated_grads);
   // With a token group the replicated tensors' gradients of this call are computed into
   // zeroed buffers, summed over the group, then added (so what is added is the gradient
   // of the whole micro-batch, the same on every rank of the group).
@@ -398,7 +402,7 @@ absl::Status MoELayer::BackwardWeight(const kernels::ExecContext& ctx, const flo
   for (size_t i = 0; i < partial.size(); ++i) {
     std::vector<float>& p = partial[i];
     MXMACA_RETURN_IF_ERROR(
-        ep_.all_reduce_over_token_group(p.data(), static_cast<int64_t>(p.size())));
+        token_group_.all_reduce_replicated_grads(p.data(), static_cast<int64_t>(p.size())));
     float* out = grad(partial_ids[i]);
     for (size_t j = 0; j < p.size(); ++j) out[j] = out[j] + p[j];
   }

@@ -44,11 +44,15 @@
 // and the expert GEMM's rows do not depend on how many rows it gets (expert_gemm.h), so
 // a token's output is the same bits for every P (dropless) — only the expert weight
 // gradients, now summed over the rows of all EP ranks in one GEMM, change their order.
-// With a token group (MoEExpertParallel::token_group_size g > 1: the TP group under
-// sequence parallelism, Megatron's ETP = 1 layout) each rank routes only its own T tokens:
-// the aux loss uses the group's token counts (router.h), the z-loss coefficient must be
-// divided by g (Megatron's moe_z_loss_coeff / tp_cp size), and W sums the router's and the
-// shared expert's weight gradients over the group (the tensors are replicated on it).
+//
+// Token group (SetTokenGroup, any P): the g ranks that route disjoint parts of one
+// micro-batch — Megatron's tp_cp group where the tokens are split over it (the TP ranks
+// under sequence parallelism with P > 1, the context-parallel ranks). Each rank routes only
+// its own T tokens: the aux loss uses the group's token counts (router.h), the z-loss
+// coefficient must be divided by g (Megatron's moe_z_loss_coeff / tp_cp size), the metrics
+// are summed over the group, and — for the members whose gradients no data-parallel
+// reduction sums (TP) — W sums the router's and the shared expert's weight gradients of
+// each call over them (the tensors are replicated there).
 //
 // Not supported here (each is an error or simply absent, never silently approximated):
 // expert tensor parallelism, --moe-shared-expert-gate,
@@ -117,9 +121,18 @@ struct MoEExpertParallel {
   // one after another from F and B, blocking until each is done or `timeout` passes.
   dispatch::TokenDispatcher* dispatcher = nullptr;
   absl::Duration timeout = absl::Minutes(5);
-  // Token group (see the file banner): g and the in-place fp32 sum over its ranks.
-  int64_t token_group_size = 1;
-  std::function<absl::Status(float* data, int64_t n)> all_reduce_over_token_group;
+};
+
+// MoETokenGroup: the token group of the file banner (MoELayer::SetTokenGroup).
+struct MoETokenGroup {
+  int64_t size = 1;  // g
+  // all_reduce: the in-place fp32 sum over the g ranks (token counts, metrics).
+  std::function<absl::Status(float* data, int64_t n)> all_reduce;
+  // all_reduce_replicated_grads: the in-place fp32 sum of the router's and shared expert's
+  // weight gradients of one call over the group's members that no data-parallel reduction
+  // sums (the TP ranks); null: none (e.g. only CP ranks, whose gradients the dp-cp buckets
+  // sum).
+  std::function<absl::Status(float* data, int64_t n)> all_reduce_replicated_grads;
 };
 
 // MoECall: per-call facts.
@@ -176,9 +189,11 @@ class MoELayer {
                                          ParameterStore* store);
 
   // SetExpertParallel: required before Forward when P > 1 (InvalidArgument without a
-  // dispatcher, with a dispatcher whose expert count or EP size differ from the config,
-  // or with a token group but no reduction).
+  // dispatcher, or with a dispatcher whose expert count or EP size differ from the config).
   absl::Status SetExpertParallel(const MoEExpertParallel& ep);
+  // SetTokenGroup: the token group (default: none, g = 1). InvalidArgument for g < 1 or
+  // g > 1 without all_reduce.
+  absl::Status SetTokenGroup(const MoETokenGroup& group);
 
   // Forward: y [T, h] (overwritten) from x [T, h]. Fills the stash and metrics (metrics
   // may be null; with a token group they are summed over it, so every rank of the group
@@ -241,6 +256,7 @@ class MoELayer {
   MlpIds expert_ids_, shared_ids_;
   std::vector<float> expert_bias_, local_tokens_;
   MoEExpertParallel ep_;
+  MoETokenGroup token_group_;
 };
 
 }  // namespace mxmaca::layers::moe

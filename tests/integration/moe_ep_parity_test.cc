@@ -103,10 +103,10 @@ TEST_CASE("MoE GPT: expert parallelism EP = TP in {2, 4} gives the EP 1 run") {
           "--use-distributed-optimizer", "--overlap-grad-reduce",
           "--expert-model-parallel-size", "2", "--expert-tensor-parallel-size", "1",
           "--moe-token-dispatcher-type", "hierarchical"}},
-        {"ep2 tp2 sp pp2 zb-h1 dynamic",
+        {"ep2 tp2 sp pp2 zb-h1",
          {"--tensor-model-parallel-size", "2", "--sequence-parallel",
           "--pipeline-model-parallel-size", "2", "--pipeline-schedule", "zb-h1",
-          "--dynamic-pipeline", "--world-size", "4", "--expert-model-parallel-size", "2",
+          "--world-size", "4", "--expert-model-parallel-size", "2",
           "--expert-tensor-parallel-size", "1"}},
     };
     for (const auto& [label, layout] : layouts) {
@@ -142,6 +142,11 @@ TEST_CASE("MoE expert-parallel layouts this version does not run are clear error
              "--tensor-model-parallel-size", "4", "--sequence-parallel",
              "--expert-tensor-parallel-size", "1", "--world-size", "4"},
             "--num-experts"},
+           // The dynamic policy decides per stage actor; TP ranks must post alike.
+           {{"--expert-model-parallel-size", "2", "--tensor-model-parallel-size", "2",
+             "--sequence-parallel", "--expert-tensor-parallel-size", "1", "--world-size", "2",
+             "--pipeline-schedule", "zb-h1", "--dynamic-pipeline"},
+            "--dynamic-pipeline with --tensor-model-parallel-size 2"},
            // Megatron's flex dispatcher (DeepEP) is not implemented.
            {{"--expert-model-parallel-size", "2", "--tensor-model-parallel-size", "2",
              "--sequence-parallel", "--expert-tensor-parallel-size", "1", "--world-size", "2",
