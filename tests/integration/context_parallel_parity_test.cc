@@ -1,5 +1,5 @@
 // Context parallelism in `mxmaca train` (issue 9): --context-parallel-size 2 and 4, CP 2
-// composed with TP 2 (+ sequence parallelism) and PP 2, CP 4 x TP 2 (+ SP), CP 2 x DP 2 with the distributed
+// composed with TP 2 (+ sequence parallelism) and PP 2, CP 4 x TP 2 (+ SP) with PP 1 and 2, CP 2 x DP 2 with the distributed
 // optimizer, and CP with selective / full recomputation, against the CP = 1 run on the same weights and batches, for a
 // Llama-like GPT (RoPE, GQA, RMSNorm, SwiGLU, untied) and a GPT-2-like one (learned
 // positions, LayerNorm, GELU, tied embeddings) trained on packed documents with
@@ -93,7 +93,7 @@ void CheckValidLosses(const Run& ref, const Run& run) {
   }
 }
 
-TEST_CASE("CP {2,4}, CP2 x TP2 x PP2, CP4 x TP2 and CP2 x DP2: the same run as CP 1") {
+TEST_CASE("CP {2,4}, CP {2,4} x TP2 x PP2, CP4 x TP2 and CP2 x DP2: the same run as CP 1") {
   for (const Model& m : {kLlama, kGpt2}) {
     ParityCorpus corpus(std::string("cp_parity_") + m.name);
     const std::vector<std::string> base = Base(corpus, m);
@@ -103,6 +103,7 @@ TEST_CASE("CP {2,4}, CP2 x TP2 x PP2, CP4 x TP2 and CP2 x DP2: the same run as C
                                          {4, 1, 1, 1, false, false},
                                          {2, 2, 2, 1, true, false},
                                          {4, 2, 1, 1, true, false},
+                                         {4, 2, 2, 1, true, false},  // 16 ranks
                                          {2, 1, 1, 2, false, true},
                                          // B reruns the ring forward (selective) or the
                                          // whole layers (full) on every CP rank alike.
