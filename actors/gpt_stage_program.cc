@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "layers/context_parallel/cp_batch.h"
 
 namespace mxmaca::actors {
 
@@ -34,6 +35,21 @@ absl::Status GptStageProgram::Forward(const MicroBatchKey& key,
   absl::StatusOr<layers::GptStage*> chunk = Chunk(key);
   if (!chunk.ok()) return chunk.status();
   layers::GptStage& stage = **chunk;
+  // Context parallelism: this CP rank's two chunks of every [b, s] array (original
+  // positions, labels and document starts kept; cp_batch.h).
+  data::GptMicroBatch cp_local;
+  if (stage.context_parallel().enabled() && batch.b > 0) {
+    absl::StatusOr<data::GptMicroBatch> sliced = layers::cp::SliceMicroBatchForCpRank(
+        stage.cp_layout(), stage.context_parallel().rank, batch);
+    if (!sliced.ok()) return sliced.status();
+    cp_local = std::move(*sliced);
+  }
+  return ForwardOn(stage, key, cp_local.b > 0 ? cp_local : batch, input, result);
+}
+
+absl::Status GptStageProgram::ForwardOn(layers::GptStage& stage, const MicroBatchKey& key,
+                                        const data::GptMicroBatch& batch,
+                                        const Activation* input, ForwardResult* result) {
   const layers::StageLayout& layout = stage.layout();
   layers::MicroBatchInput in;
   in.micro_batch_id = key.global_microbatch;

@@ -5,7 +5,9 @@
 // MicroBatchInput: tokens and position ids on the chunk with the embedding, labels and
 // loss mask on the chunk with the loss head, document starts everywhere with
 // --reset-attention-mask; the key's global micro-batch id and iteration select the
-// dropout masks. Eval ops run EvalForward (no dropout, no stash).
+// dropout masks. Eval ops run EvalForward (no dropout, no stash). With context
+// parallelism (GptStage::context_parallel()) every array is first cut to the CP rank's
+// two chunks (layers/context_parallel/cp_batch.h SliceMicroBatchForCpRank).
 #ifndef MXMACA_ACTORS_GPT_STAGE_PROGRAM_H_
 #define MXMACA_ACTORS_GPT_STAGE_PROGRAM_H_
 
@@ -58,6 +60,10 @@ class GptStageProgram : public StageProgram {
 
  private:
   absl::StatusOr<layers::GptStage*> Chunk(const MicroBatchKey& key);
+  // ForwardOn: Forward on `stage` with the batch as the stage sees it (CP: its slice).
+  absl::Status ForwardOn(layers::GptStage& stage, const MicroBatchKey& key,
+                         const data::GptMicroBatch& batch, const Activation* input,
+                         ForwardResult* result);
   // Around each F/B/W call: track the stage's peak stash over all chunks.
   void BeginCall(int chunk);
   void EndCall(int chunk);

@@ -26,26 +26,30 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
                                                std::shared_ptr<CoordinatorConfig> cc,
                                                DataActorConfig dc) {
   const int32_t p = options.pipeline_size, dp = options.data_parallel_size,
-                tp = options.tensor_parallel_size;
-  const int world = p * dp * tp;
+                tp = options.tensor_parallel_size, cp = options.context_parallel_size;
+  // The within-stage width: TP x CP ranks per (stage, replica), TP fastest.
+  const int32_t width = tp * cp;
+  const int world = p * dp * width;
   transport::Communicator* const remote_comm = options.communicator;
   const size_t expected_ranks = remote_comm ? 1 : static_cast<size_t>(world);
-  if (p < 1 || dp < 1 || tp < 1 || ranks.size() != expected_ranks) {
+  if (p < 1 || dp < 1 || tp < 1 || cp < 1 || ranks.size() != expected_ranks) {
     return absl::InvalidArgumentError(absl::StrCat(
         "RunPipelineJob: ", ranks.size(), " ranks for pipeline ", p, " x data parallel ", dp,
-        " x tensor parallel ", tp,
+        " x context parallel ", cp, " x tensor parallel ", tp,
         remote_comm ? " (multi-process: expected this process's one rank)" : ""));
   }
   for (size_t k = 0; k < ranks.size(); ++k) {
     const int i = remote_comm ? remote_comm->rank() : static_cast<int>(k);
     const PipelineRank& r = ranks[k];
-    if (r.rank != i || r.pipeline_rank != i / (dp * tp) || r.data_parallel_rank != (i / tp) % dp ||
-        r.tensor_parallel_rank != i % tp ||
+    if (r.rank != i || r.pipeline_rank != i / (dp * width) ||
+        r.data_parallel_rank != (i / width) % dp || r.tensor_parallel_rank != i % tp ||
+        r.context_parallel_rank != (i / tp) % cp ||
         !r.program || static_cast<int>(r.optimizers.size()) != r.program->num_chunks() ||
         static_cast<int>(r.buckets.size()) != r.program->num_chunks()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "RunPipelineJob: rank entry ", i, " is not rank ", i, " (pipeline ", i / (dp * tp),
-          ", data parallel ", (i / tp) % dp, ", tensor parallel ", i % tp,
+          "RunPipelineJob: rank entry ", i, " is not rank ", i, " (pipeline ", i / (dp * width),
+          ", data parallel ", (i / width) % dp, ", context parallel ", (i / tp) % cp,
+          ", tensor parallel ", i % tp,
           ") with a program and one optimizer and bucket set per chunk"));
     }
   }
@@ -66,7 +70,7 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
           absl::StrCat("schedule '", s.name, "' rejected: ", valid.message()));
     }
   }
-  absl::StatusOr<transport::RankGrid> grid = transport::RankGrid::Create(world, tp, p);
+  absl::StatusOr<transport::RankGrid> grid = transport::RankGrid::Create(world, tp, p, cp);
   if (!grid.ok()) return grid.status();
 
   // The hub outlives the pool (strand tasks post collectives); the watchdog fails any
@@ -101,10 +105,11 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
   cfg.set("scheduler.policy", caf::atom("sharing"));
   caf::actor_system system{cfg};
   // With TP a rank's op blocks in TP collectives: one thread per rank avoids starvation.
-  ComputePool pool(tp > 1 && !remote_comm ? world : options.compute_threads);
+  // (CP ranks block in the ring the same way.)
+  ComputePool pool(width > 1 && !remote_comm ? world : options.compute_threads);
   cc->pipeline_size = p;
   cc->data_parallel_size = dp;
-  cc->tensor_parallel_size = tp;
+  cc->tensor_parallel_size = width;  // the coordinator counts ranks per (stage, replica)
   CoordinatorActor coordinator = SpawnCoordinator(system, cc);
 
   auto peers = std::make_shared<PipelinePeers>();
@@ -122,8 +127,10 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
     sc.pipeline_size = p;
     sc.data_parallel_rank = r.data_parallel_rank;
     sc.data_parallel_size = dp;
-    sc.tensor_parallel_rank = r.tensor_parallel_rank;
-    sc.tensor_parallel_size = tp;
+    sc.tensor_parallel_rank = r.context_parallel_rank * tp + r.tensor_parallel_rank;
+    sc.tensor_parallel_size = width;
+    sc.context_parallel_rank = r.context_parallel_rank;
+    sc.context_parallel_size = cp;
     sc.reset_attention_mask = options.reset_attention_mask;
     sc.exec = options.exec;
     sc.coordinator = coordinator;
@@ -132,7 +139,7 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
     sc.program = r.program;
     sc.optimizers = r.optimizers;
     sc.comm = remote_comm ? remote_comm : hub_holder->ForRank(r.rank);
-    if (dp > 1) sc.data_parallel_group = view->data_parallel_group();
+    if (dp * cp > 1) sc.data_parallel_group = view->data_parallel_group(cp > 1);
     sc.embedding_group = view->embedding_group();
     sc.buckets = r.buckets;
     sc.distributed_optimizer = options.distributed_optimizer;
@@ -163,7 +170,8 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
       for (int32_t n : {k - 1, k + 1}) {
         if (n < 0 || n >= p * chunks) continue;
         const int32_t stage = scheduler::StageChunkOf(n, p, placement).stage;
-        const int rank = (stage * dp + me.data_parallel_rank) * tp + me.tensor_parallel_rank;
+        const int rank = (stage * dp + me.data_parallel_rank) * width +
+                         me.context_parallel_rank * tp + me.tensor_parallel_rank;
         if (stage != me.pipeline_rank &&
             std::find(senders.begin(), senders.end(), rank) == senders.end()) {
           senders.push_back(rank);

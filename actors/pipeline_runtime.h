@@ -4,8 +4,8 @@
 //
 // It spawns, in one CAF actor system (scheduler.max-threads = 1: CAF workers only route
 // messages), the Coordinator, the DataActor and one StageActor per rank (rank =
-// (pipeline_rank * dp + data_parallel_rank) * tp + tensor_parallel_rank, Megatron's
-// tp-cp-ep-dp-pp order with CP = 1), each with
+// ((pipeline_rank * dp + data_parallel_rank) * cp + context_parallel_rank) * tp +
+// tensor_parallel_rank, Megatron's tp-cp-ep-dp-pp order), each with
 // its own compute strand on a ComputePool; the ranks' collectives go through an
 // InProcessHub (transport/inprocess_communicator.h) watched by a CollectiveWatchdog, so a
 // collective that does not complete within the timeout fails on every rank that posted
@@ -50,6 +50,7 @@ struct PipelineRank {
   std::vector<std::shared_ptr<layers::AdamWOptimizer>> optimizers;  // one per chunk
   std::vector<layers::DataParallelBuckets> buckets;                 // one per chunk
   int32_t tensor_parallel_rank = 0;
+  int32_t context_parallel_rank = 0;
 };
 
 // PipelineRuntimeOptions: the job's layout and runtime settings.
@@ -59,6 +60,13 @@ struct PipelineRuntimeOptions {
   // tensor_parallel_size > 1: the programs hold TP shards and block their strand in TP
   // collectives (layers/tensor_parallel.h), so every rank gets its own pool thread.
   int32_t tensor_parallel_size = 1;
+  // context_parallel_size > 1 (issue 9): each (stage, replica) has TP x CP ranks, rank =
+  // ((pipeline_rank * dp + data_parallel_rank) * CP + context_parallel_rank) * TP +
+  // tensor_parallel_rank (Megatron's order); the stage actors see a within-stage width of
+  // TP x CP (stage_actor.h), so pipeline neighbours and DP replicas pair up as with TP,
+  // and gradients are reduced over the data-parallel x context-parallel group. The
+  // programs hold CP shards of the sequence and block in the CP ring, as TP ones do.
+  int32_t context_parallel_size = 1;
   int compute_threads = 1;     // ComputePool threads (strands share them)
   // hub: the ranks' in-process communicator; null = RunPipelineJob creates one. Callers
   // whose programs use it themselves (TP) create it first; it must outlive the call.
@@ -84,7 +92,8 @@ struct PipelineRuntimeOptions {
 };
 
 // RunPipelineJob: runs the job to its end (see file comment). `ranks` must hold
-// pipeline_size * data_parallel_size * tensor_parallel_size entries in rank order;
+// pipeline_size * data_parallel_size * context_parallel_size * tensor_parallel_size entries
+// in rank order;
 // `coordinator` is the run (its stages/data/pipeline sizes are filled here); `data` the
 // data actor's settings
 // (recipients and coordinator are filled here: every TP rank of the first and last

@@ -161,6 +161,15 @@ struct StageState {
 
 using StagePointer = StageActorHandle::stateful_pointer<StageState>;
 
+// GradGroupSize / GradGroupRank: the group gradients are reduced over (dp, or dp x CP with
+// context parallelism; stage_actor.h) and this rank's index in it.
+int32_t GradGroupSize(const StageActorConfig& c) {
+  return c.data_parallel_size * c.context_parallel_size;
+}
+int32_t GradGroupRank(const StageActorConfig& c) {
+  return c.data_parallel_rank * c.context_parallel_size + c.context_parallel_rank;
+}
+
 void Fail(StagePointer self, int64_t iteration, int32_t microbatch, const std::string& op,
           const std::string& message) {
   auto& st = self->state;
@@ -240,7 +249,7 @@ void PostBucketsNow(StagePointer self, int32_t chunk) {
   auto& st = self->state;
   ChunkSync& cs = st.sync[chunk];
   const StageActorConfig& c = st.cfg;
-  if (c.data_parallel_size == 1 || !c.data_parallel_group) {
+  if (GradGroupSize(c) == 1 || !c.data_parallel_group) {
     cs.posted = 0;
     cs.finished = true;
     MaybeReport(self);
@@ -364,7 +373,7 @@ void MaybeReport(StagePointer self) {
   auto program = st.cfg.program;
   auto exec = st.cfg.exec;
   auto buckets = st.cfg.buckets;
-  const int32_t dp_rank = st.cfg.data_parallel_rank;
+  const int32_t dp_rank = GradGroupRank(st.cfg);
   StageActorHandle me = self;
   const int64_t iteration = st.run.iteration;
   st.cfg.strand->Post([program, exec, buckets, dp_rank, me, iteration] {
@@ -765,8 +774,11 @@ void RunSave(StagePointer self, SaveCheckpointShard save) {
   auto& st = self->state;
   auto program = st.cfg.program;
   auto optimizers = st.cfg.optimizers;
-  StageIdentity id{st.cfg.rank, st.cfg.pipeline_rank, st.cfg.data_parallel_rank,
-                   st.cfg.distributed_optimizer, st.cfg.tensor_parallel_rank};
+  // With CP the checkpoint sees TP rank t and the 'dp-cp' index as the data-parallel rank
+  // (parameters from index 0; the distributed optimizer's shards from every index).
+  const int32_t tp = st.cfg.tensor_parallel_size / std::max(1, st.cfg.context_parallel_size);
+  StageIdentity id{st.cfg.rank, st.cfg.pipeline_rank, GradGroupRank(st.cfg),
+                   st.cfg.distributed_optimizer, st.cfg.tensor_parallel_rank % std::max(1, tp)};
   CoordinatorActor coordinator = st.cfg.coordinator;
   st.cfg.strand->Post([program, optimizers, id, coordinator, save] {
     absl::Status s = RunGuarded([&] { return save.write_shard(id, *program, optimizers); });
@@ -833,14 +845,14 @@ void ApplyStep(StagePointer self, const ApplyOptimizerStep& step) {
   auto optimizers = st.cfg.optimizers;
   auto exec = st.cfg.exec;
   StageActorHandle me = self;
-  const bool gather = st.cfg.distributed_optimizer && st.cfg.data_parallel_size > 1 &&
+  const bool gather = st.cfg.distributed_optimizer && GradGroupSize(st.cfg) > 1 &&
                       st.cfg.data_parallel_group && !step.skip;
   std::shared_ptr<StepBackup> backup;
   bool validate = false, confirm = false;
   if (step.optimistic) {
     // No speculation where the step all-gathers parameters: the other DP ranks of this
     // stage may not step optimistically, and the collective must match on all of them.
-    if (st.cfg.distributed_optimizer && st.cfg.data_parallel_size > 1 &&
+    if (st.cfg.distributed_optimizer && GradGroupSize(st.cfg) > 1 &&
         st.cfg.data_parallel_group) {
       return;
     }
@@ -1148,6 +1160,9 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
 
 std::string StageActorName(const StageActorConfig& c) {
   std::string name = absl::StrCat("stage ", c.pipeline_rank);
+  if (c.context_parallel_size > 1) {
+    absl::StrAppend(&name, " (context-parallel rank ", c.context_parallel_rank, ")");
+  }
   if (c.data_parallel_size > 1 || c.tensor_parallel_size > 1) {
     absl::StrAppend(&name, " (");
     if (c.tensor_parallel_size > 1) {

@@ -73,6 +73,15 @@ struct StageActorConfig {
   int32_t data_parallel_size = 1;    // dp
   int32_t tensor_parallel_rank = 0;  // t (the program holds this rank's shards)
   int32_t tensor_parallel_size = 1;  // tp
+  // Context parallelism (CP > 1): the runtime's within-stage width. tensor_parallel_size
+  // is then TP x CP and tensor_parallel_rank c TP + t (Megatron's order puts CP right
+  // after TP, so rank = (p dp + r) (TP CP) + c TP + t); the program holds TP rank t's
+  // shards for CP rank c. Gradients are reduced over data_parallel_group, which is then
+  // Megatron's data-parallel x context-parallel group ('dp-cp', index r CP + c) with the
+  // buckets cut into dp x CP shards; the gradient scale stays 1 / dp (the CP ranks hold
+  // parts of one replica's gradient).
+  int32_t context_parallel_size = 1;  // CP
+  int32_t context_parallel_rank = 0;  // c
   // reset_attention_mask: every chunk needs the micro-batch's data (document starts).
   bool reset_attention_mask = false;
   kernels::ExecContext exec;         // passed to the optimizer and reduction kernels

@@ -13,6 +13,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gemm.h"
+#include "layers/context_parallel/cp_batch.h"
 #include "layers/moe/dispatch/dispatcher_factory.h"
 
 namespace mxmaca::layers {
@@ -105,7 +106,8 @@ absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& conf
                                                            const StageLayout& layout,
                                                            int64_t arena_multiple,
                                                            const TensorParallelContext* tp,
-                                                           const ExpertParallelContext* ep) {
+                                                           const ExpertParallelContext* ep,
+                                                           const cp::ContextParallelContext* cp) {
   MXMACA_RETURN_IF_ERROR(config.Validate());
   if (arena_multiple <= 0 || arena_multiple % 16 != 0) {
     return absl::InvalidArgumentError(absl::StrCat("GptStage: arena_multiple ", arena_multiple,
@@ -116,6 +118,33 @@ absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& conf
   MXMACA_RETURN_IF_ERROR(ValidateTensorParallelContext(tp_ctx));
   MXMACA_RETURN_IF_ERROR(
       ValidateTensorParallelConfig(config, tp_ctx.size, tp_ctx.sequence_parallel));
+  cp::ContextParallelContext cp_ctx;
+  if (cp != nullptr) cp_ctx = *cp;
+  MXMACA_RETURN_IF_ERROR(cp::ValidateContextParallelContext(cp_ctx));
+  cp::CpLayout cp_layout;
+  if (cp_ctx.enabled()) {
+    absl::StatusOr<cp::CpLayout> made = cp::MakeCpLayout(config.seq_length, cp_ctx.size,
+                                                         tp_ctx.size, tp_ctx.sequence_parallel);
+    if (!made.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--seq-length ", config.seq_length, " with --context-parallel-size ", cp_ctx.size,
+          tp_ctx.sp() ? absl::StrCat(" and --tensor-model-parallel-size ", tp_ctx.size,
+                                     " --sequence-parallel")
+                      : "",
+          ": ", made.status().message()));
+    }
+    cp_layout = *made;
+    if (config.attention_dropout > 0.0f) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--context-parallel-size ", cp_ctx.size, " needs --attention-dropout 0 (got ",
+          config.attention_dropout, "): the ring attention has no dropout"));
+    }
+    if (config.moe) {
+      return absl::UnimplementedError(absl::StrCat(
+          "--context-parallel-size ", cp_ctx.size,
+          " with --num-experts: MoE layers are not context-parallel yet"));
+    }
+  }
   // Expert parallelism: this rank's experts (and, with SP, the TP group as token group).
   GptConfig rank_config = config;
   const bool expert_parallel = config.moe && config.moe->expert_model_parallel_size > 1;
@@ -133,6 +162,8 @@ absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& conf
   }
   std::unique_ptr<GptStage> stage(new GptStage(rank_config, layout));
   stage->tp_ = tp_ctx;
+  stage->cp_ = cp_ctx;
+  stage->cp_layout_ = cp_layout;
   stage->layer_config_ = LocalLayerConfig(rank_config, tp_ctx.size);
   stage->vocab_ = VocabShardOf(rank_config, tp_ctx.rank, tp_ctx.size);
   MXMACA_ASSIGN_OR_RETURN(stage->ids_, RegisterGptParameters(rank_config, layout, &stage->store_,
@@ -210,6 +241,15 @@ absl::Status GptStage::ValidateInput(const MicroBatchInput& in, Mode mode) const
         absl::StrCat("micro-batch ", in.micro_batch_id, ": micro_batch_size ", b, " x seq_length ",
                      s, ", expected both > 0 and seq_length <= ", config_.seq_length));
   }
+  if (cp_.enabled() && s != cp_layout_.LocalSeq()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "micro-batch ", in.micro_batch_id, ": seq_length ", s, ", expected this context-parallel "
+        "rank's ", cp_layout_.LocalSeq(), " tokens (--seq-length ", config_.seq_length,
+        " / --context-parallel-size ", cp_.size, ")"));
+  }
+  if (cp_.enabled() && mode == Mode::kInference) {
+    return absl::UnimplementedError("inference with --context-parallel-size > 1");
+  }
   if (tp_.sp() && s % tp_.size != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("micro-batch ", in.micro_batch_id, ": seq_length ", s,
@@ -232,9 +272,9 @@ absl::Status GptStage::ValidateInput(const MicroBatchInput& in, Mode mode) const
   if (!in.doc_start.empty()) {
     MXMACA_RETURN_IF_ERROR(CheckSize("doc_start", in.doc_start.size(), t));
     for (int64_t i = 0; i < t; ++i) {
-      if (in.doc_start[i] < 0 || in.doc_start[i] > i % s) {
+      if (in.doc_start[i] < 0 || in.doc_start[i] > Position(i % s)) {
         return absl::InvalidArgumentError(absl::StrCat("doc_start[", i, "] = ", in.doc_start[i],
-                                                       ", expected in [0, ", i % s,
+                                                       ", expected in [0, ", Position(i % s),
                                                        "] (its position in the row)"));
       }
     }
@@ -260,8 +300,9 @@ LayerCall GptStage::MakeCall(const MicroBatchStash& st, int local_layer, bool tr
   call.doc_start = st.doc_start.empty() ? nullptr : st.doc_start.data();
   const int64_t t = st.b * st.s;
   rope_positions_.resize(t);
-  for (int64_t i = 0; i < t; ++i) rope_positions_[i] = static_cast<int32_t>(i % st.s);
+  for (int64_t i = 0; i < t; ++i) rope_positions_[i] = static_cast<int32_t>(Position(i % st.s));
   call.rope_positions = rope_positions_.data();
+  call.cp_attention = cp_attention_.get();
   call.training = training;
   call.iteration = st.iteration;
   call.micro_batch_id = st.micro_batch_id;
@@ -323,9 +364,23 @@ namespace {
 
 // HiddenDropout{Forward,Backward}: dropout of this rank's [rows, h] hidden states with
 // masks keyed by the global [b, s, h] element index (under SP one offset per sequence).
-void StageDropout(const kernels::ExecContext& ctx, const TensorParallelContext& tp, bool forward,
+// With CP: one call per run of consecutive original positions (cp_context.h).
+void StageDropout(const kernels::ExecContext& ctx, const TensorParallelContext& tp,
+                  const cp::ContextParallelContext& cpc, const cp::CpLayout& layout, bool forward,
                   const float* x, float* y, int64_t b, int64_t s, int64_t h, float p,
                   kernels::RngKey key) {
+  if (cpc.enabled()) {
+    for (const cp::CpTokenRun& r : cp::CpLocalTokenRuns(layout, cpc.rank, b, tp.sp() ? tp.rank : 0,
+                                                        tp.sp() ? tp.size : 1)) {
+      const int64_t at = r.local_row * h, n = r.rows * h, offset = r.global_row * h;
+      if (forward) {
+        cpu::DropoutForward(ctx, x + at, y + at, n, p, key, offset);
+      } else {
+        cpu::DropoutBackward(ctx, x + at, y + at, n, p, key, offset);
+      }
+    }
+    return;
+  }
   if (!tp.sp()) {
     if (forward) {
       cpu::DropoutForward(ctx, x, y, b * s * h, p, key, 0);
@@ -371,7 +426,7 @@ absl::Status GptStage::EmbeddingForward(const MicroBatchInput& in, bool training
     std::vector<int32_t> pos(in.position_ids.begin(), in.position_ids.end());
     if (pos.empty()) {
       pos.resize(t);
-      for (int64_t i = 0; i < t; ++i) pos[i] = static_cast<int32_t>(i % s);
+      for (int64_t i = 0; i < t; ++i) pos[i] = static_cast<int32_t>(Position(i % s));
     }
     cpu::EmbeddingForward(ctx_, pos.data(), t, store_.param(ids_.position_embeddings), h, full,
                           true);
@@ -381,7 +436,7 @@ absl::Status GptStage::EmbeddingForward(const MicroBatchInput& in, bool training
   if (training) CopyInto(&st->tokens, tracker, in.tokens);
   if (training && config_.hidden_dropout > 0.0f) {
     StageDropout(
-        ctx_, tp_, true, x0, x0, b, s, h, config_.hidden_dropout,
+        ctx_, tp_, cp_, cp_layout_, true, x0, x0, b, s, h, config_.hidden_dropout,
         DropoutKey(config_.seed, -1, DropoutSite::kEmbedding, in.iteration, in.micro_batch_id));
   }
   return absl::OkStatus();
@@ -423,6 +478,7 @@ absl::Status GptStage::VocabParallelCrossEntropy(const MicroBatchStash& st, cons
 absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBatchStash* st,
                                   StageOutput* output) {
   MXMACA_RETURN_IF_ERROR(ValidateInput(in, mode));
+  MXMACA_RETURN_IF_ERROR(EnsureCpAttention(in.micro_batch_size));
   const bool training = mode == Mode::kTrain;
   MemoryTracker* tracker = training ? &tracker_ : &eval_tracker_;
   const int64_t b = in.micro_batch_size, s = in.seq_length, t = b * s, h = config_.hidden_size,
@@ -545,9 +601,35 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
   }
   output->loss_sum = loss_sum;
   output->num_tokens = count;
+  if (cp_.enabled()) {
+    // The CP loss rule (cp_batch.h): numerator and token count summed over the CP ranks.
+    MXMACA_ASSIGN_OR_RETURN(cp::CpLossPart total,
+                            cp::AllReduceCpLoss(cp_.comm, cp_.group,
+                                                cp::CpLossPart{loss_sum, count}, cp_.timeout));
+    output->loss_sum = total.loss_sum;
+    output->num_tokens = total.tokens;
+  }
   if (training) {
     CopyInto(&st->labels, tracker, in.labels);
   }
+  return absl::OkStatus();
+}
+
+absl::Status GptStage::EnsureCpAttention(int64_t b) {
+  if (!cp_.enabled() || (cp_attention_ && cp_b_ == b)) return absl::OkStatus();
+  cp::RingAttentionConfig rc;
+  rc.b = b;
+  rc.heads = layer_config_.num_attention_heads;
+  rc.groups = layer_config_.query_groups();
+  rc.head_dim = layer_config_.head_dim();
+  rc.layout = cp_layout_;
+  cp::ContextParallelAttention::Options options;
+  options.transfer_timeout = cp_.timeout;
+  options.num_threads = ctx_.num_threads;
+  cp_attention_.reset();
+  MXMACA_ASSIGN_OR_RETURN(cp_attention_,
+                          cp::ContextParallelAttention::Create(rc, cp_.comm, cp_.group, options));
+  cp_b_ = b;
   return absl::OkStatus();
 }
 
@@ -726,6 +808,7 @@ absl::Status GptStage::RunBackward(int64_t micro_batch_id, absl::Span<const floa
   if (!layout_.has_loss_head) {
     MXMACA_RETURN_IF_ERROR(CheckSize("d_output", d_output.size(), tl * h));
   }
+  MXMACA_RETURN_IF_ERROR(EnsureCpAttention(st->b));
   const bool direct = !forward_order_.empty() && forward_order_.front() == micro_batch_id;
   std::unique_ptr<WeightGradSink> sink;
   if (fused) sink = MakeSink(st, direct);
@@ -764,7 +847,7 @@ absl::Status GptStage::RunBackward(int64_t micro_batch_id, absl::Span<const floa
     }
     if (config_.hidden_dropout > 0.0f) {
       StageDropout(
-          ctx_, tp_, false, d_cur, local, st->b, st->s, h, config_.hidden_dropout,
+          ctx_, tp_, cp_, cp_layout_, false, d_cur, local, st->b, st->s, h, config_.hidden_dropout,
           DropoutKey(config_.seed, -1, DropoutSite::kEmbedding, st->iteration, st->micro_batch_id));
     } else {
       std::memcpy(local, d_cur, tl * h * sizeof(float));

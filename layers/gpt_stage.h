@@ -31,6 +31,16 @@
 // [r s/p, (r+1) s/p) of every sequence (tensor_parallel.h). Tokens, labels, loss_mask,
 // position_ids and doc_start are always the full [b, s] on every rank.
 //
+// Context parallelism (layers/context_parallel/cp_context.h): Create with a
+// ContextParallelContext of size CP > 1 makes this CP rank r's stage: every [b, s] input
+// above is the rank's [b, s_local] slice (s_local = config.seq_length / CP, chunks r and
+// 2 CP - 1 - r; cp_batch.h SliceMicroBatchForCpRank), hidden states [b, s_local, h]
+// ([b, s_local/p, h] with SP); RoPE, default position ids and doc_start use the original
+// positions; attention runs around the CP ring (every CP rank of the group must run the
+// same F/B sequence, each on its own thread); StageOutput::loss_sum and num_tokens are
+// summed over the CP group (the same on every CP rank; token_losses stay local). Weight
+// gradients are this rank's part; the caller sums them over CP (and DP).
+//
 // Not thread-safe: one caller (the stage actor) at a time.
 #ifndef MXMACA_LAYERS_GPT_STAGE_H_
 #define MXMACA_LAYERS_GPT_STAGE_H_
@@ -49,6 +59,9 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "kernels/exec_context.h"
+#include "layers/context_parallel/cp_attention.h"
+#include "layers/context_parallel/cp_context.h"
+#include "layers/context_parallel/cp_layout.h"
 #include "layers/gpt_config.h"
 #include "layers/gpt_parameters.h"
 #include "layers/micro_batch_stash.h"
@@ -118,9 +131,15 @@ class GptStage {
   // move tokens with a --moe-token-dispatcher-type dispatcher over ep->group, and with
   // sequence parallelism the TP group is their token group (the z-loss coefficient is
   // divided by the TP size, as Megatron does).
+  // cp: this stage's CP rank (copied; see the file comment); nullptr or size 1: none.
+  // InvalidArgument (naming the flags) for a bad context, a sequence not divisible by
+  // 2 x CP (x TP with SP), attention dropout with CP (the ring attention has none; hidden
+  // dropout is fine: its masks stay keyed by unsharded positions); Unimplemented for MoE
+  // layers with CP.
   static absl::StatusOr<std::unique_ptr<GptStage>> Create(
       const GptConfig& config, const StageLayout& layout, int64_t arena_multiple = 16,
-      const TensorParallelContext* tp = nullptr, const ExpertParallelContext* ep = nullptr);
+      const TensorParallelContext* tp = nullptr, const ExpertParallelContext* ep = nullptr,
+      const cp::ContextParallelContext* cp = nullptr);
 
   // holds_expert_shard: tensor `id` is an expert of this rank's EP shard (P > 1), held by
   // no other rank of its EP group: its gradient counts toward the grad norm and it is
@@ -133,6 +152,10 @@ class GptStage {
   const ParameterStore& parameters() const { return store_; }
   const GptParameterIds& parameter_ids() const { return ids_; }
   const TensorParallelContext& tensor_parallel() const { return tp_; }
+  // context_parallel / cp_layout: the CP context (size 1 without CP) and the 2 x CP layout
+  // of config.seq_length (meaningful when context_parallel().enabled()).
+  const cp::ContextParallelContext& context_parallel() const { return cp_; }
+  const cp::CpLayout& cp_layout() const { return cp_layout_; }
   // InitializeParameters: every tensor from (config.seed, name, index) (parameter_store.h).
   void InitializeParameters() { store_.Initialize(config_.seed); }
 
@@ -230,6 +253,12 @@ class GptStage {
   void EmbeddingBackwardWeight(MicroBatchStash* st, WeightGradSink* sink);
   // local_tokens: rows of this rank's hidden states: b s, or b s/p with SP.
   int64_t local_tokens(int64_t b, int64_t s) const { return tp_.sp() ? b * (s / tp_.size) : b * s; }
+  // Position: the original position of local sequence index i (i itself without CP).
+  int64_t Position(int64_t i) const {
+    return cp_.enabled() ? cp_layout_.GlobalPosition(cp_.rank, i) : i;
+  }
+  // EnsureCpAttention: with CP, the ring attention object for micro-batch size b.
+  absl::Status EnsureCpAttention(int64_t b);
   // Adds the stash's pending gradient (if any) to the arena and retires flushed stashes
   // in micro-batch order.
   void RetireInOrder();
@@ -239,6 +268,10 @@ class GptStage {
   GptConfig layer_config_;  // LocalLayerConfig(config_, tp size): what the layers see
   StageLayout layout_;
   TensorParallelContext tp_;  // size 1 without tensor parallelism
+  cp::ContextParallelContext cp_;  // size 1 without context parallelism
+  cp::CpLayout cp_layout_;
+  std::unique_ptr<cp::ContextParallelAttention> cp_attention_;  // for micro-batch size cp_b_
+  int64_t cp_b_ = 0;
   VocabShard vocab_;          // this rank's rows of the padded vocabulary
   kernels::ExecContext ctx_;
   ParameterStore store_;

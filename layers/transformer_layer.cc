@@ -12,6 +12,7 @@
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/philox.h"
+#include "layers/context_parallel/cp_context.h"
 
 namespace mxmaca::layers {
 
@@ -110,12 +111,36 @@ float HiddenDropout(const LayerCall& call) {
   return call.training ? call.config->hidden_dropout : 0.0f;
 }
 
+// CpHiddenDropout: with context parallelism, one call per run of local rows that hold
+// consecutive original positions, keyed by the unsharded element index (cp_context.h).
+void CpHiddenDropout(const LayerCall& call, bool forward, const float* x, float* y, int64_t h,
+                     kernels::RngKey key) {
+  const float p = HiddenDropout(call);
+  const cp::ContextParallelAttention& a = *call.cp_attention;
+  const bool sp = Sp(call);
+  for (const cp::CpTokenRun& r :
+       cp::CpLocalTokenRuns(a.config().layout, a.cp_rank(), call.b, sp ? call.tp->rank : 0,
+                            sp ? call.tp->size : 1)) {
+    const int64_t at = r.local_row * h, n = r.rows * h, offset = r.global_row * h;
+    if (forward) {
+      cpu::DropoutForward(call.ctx, x + at, y + at, n, p, key, offset);
+    } else {
+      cpu::DropoutBackward(call.ctx, x + at, y + at, n, p, key, offset);
+    }
+  }
+}
+
 // HiddenDropoutForward / Backward: dropout of a [rows, h] activation of the residual
 // stream, masks keyed by the global element index of the [b, s, h] tensor (under SP the
-// local rows are each sequence's positions [r s/p, ...): one offset per sequence).
+// local rows are each sequence's positions [r s/p, ...): one offset per sequence;
+// with CP one per run of consecutive original positions, CpHiddenDropout).
 void HiddenDropoutForward(const LayerCall& call, const float* x, float* y, int64_t h,
                           kernels::RngKey key) {
   const float p = HiddenDropout(call);
+  if (call.cp_attention != nullptr) {
+    CpHiddenDropout(call, true, x, y, h, key);
+    return;
+  }
   if (!Sp(call)) {
     cpu::DropoutForward(call.ctx, x, y, call.b * call.s * h, p, key, 0);
     return;
@@ -129,6 +154,10 @@ void HiddenDropoutForward(const LayerCall& call, const float* x, float* y, int64
 void HiddenDropoutBackward(const LayerCall& call, const float* dy, float* dx, int64_t h,
                            kernels::RngKey key) {
   const float p = HiddenDropout(call);
+  if (call.cp_attention != nullptr) {
+    CpHiddenDropout(call, false, dy, dx, h, key);
+    return;
+  }
   if (!Sp(call)) {
     cpu::DropoutBackward(call.ctx, dy, dx, call.b * call.s * h, p, key, 0);
     return;
@@ -232,14 +261,22 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
     cpu::RopeForward(ctx, st->k.data(), call.rope_positions, call.b, call.s, ng, hn, c.rotary_dim(),
                      c.rotary_base);
   }
-  st->probs.Allocate(tr, call.b * np * call.s * call.s);
   float* o = LayerScratch::Get(scratch->b, call.b * np * call.s * hn);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hn)));
-  cpu::AttentionForward(ctx, shape, st->q.data(), st->k.data(), st->v.data(), call.doc_start, scale,
-                        AttentionDropout(call),
-                        DropoutKey(c.seed, call.global_layer, DropoutSite::kAttentionProbs,
-                                   call.iteration, call.micro_batch_id),
-                        st->probs.data(), o);
+  if (call.cp_attention != nullptr) {
+    // Context parallelism: ring attention; `probs` keeps the lse [b, np, s_local].
+    st->probs.Allocate(tr, call.b * np * call.s);
+    MXMACA_RETURN_IF_ERROR(call.cp_attention->Forward(ctx, st->q.data(), st->k.data(),
+                                                      st->v.data(), call.doc_start, o,
+                                                      st->probs.data()));
+  } else {
+    st->probs.Allocate(tr, call.b * np * call.s * call.s);
+    cpu::AttentionForward(ctx, shape, st->q.data(), st->k.data(), st->v.data(), call.doc_start,
+                          scale, AttentionDropout(call),
+                          DropoutKey(c.seed, call.global_layer, DropoutSite::kAttentionProbs,
+                                     call.iteration, call.micro_batch_id),
+                          st->probs.data(), o);
+  }
   st->context.Allocate(tr, t * pj);
   cpu::HeadsToTokens(ctx, shape, o, st->context.data());
   // linear_proj (row-parallel): partial product, sum over TP, then the bias once.
@@ -363,19 +400,37 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hn)));
   const kernels::RngKey attn_key = DropoutKey(
       c.seed, call.global_layer, DropoutSite::kAttentionProbs, call.iteration, call.micro_batch_id);
-  if (st->probs.empty()) {
-    // Selective recompute: the probabilities again, from the stashed q, k, v.
-    st->probs.Allocate(tr, call.b * np * call.s * call.s);
-    float* o = LayerScratch::Get(scratch->a, call.b * np * call.s * hn);
-    cpu::AttentionForward(ctx, shape, st->q.data(), st->k.data(), st->v.data(), call.doc_start,
-                          scale, AttentionDropout(call), attn_key, st->probs.data(), o);
-  }
   float* dq = LayerScratch::Get(scratch->d, call.b * np * call.s * hn);
   float* dkv = LayerScratch::Get(scratch->e, 2 * call.b * ng * call.s * hn);
   float* dk = dkv;
   float* dv = dkv + call.b * ng * call.s * hn;
-  cpu::AttentionBackward(ctx, shape, st->q.data(), st->k.data(), st->v.data(), st->probs.data(),
-                         call.doc_start, scale, AttentionDropout(call), attn_key, d_o, dq, dk, dv);
+  if (call.cp_attention != nullptr) {
+    // Context parallelism: the forward's output again (from `context`, or recomputed with
+    // the lse under selective recompute), then the ring backward.
+    float* o = LayerScratch::Get(scratch->a, call.b * np * call.s * hn);
+    if (st->probs.empty()) {
+      st->probs.Allocate(tr, call.b * np * call.s);
+      MXMACA_RETURN_IF_ERROR(call.cp_attention->Forward(ctx, st->q.data(), st->k.data(),
+                                                        st->v.data(), call.doc_start, o,
+                                                        st->probs.data()));
+    } else {
+      cpu::TokensToHeads(ctx, shape, st->context.data(), o);
+    }
+    MXMACA_RETURN_IF_ERROR(call.cp_attention->Backward(ctx, st->q.data(), st->k.data(),
+                                                       st->v.data(), call.doc_start, o,
+                                                       st->probs.data(), d_o, dq, dk, dv));
+  } else {
+    if (st->probs.empty()) {
+      // Selective recompute: the probabilities again, from the stashed q, k, v.
+      st->probs.Allocate(tr, call.b * np * call.s * call.s);
+      float* o = LayerScratch::Get(scratch->a, call.b * np * call.s * hn);
+      cpu::AttentionForward(ctx, shape, st->q.data(), st->k.data(), st->v.data(), call.doc_start,
+                            scale, AttentionDropout(call), attn_key, st->probs.data(), o);
+    }
+    cpu::AttentionBackward(ctx, shape, st->q.data(), st->k.data(), st->v.data(), st->probs.data(),
+                           call.doc_start, scale, AttentionDropout(call), attn_key, d_o, dq, dk,
+                           dv);
+  }
   st->probs.Free();
   st->q.Free();
   st->k.Free();

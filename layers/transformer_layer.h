@@ -29,6 +29,18 @@
 // the column-parallel linears, the row-parallel outputs reduce-scattered, and the norm
 // weight gradients all-reduced in W. Stash: ln1_out, ln2_out, d_proj, d_fc2 are then the
 // full [T, h] (gathered), the others local.
+//
+// Context parallelism (issue 9; layers/context_parallel/cp_context.h): with
+// LayerCall::cp_attention set, s is the CP rank's s_local = s / CP tokens (its two chunks
+// of the 2 x CP layout), rope_positions and doc_start hold ORIGINAL positions, and the
+// core attention is ContextParallelAttention (K/V around the CP ring; forward and
+// backward), not the local [s, s] kernel. Its stash keeps the log-sum-exp [b, np, s_local]
+// in LayerStash::probs instead of the probabilities (B rebuilds the attention output from
+// `context`); selective recompute reruns the ring forward in B on every CP rank alike.
+// Everything else is per token and unchanged; with SP the rows are [b s_local/p, h].
+// Hidden dropout masks stay keyed by the unsharded [b, s, h] element index (one kernel
+// call per run of consecutive original positions), so they do not depend on CP. No
+// attention dropout with CP (GptStage::Create rejects it).
 #ifndef MXMACA_LAYERS_TRANSFORMER_LAYER_H_
 #define MXMACA_LAYERS_TRANSFORMER_LAYER_H_
 
@@ -37,6 +49,7 @@
 
 #include "absl/status/status.h"
 #include "kernels/exec_context.h"
+#include "layers/context_parallel/cp_attention.h"
 #include "layers/gpt_config.h"
 #include "layers/gpt_parameters.h"
 #include "layers/micro_batch_stash.h"
@@ -79,6 +92,9 @@ struct LayerCall {
   // where F reports the routing metrics (null: not reported, e.g. a recomputation).
   double moe_aux_loss_grad_scale = 1.0;
   moe::MoEMetrics* moe_metrics = nullptr;
+  // cp_attention: context parallelism (see the file comment); nullptr: none. Not owned;
+  // every CP rank of the group must make the same sequence of layer calls.
+  cp::ContextParallelAttention* cp_attention = nullptr;
 };
 
 // ForwardKeep: what F leaves in the stash.

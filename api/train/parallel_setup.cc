@@ -15,11 +15,13 @@ namespace mxmaca::api {
 
 std::string ParallelSetup::Describe() const {
   std::string out = absl::StrFormat(
-      " > parallel layout: tensor %d%s x pipeline %d x data parallel %d (ranks: "
+      " > parallel layout: tensor %d%s x%s pipeline %d x data parallel %d (ranks: "
       "%d), %d model chunk%s per pipeline rank, %d micro-batches per replica, schedule %s\n",
       tensor_parallel_size,
       sequence_parallel && tensor_parallel_size > 1 ? " (sequence parallel)" : "",
-      pipeline_size, data_parallel_size, tensor_parallel_size * pipeline_size * data_parallel_size,
+      context_parallel_size > 1 ? absl::StrCat(" context ", context_parallel_size, " x") : "",
+      pipeline_size, data_parallel_size,
+      tensor_parallel_size * context_parallel_size * pipeline_size * data_parallel_size,
       virtual_size, virtual_size == 1 ? "" : "s", num_microbatches, train_schedule.name);
   absl::StrAppend(&out, " > pipeline placement (--pipeline-model-parallel-layout \"",
                   placement.ToLayoutString(), "\"):\n", placement.Describe());
@@ -33,6 +35,7 @@ absl::StatusOr<ParallelSetup> BuildParallelSetup(const MegatronArgs& args,
   setup.pipeline_size = static_cast<int32_t>(args.pipeline_model_parallel_size);
   setup.data_parallel_size = static_cast<int32_t>(args.data_parallel_size);
   setup.tensor_parallel_size = static_cast<int32_t>(args.tensor_model_parallel_size);
+  setup.context_parallel_size = static_cast<int32_t>(args.context_parallel_size);
   setup.sequence_parallel = args.sequence_parallel;
   const int64_t per_step = *args.micro_batch_size * args.data_parallel_size;
   if (*args.global_batch_size % per_step != 0) {
@@ -92,15 +95,25 @@ std::vector<std::string> MemoryReport(const ParallelSetup& setup, const layers::
   lines.push_back(absl::StrCat(" > memory per rank at start-up (estimate; schedule ",
                                setup.train_schedule.name,
                                setup.tensor_parallel_size > 1 ? "; tensor-parallel rank 0" : "",
+                               setup.context_parallel_size > 1
+                                   ? "; context-parallel rank 0, s/CP tokens, attention as if "
+                                     "unsharded (an overestimate)"
+                                   : "",
                                "; stashes from F to B, one micro-batch's B transients not "
                                "counted):"));
   for (const StageRank& r : ranks) {
-    if (r.data_parallel_rank != 0 || r.tensor_parallel_rank != 0) continue;
+    if (r.data_parallel_rank != 0 || r.tensor_parallel_rank != 0 || r.context_parallel_rank != 0) {
+      continue;
+    }
     const auto& layouts = setup.placement.layouts[static_cast<size_t>(r.pipeline_rank)];
     int64_t stash = 0;
     for (const layers::StageLayout& l : layouts) {
+      // CP: a rank holds s/CP tokens (its attention stash is then an overestimate: the
+      // ring keeps a log-sum-exp per query, not [s/CP, s/CP] probabilities).
+      layers::GptConfig local = model;
+      local.seq_length = model.seq_length / std::max(1, setup.context_parallel_size);
       stash = std::max(stash, layers::StashBytesPerMicroBatchTp(
-                                  model, l, *args.micro_batch_size, setup.tensor_parallel_size,
+                                  local, l, *args.micro_batch_size, setup.tensor_parallel_size,
                                   setup.sequence_parallel, args.reset_attention_mask));
     }
     layers::StageMemoryEstimate e = layers::EstimateStageMemory(

@@ -22,8 +22,9 @@ namespace mxmaca::api {
 struct ParallelSetup {
   int32_t pipeline_size = 1;       // P = --pipeline-model-parallel-size
   int32_t virtual_size = 1;        // v (model chunks per pipeline rank)
-  int32_t data_parallel_size = 1;  // dp = world / (tp x P)
+  int32_t data_parallel_size = 1;  // dp = world / (tp x cp x P)
   int32_t tensor_parallel_size = 1;  // tp = --tensor-model-parallel-size
+  int32_t context_parallel_size = 1;  // cp = --context-parallel-size
   bool sequence_parallel = false;
   int32_t num_microbatches = 1;    // m = global batch / (micro batch x dp)
   layers::PipelinePlacement placement;

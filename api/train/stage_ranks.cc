@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "layers/context_parallel/cp_context.h"
 #include "layers/gpt_stage.h"
 #include "layers/tensor_parallel.h"
 #include "transport/rank_grid.h"
@@ -17,17 +18,19 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
                                                        const layers::PipelinePlacement& placement,
                                                        const StageRankOptions& options) {
   const int32_t p = static_cast<int32_t>(placement.pipeline_model_parallel_size);
-  const int32_t dp = options.data_parallel_size, tp = options.tensor_parallel_size;
-  if (dp < 1 || tp < 1) {
-    return absl::InvalidArgumentError("data and tensor parallel sizes must be >= 1");
+  const int32_t dp = options.data_parallel_size, tp = options.tensor_parallel_size,
+                cp = options.context_parallel_size;
+  if (dp < 1 || tp < 1 || cp < 1) {
+    return absl::InvalidArgumentError("data, context and tensor parallel sizes must be >= 1");
   }
-  if (tp > 1 && options.hub == nullptr && options.communicator == nullptr) {
-    return absl::InvalidArgumentError("tensor parallelism needs an in-process hub");
+  if ((tp > 1 || cp > 1) && options.hub == nullptr && options.communicator == nullptr) {
+    return absl::InvalidArgumentError("tensor or context parallelism needs an in-process hub");
   }
+  const int32_t world = p * dp * cp * tp;
   if ((options.only_rank >= 0) != (options.communicator != nullptr) ||
-      options.only_rank >= p * dp * tp) {
+      options.only_rank >= world) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "BuildStageRanks: only_rank ", options.only_rank, " of ", p * dp * tp,
+        "BuildStageRanks: only_rank ", options.only_rank, " of ", world,
         " ranks needs a communicator (and a communicator needs only_rank)"));
   }
   // Expert parallelism (MoE, --expert-model-parallel-size > 1): the expert grid with
@@ -36,29 +39,34 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
   // --moe-router-enable-expert-bias: the counts are summed over each stage's TP x DP ranks.
   const bool expert_bias_reduce = model.moe && model.moe->router.enable_expert_bias && tp * dp > 1;
   std::optional<transport::RankGrid> grid;
-  if (tp > 1 || ep > 1 || expert_bias_reduce) {
-    MXMACA_ASSIGN_OR_RETURN(grid, transport::RankGrid::Create(p * dp * tp, tp, p, /*cp=*/1, ep,
+  if (tp > 1 || cp > 1 || ep > 1 || expert_bias_reduce) {
+    MXMACA_ASSIGN_OR_RETURN(grid, transport::RankGrid::Create(world, tp, p, cp, ep,
                                                               /*etp=*/ep > 1 ? 1 : 0));
   }
   if ((ep > 1 || expert_bias_reduce) && options.hub == nullptr &&
       options.communicator == nullptr) {
     return absl::InvalidArgumentError("expert parallelism / expert bias need an in-process hub");
   }
+  // Gradients are reduced (and the distributed optimizer sharded) over dp x CP ranks.
+  const int32_t grad_group = dp * cp;
   // megatron/core/distributed/distributed_data_parallel_config.py: bucket_size default
   // max(40000000, 1000000 * data_parallel_size) elements.
   const int64_t bucket_elements = options.bucket_elements > 0
                                       ? options.bucket_elements
-                                      : std::max<int64_t>(40000000, 1000000LL * dp);
+                                      : std::max<int64_t>(40000000, 1000000LL * grad_group);
   std::vector<StageRank> ranks;
-  for (int32_t rank = 0; rank < p * dp * tp; ++rank) {
+  for (int32_t rank = 0; rank < world; ++rank) {
     if (options.only_rank >= 0 && rank != options.only_rank) continue;
-    const int32_t pp = rank / (dp * tp), r = (rank / tp) % dp, t = rank % tp;
+    const int32_t pp = rank / (dp * cp * tp), r = (rank / (cp * tp)) % dp,
+                  c = (rank / tp) % cp, t = rank % tp;
     StageRank sr;
     sr.rank = rank;
     sr.pipeline_rank = pp;
     sr.data_parallel_rank = r;
     sr.tensor_parallel_rank = t;
+    sr.context_parallel_rank = c;
     std::optional<layers::TensorParallelContext> tp_context;
+    std::optional<layers::cp::ContextParallelContext> cp_context;
     std::optional<layers::ExpertParallelContext> ep_context;
     std::optional<layers::TensorParallelContext> bias_group;  // TP x DP (expert bias counts)
     if (grid) {
@@ -68,6 +76,7 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
       if (tp > 1) {
         tp_context = layers::TensorParallelContextFor(view, comm, options.sequence_parallel);
       }
+      if (cp > 1) cp_context = layers::cp::ContextParallelContextFor(view, comm);
       if (ep > 1) {
         ep_context = layers::ExpertParallelContext{comm, view.expert_model_parallel_group(),
                                                    std::max(1, options.ranks_per_node)};
@@ -85,17 +94,19 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
     for (const layers::StageLayout& layout : placement.layouts[pp]) {
       MXMACA_ASSIGN_OR_RETURN(
           std::unique_ptr<layers::GptStage> stage,
-          layers::GptStage::Create(model, layout, 16LL * dp,
+          layers::GptStage::Create(model, layout, 16LL * grad_group,
                                    tp_context ? &*tp_context : nullptr,
-                                   ep_context ? &*ep_context : nullptr));
+                                   ep_context ? &*ep_context : nullptr,
+                                   cp_context ? &*cp_context : nullptr));
       stage->InitializeParameters();
       layers::ParameterStore& store = stage->parameters();
       sr.num_parameters += store.num_elements();
       MXMACA_ASSIGN_OR_RETURN(layers::DataParallelBuckets buckets,
-                              layers::BuildDataParallelBuckets(store, dp, bucket_elements));
+                              layers::BuildDataParallelBuckets(store, grad_group, bucket_elements));
       std::vector<layers::OptimizerTensor> tensors =
-          options.distributed_optimizer ? layers::DistributedOptimizerTensors(store, buckets, r)
-                                        : store.OptimizerTensors();
+          options.distributed_optimizer
+              ? layers::DistributedOptimizerTensors(store, buckets, r * cp + c)
+              : store.OptimizerTensors();
       sr.optimizers.push_back(
           std::make_shared<layers::AdamWOptimizer>(options.adam, std::move(tensors)));
       sr.buckets.push_back(std::move(buckets));

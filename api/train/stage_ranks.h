@@ -1,12 +1,17 @@
 // api/train/stage_ranks.h: the model state of every in-process rank of a PP x DP job.
 //
-// For each global rank (Megatron's tp-cp-ep-dp-pp order with CP = 1: rank =
-// (pipeline_rank * dp + data_parallel_rank) * tp + tensor_parallel_rank) the GptStage of
+// For each global rank (Megatron's tp-cp-ep-dp-pp order: rank =
+// ((pipeline_rank * dp + data_parallel_rank) * cp + context_parallel_rank) * tp +
+// tensor_parallel_rank) the GptStage of
 // every model chunk the placement gives its pipeline rank — holding this TP rank's shards
 // (layers/tensor_parallel.h), initialised from (seed, parameter name) so every layout
 // starts from the same weights — the chunk's data-parallel gradient buckets
 // (layers/grad_buckets.h) and its AdamW optimizer — over whole tensors, or over this
-// rank's pieces with the distributed optimizer.
+// rank's pieces with the distributed optimizer. With context parallelism (CP > 1) the
+// stage holds CP rank c's sequence shard (layers/context_parallel/cp_context.h) and the
+// gradient buckets and optimizer shards are cut over the data-parallel x
+// context-parallel group (dp x CP ranks, index data_parallel_rank * CP + c), over which
+// the runtime reduces the gradients (Megatron's dp-cp group).
 #ifndef MXMACA_API_TRAIN_STAGE_RANKS_H_
 #define MXMACA_API_TRAIN_STAGE_RANKS_H_
 
@@ -31,6 +36,7 @@ struct StageRank {
   int32_t pipeline_rank = 0;
   int32_t data_parallel_rank = 0;
   int32_t tensor_parallel_rank = 0;
+  int32_t context_parallel_rank = 0;
   std::shared_ptr<actors::GptStageProgram> program;
   std::vector<std::shared_ptr<layers::AdamWOptimizer>> optimizers;
   std::vector<layers::DataParallelBuckets> buckets;
@@ -41,9 +47,11 @@ struct StageRank {
 struct StageRankOptions {
   int32_t data_parallel_size = 1;
   int32_t tensor_parallel_size = 1;
+  int32_t context_parallel_size = 1;  // --context-parallel-size
   bool sequence_parallel = false;
-  // hub: the in-process communicator the TP collectives of the layers use (required when
-  // tensor_parallel_size > 1; the same hub must be given to RunPipelineJob).
+  // hub: the in-process communicator the TP and CP collectives of the layers use
+  // (required when tensor_parallel_size or context_parallel_size > 1; the same hub must be
+  // given to RunPipelineJob).
   transport::InProcessHub* hub = nullptr;
   // Multi-process jobs: build only rank `only_rank` (its parameters are initialised exactly
   // as in the one-process job), whose TP collectives go over `communicator` (UCX) instead
@@ -62,8 +70,9 @@ struct StageRankOptions {
 };
 
 // BuildStageRanks: placement.pipeline_model_parallel_size x data_parallel_size x
-// tensor_parallel_size ranks, in rank order. Errors: the layers' (invalid config, layout
-// or tensor-parallel split, naming the field).
+// context_parallel_size x tensor_parallel_size ranks, in rank order. Errors: the layers'
+// (invalid config, layout, tensor-parallel split or context-parallel split, naming the
+// field or flag).
 absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& model,
                                                        const layers::PipelinePlacement& placement,
                                                        const StageRankOptions& options);

@@ -28,6 +28,7 @@
 #include "api/args/megatron_args.h"
 #include "api/data_config/gpt_data_config.h"
 #include "api/train/checkpoint_args.h"
+#include "api/train/cp_setup.h"
 #include "api/train/gemm_peak.h"
 #include "api/train/moe_setup.h"
 #include "api/train/parallel_setup.h"
@@ -138,20 +139,8 @@ absl::Status CheckWritableDirectory(const std::string& dir, const char* flag) {
 }
 
 absl::Status CheckSupportedLayout(const MegatronArgs& a) {
-  struct {
-    const char* flag;
-    int64_t value;
-  } sizes[] = {{"--context-parallel-size", a.context_parallel_size}};
   // --expert-model-parallel-size: api/train/moe_setup.cc says which layouts run.
-  for (const auto& s : sizes) {
-    if (s.value != 1) {
-      return absl::UnimplementedError(absl::StrCat(
-          s.flag, " ", s.value,
-          ": this build of mxmaca train runs tensor, pipeline, data and expert parallelism "
-          "(size 1 expected)"));
-    }
-  }
-  return absl::OkStatus();
+  return CheckContextParallelArgs(a);  // --context-parallel-size: cp_setup.h
 }
 
 // CheckDynamicPipeline: the dynamic policy lets each stage actor run a later op while the
@@ -429,6 +418,7 @@ absl::StatusOr<actors::TrainingSummary> Train(
   }
   rank_options.data_parallel_size = parallel.data_parallel_size;
   rank_options.tensor_parallel_size = parallel.tensor_parallel_size;
+  rank_options.context_parallel_size = static_cast<int32_t>(args.context_parallel_size);
   rank_options.sequence_parallel = args.sequence_parallel;
   rank_options.hub = hub.get();
   rank_options.distributed_optimizer = args.use_distributed_optimizer;
@@ -440,7 +430,7 @@ absl::StatusOr<actors::TrainingSummary> Train(
   MXMACA_ASSIGN_OR_RETURN(std::vector<StageRank> ranks,
                           BuildStageRanks(model, parallel.placement, rank_options));
   for (const StageRank& r : ranks) {
-    if (r.data_parallel_rank != 0) continue;
+    if (r.data_parallel_rank != 0 || r.context_parallel_rank != 0) continue;
     print(absl::StrFormat(
         " > number of parameters on (tensor, pipeline) model parallel rank (%d, %d): %d",
         r.tensor_parallel_rank, r.pipeline_rank, r.num_parameters));
@@ -617,6 +607,7 @@ absl::StatusOr<actors::TrainingSummary> Train(
   ro.pipeline_size = parallel.pipeline_size;
   ro.data_parallel_size = parallel.data_parallel_size;
   ro.tensor_parallel_size = parallel.tensor_parallel_size;
+  ro.context_parallel_size = static_cast<int32_t>(args.context_parallel_size);
   ro.hub = hub;
   ro.compute_threads = pool_threads;
   ro.exec = exec;
@@ -644,6 +635,7 @@ absl::StatusOr<actors::TrainingSummary> Train(
     pr.pipeline_rank = r.pipeline_rank;
     pr.data_parallel_rank = r.data_parallel_rank;
     pr.tensor_parallel_rank = r.tensor_parallel_rank;
+    pr.context_parallel_rank = r.context_parallel_rank;
     pr.program = r.program;
     pr.optimizers = r.optimizers;
     pr.buckets = r.buckets;
