@@ -139,13 +139,12 @@ absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& conf
           "--context-parallel-size ", cp_ctx.size, " needs --attention-dropout 0 (got ",
           config.attention_dropout, "): the ring attention has no dropout"));
     }
-    if (config.moe) {
-      return absl::UnimplementedError(absl::StrCat(
-          "--context-parallel-size ", cp_ctx.size,
-          " with --num-experts: MoE layers are not context-parallel yet"));
-    }
   }
-  // Expert parallelism: this rank's experts (and, with SP, the TP group as token group).
+  // Expert parallelism: this rank's experts. MoE token group (layers/moe/moe_layer.h): the
+  // ranks that route disjoint parts of a micro-batch — with EP > 1 and SP each TP rank
+  // routes its own rows (TP, or TP x CP with context parallelism), otherwise every TP rank
+  // routes all of its CP rank's tokens (the CP group); Megatron divides the z-loss
+  // coefficient by that group's size (moe_z_loss_coeff / tp_cp size).
   GptConfig rank_config = config;
   const bool expert_parallel = config.moe && config.moe->expert_model_parallel_size > 1;
   if (expert_parallel) {
@@ -155,13 +154,37 @@ absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& conf
           "GptStage: --expert-model-parallel-size ", p,
           " needs this rank's expert-parallel group of ", p, " ranks and a communicator"));
     }
+  }
+  TensorParallelContext token_group;  // size 1: tokens not split
+  const bool tp_split = expert_parallel && tp_ctx.sp();
+  if (config.moe && tp_split && cp_ctx.enabled()) {
+    if (!ep->tensor_and_context_parallel_group) {
+      return absl::InvalidArgumentError(
+          "GptStage: MoE with EP, SP and CP needs the tensor-and-context-parallel group");
+    }
+    token_group.comm = ep->comm;
+    token_group.group = *ep->tensor_and_context_parallel_group;
+  } else if (config.moe && tp_split) {
+    token_group.comm = tp_ctx.comm;
+    token_group.group = tp_ctx.group;
+  } else if (config.moe && cp_ctx.enabled()) {
+    token_group.comm = cp_ctx.comm;
+    token_group.group = cp_ctx.group;
+  }
+  if (token_group.comm != nullptr) {
+    token_group.rank = token_group.group.rank_in_group;
+    token_group.size = token_group.group.size();
+    token_group.timeout = tp_ctx.size > 1 ? tp_ctx.timeout : cp_ctx.timeout;
+  }
+  if (config.moe && (expert_parallel || token_group.size > 1)) {
     auto moe = std::make_shared<moe::MoELayerConfig>(*config.moe);
-    moe->expert_model_parallel_rank = ep->group.rank_in_group;
-    if (tp_ctx.sp()) moe->router.z_loss_coeff /= static_cast<double>(tp_ctx.size);
+    if (expert_parallel) moe->expert_model_parallel_rank = ep->group.rank_in_group;
+    moe->router.z_loss_coeff /= static_cast<double>(token_group.size);
     rank_config.moe = std::move(moe);
   }
   std::unique_ptr<GptStage> stage(new GptStage(rank_config, layout));
   stage->tp_ = tp_ctx;
+  stage->moe_token_group_ = token_group;
   stage->cp_ = cp_ctx;
   stage->cp_layout_ = cp_layout;
   stage->layer_config_ = LocalLayerConfig(rank_config, tp_ctx.size);
@@ -190,17 +213,23 @@ absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& conf
         mep.dispatcher = stage->dispatcher_.get();
         mep.timeout = tp_ctx.timeout;
         MXMACA_RETURN_IF_ERROR(moe->SetExpertParallel(mep));
-        if (tp_ctx.sp()) {  // each TP rank routes its sequence-parallel rows
-          const TensorParallelContext* group = &stage->tp_;  // stable: the stage is on the heap
-          moe::MoETokenGroup tg;
-          tg.size = tp_ctx.size;
-          tg.all_reduce = [group](float* data, int64_t n) {
-            return AllReduceSum(*group, data, n);
-          };
-          tg.all_reduce_replicated_grads = tg.all_reduce;
-          MXMACA_RETURN_IF_ERROR(moe->SetTokenGroup(tg));
-        }
         for (int id : moe->expert_parameter_ids()) stage->expert_shard_ids_.insert(id);
+      }
+      if (stage->moe_token_group_.size > 1) {
+        // Stable addresses: the stage lives on the heap.
+        const TensorParallelContext* group = &stage->moe_token_group_;
+        const TensorParallelContext* tp_group = &stage->tp_;
+        moe::MoETokenGroup tg;
+        tg.size = group->size;
+        tg.all_reduce = [group](float* data, int64_t n) { return AllReduceSum(*group, data, n); };
+        // The router's and shared expert's gradients: summed over TP here (the TP ranks
+        // routed different rows); over CP by the dp-cp gradient buckets.
+        if (tp_split) {
+          tg.all_reduce_replicated_grads = [tp_group](float* data, int64_t n) {
+            return AllReduceSum(*tp_group, data, n);
+          };
+        }
+        MXMACA_RETURN_IF_ERROR(moe->SetTokenGroup(tg));
       }
       moe::MoELayerStats stats;
       stats.layer = layer;

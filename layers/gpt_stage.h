@@ -112,6 +112,9 @@ struct ExpertParallelContext {
   transport::Communicator* comm = nullptr;
   transport::ProcessGroup group;  // RankView::expert_model_parallel_group()
   int ranks_per_node = 1;         // the hierarchical dispatcher's node size
+  // With context parallelism: RankView::tensor_and_context_parallel_group(), the token
+  // group of MoE layers that route sequence-parallel rows (layers/moe/moe_layer.h).
+  std::optional<transport::ProcessGroup> tensor_and_context_parallel_group;
 };
 
 // GptStage: parameters (ParameterStore under Megatron names) and F/B/W of one stage.
@@ -134,8 +137,9 @@ class GptStage {
   // cp: this stage's CP rank (copied; see the file comment); nullptr or size 1: none.
   // InvalidArgument (naming the flags) for a bad context, a sequence not divisible by
   // 2 x CP (x TP with SP), attention dropout with CP (the ring attention has none; hidden
-  // dropout is fine: its masks stay keyed by unsharded positions); Unimplemented for MoE
-  // layers with CP.
+  // dropout is fine: its masks stay keyed by unsharded positions). MoE layers with CP
+  // route their CP rank's tokens with the CP group (or TP x CP with EP and SP, from
+  // ep->tensor_and_context_parallel_group) as token group.
   static absl::StatusOr<std::unique_ptr<GptStage>> Create(
       const GptConfig& config, const StageLayout& layout, int64_t arena_multiple = 16,
       const TensorParallelContext* tp = nullptr, const ExpertParallelContext* ep = nullptr,
@@ -281,6 +285,9 @@ class GptStage {
   std::vector<std::unique_ptr<moe::MoELayer>> moe_layers_;
   std::vector<moe::MoELayerStats> moe_stats_;
   std::unique_ptr<moe::dispatch::TokenDispatcher> dispatcher_;  // EP > 1
+  // The MoE layers' token group (MoETokenGroup), as a context for AllReduceSum: TP, CP or
+  // TP x CP; size 1 when the tokens are not split.
+  TensorParallelContext moe_token_group_;
   std::set<int> expert_shard_ids_;                              // EP > 1
   std::vector<Chunk> chunks_;
   MemoryTracker tracker_;       // training stashes (live/peak reported)

@@ -26,10 +26,6 @@ absl::Status CheckContextParallelArgs(const MegatronArgs& a) {
         flag, " needs --attention-dropout 0 (got ", a.attention_dropout,
         "; Megatron's default is 0.1): the ring attention has no dropout"));
   }
-  if (a.num_experts && *a.num_experts > 0) {
-    return absl::UnimplementedError(
-        absl::StrCat(flag, " with --num-experts: MoE layers are not context-parallel yet"));
-  }
   if (a.dynamic_pipeline) {
     return absl::UnimplementedError(absl::StrCat(
         flag, " with --dynamic-pipeline: the CP ranks of a stage must run their ops in the "

@@ -21,7 +21,7 @@ namespace mxmaca::api {
 //                    and TP > 1; Megatron's 2 x CP chunk layout); --attention-dropout
 //                    > 0 (Megatron's default is 0.1: pass 0; the ring attention has no
 //                    dropout — hidden dropout is fine);
-//   Unimplemented    --num-experts (MoE with CP), --dynamic-pipeline (every CP rank of a
+//   Unimplemented    --dynamic-pipeline (every CP rank of a
 //                    stage must run its ops in the same order: the ring pairs them),
 //                    --rebalance-threshold / --force-layer-move.
 absl::Status CheckContextParallelArgs(const MegatronArgs& args);

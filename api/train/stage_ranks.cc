@@ -36,8 +36,10 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
   // Expert parallelism (MoE, --expert-model-parallel-size > 1): the expert grid with
   // ETP = 1 (transport/rank_grid.h); api/train/moe_setup.cc admits EP = TP only.
   const int ep = model.moe ? static_cast<int>(model.moe->expert_model_parallel_size) : 1;
-  // --moe-router-enable-expert-bias: the counts are summed over each stage's TP x DP ranks.
-  const bool expert_bias_reduce = model.moe && model.moe->router.enable_expert_bias && tp * dp > 1;
+  // --moe-router-enable-expert-bias: the counts are summed over each stage's TP x CP x DP
+  // ranks (Megatron: get_tensor_and_data_parallel_group(with_context_parallel=True)).
+  const bool expert_bias_reduce =
+      model.moe && model.moe->router.enable_expert_bias && tp * dp * cp > 1;
   std::optional<transport::RankGrid> grid;
   if (tp > 1 || cp > 1 || ep > 1 || expert_bias_reduce) {
     MXMACA_ASSIGN_OR_RETURN(grid, transport::RankGrid::Create(world, tp, p, cp, ep,
@@ -80,11 +82,14 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
       if (ep > 1) {
         ep_context = layers::ExpertParallelContext{comm, view.expert_model_parallel_group(),
                                                    std::max(1, options.ranks_per_node)};
+        if (cp > 1) {
+          ep_context->tensor_and_context_parallel_group = view.tensor_and_context_parallel_group();
+        }
       }
       if (expert_bias_reduce) {
         layers::TensorParallelContext g;
         g.comm = comm;
-        g.group = view.tensor_and_data_parallel_group();
+        g.group = view.tensor_and_data_parallel_group(/*with_context_parallel=*/true);
         g.rank = g.group.rank_in_group;
         g.size = g.group.size();
         bias_group = g;
