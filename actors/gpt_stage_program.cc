@@ -156,6 +156,9 @@ void GptStageProgram::EndCall(int chunk) {
 
 absl::Status GptStageProgram::FinishTrainingIteration() {
   for (auto& chunk : chunks_) {
+    // Expert parallelism across DP ranks: the experts' gradients, already scaled like every
+    // gradient, summed over the expert-data-parallel group (no-op otherwise).
+    MXMACA_RETURN_IF_ERROR(chunk->AllReduceExpertGrads());
     MXMACA_RETURN_IF_ERROR(chunk->UpdateExpertBias(expert_bias_all_reduce_));
   }
   return absl::OkStatus();

@@ -51,6 +51,18 @@ class GptStageProgram : public StageProgram {
       int chunk) override {
     return chunks_[chunk]->ExpertBiasBuffers();
   }
+  int64_t expert_region_begin(int chunk) override {
+    return chunks_[chunk]->expert_region_begin();
+  }
+  int expert_data_parallel_rank(int chunk) const override {
+    return chunks_[chunk]->expert_data_parallel_rank();
+  }
+  bool is_expert_shard(int chunk, int param) const override {
+    return chunks_[chunk]->holds_expert_shard(param);
+  }
+  double ExpertGradNormSquared(int chunk) override {
+    return chunks_[chunk]->ExpertGradNormSquared();
+  }
   // SetExpertBiasReduction: the in-place fp32 sum over the stage's TP x DP ranks.
   void SetExpertBiasReduction(std::function<absl::Status(float* data, int64_t n)> all_reduce) {
     expert_bias_all_reduce_ = std::move(all_reduce);

@@ -106,7 +106,9 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
   caf::actor_system system{cfg};
   // With TP a rank's op blocks in TP collectives: one thread per rank avoids starvation.
   // (CP ranks block in the ring the same way.)
-  ComputePool pool(width > 1 && !remote_comm ? world : options.compute_threads);
+  ComputePool pool((width > 1 || options.ranks_block_on_peers) && !remote_comm
+                       ? world
+                       : options.compute_threads);
   cc->pipeline_size = p;
   cc->data_parallel_size = dp;
   cc->tensor_parallel_size = width;  // the coordinator counts ranks per (stage, replica)

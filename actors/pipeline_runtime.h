@@ -68,6 +68,11 @@ struct PipelineRuntimeOptions {
   // programs hold CP shards of the sequence and block in the CP ring, as TP ones do.
   int32_t context_parallel_size = 1;
   int compute_threads = 1;     // ComputePool threads (strands share them)
+  // ranks_block_on_peers: ranks' ops wait for ranks outside their (stage, replica) — the
+  // MoE token exchange of expert parallelism across data-parallel replicas — so, as with
+  // TP / CP, each in-process rank gets its own pool thread (else a waiting rank could hold
+  // the thread its peer needs).
+  bool ranks_block_on_peers = false;
   // hub: the ranks' in-process communicator; null = RunPipelineJob creates one. Callers
   // whose programs use it themselves (TP) create it first; it must outlive the call.
   std::shared_ptr<transport::InProcessHub> hub;

@@ -388,6 +388,7 @@ void MaybeReport(StagePointer self) {
             return program->counts_toward_grad_norm(c, id);
           };
       sq += layers::ShardGradNormSquared(exec, store, buckets[c], dp_rank, counts);
+      sq += program->ExpertGradNormSquared(c);  // outside the buckets (EP across DP)
     }
     GradNormFinished finished{iteration, sq, std::isfinite(sq)};
     finished.moe_stats = program->TakeMoEStats();

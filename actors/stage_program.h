@@ -108,6 +108,27 @@ class StageProgram {
   // which may run a blocking collective over the stage's TP x DP ranks; every rank of the
   // stage calls it for the same iterations). Errors end the run.
   virtual absl::Status FinishTrainingIteration() { return absl::OkStatus(); }
+  // Expert parallelism across data-parallel ranks (layers/gpt_stage.h "Expert region"):
+  // expert_region_begin: the arena element where chunk `chunk`'s routed experts start (the
+  // data-parallel buckets end there); the arena end when there is no such region.
+  // expert_data_parallel_rank: this rank's index in the expert-data-parallel group, -1
+  // without a region (experts then follow the data-parallel rank). is_expert_shard: param
+  // `param` is one of this rank's routed experts. ExpertGradNormSquared: the region's
+  // share of the grad norm on this rank (after FinishTrainingIteration's reduction).
+  virtual int64_t expert_region_begin(int chunk) { return parameters(chunk).arena_elements(); }
+  virtual int expert_data_parallel_rank(int chunk) const {
+    (void)chunk;
+    return -1;
+  }
+  virtual bool is_expert_shard(int chunk, int param) const {
+    (void)chunk;
+    (void)param;
+    return false;
+  }
+  virtual double ExpertGradNormSquared(int chunk) {
+    (void)chunk;
+    return 0.0;
+  }
   // persistent_buffers: chunk `chunk`'s state that is not a parameter but travels with
   // checkpoints (Megatron's persistent buffers: the MoE routers' expert_bias [E] fp32),
   // by logical name; replicated on the stage's TP and DP ranks. Empty by default.

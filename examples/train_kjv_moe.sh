@@ -14,8 +14,8 @@
 #     --expert-model-parallel-size 2 --expert-tensor-parallel-size 1 \
 #     --moe-token-dispatcher-type alltoall                           # EP2 x TP2 x PP2, 8 processes
 # (without NPROC the same layouts run as ranks of one process: add --world-size 8).
-# Expert parallelism in this version puts the EP group on the TP group (EP = TP, with
-# --sequence-parallel and --expert-tensor-parallel-size 1; docs/MOE.md).
+# Expert parallelism needs --expert-tensor-parallel-size 1 and EP a multiple of TP dividing
+# TP x DP (e.g. --expert-model-parallel-size 4 with TP 2 and DP 2; docs/MOE.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-out/kjv_moe}

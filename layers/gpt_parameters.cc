@@ -142,7 +142,10 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
     if (config.is_moe_layer(l)) {
       // A MoE layer's MLP: router and experts (layers/moe/moe_layer.h), replicated on every
       // TP rank (expert-parallel size 1).
-      MXMACA_RETURN_IF_ERROR(moe::RegisterMoEParameters(*config.moe, l, store));
+      MXMACA_RETURN_IF_ERROR(moe::RegisterMoEParameters(
+          *config.moe, l, store,
+          config.moe->experts_after_dense ? moe::MoEParameterParts::kAllButRoutedExperts
+                                          : moe::MoEParameterParts::kAll));
       ids.layers.push_back(ids_l);
       continue;
     }

@@ -176,9 +176,11 @@ absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& conf
     token_group.size = token_group.group.size();
     token_group.timeout = tp_ctx.size > 1 ? tp_ctx.timeout : cp_ctx.timeout;
   }
+  const bool expert_region = expert_parallel && ep->expert_data_parallel_group.has_value();
   if (config.moe && (expert_parallel || token_group.size > 1)) {
     auto moe = std::make_shared<moe::MoELayerConfig>(*config.moe);
     if (expert_parallel) moe->expert_model_parallel_rank = ep->group.rank_in_group;
+    moe->experts_after_dense = expert_region;
     moe->router.z_loss_coeff /= static_cast<double>(token_group.size);
     rank_config.moe = std::move(moe);
   }
@@ -191,7 +193,23 @@ absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& conf
   stage->vocab_ = VocabShardOf(rank_config, tp_ctx.rank, tp_ctx.size);
   MXMACA_ASSIGN_OR_RETURN(stage->ids_, RegisterGptParameters(rank_config, layout, &stage->store_,
                                                              tp_ctx.rank, tp_ctx.size));
+  if (expert_region) {
+    // The routed experts after everything else, from a bucket-aligned offset.
+    MXMACA_ASSIGN_OR_RETURN(stage->expert_region_begin_, stage->store_.AlignNextTo(arena_multiple));
+    for (int64_t l = layout.first_layer; l < layout.last_layer; ++l) {
+      if (!rank_config.is_moe_layer(l)) continue;
+      MXMACA_RETURN_IF_ERROR(moe::RegisterMoEParameters(*rank_config.moe, l, &stage->store_,
+                                                        moe::MoEParameterParts::kRoutedExperts));
+    }
+    stage->has_expert_region_ = true;
+    stage->expert_dp_.comm = ep->comm;
+    stage->expert_dp_.group = *ep->expert_data_parallel_group;
+    stage->expert_dp_.rank = stage->expert_dp_.group.rank_in_group;
+    stage->expert_dp_.size = stage->expert_dp_.group.size();
+    stage->expert_dp_.timeout = tp_ctx.timeout;
+  }
   stage->store_.Finalize(arena_multiple);
+  if (!expert_region) stage->expert_region_begin_ = stage->store_.arena_elements();
   if (expert_parallel && layout.num_layers() > 0) {
     moe::dispatch::DispatcherOptions o;
     o.comm = ep->comm;
@@ -352,6 +370,24 @@ void GptStage::AddMoEStats(int64_t local_layer, const moe::MoEMetrics& m) {
     s.load_balancing_loss += m.load_balancing_loss;
     s.z_loss += m.z_loss;
   }
+}
+
+absl::Status GptStage::AllReduceExpertGrads() {
+  if (!has_expert_region_ || expert_dp_.size <= 1) return absl::OkStatus();
+  absl::Span<float> g = store_.grads_arena();
+  const int64_t n = static_cast<int64_t>(g.size()) - expert_region_begin_;
+  if (n <= 0) return absl::OkStatus();
+  return AllReduceSum(expert_dp_, g.data() + expert_region_begin_, n);
+}
+
+double GptStage::ExpertGradNormSquared() {
+  if (!has_expert_region_ || expert_dp_.rank != 0) return 0.0;
+  const float* g = store_.grads_arena().data();
+  double sum = 0.0;
+  for (int64_t i = expert_region_begin_; i < store_.arena_elements(); ++i) {
+    sum += static_cast<double>(g[i]) * static_cast<double>(g[i]);
+  }
+  return sum;
 }
 
 std::vector<std::pair<std::string, std::vector<float>*>> GptStage::ExpertBiasBuffers() {

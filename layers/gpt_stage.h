@@ -115,6 +115,12 @@ struct ExpertParallelContext {
   // With context parallelism: RankView::tensor_and_context_parallel_group(), the token
   // group of MoE layers that route sequence-parallel rows (layers/moe/moe_layer.h).
   std::optional<transport::ProcessGroup> tensor_and_context_parallel_group;
+  // When the EP group reaches across data-parallel ranks (EP > TP): the
+  // expert_data_parallel group (RankView::expert_data_parallel_group()), over which the
+  // experts' gradients are summed instead of the data-parallel group. The stage then puts
+  // the routed experts of all its MoE layers in their own arena region after the other
+  // tensors (expert_region_begin), outside the data-parallel buckets.
+  std::optional<transport::ProcessGroup> expert_data_parallel_group;
 };
 
 // GptStage: parameters (ParameterStore under Megatron names) and F/B/W of one stage.
@@ -149,6 +155,21 @@ class GptStage {
   // no other rank of its EP group: its gradient counts toward the grad norm and it is
   // written to checkpoints on every TP rank.
   bool holds_expert_shard(int id) const { return expert_shard_ids_.count(id) > 0; }
+
+  // Expert region (ExpertParallelContext::expert_data_parallel_group set): the routed
+  // experts' tensors occupy arena elements [expert_region_begin(), arena end); the
+  // data-parallel buckets cover [0, expert_region_begin()). Without it the begin is the
+  // arena end (no region) and expert_data_parallel_rank() is -1.
+  int64_t expert_region_begin() const { return expert_region_begin_; }
+  int expert_data_parallel_rank() const { return has_expert_region_ ? expert_dp_.rank : -1; }
+  bool has_expert_region() const { return has_expert_region_; }
+  // AllReduceExpertGrads: sums the expert region's gradients over the expert-data-parallel
+  // group (in place; they were scaled like every gradient before the data-parallel sum).
+  // No-op without a region or with a group of 1. Errors: the collective's.
+  absl::Status AllReduceExpertGrads();
+  // ExpertGradNormSquared: the sum of squares of the expert region's gradients on
+  // expert-data-parallel rank 0 (each expert counted once in the job), 0 elsewhere.
+  double ExpertGradNormSquared();
 
   const GptConfig& config() const { return config_; }
   const StageLayout& layout() const { return layout_; }
@@ -288,6 +309,11 @@ class GptStage {
   // The MoE layers' token group (MoETokenGroup), as a context for AllReduceSum: TP, CP or
   // TP x CP; size 1 when the tokens are not split.
   TensorParallelContext moe_token_group_;
+  // Expert region (has_expert_region_): its first arena element and the expert-data-
+  // parallel group as a context for AllReduceSum.
+  bool has_expert_region_ = false;
+  int64_t expert_region_begin_ = 0;
+  TensorParallelContext expert_dp_;
   std::set<int> expert_shard_ids_;                              // EP > 1
   std::vector<Chunk> chunks_;
   MemoryTracker tracker_;       // training stashes (live/peak reported)

@@ -42,7 +42,8 @@ std::vector<int> DataParallelBuckets::TensorsOfBucket(int bucket) const {
 }
 
 absl::StatusOr<DataParallelBuckets> BuildDataParallelBuckets(const ParameterStore& store, int dp,
-                                                             int64_t bucket_elements) {
+                                                             int64_t bucket_elements,
+                                                             int64_t end) {
   if (dp < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("data-parallel buckets: data_parallel_size ", dp, " must be >= 1"));
@@ -59,6 +60,12 @@ absl::StatusOr<DataParallelBuckets> BuildDataParallelBuckets(const ParameterStor
         ") * ", kShardAlignElements, " = ", unit, "; finalize the parameter store with "
         "Finalize(", unit, ") (it would pad to ", (arena + unit - 1) / unit * unit, ")"));
   }
+  if (end >= 0 && (end > arena || end % unit != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("data-parallel buckets: end ", end,
+                                                   " is past the arena (", arena,
+                                                   ") or not a multiple of ", unit));
+  }
+  const int64_t covered = end >= 0 ? end : arena;
   DataParallelBuckets out;
   out.data_parallel_size = dp;
   out.arena_elements = arena;
@@ -67,9 +74,10 @@ absl::StatusOr<DataParallelBuckets> BuildDataParallelBuckets(const ParameterStor
     out.tensors.push_back({info.arena_offset, info.arena_offset + info.numel});
   }
   const int64_t size =
-      bucket_elements <= 0 ? arena : (bucket_elements + unit - 1) / unit * unit;
-  for (int64_t begin = 0; begin < arena; begin += size) {
-    out.buckets.push_back({begin, std::min(arena, begin + size)});
+      bucket_elements <= 0 ? std::max<int64_t>(covered, unit)
+                           : (bucket_elements + unit - 1) / unit * unit;
+  for (int64_t begin = 0; begin < covered; begin += size) {
+    out.buckets.push_back({begin, std::min(covered, begin + size)});
   }
   return out;
 }

@@ -49,7 +49,8 @@ struct GradBucket {
 struct DataParallelBuckets {
   int data_parallel_size = 1;
   int64_t arena_elements = 0;        // ParameterStore::arena_elements()
-  std::vector<GradBucket> buckets;   // ascending, contiguous, covering [0, arena_elements);
+  std::vector<GradBucket> buckets;   // ascending, contiguous, covering [0, end) (end: the
+                                     // arena's, or BuildDataParallelBuckets' `end`);
                                      // each size() % (data_parallel_size * 16) == 0
   std::vector<GradBucket> tensors;   // tensor i's arena range [arena_offset, + numel)
 
@@ -79,8 +80,14 @@ struct DataParallelBuckets {
 // Errors: InvalidArgument for dp < 1 or an arena of N elements with N % (dp * 16) != 0
 // (the message names N, dp and the multiple to pad to); FailedPrecondition if the store is
 // not finalized.
+//
+// end: the buckets cover [0, end) only (a multiple of dp * 16; < 0: the arena end) — a
+// stage whose routed experts are reduced over another group keeps them after `end`
+// (layers/gpt_stage.h "Expert region"). InvalidArgument for an end past the arena or not
+// a multiple.
 absl::StatusOr<DataParallelBuckets> BuildDataParallelBuckets(const ParameterStore& store, int dp,
-                                                             int64_t bucket_elements);
+                                                             int64_t bucket_elements,
+                                                             int64_t end = -1);
 
 // DistributedOptimizerTensors: the optimizer pieces DP rank `rank` updates: every
 // non-empty intersection of a tensor with rank's shard of a bucket, in arena order (bucket

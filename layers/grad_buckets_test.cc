@@ -93,6 +93,38 @@ TEST_CASE("BuildDataParallelBuckets rejects bad inputs with the sizes in the mes
   CHECK(BuildDataParallelBuckets(store, 3, 0).ok());  // 48 = 3 * 16
 }
 
+TEST_CASE("AlignNextTo starts a region at a bucket multiple; buckets can end there") {
+  // Random dense tensors, then a region of "expert" tensors from an aligned offset (the
+  // layout of a stage whose experts reduce over another group, layers/gpt_stage.h).
+  std::mt19937 rng(Catch::rngSeed() + 11);
+  for (int dp : {1, 2, 3, 4}) {
+    ParameterStore store;
+    RegisterRandomTensors(rng, &store);
+    const int64_t unit = 16LL * dp;
+    auto begin = store.AlignNextTo(unit);
+    REQUIRE(begin.ok());
+    CHECK(*begin % unit == 0);
+    const int dense = store.size();
+    CHECK(store.info(dense - 1).arena_offset + store.info(dense - 1).numel <= *begin);
+    REQUIRE(store.Register({"experts.w0", {37, 5}}).ok());
+    REQUIRE(store.Register({"experts.w1", {11}}).ok());
+    CHECK(store.info(dense).arena_offset == *begin);  // the region starts exactly there
+    CHECK(!store.AlignNextTo(24).ok());               // not a multiple of 16
+    store.Finalize(unit);
+    CHECK(store.AlignNextTo(unit).status().code() == absl::StatusCode::kFailedPrecondition);
+    auto buckets = BuildDataParallelBuckets(store, dp, 64, *begin);
+    REQUIRE(buckets.ok());
+    REQUIRE(!buckets->buckets.empty());
+    CHECK(buckets->buckets.front().begin == 0);
+    CHECK(buckets->buckets.back().end == *begin);  // the experts are outside every bucket
+    for (int b = 0; b < buckets->num_buckets(); ++b) {
+      for (int t : buckets->TensorsOfBucket(b)) CHECK(t < dense);
+    }
+    if (dp > 1) CHECK(!BuildDataParallelBuckets(store, dp, 64, *begin - 16).ok());  // % unit
+    CHECK(!BuildDataParallelBuckets(store, dp, 64, store.arena_elements() + unit).ok());
+  }
+}
+
 TEST_CASE("Buckets cover the arena in dp*16 multiples; shards and tensor maps match") {
   std::mt19937 rng(20261130);
   for (int trial = 0; trial < 60; ++trial) {

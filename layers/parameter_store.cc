@@ -110,6 +110,7 @@ absl::StatusOr<int> ParameterStore::RegisterShard(const ParameterSpec& spec,
   info.numel = numel;
   int64_t end = 0;
   if (!infos_.empty()) end = infos_.back().arena_offset + infos_.back().numel;
+  end = std::max(end, next_offset_);
   info.arena_offset = (end + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
   const int id = static_cast<int>(infos_.size());
   infos_.push_back(std::move(info));
@@ -152,6 +153,20 @@ std::vector<ShardBox> ShardBoxes(const ParameterInfo& info) {
   return boxes;
 }
 
+absl::StatusOr<int64_t> ParameterStore::AlignNextTo(int64_t multiple) {
+  if (finalized_) return absl::FailedPreconditionError("ParameterStore: AlignNextTo after Finalize");
+  if (multiple <= 0 || multiple % kAlignFloats != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("ParameterStore: AlignNextTo(", multiple,
+                                                   "): expected a positive multiple of ",
+                                                   kAlignFloats));
+  }
+  int64_t end = 0;
+  if (!infos_.empty()) end = infos_.back().arena_offset + infos_.back().numel;
+  end = std::max(end, next_offset_);
+  next_offset_ = (end + multiple - 1) / multiple * multiple;
+  return next_offset_;
+}
+
 void ParameterStore::Finalize(int64_t pad_to_multiple_of) {
   if (pad_to_multiple_of <= 0 || pad_to_multiple_of % kAlignFloats != 0) {
     // A caller bug (the value comes from code, e.g. dp * 16), not bad input.
@@ -163,6 +178,7 @@ void ParameterStore::Finalize(int64_t pad_to_multiple_of) {
   }
   int64_t end = 0;
   if (!infos_.empty()) end = infos_.back().arena_offset + infos_.back().numel;
+  end = std::max(end, next_offset_);
   end = (end + pad_to_multiple_of - 1) / pad_to_multiple_of * pad_to_multiple_of;
   params_.assign(end, 0.0f);
   grads_.assign(end, 0.0f);

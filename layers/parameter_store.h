@@ -116,6 +116,12 @@ class ParameterStore {
                                     const std::vector<int64_t>& shard_offset,
                                     const std::vector<int64_t>& shard_shape,
                                     int64_t shard_chunks = 1);
+  // AlignNextTo: the next registered tensor starts at a multiple of `multiple` elements
+  // (a positive multiple of 16), and returns that offset: the end of a region the tensors
+  // registered so far fill (e.g. the data-parallel buckets' range, grad_buckets.h).
+  // FailedPrecondition after Finalize; InvalidArgument for a bad multiple.
+  absl::StatusOr<int64_t> AlignNextTo(int64_t multiple);
+
   // Finalize: allocates the parameter and gradient arenas (zero-filled). Their length is
   // the end of the last tensor rounded up to a multiple of `pad_to_multiple_of` (elements),
   // e.g. dp * 16 so the arena splits into data-parallel buckets and shards of whole 64-byte
@@ -158,6 +164,7 @@ class ParameterStore {
   std::vector<float> params_;
   std::vector<float> grads_;
   bool finalized_ = false;
+  int64_t next_offset_ = 0;  // AlignNextTo
 };
 
 }  // namespace mxmaca::layers

@@ -119,11 +119,14 @@ absl::StatusOr<std::vector<bool>> ParseMoeLayerFreq(const std::string& value, in
 absl::Status AddMoEConfig(const MegatronArgs& a, layers::GptConfig* config) {
   if (!a.num_experts) return absl::OkStatus();
   const int64_t ep = a.expert_model_parallel_size;
+  const int64_t tp = a.tensor_model_parallel_size;
   if (ep > 1) {
-    // The expert grid of DESIGN.md with ETP = 1 and EP = TP: the EP group is the TP group
-    // and the expert-data-parallel group the DP group (so expert gradients are reduced with
-    // the DP buckets); each TP rank routes its sequence-parallel rows (Megatron requires
-    // SP for MoE with TP). EP groups across data-parallel ranks are not in this version.
+    // The expert grid of DESIGN.md with ETP = 1: EP = k x TP (k dividing DP), so an EP
+    // group is the TP groups of k consecutive DP replicas and the expert-data-parallel
+    // group the remaining DP / k replicas (k = 1: the TP group and the DP group; k > 1:
+    // the experts sit in their own arena region reduced over EDP, layers/gpt_stage.h).
+    // With TP each TP rank routes its sequence-parallel rows (Megatron requires SP for
+    // MoE with TP).
     const int64_t etp = a.expert_tensor_parallel_size.value_or(a.tensor_model_parallel_size);
     if (etp != 1) {
       return absl::UnimplementedError(absl::StrCat(
@@ -131,21 +134,47 @@ absl::Status AddMoEConfig(const MegatronArgs& a, layers::GptConfig* config) {
           ": expert tensor parallelism is not implemented; with --expert-model-parallel-size ",
           ep, " pass --expert-tensor-parallel-size 1"));
     }
-    if (ep != a.tensor_model_parallel_size || !a.sequence_parallel) {
+    const int64_t stage_ranks = tp * a.data_parallel_size;  // TP x DP (CP = 1 below)
+    if (ep % tp != 0 || stage_ranks % ep != 0) {
       return absl::UnimplementedError(absl::StrCat(
-          "--expert-model-parallel-size ", ep, " with --tensor-model-parallel-size ",
-          a.tensor_model_parallel_size, a.sequence_parallel ? "" : " (no --sequence-parallel)",
-          ": this version places the expert-parallel group on the tensor-parallel group; use "
-          "--expert-model-parallel-size equal to --tensor-model-parallel-size, with "
-          "--sequence-parallel (expert-parallel groups across data-parallel ranks are not "
-          "implemented)"));
+          "--expert-model-parallel-size ", ep, " with --tensor-model-parallel-size ", tp,
+          " and data-parallel size ", a.data_parallel_size,
+          ": expected a multiple of the TP size that divides TP x DP = ", stage_ranks,
+          " (expert tensor parallel size 1: an EP group is the TP groups of EP / TP "
+          "data-parallel replicas)"));
     }
+    if (tp > 1 && !a.sequence_parallel) {
+      return absl::UnimplementedError(absl::StrCat(
+          "--expert-model-parallel-size ", ep, " with --tensor-model-parallel-size ", tp,
+          " needs --sequence-parallel (Megatron: MoE with tensor parallelism uses sequence "
+          "parallelism; each TP rank routes its own rows)"));
+    }
+    if (ep > tp) {
+      // The EP group reaches across DP replicas: they must run their MoE layers in step.
+      const char* what = a.context_parallel_size > 1      ? "--context-parallel-size"
+                         : a.use_distributed_optimizer ? "--use-distributed-optimizer"
+                         : a.dynamic_pipeline          ? "--dynamic-pipeline"
+                                                       : nullptr;
+      if (what != nullptr) {
+        return absl::UnimplementedError(absl::StrCat(
+            "--expert-model-parallel-size ", ep, " > --tensor-model-parallel-size ", tp,
+            " (expert groups across data-parallel ranks) with ", what,
+            " is not implemented; use EP = TP or drop ", what));
+      }
+    }
+  }
+  {
+    // A token group (TP ranks routing their own rows, or CP ranks): the aux-loss counts
+    // are reduced over it, which seq_aux_loss / global_aux_loss do not do yet.
     const std::string& lb = a.moe_router_load_balancing_type.empty()
                                 ? std::string()
                                 : a.moe_router_load_balancing_type[0];
-    if (lb == "seq_aux_loss" || lb == "global_aux_loss") {
+    const bool token_group = (ep > 1 && tp > 1) || a.context_parallel_size > 1;
+    if (token_group && (lb == "seq_aux_loss" || lb == "global_aux_loss")) {
       return absl::UnimplementedError(absl::StrCat(
           "--moe-router-load-balancing-type ", lb, " with --expert-model-parallel-size ", ep,
+          " x --tensor-model-parallel-size ", tp, " / --context-parallel-size ",
+          a.context_parallel_size,
           ": only aux_loss, sinkhorn or none (the per-sequence and global counts over the "
           "token group are not implemented)"));
     }

@@ -85,6 +85,9 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
         if (cp > 1) {
           ep_context->tensor_and_context_parallel_group = view.tensor_and_context_parallel_group();
         }
+        if (ep > tp) {  // the EP group reaches across DP ranks: experts reduce over EDP
+          ep_context->expert_data_parallel_group = view.expert_data_parallel_group();
+        }
       }
       if (expert_bias_reduce) {
         layers::TensorParallelContext g;
@@ -106,8 +109,14 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
       stage->InitializeParameters();
       layers::ParameterStore& store = stage->parameters();
       sr.num_parameters += store.num_elements();
-      MXMACA_ASSIGN_OR_RETURN(layers::DataParallelBuckets buckets,
-                              layers::BuildDataParallelBuckets(store, grad_group, bucket_elements));
+      // The buckets end where a stage's expert region starts (EP across DP ranks: the
+      // experts are reduced over the expert-data-parallel group instead).
+      MXMACA_ASSIGN_OR_RETURN(
+          layers::DataParallelBuckets buckets,
+          layers::BuildDataParallelBuckets(store, grad_group, bucket_elements,
+                                           stage->has_expert_region()
+                                               ? stage->expert_region_begin()
+                                               : -1));
       std::vector<layers::OptimizerTensor> tensors =
           options.distributed_optimizer
               ? layers::DistributedOptimizerTensors(store, buckets, r * cp + c)

@@ -257,18 +257,23 @@ MakeShardWriter(bool distributed_optimizer) {
              const actors::StageIdentity& id, actors::StageProgram& program,
              const std::vector<std::shared_ptr<layers::AdamWOptimizer>>& optimizers,
              actors::checkpoint::CheckpointWriter& writer) -> absl::Status {
-    const bool parameters = id.data_parallel_rank == 0;
-    const bool optimizer_state = distributed_optimizer || id.data_parallel_rank == 0;
+    // Expert parallelism across DP ranks: a rank's routed experts (and their Adam state)
+    // are written by expert-data-parallel rank 0, the rest by DP replica 0.
+    const int edp = program.num_chunks() > 0 ? program.expert_data_parallel_rank(0) : -1;
+    const bool parameters = id.data_parallel_rank == 0 || edp == 0;
+    const bool optimizer_state = distributed_optimizer || parameters;
     if (!parameters && !optimizer_state) return absl::OkStatus();
     for (int c = 0; c < program.num_chunks(); ++c) {
       layers::ParameterStore& store = program.parameters(c);
       actors::StageShardOptions options;
       options.parameters = parameters;
       options.optimizer_state = optimizer_state;
-      options.skip_parameter = [&program, &store, c, &id](const layers::ParameterInfo& info) {
+      options.skip_parameter = [&program, &store, c, &id, edp](const layers::ParameterInfo& info) {
         absl::StatusOr<int> index = store.Index(info.spec.name);
         if (!index.ok()) return false;
         if (program.is_tied_copy(c, *index)) return true;
+        if (edp >= 0 && program.is_expert_shard(c, *index)) return edp != 0;
+        if (edp >= 0 && id.data_parallel_rank != 0) return true;  // DP replica 0 writes it
         // Replicated across TP ranks: TP rank 0 writes it.
         return id.tensor_parallel_rank != 0 && !program.counts_toward_grad_norm(c, *index);
       };
@@ -280,7 +285,7 @@ MakeShardWriter(bool distributed_optimizer) {
           actors::WriteStageShard(writer, name, store, optimizers[c].get(), options));
       // Persistent buffers ("buffers/<name>", e.g. the MoE expert bias): replicated, so
       // written by TP rank 0 of DP replica 0.
-      if (parameters && id.tensor_parallel_rank == 0) {
+      if (id.data_parallel_rank == 0 && id.tensor_parallel_rank == 0) {
         std::vector<actors::checkpoint::TensorShardView> views;
         for (const auto& [buffer, values] : program.persistent_buffers(c)) {
           const int64_t n = static_cast<int64_t>(values->size());
@@ -610,6 +615,7 @@ absl::StatusOr<actors::TrainingSummary> Train(
   ro.context_parallel_size = static_cast<int32_t>(args.context_parallel_size);
   ro.hub = hub;
   ro.compute_threads = pool_threads;
+  ro.ranks_block_on_peers = args.num_experts.has_value() && args.expert_model_parallel_size > 1;
   ro.exec = exec;
   ro.reset_attention_mask = args.reset_attention_mask;
   ro.distributed_optimizer = args.use_distributed_optimizer;

@@ -132,15 +132,26 @@ std::string MoEParameterPrefix(int64_t layer) {
   return absl::StrCat("decoder.layers.", layer, ".mlp");
 }
 
-absl::Status RegisterMoEParameters(const MoELayerConfig& c, int64_t layer, ParameterStore* store) {
+absl::Status RegisterMoEParameters(const MoELayerConfig& c, int64_t layer, ParameterStore* store,
+                                   MoEParameterParts parts) {
   MXMACA_RETURN_IF_ERROR(ValidateMoELayerConfig(c));
   const std::string prefix = MoEParameterPrefix(layer);
+  if (parts == MoEParameterParts::kRoutedExperts) {
+    for (int64_t i = c.first_local_expert(); i < c.first_local_expert() + c.num_local_experts();
+         ++i) {
+      MXMACA_RETURN_IF_ERROR(
+          RegisterMlp(c, c.expert, prefix + ".experts", absl::StrCat(i), store));
+    }
+    return absl::OkStatus();
+  }
   ParameterSpec router{prefix + ".router.weight",
                        {c.router.num_experts, c.router.hidden_size},
                        ParameterInit::kNormal,
                        static_cast<float>(c.init_method_std)};
   MXMACA_RETURN_IF_ERROR(store->Register(router).status());
-  for (int64_t i = c.first_local_expert(); i < c.first_local_expert() + c.num_local_experts(); ++i) {
+  for (int64_t i = c.first_local_expert();
+       parts == MoEParameterParts::kAll && i < c.first_local_expert() + c.num_local_experts();
+       ++i) {
     MXMACA_RETURN_IF_ERROR(RegisterMlp(c, c.expert, prefix + ".experts", absl::StrCat(i), store));
   }
   if (c.shared_expert_ffn_hidden_size > 0) {

@@ -96,6 +96,10 @@ struct MoELayerConfig {
   int64_t expert_model_parallel_rank = 0;
   // --moe-token-dispatcher-type (alltoall, allgather, or our hierarchical); used at P > 1.
   std::string token_dispatcher_type = "alltoall";
+  // experts_after_dense: the stage registers the routed experts of all its MoE layers
+  // after its other tensors (MoEParameterParts), in their own arena region — set by
+  // GptStage::Create when the expert-data-parallel group differs from the data-parallel one.
+  bool experts_after_dense = false;
 
   int64_t num_local_experts() const { return router.num_experts / expert_model_parallel_size; }
   int64_t first_local_expert() const { return expert_model_parallel_rank * num_local_experts(); }
@@ -109,11 +113,18 @@ absl::Status ValidateMoELayerConfig(const MoELayerConfig& config);
 // MoEParameterPrefix: "decoder.layers.<layer>.mlp".
 std::string MoEParameterPrefix(int64_t layer);
 
+// MoEParameterParts: which of a MoE layer's tensors RegisterMoEParameters registers: all,
+// all but this rank's routed experts, or only those (so a stage can put every layer's
+// experts in one arena region after the dense tensors: expert parallelism across
+// data-parallel ranks reduces them over another group, layers/gpt_stage.h).
+enum class MoEParameterParts { kAll, kAllButRoutedExperts, kRoutedExperts };
+
 // RegisterMoEParameters: registers the tensors listed in the file banner (before
-// ParameterStore::Finalize). Errors: config errors, or the store's (duplicate names,
-// already finalized).
+// ParameterStore::Finalize), the router first, then the routed experts, then the shared
+// expert. Errors: config errors, or the store's (duplicate names, already finalized).
 absl::Status RegisterMoEParameters(const MoELayerConfig& config, int64_t layer,
-                                   ParameterStore* store);
+                                   ParameterStore* store,
+                                   MoEParameterParts parts = MoEParameterParts::kAll);
 
 // MoEExpertParallel: what a MoE layer with P > 1 calls (MoELayer::SetExpertParallel).
 struct MoEExpertParallel {

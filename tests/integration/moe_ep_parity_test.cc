@@ -122,6 +122,36 @@ TEST_CASE("MoE GPT: expert parallelism EP = TP in {2, 4} gives the EP 1 run") {
 // / group size, metrics), the router's gradients summed over CP by the dp-cp buckets.
 // Against one device within the same bounds (the ring attention's order differs from the
 // unsharded kernel's by fp32 rounding: context_parallel_parity_test.cc).
+// Expert parallelism across data-parallel replicas (EP = k x TP, k > 1): an EP group spans
+// k DP replicas, whose tokens it exchanges; the experts sit in their own arena region whose
+// gradients are summed over the expert-data-parallel group (DP / k replicas) instead of
+// the DP buckets, counted once in the grad norm and checkpointed by EDP rank 0 (the
+// weights compared here are read back from each run's checkpoint). Bounds as above.
+TEST_CASE("MoE GPT: expert parallelism across data-parallel ranks gives the EP 1 run") {
+  for (const auto& [name, router] : {std::pair{"A", kMoERouterA}, std::pair{"C", kRouterC}}) {
+    ParityCorpus corpus(std::string("moe_ep_dp_parity_") + name);
+    const std::vector<std::string> base = MoEBaseArgs(corpus, router);
+    const Weights w0 = corpus.InitialWeights(base, 1000);
+    const Run single = corpus.Train(std::string(name) + " single device", base, 8);
+    const std::vector<std::pair<std::string, std::vector<std::string>>> layouts = {
+        {"ep2 dp2 (EDP 1) alltoall",
+         {"--expert-model-parallel-size", "2", "--world-size", "2",
+          "--moe-token-dispatcher-type", "alltoall"}},
+        {"ep4 tp2 sp dp2 (EDP 1) allgather",
+         {"--expert-model-parallel-size", "4", "--tensor-model-parallel-size", "2",
+          "--sequence-parallel", "--expert-tensor-parallel-size", "1", "--world-size", "4"}},
+        {"ep2 pp2 dp4 (EDP 2) alltoall overlap",
+         {"--expert-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
+          "--world-size", "8", "--moe-token-dispatcher-type", "alltoall",
+          "--overlap-grad-reduce"}},
+    };
+    for (const auto& [label, layout] : layouts) {
+      const Run run = corpus.Train(std::string(name) + " " + label, With(base, layout), 8);
+      CheckClose(single, run, w0, 1e-5, 1e-3);
+    }
+  }
+}
+
 TEST_CASE("MoE GPT with context parallelism (CP x EP x TP x PP x DP) gives the one-device run") {
   for (const auto& [name, router] : {std::pair{"A", kMoERouterA}, std::pair{"C", kRouterC}}) {
     ParityCorpus corpus(std::string("moe_cp_parity_") + name);
@@ -164,9 +194,14 @@ TEST_CASE("MoE expert-parallel layouts this version does not run are clear error
   const std::vector<std::string> base = MoEBaseArgs(corpus, kMoERouterA);
   for (const auto& [extra, expected] :
        std::vector<std::pair<std::vector<std::string>, std::string>>{
-           // EP across data-parallel ranks.
-           {{"--expert-model-parallel-size", "2", "--world-size", "2"},
-            "--expert-model-parallel-size 2"},
+           // EP not a multiple of TP.
+           {{"--expert-model-parallel-size", "2", "--tensor-model-parallel-size", "4",
+             "--sequence-parallel", "--expert-tensor-parallel-size", "1", "--world-size", "4"},
+            "--expert-model-parallel-size 2 with --tensor-model-parallel-size 4"},
+           // EP across DP replicas with the distributed optimizer.
+           {{"--expert-model-parallel-size", "2", "--world-size", "2",
+             "--use-distributed-optimizer"},
+            "with --use-distributed-optimizer is not implemented"},
            // Megatron's default ETP = TP: expert tensor parallelism.
            {{"--expert-model-parallel-size", "2", "--tensor-model-parallel-size", "2",
              "--sequence-parallel", "--world-size", "4"},

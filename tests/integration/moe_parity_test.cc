@@ -61,7 +61,8 @@ TEST_CASE("MoE flags that cannot run are clear errors") {
   const std::vector<std::string> base = MoEBaseArgs(corpus, kMoERouterA);
   for (const auto& [extra, expected] :
        std::vector<std::pair<std::vector<std::string>, std::string>>{
-           {{"--expert-model-parallel-size", "2", "--world-size", "2"},
+           {{"--expert-model-parallel-size", "2", "--tensor-model-parallel-size", "4",
+             "--sequence-parallel", "--expert-tensor-parallel-size", "1", "--world-size", "4"},
             "--expert-model-parallel-size 2"},
            {{"--moe-router-topk", "5"}, "--moe-router-topk"},
            {{"--moe-layer-freq", "[1,0]"}, "--moe-layer-freq"},
