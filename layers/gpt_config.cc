@@ -105,6 +105,10 @@ absl::Status GptConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("num_threads: got ", num_threads, ", expected >= 1"));
   }
+  if (loss_chunk_tokens < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "loss_chunk_tokens: got ", loss_chunk_tokens, ", expected >= 0 (0: never chunk)"));
+  }
   if (apply_residual_connection_post_layernorm) {
     return absl::InvalidArgumentError(
         "--apply-residual-connection-post-layernorm is not supported (pre-norm residuals only)");

@@ -86,6 +86,10 @@ struct GptConfig {
   int64_t recompute_num_layers = 1;
   kernels::Precision precision = kernels::Precision::kFp32;  // kBf16 with --bf16 (GEMM inputs)
   int num_threads = 1;  // CPU threads per kernel call (not a Megatron flag)
+  // Tokens per chunk of the loss head (not a flag; layers/chunked_loss_head.h): a last
+  // stage whose micro-batch holds more tokens than this computes the output layer and the
+  // cross-entropy chunk by chunk and never holds its whole [T, VP/TP] logits; 0 = never.
+  int64_t loss_chunk_tokens = 1024;
   // --apply-residual-connection-post-layernorm: only false is supported (Validate says so).
   bool apply_residual_connection_post_layernorm = false;
   // Mixture of Experts (--num-experts): moe_layers[l] is true where global layer l's MLP

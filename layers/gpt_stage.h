@@ -246,10 +246,13 @@ class GptStage {
   absl::Status RecomputeChunk(const Chunk& chunk, MicroBatchStash* st);
   absl::Status EmbeddingForward(const MicroBatchInput& in, bool training, float* x0,
                                 MicroBatchStash* st, MemoryTracker* tracker);
-  absl::Status VocabParallelCrossEntropy(const MicroBatchStash& st, const int32_t* labels,
-                                         float* loss, float* lse);
-  absl::Status HeadBackwardInput(MicroBatchStash* st, float loss_grad_scale, float* d_final_input);
-  absl::Status HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* sink);
+  // HeadBackwardInput: the loss head's B; with a chunked head and fused_sink (fused B+W)
+  // also the output weight's gradient. HeadBackwardWeight: its W (output_weight_done:
+  // that gradient was already added by HeadBackwardInput).
+  absl::Status HeadBackwardInput(MicroBatchStash* st, float loss_grad_scale, float* d_final_input,
+                                 WeightGradSink* fused_sink = nullptr);
+  absl::Status HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* sink,
+                                  bool output_weight_done = false);
   void EmbeddingBackwardWeight(MicroBatchStash* st, WeightGradSink* sink);
   // local_tokens: rows of this rank's hidden states: b s, or b s/p with SP.
   int64_t local_tokens(int64_t b, int64_t s) const { return tp_.sp() ? b * (s / tp_.size) : b * s; }

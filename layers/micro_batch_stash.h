@@ -243,6 +243,11 @@ struct MicroBatchStash {
   StashBuffer<float> lnf_mean, lnf_rstd;  // [T]
   StashBuffer<float> logits;              // [T, VP]; B turns it into dlogits in place (saved for W)
   StashBuffer<float> lse;                 // [T] logsumexp per token
+  // Chunked loss head (layers/chunked_loss_head.h, T > GptConfig::loss_chunk_tokens):
+  // `logits` stays empty, B and W recompute each chunk's logits from lnf_out and lse (kept
+  // until W), W with the loss_grad_scale that B was given.
+  bool loss_head_chunked = false;
+  float loss_grad_scale = 0.0f;
   StashBuffer<float> d_lnf_out;           // [T, h] saved by B for W
 
   // The micro-batch's weight gradient when W ran before an earlier micro-batch's W
