@@ -477,6 +477,7 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
 
   float* x0 = hidden_in(0);
   if (layout_.has_embedding) {
+    tracker_.set_activity("the forward of the embedding", -1, in.micro_batch_id);
     MXMACA_RETURN_IF_ERROR(EmbeddingForward(in, training, x0, st, tracker));
   } else {
     std::memcpy(x0, in.hidden.data(), tl * h * sizeof(float));
@@ -495,13 +496,17 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
       } else if (selective) {
         keep = ForwardKeep::kNoProbs;
       }
+      MXMACA_RETURN_IF_ERROR(tracker_.cap_error());
+      tracker_.set_activity("the forward", call.global_layer, in.micro_batch_id);
       MXMACA_RETURN_IF_ERROR(layers_[i].Forward(call, &st->layers[i], out, keep, &scratch_));
       if (call.moe_metrics != nullptr) AddMoEStats(static_cast<int64_t>(i), metrics);
       if (!training || (chunk.recompute && i != chunk.begin)) st->layers[i].input.Free();
     }
   }
 
+  MXMACA_RETURN_IF_ERROR(tracker_.cap_error());
   if (!layout_.has_loss_head) return absl::OkStatus();
+  tracker_.set_activity("the forward of the loss head", -1, in.micro_batch_id);
   const bool ln = config_.normalization == Normalization::kLayerNorm;
   // Final norm on this rank's rows; with SP its output is gathered (the column-parallel
   // output layer's input), lnf_out holding the full [T, h].
@@ -587,7 +592,7 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
   if (training) {
     CopyInto(&st->labels, tracker, in.labels);
   }
-  return absl::OkStatus();
+  return tracker_.cap_error();
 }
 
 absl::Status GptStage::EnsureCpAttention(int64_t b) {
@@ -822,6 +827,7 @@ absl::Status GptStage::RunBackward(int64_t micro_batch_id, absl::Span<const floa
   float* d_cur = grad_a_.data();
   float* d_next = grad_b_.data();
   if (layout_.has_loss_head) {
+    tracker_.set_activity("the backward of the loss head", -1, micro_batch_id);
     MXMACA_RETURN_IF_ERROR(
         HeadBackwardInput(st, loss_grad_scale, d_cur, fused ? sink.get() : nullptr));
     if (fused) {
@@ -831,9 +837,12 @@ absl::Status GptStage::RunBackward(int64_t micro_batch_id, absl::Span<const floa
     std::memcpy(d_cur, d_output.data(), tl * h * sizeof(float));
   }
   for (auto chunk = chunks_.rbegin(); chunk != chunks_.rend(); ++chunk) {
+    tracker_.set_activity("the recomputation", layout_.first_layer + chunk->begin, micro_batch_id);
     if (chunk->recompute) MXMACA_RETURN_IF_ERROR(RecomputeChunk(*chunk, st));
     for (int i = chunk->end - 1; i >= chunk->begin; --i) {
       const LayerCall call = MakeCall(*st, i, true);
+      MXMACA_RETURN_IF_ERROR(tracker_.cap_error());
+      tracker_.set_activity("the backward", call.global_layer, micro_batch_id);
       MXMACA_RETURN_IF_ERROR(
           layers_[i].BackwardInput(call, &st->layers[i], d_cur, d_next, &scratch_));
       std::swap(d_cur, d_next);
@@ -868,6 +877,7 @@ absl::Status GptStage::RunBackward(int64_t micro_batch_id, absl::Span<const floa
   } else if (d_input != nullptr) {
     d_input->assign(d_cur, d_cur + tl * h);
   }
+  MXMACA_RETURN_IF_ERROR(tracker_.cap_error());
   st->phase = MicroBatchStash::Phase::kBackwardInputDone;
   if (fused) {
     st->doc_start.Free();
@@ -906,12 +916,14 @@ absl::Status GptStage::BackwardWeight(int64_t micro_batch_id) {
   }
   const bool direct = !forward_order_.empty() && forward_order_.front() == micro_batch_id;
   std::unique_ptr<WeightGradSink> sink = MakeSink(st, direct);
+  tracker_.set_activity("the weight gradient", -1, micro_batch_id);
   if (layout_.has_loss_head) MXMACA_RETURN_IF_ERROR(HeadBackwardWeight(st, sink.get()));
   for (int i = static_cast<int>(layers_.size()) - 1; i >= 0; --i) {
     MXMACA_RETURN_IF_ERROR(
         layers_[i].BackwardWeight(MakeCall(*st, i, true), &st->layers[i], sink.get()));
   }
   if (layout_.has_embedding) EmbeddingBackwardWeight(st, sink.get());
+  MXMACA_RETURN_IF_ERROR(tracker_.cap_error());
   st->doc_start.Free();
   if (direct) {
     stashes_.erase(it);

@@ -200,6 +200,18 @@ class GptStage {
   // Stash accounting (bytes of training MicroBatchStash buffers; temporaries of a call and
   // eval/inference buffers excluded).
   int64_t live_activation_bytes() const { return tracker_.live(); }
+  // SetMemoryCap: --memory-cap-per-shard: a cap in bytes (0: none) on this stage's
+  // training stash bytes (what live_activation_bytes counts, chunked loss head scratch
+  // included). A Forward / BackwardInput / Backward / BackwardWeight whose allocations go
+  // over it returns ResourceExhausted "out of memory: shard <shard>: allocating <n> bytes
+  // for the forward of layer <l> of micro-batch <m> would use ... of the <cap>-byte cap"
+  // (MemoryTracker::SetCap; checked after every layer, so at most one layer's
+  // allocations pass the cap) and every later call returns it too. Eval and inference
+  // temporaries are not capped. One cap per GptStage: a rank with virtual pipeline stages
+  // (several model chunks) caps each chunk separately.
+  void SetMemoryCap(int64_t cap_bytes, std::string shard) {
+    tracker_.SetCap(cap_bytes, std::move(shard));
+  }
   int64_t peak_activation_bytes() const { return tracker_.peak(); }
   void ResetPeakActivationBytes() { tracker_.ResetPeak(); }
 

@@ -303,6 +303,7 @@ const absl::flat_hash_map<std::string, Binding>& Bindings() {
       MXMACA_BIND(optimizer_post_validation),
       MXMACA_BIND(inject_stage_slowdown),
       MXMACA_BIND(synthetic_op_ms),
+      MXMACA_BIND(memory_cap_per_shard),
       MXMACA_BIND(rebalance_threshold),
       MXMACA_BIND(rebalance_window),
       MXMACA_BIND(force_layer_move),

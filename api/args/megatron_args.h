@@ -230,6 +230,9 @@ struct MegatronArgs {
   std::optional<std::string> inject_stage_slowdown;
   // --synthetic-op-ms F,B,W[,OPT]: run on synthetic stages (api/train/synthetic_train.h).
   std::optional<std::string> synthetic_op_ms;
+  // --memory-cap-per-shard BYTES (e.g. 512M, 2GiB; 0 = none): cap on each rank's training
+  // stash bytes (layers/context_parallel/memory_cap.h ParseMemoryCap; GptStage::SetMemoryCap).
+  std::optional<std::string> memory_cap_per_shard;
   // --rebalance-threshold X, --rebalance-window K, --force-layer-move ITER:FROM:TO.
   std::optional<double> rebalance_threshold;
   int64_t rebalance_window = 3;

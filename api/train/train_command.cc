@@ -40,6 +40,7 @@
 #include "api/train/synthetic_train.h"
 #include "api/train/train_setup.h"
 #include "base/status_macros.h"
+#include "layers/context_parallel/memory_cap.h"
 #include "transport/inprocess_communicator.h"
 #include "data/gpt2_bpe_tokenizer.h"
 #include "data/gpt_dataset_builder.h"
@@ -86,7 +87,7 @@ constexpr const char* kHonouredDests[] = {
     "softmax_over_padded_vocab",
     // Pipeline and data parallelism (in-process ranks).
     "world_size", "pipeline_schedule", "pipeline_channel_slots", "dynamic_pipeline",
-    "optimizer_post_validation", "synthetic_op_ms",
+    "optimizer_post_validation", "synthetic_op_ms", "memory_cap_per_shard",
     "max_stashed_microbatches", "inject_stage_slowdown", "rebalance_threshold",
     "rebalance_window", "force_layer_move", "ddp_bucket_size", "distributed_timeout_minutes",
     "num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank",
@@ -427,6 +428,10 @@ absl::StatusOr<actors::TrainingSummary> Train(
                                            static_cast<float>(args.adam_beta2),
                                            static_cast<float>(args.adam_eps)};
   rank_options.reset_attention_mask = args.reset_attention_mask;
+  if (args.memory_cap_per_shard) {
+    MXMACA_ASSIGN_OR_RETURN(rank_options.memory_cap_bytes,
+                            layers::cp::ParseMemoryCap(*args.memory_cap_per_shard));
+  }
   MXMACA_ASSIGN_OR_RETURN(std::vector<StageRank> ranks,
                           BuildStageRanks(model, parallel.placement, rank_options));
   for (const StageRank& r : ranks) {
