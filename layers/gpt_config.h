@@ -65,6 +65,12 @@ struct GptConfig {
   PositionEmbeddingType position_embedding_type = PositionEmbeddingType::kLearnedAbsolute;
   float rotary_base = 10000.0f;                             // --rotary-base
   float rotary_percent = 1.0f;                              // --rotary-percent
+  // Long-context RoPE (kernels/cpu/rope.h RopeFrequencies): --use-rope-scaling (Llama 3.x
+  // frequency scaling) with --rope-scaling-factor; --rotary-seq-len-interpolation-factor
+  // (positions divided by it; 0 = none).
+  bool rope_scaling = false;
+  float rope_scaling_factor = 8.0f;
+  float rotary_seq_len_interpolation_factor = 0.0f;
   Normalization normalization = Normalization::kLayerNorm;  // --normalization
   float norm_epsilon = 1e-5f;                               // --norm-epsilon
   bool swiglu = false;  // --swiglu (linear_fc1 produces [gate; up], 2f wide)

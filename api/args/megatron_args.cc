@@ -153,6 +153,8 @@ const absl::flat_hash_map<std::string, Binding>& Bindings() {
       MXMACA_BIND(rotary_percent),
       MXMACA_BIND(rotary_interleaved),
       MXMACA_BIND(rotary_seq_len_interpolation_factor),
+      MXMACA_BIND(use_rope_scaling),
+      MXMACA_BIND(rope_scaling_factor),
       MXMACA_BIND(use_rotary_position_embeddings),
       MXMACA_BIND(add_position_embedding),
       MXMACA_BIND(normalization),

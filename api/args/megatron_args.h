@@ -48,6 +48,8 @@ struct MegatronArgs {
   bool use_rotary_position_embeddings = false;               // deprecated: sets rope
   bool add_position_embedding = true;                        // --no-position-embedding sets false
   std::optional<int64_t> rotary_seq_len_interpolation_factor;
+  bool use_rope_scaling = false;                             // --use-rope-scaling
+  double rope_scaling_factor = 8.0;                          // --rope-scaling-factor
   std::string normalization = "LayerNorm";  // LayerNorm|RMSNorm
   double norm_epsilon = 1e-5;               // --norm-epsilon
   bool apply_layernorm_1p = false;          // --apply-layernorm-1p

@@ -65,6 +65,7 @@ constexpr const char* kHonouredDests[] = {
     "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "kv_channels",
     "group_query_attention", "num_query_groups", "max_position_embeddings",
     "position_embedding_type", "rotary_base", "rotary_percent", "normalization",
+    "use_rope_scaling", "rope_scaling_factor", "rotary_seq_len_interpolation_factor",
     "norm_epsilon", "swiglu", "bias_gelu_fusion", "untie_embeddings_and_output_weights", "add_bias_linear",
     "make_vocab_size_divisible_by", "attention_softmax_in_fp32", "hidden_dropout",
     "attention_dropout", "weight_decay", "start_weight_decay", "end_weight_decay",
