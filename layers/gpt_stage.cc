@@ -837,8 +837,11 @@ absl::Status GptStage::RunBackward(int64_t micro_batch_id, absl::Span<const floa
     std::memcpy(d_cur, d_output.data(), tl * h * sizeof(float));
   }
   for (auto chunk = chunks_.rbegin(); chunk != chunks_.rend(); ++chunk) {
-    tracker_.set_activity("the recomputation", layout_.first_layer + chunk->begin, micro_batch_id);
-    if (chunk->recompute) MXMACA_RETURN_IF_ERROR(RecomputeChunk(*chunk, st));
+    if (chunk->recompute) {
+      tracker_.set_activity("the recomputation", layout_.first_layer + chunk->begin,
+                            micro_batch_id);
+      MXMACA_RETURN_IF_ERROR(RecomputeChunk(*chunk, st));
+    }
     for (int i = chunk->end - 1; i >= chunk->begin; --i) {
       const LayerCall call = MakeCall(*st, i, true);
       MXMACA_RETURN_IF_ERROR(tracker_.cap_error());
