@@ -105,6 +105,20 @@ absl::Status GptConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("num_threads: got ", num_threads, ", expected >= 1"));
   }
+  if (rope_scaling && !(rope_scaling_factor > 0.0f)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rope-scaling-factor ", rope_scaling_factor, ": expected > 0 with --use-rope-scaling"));
+  }
+  if (rotary_seq_len_interpolation_factor != 0.0f &&
+      !(rotary_seq_len_interpolation_factor >= 1.0f)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rotary-seq-len-interpolation-factor ", rotary_seq_len_interpolation_factor,
+        ": expected >= 1 (positions are divided by it)"));
+  }
+  if (loss_chunk_tokens < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "loss_chunk_tokens: got ", loss_chunk_tokens, ", expected >= 0 (0: never chunk)"));
+  }
   if (apply_residual_connection_post_layernorm) {
     return absl::InvalidArgumentError(
         "--apply-residual-connection-post-layernorm is not supported (pre-norm residuals only)");

@@ -65,6 +65,12 @@ struct GptConfig {
   PositionEmbeddingType position_embedding_type = PositionEmbeddingType::kLearnedAbsolute;
   float rotary_base = 10000.0f;                             // --rotary-base
   float rotary_percent = 1.0f;                              // --rotary-percent
+  // Long-context RoPE (kernels/cpu/rope.h RopeFrequencies): --use-rope-scaling (Llama 3.x
+  // frequency scaling) with --rope-scaling-factor; --rotary-seq-len-interpolation-factor
+  // (positions divided by it; 0 = none).
+  bool rope_scaling = false;
+  float rope_scaling_factor = 8.0f;
+  float rotary_seq_len_interpolation_factor = 0.0f;
   Normalization normalization = Normalization::kLayerNorm;  // --normalization
   float norm_epsilon = 1e-5f;                               // --norm-epsilon
   bool swiglu = false;  // --swiglu (linear_fc1 produces [gate; up], 2f wide)
@@ -86,6 +92,10 @@ struct GptConfig {
   int64_t recompute_num_layers = 1;
   kernels::Precision precision = kernels::Precision::kFp32;  // kBf16 with --bf16 (GEMM inputs)
   int num_threads = 1;  // CPU threads per kernel call (not a Megatron flag)
+  // Tokens per chunk of the loss head (not a flag; layers/chunked_loss_head.h): a last
+  // stage whose micro-batch holds more tokens than this computes the output layer and the
+  // cross-entropy chunk by chunk and never holds its whole [T, VP/TP] logits; 0 = never.
+  int64_t loss_chunk_tokens = 1024;
   // --apply-residual-connection-post-layernorm: only false is supported (Validate says so).
   bool apply_residual_connection_post_layernorm = false;
   // Mixture of Experts (--num-experts): moe_layers[l] is true where global layer l's MLP

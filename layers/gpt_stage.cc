@@ -13,6 +13,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gemm.h"
+#include "layers/chunked_loss_head.h"
 #include "layers/context_parallel/cp_batch.h"
 #include "layers/moe/dispatch/dispatcher_factory.h"
 
@@ -507,39 +508,6 @@ absl::Status GptStage::EmbeddingForward(const MicroBatchInput& in, bool training
   return absl::OkStatus();
 }
 
-absl::Status GptStage::VocabParallelCrossEntropy(const MicroBatchStash& st, const int32_t* labels,
-                                                 float* loss, float* lse) {
-  // Megatron's _VocabParallelCrossEntropy over this rank's logits [T, VP/p]: global row
-  // max (all-gather of the shard maxima: the communicator has no max reduction), shard
-  // sums of exp(x - max) summed over TP, the target logit from the shard that holds it
-  // (summed over TP: exact, one non-zero term). The shard's first vocab_.softmax columns
-  // enter: its real rows by default (a padding-only shard adds -inf / 0), all its rows
-  // with config.softmax_over_padded_vocab (Megatron's numerics).
-  const int64_t t = st.b * st.s, vl = vocab_.rows, p = tp_.size;
-  const float* logits = st.logits.data();
-  std::vector<float> local_max(t), maxima(p * t), sum_exp(t), target(t, 0.0f);
-  cpu::CrossEntropyRowMax(ctx_, logits, t, vl, vocab_.softmax, local_max.data());
-  MXMACA_RETURN_IF_ERROR(AllGather(tp_, local_max.data(), maxima.data(), t));
-  for (int64_t i = 0; i < t; ++i) {
-    float m = maxima[i];
-    for (int64_t r = 1; r < p; ++r) m = std::max(m, maxima[r * t + i]);
-    local_max[i] = m;
-  }
-  cpu::CrossEntropySumExp(ctx_, logits, local_max.data(), t, vl, vocab_.softmax,
-                          sum_exp.data());
-  MXMACA_RETURN_IF_ERROR(AllReduceSum(tp_, sum_exp.data(), t));
-  for (int64_t i = 0; i < t; ++i) {
-    const int64_t c = labels[i] - vocab_.start;
-    if (c >= 0 && c < vocab_.real) target[i] = logits[i * vl + c];
-  }
-  MXMACA_RETURN_IF_ERROR(AllReduceSum(tp_, target.data(), t));
-  for (int64_t i = 0; i < t; ++i) {
-    lse[i] = local_max[i] + std::log(sum_exp[i]);
-    loss[i] = lse[i] - target[i];
-  }
-  return absl::OkStatus();
-}
-
 absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBatchStash* st,
                                   StageOutput* output) {
   MXMACA_RETURN_IF_ERROR(ValidateInput(in, mode));
@@ -574,6 +542,7 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
 
   float* x0 = hidden_in(0);
   if (layout_.has_embedding) {
+    tracker_.set_activity("the forward of the embedding", -1, in.micro_batch_id);
     MXMACA_RETURN_IF_ERROR(EmbeddingForward(in, training, x0, st, tracker));
   } else {
     std::memcpy(x0, in.hidden.data(), tl * h * sizeof(float));
@@ -592,13 +561,17 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
       } else if (selective) {
         keep = ForwardKeep::kNoProbs;
       }
+      MXMACA_RETURN_IF_ERROR(tracker_.cap_error());
+      tracker_.set_activity("the forward", call.global_layer, in.micro_batch_id);
       MXMACA_RETURN_IF_ERROR(layers_[i].Forward(call, &st->layers[i], out, keep, &scratch_));
       if (call.moe_metrics != nullptr) AddMoEStats(static_cast<int64_t>(i), metrics);
       if (!training || (chunk.recompute && i != chunk.begin)) st->layers[i].input.Free();
     }
   }
 
+  MXMACA_RETURN_IF_ERROR(tracker_.cap_error());
   if (!layout_.has_loss_head) return absl::OkStatus();
+  tracker_.set_activity("the forward of the loss head", -1, in.micro_batch_id);
   const bool ln = config_.normalization == Normalization::kLayerNorm;
   // Final norm on this rank's rows; with SP its output is gathered (the column-parallel
   // output layer's input), lnf_out holding the full [T, h].
@@ -639,19 +612,26 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
     }
     return absl::OkStatus();
   }
-  // Output layer (column-parallel over the vocabulary): this rank's logits [T, VP/p].
-  st->logits.Allocate(tracker, t * vl);
-  cpu::Gemm(ctx_, false, true, t, vl, h, 1.0f, st->lnf_out.data(), h, w_out, h, 0.0f,
-            st->logits.data(), vl);
-  st->lse.Allocate(tracker, t);
-  output->token_losses.assign(t, 0.0f);
-  if (tp_.size == 1) {
-    // vocab_.softmax: V (masked padding, the default) or VP (softmax_over_padded_vocab).
-    cpu::CrossEntropyForward(ctx_, st->logits.data(), in.labels.data(), t, vl, vocab_.softmax,
-                             output->token_losses.data(), st->lse.data());
+  // Output layer (column-parallel over the vocabulary) and the vocab-parallel
+  // cross-entropy: whole when this rank's T tokens fit one chunk (the logits [T, VP/p] kept
+  // for B and W), else chunk by chunk keeping only lse (layers/chunked_loss_head.h).
+  if (config_.loss_chunk_tokens > 0 && t > config_.loss_chunk_tokens) {
+    st->loss_head_chunked = true;
+    st->lse.Allocate(tracker, t);
+    output->token_losses.assign(t, 0.0f);
+    MXMACA_RETURN_IF_ERROR(ChunkedLossHeadForward(
+        ctx_, tp_, vocab_, config_.loss_chunk_tokens, t, h, st->lnf_out.data(), w_out,
+        in.labels.data(), output->token_losses.data(), st->lse.data(), tracker));
   } else {
-    MXMACA_RETURN_IF_ERROR(VocabParallelCrossEntropy(*st, in.labels.data(),
-                                                     output->token_losses.data(), st->lse.data()));
+    st->logits.Allocate(tracker, t * vl);
+    cpu::Gemm(ctx_, false, true, t, vl, h, 1.0f, st->lnf_out.data(), h, w_out, h, 0.0f,
+              st->logits.data(), vl);
+    st->lse.Allocate(tracker, t);
+    output->token_losses.assign(t, 0.0f);
+    MXMACA_RETURN_IF_ERROR(VocabParallelCrossEntropyForward(ctx_, tp_, vocab_, st->logits.data(),
+                                                            t, in.labels.data(),
+                                                            output->token_losses.data(),
+                                                            st->lse.data()));
   }
   if (in.loss_mask.empty()) {
     st->loss_mask.Allocate(tracker, t);
@@ -677,7 +657,7 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
   if (training) {
     CopyInto(&st->labels, tracker, in.labels);
   }
-  return absl::OkStatus();
+  return tracker_.cap_error();
 }
 
 absl::Status GptStage::EnsureCpAttention(int64_t b) {
@@ -743,13 +723,15 @@ absl::Status GptStage::RecomputeChunk(const Chunk& chunk, MicroBatchStash* st) {
 }
 
 absl::Status GptStage::HeadBackwardInput(MicroBatchStash* st, float loss_grad_scale,
-                                         float* d_final_input) {
+                                         float* d_final_input, WeightGradSink* fused_sink) {
   const int64_t t = st->b * st->s, tl = local_tokens(st->b, st->s), h = config_.hidden_size,
                 vl = vocab_.rows;
   const bool ln = config_.normalization == Normalization::kLayerNorm;
   dloss_.resize(t);
   for (int64_t i = 0; i < t; ++i) dloss_[i] = loss_grad_scale * st->loss_mask.data()[i];
-  if (tp_.size == 1) {
+  if (st->loss_head_chunked) {
+    st->loss_grad_scale = loss_grad_scale;  // W recomputes dloss_ from it
+  } else if (tp_.size == 1) {
     cpu::CrossEntropyBackward(ctx_, st->logits.data(), st->labels.data(), st->lse.data(),
                               dloss_.data(), t, vl, vocab_.softmax, st->logits.data());
   } else {
@@ -763,7 +745,7 @@ absl::Status GptStage::HeadBackwardInput(MicroBatchStash* st, float loss_grad_sc
     cpu::CrossEntropyBackward(ctx_, st->logits.data(), local_targets.data(), st->lse.data(),
                               dloss_.data(), t, vl, vocab_.softmax, st->logits.data());
   }
-  st->lse.Free();
+  if (!st->loss_head_chunked) st->lse.Free();
   // Output layer's input gradient: partial over the vocab shards, summed over TP
   // (reduce-scattered to this rank's rows with SP).
   st->d_lnf_out.Allocate(&tracker_, tl * h);
@@ -773,8 +755,22 @@ absl::Status GptStage::HeadBackwardInput(MicroBatchStash* st, float loss_grad_sc
     partial_buf.resize(t * h);
     partial = partial_buf.data();
   }
-  cpu::Gemm(ctx_, false, false, t, h, vl, 1.0f, st->logits.data(), vl,
-            store_.param(ids_.output_weight), h, 0.0f, partial, h);
+  if (st->loss_head_chunked) {
+    // Fused B+W: the output weight's gradient in the same pass over the chunks (one
+    // recomputation of the logits instead of two); HeadBackwardWeight then skips it.
+    float* dw = fused_sink != nullptr ? fused_sink->Begin(ids_.output_weight) : nullptr;
+    MXMACA_RETURN_IF_ERROR(ChunkedLossHeadBackward(
+        ctx_, tp_, vocab_, config_.loss_chunk_tokens, t, h, st->lnf_out.data(),
+        store_.param(ids_.output_weight), st->labels.data(), st->lse.data(), dloss_.data(),
+        partial, dw, &tracker_));
+    if (fused_sink != nullptr && !(ids_.output_weight == ids_.word_embeddings &&
+                                   layout_.has_embedding)) {
+      fused_sink->End(ids_.output_weight);
+    }
+  } else {
+    cpu::Gemm(ctx_, false, false, t, h, vl, 1.0f, st->logits.data(), vl,
+              store_.param(ids_.output_weight), h, 0.0f, partial, h);
+  }
   if (tp_.sp()) {
     MXMACA_RETURN_IF_ERROR(
         ReduceScatterToSequenceParallelRegion(tp_, partial, st->b, st->s, h, st->d_lnf_out.data()));
@@ -787,16 +783,28 @@ absl::Status GptStage::HeadBackwardInput(MicroBatchStash* st, float loss_grad_sc
   return absl::OkStatus();
 }
 
-absl::Status GptStage::HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* sink) {
+absl::Status GptStage::HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* sink,
+                                          bool output_weight_done) {
   const int64_t t = st->b * st->s, tl = local_tokens(st->b, st->s), h = config_.hidden_size,
                 vl = vocab_.rows;
   const bool ln = config_.normalization == Normalization::kLayerNorm;
-  float* dw = sink->Begin(ids_.output_weight);
-  cpu::Gemm(ctx_, true, false, vl, h, t, 1.0f, st->logits.data(), vl, st->lnf_out.data(), h, 0.0f,
-            dw, h);
   // Tied with this stage's embedding: the embedding's W adds its part before End.
   const bool tied_here = ids_.output_weight == ids_.word_embeddings && layout_.has_embedding;
-  if (!tied_here) sink->End(ids_.output_weight);
+  if (!output_weight_done) {
+    float* dw = sink->Begin(ids_.output_weight);
+    if (st->loss_head_chunked) {
+      dloss_.resize(t);
+      for (int64_t i = 0; i < t; ++i) dloss_[i] = st->loss_grad_scale * st->loss_mask.data()[i];
+      MXMACA_RETURN_IF_ERROR(ChunkedLossHeadBackward(
+          ctx_, tp_, vocab_, config_.loss_chunk_tokens, t, h, st->lnf_out.data(),
+          store_.param(ids_.output_weight), st->labels.data(), st->lse.data(), dloss_.data(),
+          nullptr, dw, &tracker_));
+    } else {
+      cpu::Gemm(ctx_, true, false, vl, h, t, 1.0f, st->logits.data(), vl, st->lnf_out.data(), h,
+                0.0f, dw, h);
+    }
+    if (!tied_here) sink->End(ids_.output_weight);
+  }
   float* dg = sink->Begin(ids_.final_norm_weight);
   float* db = ln ? sink->Begin(ids_.final_norm_bias) : nullptr;
   NormBackwardWeight(config_, ctx_, st->d_lnf_out.data(), st->final_input.data(),
@@ -808,8 +816,9 @@ absl::Status GptStage::HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* s
   }
   sink->End(ids_.final_norm_weight);
   if (ln) sink->End(ids_.final_norm_bias);
-  for (StashBuffer<float>* buf : {&st->logits, &st->lnf_out, &st->lnf_mean, &st->lnf_rstd,
-                                  &st->d_lnf_out, &st->final_input, &st->loss_mask}) {
+  for (StashBuffer<float>* buf : {&st->logits, &st->lse, &st->lnf_out, &st->lnf_mean,
+                                  &st->lnf_rstd, &st->d_lnf_out, &st->final_input,
+                                  &st->loss_mask}) {
     buf->Free();
   }
   st->labels.Free();
@@ -883,15 +892,25 @@ absl::Status GptStage::RunBackward(int64_t micro_batch_id, absl::Span<const floa
   float* d_cur = grad_a_.data();
   float* d_next = grad_b_.data();
   if (layout_.has_loss_head) {
-    MXMACA_RETURN_IF_ERROR(HeadBackwardInput(st, loss_grad_scale, d_cur));
-    if (fused) MXMACA_RETURN_IF_ERROR(HeadBackwardWeight(st, sink.get()));
+    tracker_.set_activity("the backward of the loss head", -1, micro_batch_id);
+    MXMACA_RETURN_IF_ERROR(
+        HeadBackwardInput(st, loss_grad_scale, d_cur, fused ? sink.get() : nullptr));
+    if (fused) {
+      MXMACA_RETURN_IF_ERROR(HeadBackwardWeight(st, sink.get(), st->loss_head_chunked));
+    }
   } else {
     std::memcpy(d_cur, d_output.data(), tl * h * sizeof(float));
   }
   for (auto chunk = chunks_.rbegin(); chunk != chunks_.rend(); ++chunk) {
-    if (chunk->recompute) MXMACA_RETURN_IF_ERROR(RecomputeChunk(*chunk, st));
+    if (chunk->recompute) {
+      tracker_.set_activity("the recomputation", layout_.first_layer + chunk->begin,
+                            micro_batch_id);
+      MXMACA_RETURN_IF_ERROR(RecomputeChunk(*chunk, st));
+    }
     for (int i = chunk->end - 1; i >= chunk->begin; --i) {
       const LayerCall call = MakeCall(*st, i, true);
+      MXMACA_RETURN_IF_ERROR(tracker_.cap_error());
+      tracker_.set_activity("the backward", call.global_layer, micro_batch_id);
       MXMACA_RETURN_IF_ERROR(
           layers_[i].BackwardInput(call, &st->layers[i], d_cur, d_next, &scratch_));
       std::swap(d_cur, d_next);
@@ -926,6 +945,7 @@ absl::Status GptStage::RunBackward(int64_t micro_batch_id, absl::Span<const floa
   } else if (d_input != nullptr) {
     d_input->assign(d_cur, d_cur + tl * h);
   }
+  MXMACA_RETURN_IF_ERROR(tracker_.cap_error());
   st->phase = MicroBatchStash::Phase::kBackwardInputDone;
   if (fused) {
     st->doc_start.Free();
@@ -964,12 +984,14 @@ absl::Status GptStage::BackwardWeight(int64_t micro_batch_id) {
   }
   const bool direct = !forward_order_.empty() && forward_order_.front() == micro_batch_id;
   std::unique_ptr<WeightGradSink> sink = MakeSink(st, direct);
+  tracker_.set_activity("the weight gradient", -1, micro_batch_id);
   if (layout_.has_loss_head) MXMACA_RETURN_IF_ERROR(HeadBackwardWeight(st, sink.get()));
   for (int i = static_cast<int>(layers_.size()) - 1; i >= 0; --i) {
     MXMACA_RETURN_IF_ERROR(
         layers_[i].BackwardWeight(MakeCall(*st, i, true), &st->layers[i], sink.get()));
   }
   if (layout_.has_embedding) EmbeddingBackwardWeight(st, sink.get());
+  MXMACA_RETURN_IF_ERROR(tracker_.cap_error());
   st->doc_start.Free();
   if (direct) {
     stashes_.erase(it);

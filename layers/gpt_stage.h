@@ -41,6 +41,11 @@
 // summed over the CP group (the same on every CP rank; token_losses stay local). Weight
 // gradients are this rank's part; the caller sums them over CP (and DP).
 //
+// Loss head: a last stage whose micro-batch has more than config.loss_chunk_tokens tokens
+// (b s, per rank) computes the output layer and cross-entropy in chunks of that many
+// tokens and never holds the whole [T, VP/p] logits (layers/chunked_loss_head.h; B and W
+// recompute each chunk's logits); at most that many, the logits are kept for B and W.
+//
 // Not thread-safe: one caller (the stage actor) at a time.
 #ifndef MXMACA_LAYERS_GPT_STAGE_H_
 #define MXMACA_LAYERS_GPT_STAGE_H_
@@ -225,6 +230,18 @@ class GptStage {
   // Stash accounting (bytes of training MicroBatchStash buffers; temporaries of a call and
   // eval/inference buffers excluded).
   int64_t live_activation_bytes() const { return tracker_.live(); }
+  // SetMemoryCap: --memory-cap-per-shard: a cap in bytes (0: none) on this stage's
+  // training stash bytes (what live_activation_bytes counts, chunked loss head scratch
+  // included). A Forward / BackwardInput / Backward / BackwardWeight whose allocations go
+  // over it returns ResourceExhausted "out of memory: shard <shard>: allocating <n> bytes
+  // for the forward of layer <l> of micro-batch <m> would use ... of the <cap>-byte cap"
+  // (MemoryTracker::SetCap; checked after every layer, so at most one layer's
+  // allocations pass the cap) and every later call returns it too. Eval and inference
+  // temporaries are not capped. One cap per GptStage: a rank with virtual pipeline stages
+  // (several model chunks) caps each chunk separately.
+  void SetMemoryCap(int64_t cap_bytes, std::string shard) {
+    tracker_.SetCap(cap_bytes, std::move(shard));
+  }
   int64_t peak_activation_bytes() const { return tracker_.peak(); }
   void ResetPeakActivationBytes() { tracker_.ResetPeak(); }
 
@@ -271,10 +288,13 @@ class GptStage {
   absl::Status RecomputeChunk(const Chunk& chunk, MicroBatchStash* st);
   absl::Status EmbeddingForward(const MicroBatchInput& in, bool training, float* x0,
                                 MicroBatchStash* st, MemoryTracker* tracker);
-  absl::Status VocabParallelCrossEntropy(const MicroBatchStash& st, const int32_t* labels,
-                                         float* loss, float* lse);
-  absl::Status HeadBackwardInput(MicroBatchStash* st, float loss_grad_scale, float* d_final_input);
-  absl::Status HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* sink);
+  // HeadBackwardInput: the loss head's B; with a chunked head and fused_sink (fused B+W)
+  // also the output weight's gradient. HeadBackwardWeight: its W (output_weight_done:
+  // that gradient was already added by HeadBackwardInput).
+  absl::Status HeadBackwardInput(MicroBatchStash* st, float loss_grad_scale, float* d_final_input,
+                                 WeightGradSink* fused_sink = nullptr);
+  absl::Status HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* sink,
+                                  bool output_weight_done = false);
   void EmbeddingBackwardWeight(MicroBatchStash* st, WeightGradSink* sink);
   // local_tokens: rows of this rank's hidden states: b s, or b s/p with SP.
   int64_t local_tokens(int64_t b, int64_t s) const { return tp_.sp() ? b * (s / tp_.size) : b * s; }

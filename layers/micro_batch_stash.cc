@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <new>
+#include <string>
+#include <utility>
 
 namespace mxmaca::layers {
 
@@ -20,7 +22,25 @@ MemoryTracker::~MemoryTracker() {
   for (auto& [capacity, block] : cache_) DeleteBlock(block);
 }
 
+void MemoryTracker::SetCap(int64_t cap_bytes, std::string shard) {
+  cap_bytes_ = std::max<int64_t>(cap_bytes, 0);
+  shard_ = std::move(shard);
+}
+
+void MemoryTracker::CheckCap(int64_t bytes) {
+  if (!cap_error_.ok() || bytes <= cap_bytes_ - live_) return;
+  std::string activity = phase_;
+  if (layer_ >= 0) activity += " of layer " + std::to_string(layer_);
+  if (micro_batch_ >= 0) activity += " of micro-batch " + std::to_string(micro_batch_);
+  cap_error_ = absl::ResourceExhaustedError(
+      "out of memory: shard " + shard_ + ": allocating " + std::to_string(bytes) + " bytes for " +
+      activity + " would use " + std::to_string(live_ + bytes) + " of the " +
+      std::to_string(cap_bytes_) + "-byte cap (--memory-cap-per-shard; " +
+      std::to_string(live_) + " bytes already held)");
+}
+
 void* MemoryTracker::Acquire(int64_t bytes, int64_t* capacity) {
+  if (cap_bytes_ > 0) CheckCap(bytes);
   live_ += bytes;
   peak_ = std::max(peak_, live_);
   auto it = cache_.lower_bound(bytes);

@@ -20,8 +20,11 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
+
+#include "absl/status/status.h"
 
 namespace mxmaca::layers {
 
@@ -50,6 +53,7 @@ class MemoryTracker {
   // Charge / Discharge: bytes held outside the tracker's blocks (TrackedBytes) that count
   // toward live() and peak() as if they were.
   void Charge(int64_t bytes) {
+    if (cap_bytes_ > 0) CheckCap(bytes);
     live_ += bytes;
     if (live_ > peak_) peak_ = live_;
   }
@@ -60,6 +64,27 @@ class MemoryTracker {
   void ResetPeak() { peak_ = live_; }
   int64_t cached_bytes() const { return cached_; }
 
+  // SetCap: a cap on live() in bytes (--memory-cap-per-shard; 0 = none), checked by every
+  // Acquire and Charge. `shard` names the owner in the error (e.g. "rank 3 (pipeline stage
+  // 1, ...)"). The callers of Acquire (StashBuffer::Allocate) have no error path, so an
+  // allocation over the cap still happens; the first one is recorded as cap_error() and
+  // the owner (GptStage) returns that error from the call in progress (checked after every
+  // layer), which ends the run. Only an allocation the machine cannot make at all still
+  // fails in operator new.
+  void SetCap(int64_t cap_bytes, std::string shard);
+  int64_t cap_bytes() const { return cap_bytes_; }
+  // set_activity: what the owner is doing, for the error ("the forward of layer 3 of
+  // micro-batch 0"): phase (a string literal), global layer (-1: none), micro-batch.
+  void set_activity(const char* phase, int64_t layer, int64_t micro_batch) {
+    phase_ = phase;
+    layer_ = layer;
+    micro_batch_ = micro_batch;
+  }
+  // cap_error: OK, or ResourceExhausted "shard <shard>: allocating <n> bytes for <activity>
+  // would use <total> of the <cap>-byte cap (--memory-cap-per-shard; <live> bytes already
+  // held)" for the first allocation over the cap (sticky).
+  const absl::Status& cap_error() const { return cap_error_; }
+
   // Block allocation without a tracker (eval, inference).
   static void* NewBlock(int64_t bytes);
   static void DeleteBlock(void* block);
@@ -69,6 +94,13 @@ class MemoryTracker {
   int64_t peak_ = 0;
   int64_t cached_ = 0;
   std::multimap<int64_t, void*> cache_;  // capacity -> block
+  // The cap (SetCap) and what the owner is doing (set_activity).
+  void CheckCap(int64_t bytes);
+  int64_t cap_bytes_ = 0;
+  std::string shard_;
+  const char* phase_ = "a stage call";
+  int64_t layer_ = -1, micro_batch_ = -1;
+  absl::Status cap_error_;
 };
 
 // StashBuffer: an array of T (uninitialised unless AllocateZeroed) whose bytes are
@@ -243,6 +275,11 @@ struct MicroBatchStash {
   StashBuffer<float> lnf_mean, lnf_rstd;  // [T]
   StashBuffer<float> logits;              // [T, VP]; B turns it into dlogits in place (saved for W)
   StashBuffer<float> lse;                 // [T] logsumexp per token
+  // Chunked loss head (layers/chunked_loss_head.h, T > GptConfig::loss_chunk_tokens):
+  // `logits` stays empty, B and W recompute each chunk's logits from lnf_out and lse (kept
+  // until W), W with the loss_grad_scale that B was given.
+  bool loss_head_chunked = false;
+  float loss_grad_scale = 0.0f;
   StashBuffer<float> d_lnf_out;           // [T, h] saved by B for W
 
   // The micro-batch's weight gradient when W ran before an earlier micro-batch's W

@@ -62,7 +62,9 @@ int64_t StashBytesPerMicroBatch(const GptConfig& c, const StageLayout& layout,
     const bool ln = c.normalization == Normalization::kLayerNorm;
     int64_t elems = 2 * t * h;         // final_input, lnf_out
     elems += (ln ? 2 : 1) * t;         // lnf rstd (+ mean)
-    elems += t * c.padded_vocab_size;  // logits
+    // logits, unless the loss head runs in chunks (layers/chunked_loss_head.h): then
+    // only a [chunk, VP] scratch lives during a call (a transient, not counted).
+    if (c.loss_chunk_tokens == 0 || t <= c.loss_chunk_tokens) elems += t * c.padded_vocab_size;
     elems += 2 * t;                    // lse, loss_mask
     bytes += elems * kF32 + t * kI32;  // + labels
   }

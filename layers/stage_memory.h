@@ -26,7 +26,8 @@
 // layers; block: the first --recompute-num-layers layers of the stage, one by one), and
 // nothing otherwise. Embedding stage: tokens (T int32), position ids (T int32, learned
 // absolute positions only). Loss-head stage: final_input, lnf_out (2 T h), lnf mean
-// (LayerNorm) and rstd (T each), logits (T VP), lse (T), loss_mask (T), labels (T int32).
+// (LayerNorm) and rstd (T each), logits (T VP; none when T > GptConfig::loss_chunk_tokens,
+// the chunked loss head), lse (T), loss_mask (T), labels (T int32).
 // --reset-attention-mask: doc_start (T int32).
 //
 // Dropout masks are not stored: they are a function of (seed, layer, site, iteration,

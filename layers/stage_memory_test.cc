@@ -105,6 +105,10 @@ std::vector<Case> Cases() {
   GptConfig bf16 = Modern();
   bf16.precision = kernels::Precision::kBf16;
   cases.push_back({"bf16 GEMMs, whole model (stash stays fp32)", bf16, whole, 2});
+  // The chunked loss head (T = 24 > 10 tokens per chunk): no logits in the stash.
+  GptConfig chunked = Modern();
+  chunked.loss_chunk_tokens = 10;
+  cases.push_back({"chunked loss head, whole model", chunked, whole, 2});
   return cases;
 }
 

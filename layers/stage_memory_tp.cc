@@ -66,7 +66,10 @@ int64_t StashBytesPerMicroBatchTp(const GptConfig& c, const StageLayout& layout,
     const bool ln = c.normalization == Normalization::kLayerNorm;
     int64_t elems = tl * h + t * h;          // final_input (local), lnf_out (gathered)
     elems += (ln ? 2 : 1) * tl;              // lnf rstd (+ mean)
-    elems += t * (c.padded_vocab_size / p);  // logits of this rank's vocab shard
+    // Logits of this rank's vocab shard, unless the loss head runs in chunks.
+    if (c.loss_chunk_tokens == 0 || t <= c.loss_chunk_tokens) {
+      elems += t * (c.padded_vocab_size / p);
+    }
     elems += 2 * t;                          // lse, loss_mask
     bytes += elems * kF32 + t * kI32;        // + labels
   }

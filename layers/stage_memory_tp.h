@@ -24,7 +24,8 @@
 // Full recomputation keeps each recomputed chunk's first input only (Tl h), as TP 1 does.
 // Embedding stage: tokens (T int32), position ids (T int32, learned positions): the full
 // [b, s] on every rank. Loss-head stage: final_input (Tl h), lnf_out (T h, gathered),
-// lnf rstd (+ mean) (Tl each), logits (T VP/p: this rank's vocab shard), lse, loss_mask
+// lnf rstd (+ mean) (Tl each), logits (T VP/p: this rank's vocab shard; none when
+// T > GptConfig::loss_chunk_tokens, the chunked loss head), lse, loss_mask
 // (T each), labels (T int32). --reset-attention-mask: doc_start (T int32).
 // Without SP only the per-rank widths shrink; the [T, h] activations (input, residuals,
 // norm outputs) are replicated on every TP rank, which is what SP removes.

@@ -88,6 +88,17 @@ bool IsLayerNorm(const GptConfig& c) { return c.normalization == Normalization::
 
 int TpSize(const LayerCall& call) { return call.tp != nullptr ? call.tp->size : 1; }
 bool Sp(const LayerCall& call) { return call.tp != nullptr && call.tp->sp(); }
+// RopeFrequenciesOf: the config's RoPE angles (--rotary-base, --use-rope-scaling,
+// --rope-scaling-factor, --rotary-seq-len-interpolation-factor).
+cpu::RopeFrequencies RopeFrequenciesOf(const GptConfig& c) {
+  cpu::RopeFrequencies f;
+  f.base = c.rotary_base;
+  f.llama3_scaling = c.rope_scaling;
+  f.scaling_factor = c.rope_scaling_factor;
+  f.seq_len_interpolation_factor = c.rotary_seq_len_interpolation_factor;
+  return f;
+}
+
 // LocalTokens: rows of the layer's input/output on this rank: b s, or b s/p with SP.
 int64_t LocalTokens(const LayerCall& call) {
   return Sp(call) ? call.b * (call.s / call.tp->size) : call.b * call.s;
@@ -257,9 +268,9 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
   cpu::SplitQkv(ctx, shape, qkv, st->q.data(), st->k.data(), st->v.data());
   if (c.position_embedding_type == PositionEmbeddingType::kRope) {
     cpu::RopeForward(ctx, st->q.data(), call.rope_positions, call.b, call.s, np, hn, c.rotary_dim(),
-                     c.rotary_base);
+                     RopeFrequenciesOf(c));
     cpu::RopeForward(ctx, st->k.data(), call.rope_positions, call.b, call.s, ng, hn, c.rotary_dim(),
-                     c.rotary_base);
+                     RopeFrequenciesOf(c));
   }
   float* o = LayerScratch::Get(scratch->b, call.b * np * call.s * hn);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hn)));
@@ -437,9 +448,9 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
   st->v.Free();
   if (c.position_embedding_type == PositionEmbeddingType::kRope) {
     cpu::RopeBackward(ctx, dq, call.rope_positions, call.b, call.s, np, hn, c.rotary_dim(),
-                      c.rotary_base);
+                      RopeFrequenciesOf(c));
     cpu::RopeBackward(ctx, dk, call.rope_positions, call.b, call.s, ng, hn, c.rotary_dim(),
-                      c.rotary_base);
+                      RopeFrequenciesOf(c));
   }
   st->d_qkv.Allocate(tr, t * qkv_n);
   cpu::MergeQkvGrad(ctx, shape, dq, dk, dv, st->d_qkv.data());

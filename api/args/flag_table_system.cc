@@ -493,6 +493,11 @@ constexpr FlagSpec kMxmaca[] = {
            "the GPT: every forward / input-gradient / weight-gradient op takes F / B / W ms "
            "per micro-batch and model chunk (OPT: each optimizer step's ms); no model, "
            "tokenizer or data files needed (api/train/synthetic_train.h)")),
+    Ours(V("--memory-cap-per-shard", kStr, "None", kImpl,
+           "BYTES (1073741824, 512M, 2GiB = powers of 1024; 3GB = powers of 1000; 0 = no "
+           "cap): cap on each rank's activation memory (its training stashes, as 'peak "
+           "activation memory' counts them); a rank that exceeds it ends the run with an "
+           "out-of-memory error naming the rank and what it tried to allocate")),
 };
 
 }  // namespace

@@ -36,9 +36,10 @@ constexpr FlagSpec kNetworkSize[] = {
     V("--rotary-percent", kFloat, "1.0", kImpl),
     T("--rotary-interleaved", kImpl),
     V("--rotary-seq-len-interpolation-factor", kInt, "None", kImpl),
-    T("--use-rope-scaling", kUnsup, "Llama 3.x RoPE scaling"),
-    V("--rope-scaling-factor", kFloat, "8.0", kNote,
-      "tunes --use-rope-scaling, which MXMACA does not support"),
+    T("--use-rope-scaling", kImpl,
+      "Llama 3.x frequency scaling (low_freq_factor 1, high_freq_factor 4, original "
+      "context 8192, fixed as in Megatron)"),
+    V("--rope-scaling-factor", kFloat, "8.0", kImpl),
     V("--no-rope-freq", kCustom, "None", kUnsup),
     F("--no-position-embedding", "add_position_embedding", kImpl),
     V("--mrope-section", kInt, "None", kNote,

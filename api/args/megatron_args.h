@@ -48,6 +48,8 @@ struct MegatronArgs {
   bool use_rotary_position_embeddings = false;               // deprecated: sets rope
   bool add_position_embedding = true;                        // --no-position-embedding sets false
   std::optional<int64_t> rotary_seq_len_interpolation_factor;
+  bool use_rope_scaling = false;                             // --use-rope-scaling
+  double rope_scaling_factor = 8.0;                          // --rope-scaling-factor
   std::string normalization = "LayerNorm";  // LayerNorm|RMSNorm
   double norm_epsilon = 1e-5;               // --norm-epsilon
   bool apply_layernorm_1p = false;          // --apply-layernorm-1p
@@ -230,6 +232,9 @@ struct MegatronArgs {
   std::optional<std::string> inject_stage_slowdown;
   // --synthetic-op-ms F,B,W[,OPT]: run on synthetic stages (api/train/synthetic_train.h).
   std::optional<std::string> synthetic_op_ms;
+  // --memory-cap-per-shard BYTES (e.g. 512M, 2GiB; 0 = none): cap on each rank's training
+  // stash bytes (layers/context_parallel/memory_cap.h ParseMemoryCap; GptStage::SetMemoryCap).
+  std::optional<std::string> memory_cap_per_shard;
   // --rebalance-threshold X, --rebalance-window K, --force-layer-move ITER:FROM:TO.
   std::optional<double> rebalance_threshold;
   int64_t rebalance_window = 3;

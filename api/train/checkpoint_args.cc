@@ -46,6 +46,9 @@ nlohmann::json CheckpointArgsJson(const std::vector<std::string>& argv, const Me
   model["position_embedding_type"] = PositionName(m.position_embedding_type);
   model["rotary_base"] = m.rotary_base;
   model["rotary_percent"] = m.rotary_percent;
+  model["rope_scaling"] = m.rope_scaling;
+  model["rope_scaling_factor"] = m.rope_scaling_factor;
+  model["rotary_seq_len_interpolation_factor"] = m.rotary_seq_len_interpolation_factor;
   model["normalization"] = m.normalization == layers::Normalization::kRmsNorm ? "RMSNorm" : "LayerNorm";
   model["norm_epsilon"] = m.norm_epsilon;
   model["swiglu"] = m.swiglu;
@@ -77,6 +80,10 @@ absl::StatusOr<layers::GptConfig> ModelConfigFromCheckpointArgs(const nlohmann::
     c.position_embedding_type = *pos;
     c.rotary_base = m.at("rotary_base").get<float>();
     c.rotary_percent = m.at("rotary_percent").get<float>();
+    // Absent in checkpoints written before these flags: plain RoPE.
+    c.rope_scaling = m.value("rope_scaling", false);
+    c.rope_scaling_factor = m.value("rope_scaling_factor", 8.0f);
+    c.rotary_seq_len_interpolation_factor = m.value("rotary_seq_len_interpolation_factor", 0.0f);
     auto norm = layers::ParseNormalization(m.at("normalization").get<std::string>());
     if (!norm.ok()) return absl::DataLossError(std::string(norm.status().message()));
     c.normalization = *norm;

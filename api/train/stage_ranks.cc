@@ -107,6 +107,11 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
                                    ep_context ? &*ep_context : nullptr,
                                    cp_context ? &*cp_context : nullptr));
       stage->InitializeParameters();
+      if (options.memory_cap_bytes > 0) {
+        stage->SetMemoryCap(options.memory_cap_bytes,
+                            absl::StrCat("rank ", rank, " (pipeline stage ", pp, ", tensor rank ",
+                                         t, ", context rank ", c, ", data rank ", r, ")"));
+      }
       layers::ParameterStore& store = stage->parameters();
       sr.num_parameters += store.num_elements();
       // The buckets end where a stage's expert region starts (EP across DP ranks: the

@@ -67,6 +67,9 @@ struct StageRankOptions {
   // ranks_per_node: the hierarchical MoE dispatcher's node size (processes per node in a
   // multi-process job; 1 in one process).
   int ranks_per_node = 1;
+  // --memory-cap-per-shard in bytes (0: none): GptStage::SetMemoryCap of every stage,
+  // naming the rank and its grid coordinates.
+  int64_t memory_cap_bytes = 0;
 };
 
 // BuildStageRanks: placement.pipeline_model_parallel_size x data_parallel_size x

@@ -40,6 +40,7 @@
 #include "api/train/synthetic_train.h"
 #include "api/train/train_setup.h"
 #include "base/status_macros.h"
+#include "layers/context_parallel/memory_cap.h"
 #include "transport/inprocess_communicator.h"
 #include "data/gpt2_bpe_tokenizer.h"
 #include "data/gpt_dataset_builder.h"
@@ -64,6 +65,7 @@ constexpr const char* kHonouredDests[] = {
     "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "kv_channels",
     "group_query_attention", "num_query_groups", "max_position_embeddings",
     "position_embedding_type", "rotary_base", "rotary_percent", "normalization",
+    "use_rope_scaling", "rope_scaling_factor", "rotary_seq_len_interpolation_factor",
     "norm_epsilon", "swiglu", "bias_gelu_fusion", "untie_embeddings_and_output_weights", "add_bias_linear",
     "make_vocab_size_divisible_by", "attention_softmax_in_fp32", "hidden_dropout",
     "attention_dropout", "weight_decay", "start_weight_decay", "end_weight_decay",
@@ -86,7 +88,7 @@ constexpr const char* kHonouredDests[] = {
     "softmax_over_padded_vocab",
     // Pipeline and data parallelism (in-process ranks).
     "world_size", "pipeline_schedule", "pipeline_channel_slots", "dynamic_pipeline",
-    "optimizer_post_validation", "synthetic_op_ms",
+    "optimizer_post_validation", "synthetic_op_ms", "memory_cap_per_shard",
     "max_stashed_microbatches", "inject_stage_slowdown", "rebalance_threshold",
     "rebalance_window", "force_layer_move", "ddp_bucket_size", "distributed_timeout_minutes",
     "num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank",
@@ -432,6 +434,10 @@ absl::StatusOr<actors::TrainingSummary> Train(
                                            static_cast<float>(args.adam_beta2),
                                            static_cast<float>(args.adam_eps)};
   rank_options.reset_attention_mask = args.reset_attention_mask;
+  if (args.memory_cap_per_shard) {
+    MXMACA_ASSIGN_OR_RETURN(rank_options.memory_cap_bytes,
+                            layers::cp::ParseMemoryCap(*args.memory_cap_per_shard));
+  }
   MXMACA_ASSIGN_OR_RETURN(std::vector<StageRank> ranks,
                           BuildStageRanks(model, parallel.placement, rank_options));
   for (const StageRank& r : ranks) {

@@ -32,6 +32,10 @@ absl::StatusOr<layers::GptConfig> GptConfigFromArgs(const MegatronArgs& a, int64
                           layers::ParsePositionEmbeddingType(a.position_embedding_type));
   c.rotary_base = static_cast<float>(a.rotary_base);
   c.rotary_percent = static_cast<float>(a.rotary_percent);
+  c.rope_scaling = a.use_rope_scaling;
+  c.rope_scaling_factor = static_cast<float>(a.rope_scaling_factor);
+  c.rotary_seq_len_interpolation_factor =
+      static_cast<float>(a.rotary_seq_len_interpolation_factor.value_or(0));
   MXMACA_ASSIGN_OR_RETURN(c.normalization, layers::ParseNormalization(a.normalization));
   c.norm_epsilon = static_cast<float>(a.norm_epsilon);
   c.swiglu = a.swiglu;
