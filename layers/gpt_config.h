@@ -93,9 +93,20 @@ struct GptConfig {
   kernels::Precision precision = kernels::Precision::kFp32;  // kBf16 with --bf16 (GEMM inputs)
   int num_threads = 1;  // CPU threads per kernel call (not a Megatron flag)
   // Tokens per chunk of the loss head (not a flag; layers/chunked_loss_head.h): a last
-  // stage whose micro-batch holds more tokens than this computes the output layer and the
-  // cross-entropy chunk by chunk and never holds its whole [T, VP/TP] logits; 0 = never.
+  // stage whose micro-batch holds more tokens than this, and whose whole [T, VP/TP] fp32
+  // logits would take more than loss_chunk_min_logits_bytes, computes the output layer and
+  // the cross-entropy chunk by chunk and never holds the whole logits; 0 = never. Below the
+  // byte threshold the whole logits are kept (no recomputation: the chunked head runs the
+  // output GEMM 4-5 times per micro-batch instead of 3, which costs more than it saves
+  // for short sequences — the KJV job's 2,048 x 50,304 logits are 412 MB).
   int64_t loss_chunk_tokens = 1024;
+  int64_t loss_chunk_min_logits_bytes = int64_t{512} << 20;
+  // chunked_loss_head: whether a last stage with `tokens` tokens and `vocab_rows` local
+  // vocabulary rows runs the loss head in chunks (the rule above).
+  bool chunked_loss_head(int64_t tokens, int64_t vocab_rows) const {
+    return loss_chunk_tokens > 0 && tokens > loss_chunk_tokens &&
+           tokens * vocab_rows * 4 > loss_chunk_min_logits_bytes;
+  }
   // --apply-residual-connection-post-layernorm: only false is supported (Validate says so).
   bool apply_residual_connection_post_layernorm = false;
   // Mixture of Experts (--num-experts): moe_layers[l] is true where global layer l's MLP

@@ -615,7 +615,7 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
   // Output layer (column-parallel over the vocabulary) and the vocab-parallel
   // cross-entropy: whole when this rank's T tokens fit one chunk (the logits [T, VP/p] kept
   // for B and W), else chunk by chunk keeping only lse (layers/chunked_loss_head.h).
-  if (config_.loss_chunk_tokens > 0 && t > config_.loss_chunk_tokens) {
+  if (config_.chunked_loss_head(t, vl)) {
     st->loss_head_chunked = true;
     st->lse.Allocate(tracker, t);
     output->token_losses.assign(t, 0.0f);

@@ -42,9 +42,10 @@
 // gradients are this rank's part; the caller sums them over CP (and DP).
 //
 // Loss head: a last stage whose micro-batch has more than config.loss_chunk_tokens tokens
-// (b s, per rank) computes the output layer and cross-entropy in chunks of that many
-// tokens and never holds the whole [T, VP/p] logits (layers/chunked_loss_head.h; B and W
-// recompute each chunk's logits); at most that many, the logits are kept for B and W.
+// (b s, per rank) and whose whole logits would exceed config.loss_chunk_min_logits_bytes
+// (GptConfig::chunked_loss_head) computes the output layer and cross-entropy in chunks of
+// that many tokens and never holds the whole [T, VP/p] logits (layers/chunked_loss_head.h;
+// B and W recompute each chunk's logits); otherwise the logits are kept for B and W.
 //
 // Not thread-safe: one caller (the stage actor) at a time.
 #ifndef MXMACA_LAYERS_GPT_STAGE_H_

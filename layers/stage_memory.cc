@@ -64,7 +64,7 @@ int64_t StashBytesPerMicroBatch(const GptConfig& c, const StageLayout& layout,
     elems += (ln ? 2 : 1) * t;         // lnf rstd (+ mean)
     // logits, unless the loss head runs in chunks (layers/chunked_loss_head.h): then
     // only a [chunk, VP] scratch lives during a call (a transient, not counted).
-    if (c.loss_chunk_tokens == 0 || t <= c.loss_chunk_tokens) elems += t * c.padded_vocab_size;
+    if (!c.chunked_loss_head(t, c.padded_vocab_size)) elems += t * c.padded_vocab_size;
     elems += 2 * t;                    // lse, loss_mask
     bytes += elems * kF32 + t * kI32;  // + labels
   }

@@ -108,6 +108,7 @@ std::vector<Case> Cases() {
   // The chunked loss head (T = 24 > 10 tokens per chunk): no logits in the stash.
   GptConfig chunked = Modern();
   chunked.loss_chunk_tokens = 10;
+  chunked.loss_chunk_min_logits_bytes = 0;
   cases.push_back({"chunked loss head, whole model", chunked, whole, 2});
   return cases;
 }

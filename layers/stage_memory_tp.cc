@@ -67,7 +67,7 @@ int64_t StashBytesPerMicroBatchTp(const GptConfig& c, const StageLayout& layout,
     int64_t elems = tl * h + t * h;          // final_input (local), lnf_out (gathered)
     elems += (ln ? 2 : 1) * tl;              // lnf rstd (+ mean)
     // Logits of this rank's vocab shard, unless the loss head runs in chunks.
-    if (c.loss_chunk_tokens == 0 || t <= c.loss_chunk_tokens) {
+    if (!c.chunked_loss_head(t, c.padded_vocab_size / p)) {
       elems += t * (c.padded_vocab_size / p);
     }
     elems += 2 * t;                          // lse, loss_mask
