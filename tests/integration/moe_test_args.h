@@ -4,9 +4,14 @@
 #ifndef MXMACA_TESTS_INTEGRATION_MOE_TEST_ARGS_H_
 #define MXMACA_TESTS_INTEGRATION_MOE_TEST_ARGS_H_
 
+#include <catch2/catch.hpp>
+
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "api/train/train_command.h"
 #include "tests/integration/parity_fixture.h"
 
 namespace mxmaca::testing {
@@ -33,6 +38,22 @@ inline std::vector<std::string> With(std::vector<std::string> a,
                                      const std::vector<std::string>& more) {
   a.insert(a.end(), more.begin(), more.end());
   return a;
+}
+
+// ErrorCase: flags added to a base run, and a piece of the error message they must give.
+using ErrorCase = std::pair<std::vector<std::string>, std::string>;
+
+// CheckTrainErrors: every case's run fails (non-OK status, no training) with a message
+// containing its expected piece.
+inline void CheckTrainErrors(const std::vector<std::string>& base,
+                             const std::vector<ErrorCase>& cases) {
+  for (const auto& [extra, expected] : cases) {
+    absl::StatusOr<actors::TrainingSummary> r =
+        api::Train(With(base, extra), [](const std::string&) {});
+    INFO(expected);
+    REQUIRE(!r.ok());
+    CHECK(std::string(r.status().message()).find(expected) != std::string::npos);
+  }
 }
 
 // Router A: softmax top-2 on every other layer, dropless, aux loss 1e-2, z-loss 1e-3, a
