@@ -15,7 +15,8 @@
 # the distributed optimizer and overlapped grad reduce / param gather (4 processes);
 # ZB-H1 with the dynamic policy x DP2 (4 processes); ZB-V (2 processes); a MoE model with
 # expert parallelism EP2 (the EP group on the TP group, tokens by the all-to-all dispatcher) at
-# TP2 x SP x PP2 x DP2 (8 processes; its routing statistics travel in the report blocks); a
+# TP2 x SP x PP2 x DP2 (8 processes; its routing statistics travel in the report blocks) and
+# with EP2 across the two DP replicas of PP2 x DP2 (4 processes: tokens cross replicas); a
 # multi-process run stopped at iteration 2 (--exit-interval, saves) and resumed with --load,
 # which must end in the same checkpoint as the uninterrupted run.
 set -euo pipefail
@@ -89,6 +90,9 @@ check moe_ep2_tp2_sp_pp2_dp2 8 --tensor-model-parallel-size 2 --sequence-paralle
   --pipeline-model-parallel-size 2 --num-experts 4 --moe-router-topk 2 --moe-layer-freq 2 \
   --moe-ffn-hidden-size 48 --moe-aux-loss-coeff 1e-2 --moe-z-loss-coeff 1e-3 \
   --expert-model-parallel-size 2 --expert-tensor-parallel-size 1 --moe-token-dispatcher-type alltoall
+check moe_ep2_across_dp 4 --pipeline-model-parallel-size 2 --num-experts 4 --moe-router-topk 2 \
+  --moe-ffn-hidden-size 48 --moe-aux-loss-coeff 1e-2 --expert-model-parallel-size 2 \
+  --moe-token-dispatcher-type alltoall
 
 # Resume: stop at iteration 2 (saves), resume from it; the end is the uninterrupted run's.
 layout=(--tensor-model-parallel-size 2 --sequence-parallel --pipeline-model-parallel-size 2)
