@@ -1086,7 +1086,7 @@ StageActorHandle::behavior_type StageBehavior(StagePointer self, StageActorConfi
           return;
         }
         if (!g.error.empty()) {
-          Fail(self, g.iteration, -1, "expert bias update", g.error);
+          Fail(self, g.iteration, -1, "end of iteration (expert gradients, expert bias)", g.error);
           return;
         }
         StageIterationDone done = MakeReport(st);
