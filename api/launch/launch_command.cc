@@ -200,24 +200,35 @@ AttemptResult RunAttempt(const LaunchArgs& args, const std::string& program, int
     kill_at = absl::Now() + args.grace;
   }
   while (alive > 0) {
-    // Reap whoever has ended.
+    // Reap whoever has ended. Of the failures reaped in one pass (children that ended
+    // within the same 100 ms), a child killed by a signal is reported over those that
+    // exited with an error: the others usually exited because they lost it (a kill -9 of
+    // one rank makes its peers fail a moment later), and waitpid's order among them is
+    // arbitrary.
     int wstatus = 0;
     pid_t pid;
+    const bool first_pass_failure = result.code == 0;
+    pid_t failed_pid = 0;
     while ((pid = ::waitpid(-1, &wstatus, WNOHANG)) > 0) {
       for (size_t k = 0; k < children.size(); ++k) {
         if (children[k] != pid || !running[k]) continue;
         running[k] = false;
         --alive;
         const int code = ExitCode(wstatus);
-        if (code != 0 && result.code == 0) {
+        const bool better =
+            result.code == 0 || (first_pass_failure && result.code < 128 && code >= 128);
+        if (code != 0 && better) {
           result.code = code;
           result.failed_rank = static_cast<int>(k);
-          std::fprintf(stderr,
-                       "mxmaca launch: local rank %zu (pid %d) failed with exit code %d; "
-                       "stopping the others\n",
-                       k, pid, code);
+          failed_pid = pid;
         }
       }
+    }
+    if (first_pass_failure && result.code != 0) {
+      std::fprintf(stderr,
+                   "mxmaca launch: local rank %d (pid %d) failed with exit code %d; "
+                   "stopping the others\n",
+                   result.failed_rank, static_cast<int>(failed_pid), result.code);
     }
     if (result.code != 0 && !stopping) {
       stopping = true;
