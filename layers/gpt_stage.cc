@@ -158,24 +158,17 @@ absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& conf
   }
   TensorParallelContext token_group;  // size 1: tokens not split
   const bool tp_split = expert_parallel && tp_ctx.sp();
+  const absl::Duration timeout = tp_ctx.size > 1 ? tp_ctx.timeout : cp_ctx.timeout;
   if (config.moe && tp_split && cp_ctx.enabled()) {
     if (!ep->tensor_and_context_parallel_group) {
       return absl::InvalidArgumentError(
           "GptStage: MoE with EP, SP and CP needs the tensor-and-context-parallel group");
     }
-    token_group.comm = ep->comm;
-    token_group.group = *ep->tensor_and_context_parallel_group;
+    token_group = GroupContext(ep->comm, *ep->tensor_and_context_parallel_group, timeout);
   } else if (config.moe && tp_split) {
-    token_group.comm = tp_ctx.comm;
-    token_group.group = tp_ctx.group;
+    token_group = GroupContext(tp_ctx.comm, tp_ctx.group, timeout);
   } else if (config.moe && cp_ctx.enabled()) {
-    token_group.comm = cp_ctx.comm;
-    token_group.group = cp_ctx.group;
-  }
-  if (token_group.comm != nullptr) {
-    token_group.rank = token_group.group.rank_in_group;
-    token_group.size = token_group.group.size();
-    token_group.timeout = tp_ctx.size > 1 ? tp_ctx.timeout : cp_ctx.timeout;
+    token_group = GroupContext(cp_ctx.comm, cp_ctx.group, timeout);
   }
   const bool expert_region = expert_parallel && ep->expert_data_parallel_group.has_value();
   if (config.moe && (expert_parallel || token_group.size > 1)) {
@@ -203,11 +196,7 @@ absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& conf
                                                         moe::MoEParameterParts::kRoutedExperts));
     }
     stage->has_expert_region_ = true;
-    stage->expert_dp_.comm = ep->comm;
-    stage->expert_dp_.group = *ep->expert_data_parallel_group;
-    stage->expert_dp_.rank = stage->expert_dp_.group.rank_in_group;
-    stage->expert_dp_.size = stage->expert_dp_.group.size();
-    stage->expert_dp_.timeout = tp_ctx.timeout;
+    stage->expert_dp_ = GroupContext(ep->comm, *ep->expert_data_parallel_group, tp_ctx.timeout);
   }
   stage->store_.Finalize(arena_multiple);
   if (!expert_region) stage->expert_region_begin_ = stage->store_.arena_elements();
@@ -383,12 +372,9 @@ absl::Status GptStage::AllReduceExpertGrads() {
 
 double GptStage::ExpertGradNormSquared() {
   if (!has_expert_region_ || expert_dp_.rank != 0) return 0.0;
-  const float* g = store_.grads_arena().data();
-  double sum = 0.0;
-  for (int64_t i = expert_region_begin_; i < store_.arena_elements(); ++i) {
-    sum += static_cast<double>(g[i]) * static_cast<double>(g[i]);
-  }
-  return sum;
+  // The same fp64 sum of squares the bucketed part of the norm uses (ShardGradNormSquared).
+  return kernels::cpu::SumSquares(ctx_, store_.grads_arena().data() + expert_region_begin_,
+                                  store_.arena_elements() - expert_region_begin_);
 }
 
 std::vector<std::pair<std::string, std::vector<float>*>> GptStage::ExpertBiasBuffers() {

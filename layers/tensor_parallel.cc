@@ -23,6 +23,17 @@ TensorParallelContext TensorParallelContextFor(const transport::RankView& view,
   return tp;
 }
 
+TensorParallelContext GroupContext(transport::Communicator* comm,
+                                   const transport::ProcessGroup& group, absl::Duration timeout) {
+  TensorParallelContext c;
+  c.comm = comm;
+  c.group = group;
+  c.rank = group.rank_in_group;
+  c.size = group.size();
+  c.timeout = timeout;
+  return c;
+}
+
 absl::Status ValidateTensorParallelContext(const TensorParallelContext& tp) {
   if (tp.size < 1 || tp.rank < 0 || tp.rank >= tp.size) {
     return absl::InvalidArgumentError(absl::StrCat("tensor parallel context: rank ", tp.rank,

@@ -92,6 +92,13 @@ TensorParallelContext TensorParallelContextFor(const transport::RankView& view,
                                                transport::Communicator* comm,
                                                bool sequence_parallel);
 
+// GroupContext: a context for the blocking collectives below over any `group` (the MoE
+// token group, the expert-data-parallel group, TP x CP x DP for the expert bias), with
+// `comm` as this rank's endpoint: rank = group.rank_in_group, size = group.size(), no SP.
+TensorParallelContext GroupContext(transport::Communicator* comm,
+                                   const transport::ProcessGroup& group,
+                                   absl::Duration timeout = absl::Minutes(5));
+
 // ValidateTensorParallelContext: InvalidArgument when size < 1, rank outside [0, size),
 // size > 1 without a communicator, or a group whose size / rank_in_group differ.
 absl::Status ValidateTensorParallelContext(const TensorParallelContext& tp);

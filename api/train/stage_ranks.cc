@@ -90,12 +90,8 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
         }
       }
       if (expert_bias_reduce) {
-        layers::TensorParallelContext g;
-        g.comm = comm;
-        g.group = view.tensor_and_data_parallel_group(/*with_context_parallel=*/true);
-        g.rank = g.group.rank_in_group;
-        g.size = g.group.size();
-        bias_group = g;
+        bias_group = layers::GroupContext(
+            comm, view.tensor_and_data_parallel_group(/*with_context_parallel=*/true));
       }
     }
     std::vector<std::unique_ptr<layers::GptStage>> chunks;

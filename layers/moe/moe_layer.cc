@@ -370,23 +370,24 @@ absl::Status MoELayer::BackwardWeight(const kernels::ExecContext& ctx, const flo
 absl::Status MoELayer::BackwardWeight(const kernels::ExecContext& ctx, const float* x,
                                       const float* dy, const MoEStash& st,
                                       const std::function<float*(int)>& grad) {
-  auto bind = [&grad](const MlpIds& ids) {
+  // bind: the gradient buffers of a group of MLPs, each from `where`.
+  auto bind = [](const MlpIds& ids, const std::function<float*(int)>& where) {
     ExpertGrads g;
-    for (int id : ids.fc1_weight) g.fc1_weight.push_back(grad(id));
-    for (int id : ids.fc1_bias) g.fc1_bias.push_back(grad(id));
-    for (int id : ids.fc2_weight) g.fc2_weight.push_back(grad(id));
-    for (int id : ids.fc2_bias) g.fc2_bias.push_back(grad(id));
+    for (int id : ids.fc1_weight) g.fc1_weight.push_back(where(id));
+    for (int id : ids.fc1_bias) g.fc1_bias.push_back(where(id));
+    for (int id : ids.fc2_weight) g.fc2_weight.push_back(where(id));
+    for (int id : ids.fc2_bias) g.fc2_bias.push_back(where(id));
     return g;
   };
   const RouterConfig& rc = config_.router;
   if (config_.expert_model_parallel_size == 1) {
     GroupedExpertsBackwardWeight(ctx, config_.expert, st.plan.tokens_per_expert,
                                  st.permuted_x.data(), st.d_expert_out.data(), st.experts,
-                                 bind(expert_ids_));
+                                 bind(expert_ids_, grad));
   } else {
     GroupedExpertsBackwardWeight(ctx, config_.expert, st.tokens_per_local_expert,
                                  st.local_x.data(), st.d_local_out.data(), st.experts,
-                                 bind(expert_ids_));
+                                 bind(expert_ids_, grad));
   }
   const bool group = static_cast<bool>(token_group_.all_reduce_replicated_grads);
   // With a token group the replicated tensors' gradients of this call are computed into
@@ -403,12 +404,8 @@ absl::Status MoELayer::BackwardWeight(const kernels::ExecContext& ctx, const flo
   RouterWeightGrad(ctx, rc, st.num_tokens, st.d_logits.data(), x, target(router_weight_));
   if (config_.shared_expert_ffn_hidden_size > 0) {
     const int64_t counts[1] = {st.num_tokens};
-    ExpertGrads g;
-    for (int id : shared_ids_.fc1_weight) g.fc1_weight.push_back(target(id));
-    for (int id : shared_ids_.fc1_bias) g.fc1_bias.push_back(target(id));
-    for (int id : shared_ids_.fc2_weight) g.fc2_weight.push_back(target(id));
-    for (int id : shared_ids_.fc2_bias) g.fc2_bias.push_back(target(id));
-    GroupedExpertsBackwardWeight(ctx, shared_config_, counts, x, dy, st.shared, g);
+    GroupedExpertsBackwardWeight(ctx, shared_config_, counts, x, dy, st.shared,
+                                 bind(shared_ids_, target));
   }
   for (size_t i = 0; i < partial.size(); ++i) {
     std::vector<float>& p = partial[i];
