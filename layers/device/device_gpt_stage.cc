@@ -1,0 +1,931 @@
+// layers/device/device_gpt_stage.cc
+#include "layers/device/device_gpt_stage.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "layers/transformer_layer.h"
+
+namespace mxmaca::layers::device {
+
+namespace {
+
+constexpr int64_t kAlignFloats = 64;  // 256 bytes: every buffer of a slot starts aligned
+
+int64_t RoundUp(int64_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
+
+// FloatCarver: hands out consecutive 256-byte-aligned pieces of one allocation (or, with
+// base == nullptr, only counts how many floats the pieces need).
+class FloatCarver {
+ public:
+  explicit FloatCarver(float* base) : base_(base) {}
+  float* Take(int64_t n) {
+    float* p = base_ == nullptr ? nullptr : base_ + used_;
+    used_ += RoundUp(std::max<int64_t>(n, 1));
+    return p;
+  }
+  int32_t* TakeInts(int64_t n) { return reinterpret_cast<int32_t*>(Take(n)); }
+  double* TakeDoubles(int64_t n) { return reinterpret_cast<double*>(Take(2 * n)); }
+  int64_t used() const { return used_; }
+
+ private:
+  float* base_;
+  int64_t used_ = 0;
+};
+
+absl::Status CheckIds(const char* what, absl::Span<const int32_t> ids, int64_t limit) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= limit) {
+      return absl::InvalidArgumentError(absl::StrCat(what, "[", i, "] = ", ids[i],
+                                                     ", expected in [0, ", limit, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSize(const char* what, size_t got, int64_t want) {
+  if (static_cast<int64_t>(got) != want) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " has ", got, " elements, expected ", want));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// The per-layer part of a slot: transformer_layer.h's LayerStash at fixed addresses.
+struct LayerBuffers {
+  float *input, *ln1_out, *ln1_mean, *ln1_rstd, *q, *k, *v, *probs_or_lse, *context;
+  float *residual2, *ln2_out, *ln2_mean, *ln2_rstd, *fc1_out, *act_out;
+  float *d_fc2, *d_fc1, *d_ln2_out, *d_proj, *d_qkv, *d_ln1_out;
+};
+
+struct DeviceGptStage::Slot {
+  int index = 0;
+  bool busy = false;
+  bool training = false;
+  enum class Phase { kForwardDone, kBackwardInputDone } phase = Phase::kForwardDone;
+  int64_t micro_batch_id = -1, iteration = 0, b = 0, s = 0;
+  bool has_doc_start = false;
+  float* base = nullptr;  // the slot's one allocation
+  // Inputs (device).
+  int32_t *tokens, *positions, *rope_positions, *doc_start, *labels;
+  float *loss_mask, *dloss;
+  float* d_embedding;
+  std::vector<LayerBuffers> layers;
+  // Loss head.
+  float *final_input, *lnf_out, *lnf_mean, *lnf_rstd, *logits, *ce_lse, *token_losses,
+      *d_lnf_out;
+  // Stage boundary: output hidden (F), incoming d_output and outgoing d_input (B).
+  float *output, *d_output, *d_input;
+  std::vector<float> host_loss_mask;  // for the loss and dloss
+};
+
+// Scratch: temporaries of one op (not kept between ops), shared by all slots.
+struct DeviceGptStage::Scratch {
+  float *qkv, *o, *a, *c, *d_act, *d_context, *d_o, *dq, *dkv, *grad_a, *grad_b, *delta;
+};
+
+DeviceGptStage::DeviceGptStage(const GptConfig& config, const StageLayout& layout,
+                               DeviceKernels* kernels, const DeviceStageOptions& options)
+    : config_(config), layout_(layout), kernels_(kernels), options_(options) {}
+
+DeviceGptStage::~DeviceGptStage() {
+  if (kernels_ == nullptr) return;
+  (void)kernels_->Synchronize();
+  for (void* p : allocations_) kernels_->Free(p);
+}
+
+absl::StatusOr<std::unique_ptr<DeviceGptStage>> DeviceGptStage::Create(
+    const GptConfig& config, const StageLayout& layout, DeviceKernels* kernels,
+    const DeviceStageOptions& options) {
+  if (kernels == nullptr) return absl::InvalidArgumentError("device stage: no DeviceKernels");
+  MXMACA_RETURN_IF_ERROR(config.Validate());
+  if (config.moe != nullptr) {
+    return absl::InvalidArgumentError(
+        "the device backend has no MoE layers yet (--num-experts); use --device cpu");
+  }
+  if (config.recompute_granularity != RecomputeGranularity::kNone) {
+    return absl::InvalidArgumentError(
+        "the device backend has no activation recomputation yet (--recompute-granularity); "
+        "use --device cpu");
+  }
+  if (config.rope_scaling || config.rotary_seq_len_interpolation_factor > 0.0f) {
+    return absl::InvalidArgumentError(
+        "the device backend has only plain RoPE (--rotary-base): --use-rope-scaling and "
+        "--rotary-seq-len-interpolation-factor need --device cpu");
+  }
+  if (config.apply_residual_connection_post_layernorm) {
+    return absl::InvalidArgumentError("--apply-residual-connection-post-layernorm is not supported");
+  }
+  DeviceStageOptions opts = options;
+  if (opts.seq_length == 0) opts.seq_length = config.seq_length;
+  if (opts.micro_batch_size <= 0 || opts.seq_length <= 0 ||
+      opts.seq_length > config.seq_length) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device stage: slot size micro_batch_size ", opts.micro_batch_size, " x seq_length ",
+        opts.seq_length, ", expected both > 0 and seq_length <= --seq-length ",
+        config.seq_length));
+  }
+  if (opts.fused_attention && !kernels->has_fused_attention()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device stage: fused attention requested but the ", kernels->name(),
+        " backend has none"));
+  }
+  std::unique_ptr<DeviceGptStage> stage(new DeviceGptStage(config, layout, kernels, opts));
+  MXMACA_RETURN_IF_ERROR(stage->Init());
+  return stage;
+}
+
+absl::StatusOr<float*> DeviceGptStage::AllocateFloats(int64_t n) {
+  MXMACA_ASSIGN_OR_RETURN(void* p, kernels_->Allocate(std::max<int64_t>(n, 1) * 4));
+  allocations_.push_back(p);
+  return static_cast<float*>(p);
+}
+
+absl::Status DeviceGptStage::Init() {
+  MXMACA_ASSIGN_OR_RETURN(ids_, RegisterGptParameters(config_, layout_, &store_));
+  store_.Finalize();
+  store_.Initialize(config_.seed);
+  vocab_softmax_ =
+      config_.softmax_over_padded_vocab ? config_.padded_vocab_size : config_.vocab_size;
+  const int64_t n = store_.arena_elements();
+  arena_bytes_ = 4 * 4 * n;
+  MXMACA_ASSIGN_OR_RETURN(params_, AllocateFloats(n));
+  MXMACA_ASSIGN_OR_RETURN(grads_, AllocateFloats(n));
+  MXMACA_ASSIGN_OR_RETURN(exp_avg_, AllocateFloats(n));
+  MXMACA_ASSIGN_OR_RETURN(exp_avg_sq_, AllocateFloats(n));
+  MXMACA_RETURN_IF_ERROR(kernels_->Zero(grads_, 4 * n));
+  MXMACA_RETURN_IF_ERROR(kernels_->Zero(exp_avg_, 4 * n));
+  MXMACA_RETURN_IF_ERROR(kernels_->Zero(exp_avg_sq_, 4 * n));
+  int64_t largest = 0;
+  for (int i = 0; i < store_.size(); ++i) largest = std::max(largest, store_.info(i).numel);
+  MXMACA_ASSIGN_OR_RETURN(float* partials, AllocateFloats(2 * std::max(store_.size(), 1)));
+  norm_partials_ = reinterpret_cast<double*>(partials);
+  MXMACA_ASSIGN_OR_RETURN(grad_temp_, AllocateFloats(largest));
+  const bool tied_here = ids_.output_weight >= 0 && ids_.output_weight == ids_.word_embeddings &&
+                         layout_.has_embedding && layout_.has_loss_head;
+  if (tied_here) {
+    MXMACA_ASSIGN_OR_RETURN(embed_temp_, AllocateFloats(store_.info(ids_.word_embeddings).numel));
+  }
+  // Scratch for the largest micro-batch.
+  const int64_t b = options_.micro_batch_size, s = options_.seq_length, t = b * s,
+                h = config_.hidden_size, np = config_.num_attention_heads,
+                ng = config_.query_groups(), hn = config_.head_dim();
+  const int64_t widest = std::max({config_.qkv_size(), config_.fc1_size(), h,
+                                   config_.attention_projection_size()});
+  auto carve_scratch = [&](FloatCarver& cv) {
+    Scratch sc;
+    sc.qkv = cv.Take(t * config_.qkv_size());
+    sc.o = cv.Take(b * np * s * hn);
+    sc.a = cv.Take(t * widest);
+    sc.c = cv.Take(t * h);
+    sc.d_act = cv.Take(t * config_.ffn_hidden_size);
+    sc.d_context = cv.Take(t * config_.attention_projection_size());
+    sc.d_o = cv.Take(b * np * s * hn);
+    sc.dq = cv.Take(b * np * s * hn);
+    sc.dkv = cv.Take(2 * b * ng * s * hn);
+    sc.grad_a = cv.Take(t * h);
+    sc.grad_b = cv.Take(t * h);
+    sc.delta = cv.Take(b * np * s);
+    return sc;
+  };
+  FloatCarver count(nullptr);
+  carve_scratch(count);
+  MXMACA_ASSIGN_OR_RETURN(float* scratch_base, AllocateFloats(count.used()));
+  scratch_bytes_ = 4 * count.used();
+  FloatCarver cv(scratch_base);
+  scratch_ = std::make_unique<Scratch>(carve_scratch(cv));
+  return UploadParameters();
+}
+
+float* DeviceGptStage::device_param(int id) { return params_ + store_.info(id).arena_offset; }
+float* DeviceGptStage::device_grad(int id) { return grads_ + store_.info(id).arena_offset; }
+
+int64_t DeviceGptStage::device_bytes() const {
+  return arena_bytes_ + scratch_bytes_ + slot_bytes_ * static_cast<int64_t>(slots_.size());
+}
+
+absl::Status DeviceGptStage::UploadParameters() {
+  absl::Span<float> host = store_.params_arena();
+  MXMACA_RETURN_IF_ERROR(
+      kernels_->CopyToDevice(params_, host.data(), static_cast<int64_t>(host.size()) * 4));
+  return kernels_->Synchronize();
+}
+
+absl::Status DeviceGptStage::DownloadParameters() {
+  absl::Span<float> host = store_.params_arena();
+  MXMACA_RETURN_IF_ERROR(
+      kernels_->CopyToHost(host.data(), params_, static_cast<int64_t>(host.size()) * 4));
+  return kernels_->Synchronize();
+}
+
+absl::Status DeviceGptStage::DownloadGradients() {
+  absl::Span<float> host = store_.grads_arena();
+  MXMACA_RETURN_IF_ERROR(
+      kernels_->CopyToHost(host.data(), grads_, static_cast<int64_t>(host.size()) * 4));
+  return kernels_->Synchronize();
+}
+
+bool DeviceGptStage::graph_safe() const {
+  return config_.hidden_dropout == 0.0f && config_.attention_dropout == 0.0f;
+}
+
+// ---- slots ----
+
+absl::StatusOr<DeviceGptStage::Slot*> DeviceGptStage::AcquireSlot(int64_t micro_batch_id) {
+  for (auto& slot : slots_) {
+    if (slot->busy && slot->micro_batch_id == micro_batch_id) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("device stage: micro-batch ", micro_batch_id, " is already in flight"));
+    }
+  }
+  for (auto& slot : slots_) {
+    if (!slot->busy) return slot.get();
+  }
+  // A new slot (all are in flight): every buffer of transformer_layer.h's stash.
+  const int64_t b = options_.micro_batch_size, s = options_.seq_length, t = b * s,
+                h = config_.hidden_size, np = config_.num_attention_heads,
+                ng = config_.query_groups(), hn = config_.head_dim(), pj =
+                config_.attention_projection_size(), f = config_.ffn_hidden_size,
+                f1 = config_.fc1_size(), qkv = config_.qkv_size(),
+                vp = config_.padded_vocab_size;
+  const int nl = static_cast<int>(layout_.num_layers());
+  auto carve = [&](FloatCarver& cv, Slot* slot) {
+    slot->tokens = cv.TakeInts(t);
+    slot->positions = cv.TakeInts(t);
+    slot->rope_positions = cv.TakeInts(t);
+    slot->doc_start = cv.TakeInts(t);
+    slot->labels = cv.TakeInts(t);
+    slot->loss_mask = cv.Take(t);
+    slot->dloss = cv.Take(t);
+    slot->d_embedding = layout_.has_embedding ? cv.Take(t * h) : nullptr;
+    slot->layers.resize(nl);
+    for (LayerBuffers& l : slot->layers) {
+      l.input = cv.Take(t * h);
+      l.ln1_out = cv.Take(t * h);
+      l.ln1_mean = cv.Take(t);
+      l.ln1_rstd = cv.Take(t);
+      l.q = cv.Take(b * np * s * hn);
+      l.k = cv.Take(b * ng * s * hn);
+      l.v = cv.Take(b * ng * s * hn);
+      l.probs_or_lse = cv.Take(options_.fused_attention ? b * np * s : b * np * s * s);
+      l.context = cv.Take(t * pj);
+      l.residual2 = cv.Take(t * h);
+      l.ln2_out = cv.Take(t * h);
+      l.ln2_mean = cv.Take(t);
+      l.ln2_rstd = cv.Take(t);
+      l.fc1_out = cv.Take(t * f1);
+      l.act_out = cv.Take(t * f);
+      l.d_fc2 = cv.Take(t * h);
+      l.d_fc1 = cv.Take(t * f1);
+      l.d_ln2_out = cv.Take(t * h);
+      l.d_proj = cv.Take(t * h);
+      l.d_qkv = cv.Take(t * qkv);
+      l.d_ln1_out = cv.Take(t * h);
+    }
+    if (layout_.has_loss_head) {
+      slot->final_input = cv.Take(t * h);
+      slot->lnf_out = cv.Take(t * h);
+      slot->lnf_mean = cv.Take(t);
+      slot->lnf_rstd = cv.Take(t);
+      slot->logits = cv.Take(t * vp);
+      slot->ce_lse = cv.Take(t);
+      slot->token_losses = cv.Take(t);
+      slot->d_lnf_out = cv.Take(t * h);
+      slot->output = nullptr;
+    } else {
+      slot->final_input = slot->lnf_out = slot->lnf_mean = slot->lnf_rstd = nullptr;
+      slot->logits = slot->ce_lse = slot->token_losses = slot->d_lnf_out = nullptr;
+      slot->output = cv.Take(t * h);
+    }
+    slot->d_output = cv.Take(t * h);
+    slot->d_input = cv.Take(t * h);
+  };
+  auto slot = std::make_unique<Slot>();
+  FloatCarver count(nullptr);
+  carve(count, slot.get());
+  MXMACA_ASSIGN_OR_RETURN(float* base, AllocateFloats(count.used()));
+  slot_bytes_ = 4 * count.used();
+  FloatCarver cv(base);
+  carve(cv, slot.get());
+  slot->base = base;
+  slot->index = static_cast<int>(slots_.size());
+  slots_.push_back(std::move(slot));
+  return slots_.back().get();
+}
+
+DeviceGptStage::Slot* DeviceGptStage::FindSlot(int64_t micro_batch_id) {
+  for (auto& slot : slots_) {
+    if (slot->busy && slot->micro_batch_id == micro_batch_id) return slot.get();
+  }
+  return nullptr;
+}
+
+absl::Status DeviceGptStage::RunSegment(const std::string& op, const Slot& slot,
+                                        const Segment& segment) {
+  if (!runner_) return segment();
+  return runner_(absl::StrCat(op, "/slot", slot.index, "/b", slot.b, "/s", slot.s,
+                              slot.has_doc_start ? "/doc" : ""),
+                 segment);
+}
+
+// ---- forward ----
+
+absl::Status DeviceGptStage::ValidateInput(const DeviceMicroBatch& in, bool training) const {
+  const int64_t b = in.micro_batch_size, s = in.seq_length, t = b * s;
+  if (b <= 0 || s <= 0 || b > options_.micro_batch_size || s > options_.seq_length) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "micro-batch ", in.micro_batch_id, ": micro_batch_size ", b, " x seq_length ", s,
+        ", expected 1..", options_.micro_batch_size, " x 1..", options_.seq_length,
+        " (the device stage's slot size)"));
+  }
+  if (layout_.has_embedding) {
+    MXMACA_RETURN_IF_ERROR(CheckSize("tokens", in.tokens.size(), t));
+    MXMACA_RETURN_IF_ERROR(CheckIds("tokens", in.tokens, config_.vocab_size));
+    if (!in.position_ids.empty()) {
+      MXMACA_RETURN_IF_ERROR(CheckSize("position_ids", in.position_ids.size(), t));
+      MXMACA_RETURN_IF_ERROR(
+          CheckIds("position_ids", in.position_ids, config_.max_position_embeddings));
+    }
+  } else {
+    MXMACA_RETURN_IF_ERROR(CheckSize("hidden", in.hidden.size(), t * config_.hidden_size));
+  }
+  if (!in.doc_start.empty()) {
+    MXMACA_RETURN_IF_ERROR(CheckSize("doc_start", in.doc_start.size(), t));
+    for (int64_t i = 0; i < t; ++i) {
+      if (in.doc_start[i] < 0 || in.doc_start[i] > i % s) {
+        return absl::InvalidArgumentError(absl::StrCat("doc_start[", i, "] = ", in.doc_start[i],
+                                                       ", expected in [0, ", i % s,
+                                                       "] (its position in the row)"));
+      }
+    }
+  }
+  if (layout_.has_loss_head) {
+    MXMACA_RETURN_IF_ERROR(CheckSize("labels", in.labels.size(), t));
+    MXMACA_RETURN_IF_ERROR(CheckIds("labels", in.labels, config_.vocab_size));
+    if (!in.loss_mask.empty()) {
+      MXMACA_RETURN_IF_ERROR(CheckSize("loss_mask", in.loss_mask.size(), t));
+    }
+  }
+  (void)training;
+  return absl::OkStatus();
+}
+
+absl::Status DeviceGptStage::Forward(const DeviceMicroBatch& in, bool training,
+                                     DeviceStageOutput* out) {
+  MXMACA_RETURN_IF_ERROR(ValidateInput(in, training));
+  MXMACA_ASSIGN_OR_RETURN(Slot * slot, AcquireSlot(in.micro_batch_id));
+  const int64_t b = in.micro_batch_size, s = in.seq_length, t = b * s, h = config_.hidden_size;
+  slot->busy = true;
+  slot->training = training;
+  slot->phase = Slot::Phase::kForwardDone;
+  slot->micro_batch_id = in.micro_batch_id;
+  slot->iteration = in.iteration;
+  slot->b = b;
+  slot->s = s;
+  slot->has_doc_start = !in.doc_start.empty();
+  auto release = [&] { slot->busy = false; };
+
+  // Host -> device inputs (eager, before the segment).
+  absl::Status st = [&]() -> absl::Status {
+    std::vector<int32_t> rope(t);
+    for (int64_t i = 0; i < t; ++i) rope[i] = static_cast<int32_t>(i % s);
+    MXMACA_RETURN_IF_ERROR(kernels_->CopyToDevice(slot->rope_positions, rope.data(), 4 * t));
+    if (slot->has_doc_start) {
+      MXMACA_RETURN_IF_ERROR(kernels_->CopyToDevice(slot->doc_start, in.doc_start.data(), 4 * t));
+    }
+    if (layout_.has_embedding) {
+      MXMACA_RETURN_IF_ERROR(kernels_->CopyToDevice(slot->tokens, in.tokens.data(), 4 * t));
+      const int32_t* pos = in.position_ids.empty() ? rope.data() : in.position_ids.data();
+      MXMACA_RETURN_IF_ERROR(kernels_->CopyToDevice(slot->positions, pos, 4 * t));
+    } else {
+      MXMACA_RETURN_IF_ERROR(
+          kernels_->CopyToDevice(!slot->layers.empty()    ? slot->layers[0].input
+                                 : layout_.has_loss_head ? slot->final_input
+                                                         : slot->output,
+                                 in.hidden.data(), 4 * t * h));
+    }
+    if (layout_.has_loss_head) {
+      MXMACA_RETURN_IF_ERROR(kernels_->CopyToDevice(slot->labels, in.labels.data(), 4 * t));
+      slot->host_loss_mask.assign(in.loss_mask.begin(), in.loss_mask.end());
+      if (slot->host_loss_mask.empty()) slot->host_loss_mask.assign(t, 1.0f);
+    }
+    // The host buffers above must stay valid until the copies ran.
+    MXMACA_RETURN_IF_ERROR(kernels_->Synchronize());
+    MXMACA_RETURN_IF_ERROR(RunSegment(training ? "F" : "eval-F", *slot,
+                                      [&] { return ForwardSegment(slot, training); }));
+    *out = DeviceStageOutput();
+    if (layout_.has_loss_head) {
+      out->token_losses.resize(t);
+      MXMACA_RETURN_IF_ERROR(
+          kernels_->CopyToHost(out->token_losses.data(), slot->token_losses, 4 * t));
+    } else {
+      out->hidden.resize(t * h);
+      MXMACA_RETURN_IF_ERROR(kernels_->CopyToHost(out->hidden.data(), slot->output, 4 * t * h));
+    }
+    MXMACA_RETURN_IF_ERROR(kernels_->Synchronize());
+    if (layout_.has_loss_head) {
+      double loss_sum = 0.0, count = 0.0;
+      for (int64_t i = 0; i < t; ++i) {
+        loss_sum += static_cast<double>(out->token_losses[i]) * slot->host_loss_mask[i];
+        count += slot->host_loss_mask[i];
+      }
+      out->loss_sum = loss_sum;
+      out->num_tokens = count;
+    }
+    return absl::OkStatus();
+  }();
+  if (!st.ok() || !training) {
+    release();
+    return st;
+  }
+  forward_order_.push_back(in.micro_batch_id);
+  return absl::OkStatus();
+}
+
+absl::Status DeviceGptStage::ForwardSegment(Slot* slot, bool training) {
+  DeviceKernels& k = *kernels_;
+  const int64_t t = slot->b * slot->s, h = config_.hidden_size;
+  const int n = static_cast<int>(slot->layers.size());
+  float* x0 = n > 0 ? slot->layers[0].input : slot->final_input != nullptr ? slot->final_input
+                                                                            : slot->output;
+  if (layout_.has_embedding) {
+    MXMACA_RETURN_IF_ERROR(
+        k.EmbeddingForward(slot->tokens, t, device_param(ids_.word_embeddings), h, x0, false));
+    if (ids_.position_embeddings >= 0) {
+      MXMACA_RETURN_IF_ERROR(k.EmbeddingForward(
+          slot->positions, t, device_param(ids_.position_embeddings), h, x0, true));
+    }
+    if (training && config_.hidden_dropout > 0.0f) {
+      MXMACA_RETURN_IF_ERROR(k.DropoutForward(
+          x0, x0, t * h, config_.hidden_dropout,
+          DropoutKey(config_.seed, -1, DropoutSite::kEmbedding, slot->iteration,
+                     slot->micro_batch_id),
+          0));
+    }
+  } else if (n == 0 && !layout_.has_loss_head) {
+    // A stage of no layers that only passes the hidden states on: input was copied to
+    // `output` directly.
+    return absl::OkStatus();
+  }
+  for (int i = 0; i < n; ++i) {
+    float* out = i + 1 < n ? slot->layers[i + 1].input
+                           : (layout_.has_loss_head ? slot->final_input : slot->output);
+    MXMACA_RETURN_IF_ERROR(LayerForward(slot, i, training, slot->layers[i].input, out));
+  }
+  if (layout_.has_loss_head) MXMACA_RETURN_IF_ERROR(HeadForward(slot));
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Norm dispatch (transformer_layer.cc NormForward & co. over DeviceKernels).
+absl::Status NormFwd(DeviceKernels& k, const GptConfig& c, const float* x, const float* gamma,
+                     const float* beta, int64_t n, int64_t h, float* y, float* mean,
+                     float* rstd) {
+  if (c.normalization == Normalization::kLayerNorm) {
+    return k.LayerNormForward(x, gamma, beta, c.norm_epsilon, n, h, y, mean, rstd);
+  }
+  return k.RmsNormForward(x, gamma, c.norm_epsilon, n, h, y, rstd);
+}
+
+absl::Status NormBwdInput(DeviceKernels& k, const GptConfig& c, const float* dy, const float* x,
+                          const float* gamma, const float* mean, const float* rstd, int64_t n,
+                          int64_t h, float* dx) {
+  if (c.normalization == Normalization::kLayerNorm) {
+    return k.LayerNormBackwardInput(dy, x, gamma, mean, rstd, n, h, dx);
+  }
+  return k.RmsNormBackwardInput(dy, x, gamma, rstd, n, h, dx);
+}
+
+// y [t, out] = x [t, in] W^T (+ bias).
+absl::Status LinearFwd(DeviceKernels& k, const float* x, const float* w, const float* bias,
+                       int64_t t, int64_t in, int64_t out, float* y) {
+  MXMACA_RETURN_IF_ERROR(k.Gemm(false, true, t, out, in, 1.0f, x, in, w, in, 0.0f, y, out));
+  if (bias != nullptr) MXMACA_RETURN_IF_ERROR(k.AddBias(y, bias, t, out));
+  return absl::OkStatus();
+}
+
+// dx [t, in] = dy [t, out] W [out, in].
+absl::Status LinearBwdInput(DeviceKernels& k, const float* dy, const float* w, int64_t t,
+                            int64_t in, int64_t out, float* dx) {
+  return k.Gemm(false, false, t, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+}
+
+}  // namespace
+
+absl::Status DeviceGptStage::LayerForward(Slot* slot, int i, bool training, const float* x,
+                                          float* out) {
+  DeviceKernels& k = *kernels_;
+  const GptConfig& c = config_;
+  const LayerParameterIds& id = ids_.layers[i];
+  LayerBuffers& l = slot->layers[i];
+  Scratch& sc = *scratch_;
+  const int64_t layer = layout_.first_layer + i;
+  const int64_t b = slot->b, s = slot->s, t = b * s, h = c.hidden_size,
+                np = c.num_attention_heads, hn = c.head_dim(), qkv_n = c.qkv_size(),
+                pj = c.attention_projection_size(), f = c.ffn_hidden_size, f1 = c.fc1_size();
+  auto P = [&](int pid) -> const float* { return pid >= 0 ? device_param(pid) : nullptr; };
+  const AttentionDims d{b, s, np, c.query_groups(), hn};
+  const int32_t* doc = slot->has_doc_start ? slot->doc_start : nullptr;
+  const float hidden_p = training ? c.hidden_dropout : 0.0f;
+  const float attn_p = training ? c.attention_dropout : 0.0f;
+
+  MXMACA_RETURN_IF_ERROR(NormFwd(k, c, x, P(id.input_norm_weight), P(id.input_norm_bias), t, h,
+                                 l.ln1_out, l.ln1_mean, l.ln1_rstd));
+  MXMACA_RETURN_IF_ERROR(LinearFwd(k, l.ln1_out, P(id.qkv_weight), P(id.qkv_bias), t, h, qkv_n,
+                                   sc.qkv));
+  MXMACA_RETURN_IF_ERROR(k.SplitQkv(d, sc.qkv, l.q, l.k, l.v));
+  if (c.position_embedding_type == PositionEmbeddingType::kRope) {
+    MXMACA_RETURN_IF_ERROR(
+        k.RopeForward(l.q, slot->rope_positions, b, s, np, hn, c.rotary_dim(), c.rotary_base));
+    MXMACA_RETURN_IF_ERROR(k.RopeForward(l.k, slot->rope_positions, b, s, d.groups, hn,
+                                         c.rotary_dim(), c.rotary_base));
+  }
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hn)));
+  const kernels::RngKey attn_key =
+      DropoutKey(c.seed, layer, DropoutSite::kAttentionProbs, slot->iteration,
+                 slot->micro_batch_id);
+  if (options_.fused_attention) {
+    MXMACA_RETURN_IF_ERROR(k.FusedAttentionForward(d, l.q, l.k, l.v, doc, scale, attn_p,
+                                                   attn_key, sc.o, l.probs_or_lse));
+  } else {
+    MXMACA_RETURN_IF_ERROR(k.AttentionForward(d, l.q, l.k, l.v, doc, scale, attn_p, attn_key,
+                                              l.probs_or_lse, sc.o));
+  }
+  MXMACA_RETURN_IF_ERROR(k.HeadsToTokens(d, sc.o, l.context));
+  float* proj = sc.a;
+  MXMACA_RETURN_IF_ERROR(LinearFwd(k, l.context, P(id.proj_weight), P(id.proj_bias), t, pj, h,
+                                   proj));
+  if (hidden_p > 0.0f) {
+    MXMACA_RETURN_IF_ERROR(k.DropoutForward(
+        proj, proj, t * h, hidden_p,
+        DropoutKey(c.seed, layer, DropoutSite::kAttentionOutput, slot->iteration,
+                   slot->micro_batch_id),
+        0));
+  }
+  MXMACA_RETURN_IF_ERROR(k.Add(x, proj, l.residual2, t * h));
+  MXMACA_RETURN_IF_ERROR(NormFwd(k, c, l.residual2, P(id.mlp_norm_weight), P(id.mlp_norm_bias),
+                                 t, h, l.ln2_out, l.ln2_mean, l.ln2_rstd));
+  MXMACA_RETURN_IF_ERROR(
+      LinearFwd(k, l.ln2_out, P(id.fc1_weight), P(id.fc1_bias), t, h, f1, l.fc1_out));
+  if (c.swiglu) {
+    MXMACA_RETURN_IF_ERROR(k.SwigluForward(l.fc1_out, l.act_out, t, f));
+  } else if (c.gelu_tanh_approximation) {
+    MXMACA_RETURN_IF_ERROR(k.GeluTanhForward(l.fc1_out, l.act_out, t * f));
+  } else {
+    MXMACA_RETURN_IF_ERROR(k.GeluForward(l.fc1_out, l.act_out, t * f));
+  }
+  float* fc2 = sc.a;
+  MXMACA_RETURN_IF_ERROR(LinearFwd(k, l.act_out, P(id.fc2_weight), P(id.fc2_bias), t, f, h, fc2));
+  if (hidden_p > 0.0f) {
+    MXMACA_RETURN_IF_ERROR(k.DropoutForward(
+        fc2, fc2, t * h, hidden_p,
+        DropoutKey(c.seed, layer, DropoutSite::kMlpOutput, slot->iteration,
+                   slot->micro_batch_id),
+        0));
+  }
+  return k.Add(l.residual2, fc2, out, t * h);
+}
+
+absl::Status DeviceGptStage::HeadForward(Slot* slot) {
+  DeviceKernels& k = *kernels_;
+  const int64_t t = slot->b * slot->s, h = config_.hidden_size, vp = config_.padded_vocab_size;
+  MXMACA_RETURN_IF_ERROR(NormFwd(
+      k, config_, slot->final_input, device_param(ids_.final_norm_weight),
+      ids_.final_norm_bias >= 0 ? device_param(ids_.final_norm_bias) : nullptr, t, h,
+      slot->lnf_out, slot->lnf_mean, slot->lnf_rstd));
+  MXMACA_RETURN_IF_ERROR(k.Gemm(false, true, t, vp, h, 1.0f, slot->lnf_out, h,
+                                device_param(ids_.output_weight), h, 0.0f, slot->logits, vp));
+  return k.CrossEntropyForward(slot->logits, slot->labels, t, vp, vocab_softmax_,
+                               slot->token_losses, slot->ce_lse);
+}
+
+// ---- backward-input ----
+
+absl::Status DeviceGptStage::BackwardInput(int64_t micro_batch_id,
+                                           absl::Span<const float> d_output,
+                                           float loss_grad_scale, std::vector<float>* d_input) {
+  Slot* slot = FindSlot(micro_batch_id);
+  if (slot == nullptr || !slot->training) {
+    return absl::NotFoundError(absl::StrCat("device stage: no stash for micro-batch ",
+                                            micro_batch_id, " (Forward not run, or W done)"));
+  }
+  if (slot->phase != Slot::Phase::kForwardDone) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("BackwardInput of micro-batch ", micro_batch_id, " already ran"));
+  }
+  const int64_t t = slot->b * slot->s, h = config_.hidden_size;
+  if (layout_.has_loss_head) {
+    host_dloss_.resize(t);
+    for (int64_t i = 0; i < t; ++i) host_dloss_[i] = loss_grad_scale * slot->host_loss_mask[i];
+    MXMACA_RETURN_IF_ERROR(kernels_->CopyToDevice(slot->dloss, host_dloss_.data(), 4 * t));
+  } else {
+    MXMACA_RETURN_IF_ERROR(CheckSize("d_output", d_output.size(), t * h));
+    MXMACA_RETURN_IF_ERROR(kernels_->CopyToDevice(slot->d_output, d_output.data(), 4 * t * h));
+  }
+  MXMACA_RETURN_IF_ERROR(kernels_->Synchronize());
+  MXMACA_RETURN_IF_ERROR(RunSegment("B", *slot, [&] { return BackwardInputSegment(slot); }));
+  if (d_input != nullptr) {
+    if (layout_.has_embedding) {
+      d_input->clear();
+    } else {
+      d_input->resize(t * h);
+      MXMACA_RETURN_IF_ERROR(kernels_->CopyToHost(d_input->data(), slot->d_input, 4 * t * h));
+    }
+  }
+  MXMACA_RETURN_IF_ERROR(kernels_->Synchronize());
+  slot->phase = Slot::Phase::kBackwardInputDone;
+  return absl::OkStatus();
+}
+
+absl::Status DeviceGptStage::BackwardInputSegment(Slot* slot) {
+  DeviceKernels& k = *kernels_;
+  Scratch& sc = *scratch_;
+  const int64_t t = slot->b * slot->s, h = config_.hidden_size, vp = config_.padded_vocab_size;
+  float* d_cur = sc.grad_a;
+  float* d_next = sc.grad_b;
+  if (layout_.has_loss_head) {
+    // dlogits in place of the logits (W's output-weight gradient reads them).
+    MXMACA_RETURN_IF_ERROR(k.CrossEntropyBackward(slot->logits, slot->labels, slot->ce_lse,
+                                                  slot->dloss, t, vp, vocab_softmax_,
+                                                  slot->logits));
+    MXMACA_RETURN_IF_ERROR(k.Gemm(false, false, t, h, vp, 1.0f, slot->logits, vp,
+                                  device_param(ids_.output_weight), h, 0.0f, slot->d_lnf_out,
+                                  h));
+    MXMACA_RETURN_IF_ERROR(NormBwdInput(
+        k, config_, slot->d_lnf_out, slot->final_input, device_param(ids_.final_norm_weight),
+        slot->lnf_mean, slot->lnf_rstd, t, h, d_cur));
+  } else {
+    MXMACA_RETURN_IF_ERROR(k.CopyDeviceToDevice(d_cur, slot->d_output, 4 * t * h));
+  }
+  for (int i = static_cast<int>(slot->layers.size()) - 1; i >= 0; --i) {
+    MXMACA_RETURN_IF_ERROR(LayerBackwardInput(slot, i, d_cur, d_next));
+    std::swap(d_cur, d_next);
+  }
+  if (layout_.has_embedding) {
+    if (config_.hidden_dropout > 0.0f) {
+      return k.DropoutBackward(d_cur, slot->d_embedding, t * h, config_.hidden_dropout,
+                               DropoutKey(config_.seed, -1, DropoutSite::kEmbedding,
+                                          slot->iteration, slot->micro_batch_id),
+                               0);
+    }
+    return k.CopyDeviceToDevice(slot->d_embedding, d_cur, 4 * t * h);
+  }
+  return k.CopyDeviceToDevice(slot->d_input, d_cur, 4 * t * h);
+}
+
+absl::Status DeviceGptStage::LayerBackwardInput(Slot* slot, int i, const float* dy, float* dx) {
+  DeviceKernels& k = *kernels_;
+  const GptConfig& c = config_;
+  const LayerParameterIds& id = ids_.layers[i];
+  LayerBuffers& l = slot->layers[i];
+  Scratch& sc = *scratch_;
+  const int64_t layer = layout_.first_layer + i;
+  const int64_t b = slot->b, s = slot->s, t = b * s, h = c.hidden_size,
+                np = c.num_attention_heads, hn = c.head_dim(), qkv_n = c.qkv_size(),
+                pj = c.attention_projection_size(), f = c.ffn_hidden_size, f1 = c.fc1_size();
+  auto P = [&](int pid) -> const float* { return pid >= 0 ? device_param(pid) : nullptr; };
+  const AttentionDims d{b, s, np, c.query_groups(), hn};
+  const int32_t* doc = slot->has_doc_start ? slot->doc_start : nullptr;
+
+  // MLP block (the dropout backward copies when p = 0).
+  MXMACA_RETURN_IF_ERROR(k.DropoutBackward(
+      dy, l.d_fc2, t * h, c.hidden_dropout,
+      DropoutKey(c.seed, layer, DropoutSite::kMlpOutput, slot->iteration, slot->micro_batch_id),
+      0));
+  MXMACA_RETURN_IF_ERROR(LinearBwdInput(k, l.d_fc2, P(id.fc2_weight), t, f, h, sc.d_act));
+  if (c.swiglu) {
+    MXMACA_RETURN_IF_ERROR(k.SwigluBackward(l.fc1_out, sc.d_act, l.d_fc1, t, f));
+  } else if (c.gelu_tanh_approximation) {
+    MXMACA_RETURN_IF_ERROR(k.GeluTanhBackward(l.fc1_out, sc.d_act, l.d_fc1, t * f));
+  } else {
+    MXMACA_RETURN_IF_ERROR(k.GeluBackward(l.fc1_out, sc.d_act, l.d_fc1, t * f));
+  }
+  MXMACA_RETURN_IF_ERROR(LinearBwdInput(k, l.d_fc1, P(id.fc1_weight), t, h, f1, l.d_ln2_out));
+  float* dx2 = sc.c;
+  MXMACA_RETURN_IF_ERROR(NormBwdInput(k, c, l.d_ln2_out, l.residual2, P(id.mlp_norm_weight),
+                                      l.ln2_mean, l.ln2_rstd, t, h, dx2));
+  MXMACA_RETURN_IF_ERROR(k.Add(dy, dx2, dx2, t * h));
+
+  // Attention block.
+  MXMACA_RETURN_IF_ERROR(k.DropoutBackward(
+      dx2, l.d_proj, t * h, c.hidden_dropout,
+      DropoutKey(c.seed, layer, DropoutSite::kAttentionOutput, slot->iteration,
+                 slot->micro_batch_id),
+      0));
+  MXMACA_RETURN_IF_ERROR(LinearBwdInput(k, l.d_proj, P(id.proj_weight), t, pj, h, sc.d_context));
+  MXMACA_RETURN_IF_ERROR(k.TokensToHeads(d, sc.d_context, sc.d_o));
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hn)));
+  const kernels::RngKey attn_key =
+      DropoutKey(c.seed, layer, DropoutSite::kAttentionProbs, slot->iteration,
+                 slot->micro_batch_id);
+  float* dk = sc.dkv;
+  float* dv = sc.dkv + b * d.groups * s * hn;
+  if (options_.fused_attention) {
+    MXMACA_RETURN_IF_ERROR(k.TokensToHeads(d, l.context, sc.o));  // the forward's output
+    MXMACA_RETURN_IF_ERROR(k.FusedAttentionBackward(d, l.q, l.k, l.v, sc.o, l.probs_or_lse, doc,
+                                                    scale, c.attention_dropout, attn_key,
+                                                    sc.d_o, sc.dq, dk, dv, sc.delta));
+  } else {
+    MXMACA_RETURN_IF_ERROR(k.AttentionBackward(d, l.q, l.k, l.v, l.probs_or_lse, doc, scale,
+                                               c.attention_dropout, attn_key, sc.d_o, sc.dq,
+                                               dk, dv));
+  }
+  if (c.position_embedding_type == PositionEmbeddingType::kRope) {
+    MXMACA_RETURN_IF_ERROR(k.RopeBackward(sc.dq, slot->rope_positions, b, s, np, hn,
+                                          c.rotary_dim(), c.rotary_base));
+    MXMACA_RETURN_IF_ERROR(k.RopeBackward(dk, slot->rope_positions, b, s, d.groups, hn,
+                                          c.rotary_dim(), c.rotary_base));
+  }
+  MXMACA_RETURN_IF_ERROR(k.MergeQkvGrad(d, sc.dq, dk, dv, l.d_qkv));
+  MXMACA_RETURN_IF_ERROR(LinearBwdInput(k, l.d_qkv, P(id.qkv_weight), t, h, qkv_n, l.d_ln1_out));
+  MXMACA_RETURN_IF_ERROR(NormBwdInput(k, c, l.d_ln1_out, l.input, P(id.input_norm_weight),
+                                      l.ln1_mean, l.ln1_rstd, t, h, dx));
+  return k.Add(dx2, dx, dx, t * h);
+}
+
+// ---- backward-weight ----
+
+absl::Status DeviceGptStage::BackwardWeight(int64_t micro_batch_id) {
+  Slot* slot = FindSlot(micro_batch_id);
+  if (slot == nullptr || !slot->training) {
+    return absl::NotFoundError(
+        absl::StrCat("device stage: no stash for micro-batch ", micro_batch_id));
+  }
+  if (slot->phase != Slot::Phase::kBackwardInputDone) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "BackwardWeight of micro-batch ", micro_batch_id, " before its BackwardInput"));
+  }
+  if (forward_order_.empty() || forward_order_.front() != micro_batch_id) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device stage: W of micro-batch ", micro_batch_id, " before W of micro-batch ",
+        forward_order_.empty() ? -1 : forward_order_.front(),
+        ": the device backend adds weight gradients in forward order (no --dynamic-pipeline)"));
+  }
+  MXMACA_RETURN_IF_ERROR(RunSegment("W", *slot, [&] { return BackwardWeightSegment(slot); }));
+  MXMACA_RETURN_IF_ERROR(kernels_->Synchronize());
+  forward_order_.pop_front();
+  slot->busy = false;
+  return absl::OkStatus();
+}
+
+absl::Status DeviceGptStage::AccumulateInto(
+    int id, const std::function<absl::Status(float*)>& accumulate) {
+  if (options_.gradient_accumulation_fusion) return accumulate(device_grad(id));
+  const int64_t n = store_.info(id).numel;
+  MXMACA_RETURN_IF_ERROR(kernels_->Zero(grad_temp_, 4 * n));
+  MXMACA_RETURN_IF_ERROR(accumulate(grad_temp_));
+  return kernels_->Add(device_grad(id), grad_temp_, device_grad(id), n);
+}
+
+// dW [out, in] += dy^T x; dbias [out] += column sums of dy.
+absl::Status DeviceGptStage::LinearWeightGrad(const float* dy, const float* x, int64_t t,
+                                              int64_t in, int64_t out, int w_id, int b_id) {
+  DeviceKernels& k = *kernels_;
+  const bool fused = options_.gradient_accumulation_fusion;
+  MXMACA_RETURN_IF_ERROR(AccumulateInto(w_id, [&](float* dw) {
+    return k.Gemm(true, false, out, in, t, 1.0f, dy, out, x, in, fused ? 1.0f : 0.0f, dw, in);
+  }));
+  if (b_id < 0) return absl::OkStatus();
+  // BiasGrad overwrites: always through the temporary.
+  MXMACA_RETURN_IF_ERROR(k.BiasGrad(dy, t, out, grad_temp_));
+  return k.Add(device_grad(b_id), grad_temp_, device_grad(b_id), out);
+}
+
+// Norm weight gradients (the kernels accumulate): without fusion gamma goes through
+// grad_temp_ and beta through grad_temp_ + the 256-byte-aligned h, each then added.
+absl::Status DeviceGptStage::NormWeightGrad(const float* dy, const float* x, const float* mean,
+                                            const float* rstd, int64_t t, int w_id, int b_id) {
+  DeviceKernels& k = *kernels_;
+  const int64_t h = config_.hidden_size;
+  const bool ln = config_.normalization == Normalization::kLayerNorm;
+  if (options_.gradient_accumulation_fusion) {
+    if (ln) {
+      return k.LayerNormBackwardWeight(dy, x, mean, rstd, t, h, device_grad(w_id),
+                                       device_grad(b_id));
+    }
+    return k.RmsNormBackwardWeight(dy, x, rstd, t, h, device_grad(w_id));
+  }
+  float* dg = grad_temp_;
+  float* db = grad_temp_ + RoundUp(h);
+  MXMACA_RETURN_IF_ERROR(k.Zero(grad_temp_, 4 * (RoundUp(h) + h)));
+  if (ln) {
+    MXMACA_RETURN_IF_ERROR(k.LayerNormBackwardWeight(dy, x, mean, rstd, t, h, dg, db));
+  } else {
+    MXMACA_RETURN_IF_ERROR(k.RmsNormBackwardWeight(dy, x, rstd, t, h, dg));
+  }
+  MXMACA_RETURN_IF_ERROR(k.Add(device_grad(w_id), dg, device_grad(w_id), h));
+  if (ln) MXMACA_RETURN_IF_ERROR(k.Add(device_grad(b_id), db, device_grad(b_id), h));
+  return absl::OkStatus();
+}
+
+absl::Status DeviceGptStage::BackwardWeightSegment(Slot* slot) {
+  DeviceKernels& k = *kernels_;
+  const int64_t t = slot->b * slot->s, h = config_.hidden_size, vp = config_.padded_vocab_size;
+  const bool fused = options_.gradient_accumulation_fusion;
+  const bool tied_here = embed_temp_ != nullptr;
+  if (layout_.has_loss_head) {
+    // Output layer: dW [VP, h] = dlogits^T lnf_out. Tied with this stage's embedding: the
+    // embedding's W adds its part to the same micro-batch buffer first (gpt_stage.cc).
+    if (tied_here && !fused) {
+      MXMACA_RETURN_IF_ERROR(k.Gemm(true, false, vp, h, t, 1.0f, slot->logits, vp,
+                                    slot->lnf_out, h, 0.0f, embed_temp_, h));
+    } else {
+      MXMACA_RETURN_IF_ERROR(AccumulateInto(ids_.output_weight, [&](float* dw) {
+        return k.Gemm(true, false, vp, h, t, 1.0f, slot->logits, vp, slot->lnf_out, h,
+                      fused ? 1.0f : 0.0f, dw, h);
+      }));
+    }
+    MXMACA_RETURN_IF_ERROR(NormWeightGrad(slot->d_lnf_out, slot->final_input, slot->lnf_mean,
+                                          slot->lnf_rstd, t, ids_.final_norm_weight,
+                                          ids_.final_norm_bias));
+  }
+  for (int i = static_cast<int>(slot->layers.size()) - 1; i >= 0; --i) {
+    MXMACA_RETURN_IF_ERROR(LayerBackwardWeight(slot, i));
+  }
+  if (layout_.has_embedding) {
+    if (tied_here && !fused) {
+      MXMACA_RETURN_IF_ERROR(
+          k.EmbeddingBackward(slot->tokens, t, slot->d_embedding, h, embed_temp_));
+      const int64_t n = store_.info(ids_.word_embeddings).numel;
+      MXMACA_RETURN_IF_ERROR(k.Add(device_grad(ids_.word_embeddings), embed_temp_,
+                                   device_grad(ids_.word_embeddings), n));
+    } else {
+      MXMACA_RETURN_IF_ERROR(AccumulateInto(ids_.word_embeddings, [&](float* dw) {
+        return k.EmbeddingBackward(slot->tokens, t, slot->d_embedding, h, dw);
+      }));
+    }
+    if (ids_.position_embeddings >= 0) {
+      MXMACA_RETURN_IF_ERROR(AccumulateInto(ids_.position_embeddings, [&](float* dp) {
+        return k.EmbeddingBackward(slot->positions, t, slot->d_embedding, h, dp);
+      }));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceGptStage::LayerBackwardWeight(Slot* slot, int i) {
+  const GptConfig& c = config_;
+  const LayerParameterIds& id = ids_.layers[i];
+  LayerBuffers& l = slot->layers[i];
+  const int64_t t = slot->b * slot->s, h = c.hidden_size, qkv_n = c.qkv_size(),
+                pj = c.attention_projection_size(), f = c.ffn_hidden_size, f1 = c.fc1_size();
+  MXMACA_RETURN_IF_ERROR(
+      LinearWeightGrad(l.d_fc2, l.act_out, t, f, h, id.fc2_weight, id.fc2_bias));
+  MXMACA_RETURN_IF_ERROR(
+      LinearWeightGrad(l.d_fc1, l.ln2_out, t, h, f1, id.fc1_weight, id.fc1_bias));
+  MXMACA_RETURN_IF_ERROR(NormWeightGrad(l.d_ln2_out, l.residual2, l.ln2_mean, l.ln2_rstd, t,
+                                        id.mlp_norm_weight, id.mlp_norm_bias));
+  MXMACA_RETURN_IF_ERROR(
+      LinearWeightGrad(l.d_proj, l.context, t, pj, h, id.proj_weight, id.proj_bias));
+  MXMACA_RETURN_IF_ERROR(
+      LinearWeightGrad(l.d_qkv, l.ln1_out, t, h, qkv_n, id.qkv_weight, id.qkv_bias));
+  return NormWeightGrad(l.d_ln1_out, l.input, l.ln1_mean, l.ln1_rstd, t, id.input_norm_weight,
+                        id.input_norm_bias);
+}
+
+// ---- optimizer ----
+
+absl::Status DeviceGptStage::ZeroGrads() {
+  return kernels_->Zero(grads_, 4 * store_.arena_elements());
+}
+
+absl::StatusOr<double> DeviceGptStage::GradNormSquared(const std::function<bool(int)>& counts) {
+  const int n = store_.size();
+  for (int i = 0; i < n; ++i) {
+    MXMACA_RETURN_IF_ERROR(
+        kernels_->SumSquares(device_grad(i), store_.info(i).numel, norm_partials_ + i));
+  }
+  std::vector<double> partials(n);
+  MXMACA_RETURN_IF_ERROR(kernels_->CopyToHost(partials.data(), norm_partials_, 8 * n));
+  MXMACA_RETURN_IF_ERROR(kernels_->Synchronize());
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) {
+    if (counts == nullptr || counts(i)) sum += partials[i];
+  }
+  return sum;
+}
+
+absl::Status DeviceGptStage::ScaleGrads(float factor) {
+  return kernels_->Scale(grads_, store_.arena_elements(), factor);
+}
+
+absl::Status DeviceGptStage::AdamWStep(float lr, float weight_decay, float beta1, float beta2,
+                                       float eps, int64_t step) {
+  for (int i = 0; i < store_.size(); ++i) {
+    const ParameterInfo& info = store_.info(i);
+    const int64_t off = info.arena_offset;
+    MXMACA_RETURN_IF_ERROR(kernels_->AdamWStep(
+        params_ + off, grads_ + off, exp_avg_ + off, exp_avg_sq_ + off, info.numel, lr, beta1,
+        beta2, eps, info.spec.weight_decay ? weight_decay : 0.0f, step));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mxmaca::layers::device

@@ -1,0 +1,335 @@
+// layers/device/device_gpt_stage_test.cc: the device GPT stage on the CPU kernels equals
+// layers::GptStage (the CPU backend, itself checked against PyTorch) bit for bit: both
+// run the same kernels in the same order on the same initial weights (a function of seed
+// and name), so losses, input gradients, weight gradients and AdamW updates must agree in
+// every bit; with --gradient-accumulation-fusion the weight GEMM adds into the arena
+// (beta = 1) instead of adding a separately rounded product, so there the tolerance is a
+// few fp32 roundings per element (1e-5 relative, norm-wise).
+#include "layers/device/device_gpt_stage.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/elementwise.h"
+#include "layers/device/cpu_device_kernels.h"
+#include "layers/gpt_stage.h"
+#include "layers/optimizer.h"
+
+namespace mxmaca::layers::device {
+namespace {
+
+GptConfig TinyConfig() {
+  GptConfig c;
+  c.num_layers = 3;
+  c.hidden_size = 32;
+  c.ffn_hidden_size = 48;
+  c.num_attention_heads = 4;
+  c.seq_length = 12;
+  c.max_position_embeddings = 16;
+  c.vocab_size = 90;
+  c.padded_vocab_size = 96;
+  c.hidden_dropout = 0.1f;
+  c.attention_dropout = 0.1f;
+  c.seed = 77;
+  return c;
+}
+
+GptConfig RopeConfig() {
+  GptConfig c = TinyConfig();
+  c.position_embedding_type = PositionEmbeddingType::kRope;
+  c.normalization = Normalization::kRmsNorm;
+  c.swiglu = true;
+  c.add_bias_linear = false;
+  c.untie_embeddings_and_output_weights = true;
+  c.num_query_groups = 2;
+  c.hidden_dropout = 0.0f;
+  c.attention_dropout = 0.0f;
+  return c;
+}
+
+struct Batch {
+  int64_t b = 2, s = 12;
+  std::vector<int32_t> tokens, labels, doc_start;
+  std::vector<float> mask;
+};
+
+// MakeBatch: fresh random tokens, labels and mask, one document boundary per row.
+Batch MakeBatch(const GptConfig& c, uint32_t seed) {
+  Batch bt;
+  bt.s = c.seq_length;
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(c.vocab_size) - 1);
+  const int64_t t = bt.b * bt.s;
+  for (int64_t i = 0; i < t; ++i) {
+    bt.tokens.push_back(tok(rng));
+    bt.labels.push_back(tok(rng));
+    bt.mask.push_back((rng() % 5) == 0 ? 0.0f : 1.0f);
+  }
+  for (int64_t r = 0; r < bt.b; ++r) {
+    const int32_t cut = 2 + static_cast<int32_t>(rng() % (bt.s - 3));
+    for (int64_t i = 0; i < bt.s; ++i) bt.doc_start.push_back(i < cut ? 0 : cut);
+  }
+  return bt;
+}
+
+MicroBatchInput CpuInput(const Batch& bt, int64_t id, int64_t iteration,
+                         const std::vector<float>* hidden) {
+  MicroBatchInput in;
+  in.micro_batch_id = id;
+  in.iteration = iteration;
+  in.micro_batch_size = bt.b;
+  in.seq_length = bt.s;
+  in.tokens = bt.tokens;
+  in.labels = bt.labels;
+  in.loss_mask = bt.mask;
+  in.doc_start = bt.doc_start;
+  if (hidden != nullptr) in.hidden = *hidden;
+  return in;
+}
+
+DeviceMicroBatch DevInput(const Batch& bt, int64_t id, int64_t iteration,
+                          const std::vector<float>* hidden) {
+  DeviceMicroBatch in;
+  in.micro_batch_id = id;
+  in.iteration = iteration;
+  in.micro_batch_size = bt.b;
+  in.seq_length = bt.s;
+  in.tokens = bt.tokens;
+  in.labels = bt.labels;
+  in.loss_mask = bt.mask;
+  in.doc_start = bt.doc_start;
+  if (hidden != nullptr) in.hidden = *hidden;
+  return in;
+}
+
+bool BitEqual(absl::Span<const float> a, absl::Span<const float> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), 4 * a.size()) == 0;
+}
+
+double RelDiff(absl::Span<const float> a, absl::Span<const float> b) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+std::vector<OptimizerTensor> OptimizerTensors(ParameterStore& store) {
+  std::vector<OptimizerTensor> out;
+  for (int i = 0; i < store.size(); ++i) {
+    const ParameterInfo& info = store.info(i);
+    out.push_back(
+        {info.spec.name, store.param(i), store.grad(i), info.numel, info.spec.weight_decay, 0});
+  }
+  return out;
+}
+
+// RunAndCompare: `iterations` training iterations of two micro-batches in the pipelined
+// order F1 F2 B1 B2 W1 W2 on one GptStage and one DeviceGptStage (single stage), then the
+// scaled AdamW step; checks losses, gradients and parameters bit for bit (or within
+// `tolerance` when fusion is on).
+void RunAndCompare(const GptConfig& c, kernels::Precision precision, bool fusion,
+                   double tolerance) {
+  const StageLayout layout{0, c.num_layers, true, true};
+  kernels::ExecContext ctx;
+  ctx.precision = precision;
+  GptConfig cpu_config = c;
+  cpu_config.precision = precision;
+  auto cpu = GptStage::Create(cpu_config, layout);
+  REQUIRE(cpu.ok());
+  (*cpu)->InitializeParameters();
+  CpuDeviceKernels kernels(ctx);
+  DeviceStageOptions opts;
+  opts.micro_batch_size = 2;
+  opts.gradient_accumulation_fusion = fusion;
+  auto dev = DeviceGptStage::Create(cpu_config, layout, &kernels, opts);
+  REQUIRE(dev.ok());
+  ParameterStore& cs = (*cpu)->parameters();
+  ParameterStore& ds = (*dev)->host_parameters();
+  REQUIRE(cs.arena_elements() == ds.arena_elements());
+  REQUIRE(BitEqual(cs.params_arena(), ds.params_arena()));  // same names, same init
+  AdamWOptimizer adam(AdamWOptions{}, OptimizerTensors(cs));
+
+  for (int64_t it = 0; it < 2; ++it) {
+    const Batch b1 = MakeBatch(c, 100 + 2 * it), b2 = MakeBatch(c, 101 + 2 * it);
+    const int64_t id1 = 2 * it, id2 = 2 * it + 1;
+    StageOutput co1, co2;
+    DeviceStageOutput do1, do2;
+    REQUIRE((*cpu)->Forward(CpuInput(b1, id1, it, nullptr), &co1).ok());
+    REQUIRE((*cpu)->Forward(CpuInput(b2, id2, it, nullptr), &co2).ok());
+    REQUIRE((*dev)->Forward(DevInput(b1, id1, it, nullptr), true, &do1).ok());
+    REQUIRE((*dev)->Forward(DevInput(b2, id2, it, nullptr), true, &do2).ok());
+    CHECK(co1.loss_sum == do1.loss_sum);
+    CHECK(co2.loss_sum == do2.loss_sum);
+    CHECK(co1.num_tokens == do1.num_tokens);
+    CHECK(BitEqual(co1.token_losses, do1.token_losses));
+    const float scale = static_cast<float>(1.0 / (co1.num_tokens + co2.num_tokens));
+    std::vector<float> unused;
+    REQUIRE((*cpu)->BackwardInput(id1, {}, scale, &unused).ok());
+    REQUIRE((*cpu)->BackwardInput(id2, {}, scale, &unused).ok());
+    REQUIRE((*dev)->BackwardInput(id1, {}, scale, &unused).ok());
+    REQUIRE((*dev)->BackwardInput(id2, {}, scale, &unused).ok());
+    REQUIRE((*cpu)->BackwardWeight(id1).ok());
+    REQUIRE((*cpu)->BackwardWeight(id2).ok());
+    REQUIRE((*dev)->BackwardWeight(id1).ok());
+    REQUIRE((*dev)->BackwardWeight(id2).ok());
+    REQUIRE((*dev)->DownloadGradients().ok());
+    if (tolerance == 0.0) {
+      CHECK(BitEqual(cs.grads_arena(), ds.grads_arena()));
+    } else {
+      CHECK(RelDiff(ds.grads_arena(), cs.grads_arena()) < tolerance);
+    }
+    // The norm, then the update with a clip factor, as the stage actor's RunStep.
+    auto norm = (*dev)->GradNormSquared(nullptr);
+    REQUIRE(norm.ok());
+    double cpu_norm = 0.0;
+    for (float g : cs.grads_arena()) cpu_norm += static_cast<double>(g) * g;
+    // fp64 sums of the same values in other orders (1e-12); with fusion the gradients
+    // themselves differ by `tolerance`, their squares' sum by about twice that.
+    CHECK(std::abs(*norm - cpu_norm) <= (tolerance == 0.0 ? 1e-12 : 2 * tolerance) * cpu_norm);
+    const float clip = 0.5f;
+    kernels::cpu::Scale(ctx, cs.grads_arena().data(), cs.arena_elements(), clip);
+    adam.Step(ctx, 1e-3, 0.1);
+    REQUIRE((*dev)->ScaleGrads(clip).ok());
+    REQUIRE((*dev)->AdamWStep(1e-3f, 0.1f, 0.9f, 0.999f, 1e-8f, it + 1).ok());
+    REQUIRE((*dev)->DownloadParameters().ok());
+    if (tolerance == 0.0) {
+      CHECK(BitEqual(cs.params_arena(), ds.params_arena()));
+    } else {
+      CHECK(RelDiff(ds.params_arena(), cs.params_arena()) < tolerance);
+    }
+    cs.ZeroGrads();
+    REQUIRE((*dev)->ZeroGrads().ok());
+  }
+  CHECK((*dev)->num_slots() == 2);  // two micro-batches were in flight
+}
+
+TEST_CASE("device stage on CPU kernels equals GptStage bit for bit", "[device]") {
+  SECTION("LayerNorm, GELU, learned positions, biases, tied, dropout, documents") {
+    RunAndCompare(TinyConfig(), kernels::Precision::kFp32, false, 0.0);
+  }
+  SECTION("RMSNorm, SwiGLU, RoPE, GQA, no biases, untied") {
+    RunAndCompare(RopeConfig(), kernels::Precision::kFp32, false, 0.0);
+  }
+  SECTION("bf16 GEMM inputs") {
+    GptConfig c = TinyConfig();
+    c.gelu_tanh_approximation = true;
+    RunAndCompare(c, kernels::Precision::kBf16, false, 0.0);
+  }
+}
+
+TEST_CASE("gradient accumulation fusion stays within fp32 rounding", "[device]") {
+  // Each fused element differs from GptStage's by the rounding of one addition per
+  // micro-batch (two here), relative 2^-24 each; the norm-wise bound 1e-5 leaves room for
+  // AdamW's division amplifying it on tiny second moments.
+  RunAndCompare(RopeConfig(), kernels::Precision::kFp32, true, 1e-5);
+}
+
+TEST_CASE("a two-stage pipeline equals GptStage's two stages", "[device]") {
+  const GptConfig c = RopeConfig();
+  const StageLayout first{0, 1, true, false}, last{1, c.num_layers, false, true};
+  kernels::ExecContext ctx;
+  CpuDeviceKernels kernels(ctx);
+  DeviceStageOptions opts;
+  opts.micro_batch_size = 2;
+  auto c0 = GptStage::Create(c, first);
+  auto c1 = GptStage::Create(c, last);
+  auto d0 = DeviceGptStage::Create(c, first, &kernels, opts);
+  auto d1 = DeviceGptStage::Create(c, last, &kernels, opts);
+  REQUIRE((c0.ok() && c1.ok() && d0.ok() && d1.ok()));
+  (*c0)->InitializeParameters();
+  (*c1)->InitializeParameters();
+  const Batch bt = MakeBatch(c, 7);
+  StageOutput co0, co1;
+  DeviceStageOutput do0, do1;
+  REQUIRE((*c0)->Forward(CpuInput(bt, 0, 0, nullptr), &co0).ok());
+  REQUIRE((*d0)->Forward(DevInput(bt, 0, 0, nullptr), true, &do0).ok());
+  REQUIRE(BitEqual(co0.hidden, do0.hidden));
+  REQUIRE((*c1)->Forward(CpuInput(bt, 0, 0, &co0.hidden), &co1).ok());
+  REQUIRE((*d1)->Forward(DevInput(bt, 0, 0, &do0.hidden), true, &do1).ok());
+  CHECK(co1.loss_sum == do1.loss_sum);
+  std::vector<float> cg, dg, unused;
+  REQUIRE((*c1)->BackwardInput(0, {}, 0.01f, &cg).ok());
+  REQUIRE((*d1)->BackwardInput(0, {}, 0.01f, &dg).ok());
+  REQUIRE(BitEqual(cg, dg));
+  REQUIRE((*c0)->BackwardInput(0, cg, 1.0f, &unused).ok());
+  REQUIRE((*d0)->BackwardInput(0, dg, 1.0f, &unused).ok());
+  CHECK(unused.empty());
+  for (auto* s : {c0->get(), c1->get()}) REQUIRE(s->BackwardWeight(0).ok());
+  for (auto* s : {d0->get(), d1->get()}) {
+    REQUIRE(s->BackwardWeight(0).ok());
+    REQUIRE(s->DownloadGradients().ok());
+  }
+  CHECK(BitEqual((*c0)->parameters().grads_arena(), (*d0)->host_parameters().grads_arena()));
+  CHECK(BitEqual((*c1)->parameters().grads_arena(), (*d1)->host_parameters().grads_arena()));
+}
+
+TEST_CASE("device stage: evaluation, segments, slots and errors", "[device]") {
+  GptConfig c = RopeConfig();
+  kernels::ExecContext ctx;
+  CpuDeviceKernels kernels(ctx);
+  DeviceStageOptions opts;
+  opts.micro_batch_size = 2;
+  auto dev = DeviceGptStage::Create(c, StageLayout{0, c.num_layers, true, true}, &kernels, opts);
+  REQUIRE(dev.ok());
+  std::vector<std::string> keys;
+  (*dev)->set_segment_runner([&](const std::string& key, const Segment& segment) {
+    keys.push_back(key);
+    return segment();
+  });
+  CHECK((*dev)->graph_safe());
+  const Batch bt = MakeBatch(c, 3);
+  DeviceStageOutput out;
+  // Eval frees its slot at once; three training micro-batches in flight take three slots.
+  REQUIRE((*dev)->Forward(DevInput(bt, 50, 0, nullptr), false, &out).ok());
+  for (int64_t id = 0; id < 3; ++id) {
+    REQUIRE((*dev)->Forward(DevInput(bt, id, 0, nullptr), true, &out).ok());
+  }
+  CHECK((*dev)->num_slots() == 3);
+  CHECK(keys.front() == "eval-F/slot0/b2/s12/doc");
+  CHECK(keys.back() == "F/slot2/b2/s12/doc");
+  // The same micro-batch twice, W before B, W out of forward order.
+  CHECK((*dev)->Forward(DevInput(bt, 1, 0, nullptr), true, &out).code() ==
+        absl::StatusCode::kFailedPrecondition);
+  CHECK((*dev)->BackwardWeight(0).code() == absl::StatusCode::kFailedPrecondition);
+  std::vector<float> unused;
+  REQUIRE((*dev)->BackwardInput(1, {}, 1.0f, &unused).ok());
+  const absl::Status out_of_order = (*dev)->BackwardWeight(1);
+  CHECK(out_of_order.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(std::string(out_of_order.message()).find("forward order") != std::string::npos);
+  // Bad input: a token out of range, a shape beyond the slot.
+  Batch bad = bt;
+  bad.tokens[5] = static_cast<int32_t>(c.vocab_size);
+  const absl::Status bad_token = (*dev)->Forward(DevInput(bad, 9, 0, nullptr), true, &out);
+  CHECK(bad_token.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(bad_token.message()).find("tokens[5] = 90") != std::string::npos);
+  Batch big = bt;
+  big.b = 3;
+  CHECK((*dev)->Forward(DevInput(big, 10, 0, nullptr), true, &out).code() ==
+        absl::StatusCode::kInvalidArgument);
+  // Refused configurations name their flag; dropout is not graph-safe.
+  GptConfig recompute = c;
+  recompute.recompute_granularity = RecomputeGranularity::kFull;
+  auto refused = DeviceGptStage::Create(recompute, StageLayout{0, c.num_layers, true, true},
+                                        &kernels, opts);
+  CHECK(std::string(refused.status().message()).find("--recompute-granularity") !=
+        std::string::npos);
+  DeviceStageOptions fused = opts;
+  fused.fused_attention = true;
+  CHECK(DeviceGptStage::Create(c, StageLayout{0, c.num_layers, true, true}, &kernels, fused)
+            .status()
+            .code() == absl::StatusCode::kInvalidArgument);
+  auto dropout =
+      DeviceGptStage::Create(TinyConfig(), StageLayout{0, 3, true, true}, &kernels, opts);
+  REQUIRE(dropout.ok());
+  CHECK_FALSE((*dropout)->graph_safe());
+}
+
+}  // namespace
+}  // namespace mxmaca::layers::device
