@@ -493,6 +493,13 @@ constexpr FlagSpec kMxmaca[] = {
            "the GPT: every forward / input-gradient / weight-gradient op takes F / B / W ms "
            "per micro-batch and model chunk (OPT: each optimizer step's ms); no model, "
            "tokenizer or data files needed (api/train/synthetic_train.h)")),
+    Ours(V("--device", kStr, "'cpu'", kImpl,
+           "the backend the model runs on: cpu (the CPU backend, the reference), cuda (the "
+           "GPU backend: each stage actor's model on its own CUDA stream with device-resident "
+           "activations; host fp32 master weights and AdamW), device-on-cpu (the GPU "
+           "backend's code path on the CPU kernels, bit-identical to cpu: how CI tests it); "
+           "see docs/CUDA.md",
+           "cpu cuda device-on-cpu")),
     Ours(V("--memory-cap-per-shard", kStr, "None", kImpl,
            "BYTES (1073741824, 512M, 2GiB = powers of 1024; 3GB = powers of 1000; 0 = no "
            "cap): cap on each rank's activation memory (its training stashes, as 'peak "

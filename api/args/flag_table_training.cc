@@ -167,7 +167,7 @@ constexpr FlagSpec kTraining[] = {
       kRDeprecated),
     T("--no-persist-layer-norm", kNote, kRKernel),
     T("--sequence-parallel", kImpl),
-    F("--no-gradient-accumulation-fusion", "gradient_accumulation_fusion", kNote, kRKernel),
+    F("--no-gradient-accumulation-fusion", "gradient_accumulation_fusion", kImpl),
     T("--use-mcore-models", kNote, kRDeprecated, "deprecated_use_mcore_models"),
     T("--use-legacy-models", kUnsup, "MXMACA implements Megatron-Core's GPT"),
     T("--manual-gc", kNote, kRPython),

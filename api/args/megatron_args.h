@@ -59,6 +59,10 @@ struct MegatronArgs {
   // approximation (megatron/core/fusions/fused_bias_gelu.py), so with biases and without
   // SwiGLU the default model computes tanh-GELU; --no-bias-gelu-fusion gives exact GELU.
   bool bias_gelu_fusion = true;
+  // --no-gradient-accumulation-fusion sets false: the device backends then add each weight
+  // gradient through a temporary (the CPU backend's order) instead of accumulating in the
+  // weight-gradient GEMM (Megatron's default, fused). No effect on --device cpu.
+  bool gradient_accumulation_fusion = true;
   bool untie_embeddings_and_output_weights = false;  // --untie-embeddings-and-output-weights
   bool add_bias_linear = true;                       // --disable-bias-linear sets false
   bool add_qkv_bias = false;                         // --add-qkv-bias
@@ -235,6 +239,8 @@ struct MegatronArgs {
   // --memory-cap-per-shard BYTES (e.g. 512M, 2GiB; 0 = none): cap on each rank's training
   // stash bytes (layers/context_parallel/memory_cap.h ParseMemoryCap; GptStage::SetMemoryCap).
   std::optional<std::string> memory_cap_per_shard;
+  // --device cpu|cuda|device-on-cpu: the backend the model runs on (api/train/device_setup.h).
+  std::optional<std::string> device;
   // --rebalance-threshold X, --rebalance-window K, --force-layer-move ITER:FROM:TO.
   std::optional<double> rebalance_threshold;
   int64_t rebalance_window = 3;

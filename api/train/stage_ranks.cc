@@ -7,12 +7,60 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "actors/device_stage_program.h"
 #include "layers/context_parallel/cp_context.h"
+#include "layers/device/device_gpt_stage.h"
 #include "layers/gpt_stage.h"
 #include "layers/tensor_parallel.h"
 #include "transport/rank_grid.h"
 
 namespace mxmaca::api {
+
+namespace {
+
+// BuildDeviceRank: a rank of the device backends (device_setup.h): the rank's own
+// DeviceKernels (its CUDA stream), a DeviceGptStage per chunk with host master weights
+// initialised as GptStage's (same names, same seed), and the same buckets and AdamW over
+// the host store as the CPU backend.
+absl::Status BuildDeviceRank(const layers::GptConfig& model,
+                             const std::vector<layers::StageLayout>& layouts,
+                             const StageRankOptions& options, int64_t arena_multiple,
+                             int64_t bucket_elements, int32_t grad_group, int32_t shard_rank,
+                             StageRank* sr) {
+  MXMACA_ASSIGN_OR_RETURN(
+      std::unique_ptr<layers::device::DeviceKernels> kernels,
+      MakeDeviceKernels(options.device, options.gpu, model.num_threads, model.precision));
+  layers::device::DeviceStageOptions device_options;
+  device_options.micro_batch_size = options.micro_batch_size;
+  device_options.arena_multiple = arena_multiple;
+  device_options.gradient_accumulation_fusion = options.gradient_accumulation_fusion;
+  device_options.fused_attention =
+      options.fused_attention && kernels->has_fused_attention();
+  std::vector<std::unique_ptr<layers::device::DeviceGptStage>> chunks;
+  for (const layers::StageLayout& layout : layouts) {
+    MXMACA_ASSIGN_OR_RETURN(
+        std::unique_ptr<layers::device::DeviceGptStage> stage,
+        layers::device::DeviceGptStage::Create(model, layout, kernels.get(), device_options));
+    layers::ParameterStore& store = stage->host_parameters();
+    sr->num_parameters += store.num_elements();
+    MXMACA_ASSIGN_OR_RETURN(layers::DataParallelBuckets buckets,
+                            layers::BuildDataParallelBuckets(store, grad_group, bucket_elements));
+    std::vector<layers::OptimizerTensor> tensors =
+        options.distributed_optimizer
+            ? layers::DistributedOptimizerTensors(store, buckets, shard_rank)
+            : store.OptimizerTensors();
+    sr->optimizers.push_back(
+        std::make_shared<layers::AdamWOptimizer>(options.adam, std::move(tensors)));
+    sr->buckets.push_back(std::move(buckets));
+    chunks.push_back(std::move(stage));
+  }
+  sr->program = std::make_shared<actors::DeviceStageProgram>(
+      std::move(kernels), std::move(chunks), options.num_microbatches,
+      options.reset_attention_mask);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& model,
                                                        const layers::PipelinePlacement& placement,
@@ -94,6 +142,13 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
             comm, view.tensor_and_data_parallel_group(/*with_context_parallel=*/true));
       }
     }
+    if (options.device != Device::kCpu) {
+      MXMACA_RETURN_IF_ERROR(
+          BuildDeviceRank(model, placement.layouts[pp], options, 16LL * grad_group,
+                          bucket_elements, grad_group, r * cp + c, &sr));
+      ranks.push_back(std::move(sr));
+      continue;
+    }
     std::vector<std::unique_ptr<layers::GptStage>> chunks;
     for (const layers::StageLayout& layout : placement.layouts[pp]) {
       MXMACA_ASSIGN_OR_RETURN(
@@ -127,13 +182,14 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
       sr.buckets.push_back(std::move(buckets));
       chunks.push_back(std::move(stage));
     }
-    sr.program = std::make_shared<actors::GptStageProgram>(std::move(chunks),
-                                                           options.reset_attention_mask);
+    auto program = std::make_shared<actors::GptStageProgram>(std::move(chunks),
+                                                             options.reset_attention_mask);
     if (bias_group) {
       const layers::TensorParallelContext g = *bias_group;
-      sr.program->SetExpertBiasReduction(
+      program->SetExpertBiasReduction(
           [g](float* data, int64_t n) { return layers::AllReduceSum(g, data, n); });
     }
+    sr.program = std::move(program);
     ranks.push_back(std::move(sr));
   }
   return ranks;

@@ -21,6 +21,8 @@
 
 #include "absl/status/statusor.h"
 #include "actors/gpt_stage_program.h"
+#include "actors/stage_program.h"
+#include "api/train/device_setup.h"
 #include "layers/gpt_config.h"
 #include "layers/grad_buckets.h"
 #include "layers/optimizer.h"
@@ -37,7 +39,8 @@ struct StageRank {
   int32_t data_parallel_rank = 0;
   int32_t tensor_parallel_rank = 0;
   int32_t context_parallel_rank = 0;
-  std::shared_ptr<actors::GptStageProgram> program;
+  // GptStageProgram (--device cpu) or DeviceStageProgram (the device backends).
+  std::shared_ptr<actors::StageProgram> program;
   std::vector<std::shared_ptr<layers::AdamWOptimizer>> optimizers;
   std::vector<layers::DataParallelBuckets> buckets;
   int64_t num_parameters = 0;  // over the rank's chunks
@@ -70,6 +73,17 @@ struct StageRankOptions {
   // --memory-cap-per-shard in bytes (0: none): GptStage::SetMemoryCap of every stage,
   // naming the rank and its grid coordinates.
   int64_t memory_cap_bytes = 0;
+  // --device (api/train/device_setup.h): the device backends build each rank's chunks as
+  // DeviceGptStages on a DeviceKernels of its own (GPU `gpu`), with `num_microbatches`
+  // per iteration (when its gradients are final) and micro_batch_size (slot size).
+  Device device = Device::kCpu;
+  int gpu = 0;
+  int64_t num_microbatches = 1;
+  int64_t micro_batch_size = 1;
+  // --no-gradient-accumulation-fusion clears it (Megatron's default is fused);
+  // fused_attention: --attention-backend other than unfused/local, where the device has it.
+  bool gradient_accumulation_fusion = true;
+  bool fused_attention = true;
 };
 
 // BuildStageRanks: placement.pipeline_model_parallel_size x data_parallel_size x

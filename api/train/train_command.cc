@@ -29,6 +29,7 @@
 #include "api/data_config/gpt_data_config.h"
 #include "api/train/checkpoint_args.h"
 #include "api/train/cp_setup.h"
+#include "api/train/device_setup.h"
 #include "api/train/gemm_peak.h"
 #include "api/train/moe_setup.h"
 #include "api/train/parallel_setup.h"
@@ -88,7 +89,8 @@ constexpr const char* kHonouredDests[] = {
     "softmax_over_padded_vocab",
     // Pipeline and data parallelism (in-process ranks).
     "world_size", "pipeline_schedule", "pipeline_channel_slots", "dynamic_pipeline",
-    "optimizer_post_validation", "synthetic_op_ms", "memory_cap_per_shard",
+    "optimizer_post_validation", "synthetic_op_ms", "memory_cap_per_shard", "device",
+    "gradient_accumulation_fusion",
     "max_stashed_microbatches", "inject_stage_slowdown", "rebalance_threshold",
     "rebalance_window", "force_layer_move", "ddp_bucket_size", "distributed_timeout_minutes",
     "num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank",
@@ -342,6 +344,7 @@ absl::StatusOr<actors::TrainingSummary> Train(
   }
   MXMACA_RETURN_IF_ERROR(CheckSupportedLayout(args));
   MXMACA_RETURN_IF_ERROR(CheckDynamicPipeline(args));
+  MXMACA_RETURN_IF_ERROR(CheckDeviceArgs(args));  // --device: device_setup.h
   std::optional<ProcessJob> process_job;
   std::unique_ptr<Heartbeat> heartbeat;  // after process_job: stopped before it is destroyed
   if (launch) {
@@ -434,6 +437,11 @@ absl::StatusOr<actors::TrainingSummary> Train(
                                            static_cast<float>(args.adam_beta2),
                                            static_cast<float>(args.adam_eps)};
   rank_options.reset_attention_mask = args.reset_attention_mask;
+  MXMACA_ASSIGN_OR_RETURN(rank_options.device, ParseDevice(args.device));
+  rank_options.gpu = launch ? LocalGpu() : 0;
+  rank_options.num_microbatches = parallel.num_microbatches;
+  rank_options.micro_batch_size = args.micro_batch_size.value_or(1);
+  rank_options.gradient_accumulation_fusion = args.gradient_accumulation_fusion;
   if (args.memory_cap_per_shard) {
     MXMACA_ASSIGN_OR_RETURN(rank_options.memory_cap_bytes,
                             layers::cp::ParseMemoryCap(*args.memory_cap_per_shard));

@@ -149,7 +149,7 @@ absl::StatusOr<float*> DeviceGptStage::AllocateFloats(int64_t n) {
 
 absl::Status DeviceGptStage::Init() {
   MXMACA_ASSIGN_OR_RETURN(ids_, RegisterGptParameters(config_, layout_, &store_));
-  store_.Finalize();
+  store_.Finalize(options_.arena_multiple);
   store_.Initialize(config_.seed);
   vocab_softmax_ =
       config_.softmax_over_padded_vocab ? config_.padded_vocab_size : config_.vocab_size;

@@ -77,6 +77,9 @@ struct DeviceStageOptions {
   // DeviceKernels::has_fused_attention (CUDA). false = materialised probabilities (the CPU
   // backend's kernel, GptStage's numerics).
   bool fused_attention = false;
+  // arena_multiple: the host and device arenas are padded to a multiple of this many
+  // elements (ParameterStore::Finalize: 16 x the data-parallel size for the buckets).
+  int64_t arena_multiple = 16;
 };
 
 // DeviceMicroBatch: one micro-batch as get_batch gives it (HOST memory; read during the

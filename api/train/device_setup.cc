@@ -1,0 +1,79 @@
+// api/train/device_setup.cc: see device_setup.h.
+#include "api/train/device_setup.h"
+
+#include <cstdlib>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "layers/device/cpu_device_kernels.h"
+#include "layers/device/cuda_device_kernels.h"
+
+namespace mxmaca::api {
+
+absl::StatusOr<Device> ParseDevice(const std::optional<std::string>& value) {
+  if (!value || *value == "cpu") return Device::kCpu;
+  if (*value == "cuda") return Device::kCuda;
+  if (*value == "device-on-cpu") return Device::kDeviceOnCpu;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--device ", *value, ": expected cpu, cuda or device-on-cpu"));
+}
+
+absl::Status CheckDeviceArgs(const MegatronArgs& a) {
+  absl::StatusOr<Device> device = ParseDevice(a.device);
+  if (!device.ok()) return device.status();
+  if (*device == Device::kCpu) return absl::OkStatus();
+  const std::string which = absl::StrCat("--device ", *a.device);
+  auto refuse = [&](const std::string& what) {
+    return absl::UnimplementedError(absl::StrCat(
+        which, " runs dense GPT models with pipeline and data parallelism only; ", what,
+        " needs --device cpu for now (docs/CUDA.md)"));
+  };
+  if (a.tensor_model_parallel_size > 1) {
+    return refuse(absl::StrCat("--tensor-model-parallel-size ", a.tensor_model_parallel_size));
+  }
+  if (a.context_parallel_size > 1) {
+    return refuse(absl::StrCat("--context-parallel-size ", a.context_parallel_size));
+  }
+  if (a.expert_model_parallel_size > 1) {
+    return refuse(absl::StrCat("--expert-model-parallel-size ", a.expert_model_parallel_size));
+  }
+  if (a.num_experts.has_value() && *a.num_experts > 0) return refuse("--num-experts");
+  if (a.dynamic_pipeline) {
+    return refuse("--dynamic-pipeline (the device stage adds weight gradients in forward order)");
+  }
+  if (a.rebalance_threshold || a.force_layer_move) {
+    return refuse("--rebalance-threshold / --force-layer-move (moving layers between stages)");
+  }
+  if (a.recompute_granularity.has_value()) return refuse("--recompute-granularity");
+  if (a.use_rope_scaling || a.rotary_seq_len_interpolation_factor.has_value()) {
+    return refuse("--use-rope-scaling / --rotary-seq-len-interpolation-factor");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<layers::device::DeviceKernels>> MakeDeviceKernels(
+    Device device, int gpu, int num_threads, kernels::Precision precision) {
+  if (device == Device::kCuda) {
+    absl::StatusOr<std::unique_ptr<layers::device::CudaDeviceKernels>> k =
+        layers::device::CudaDeviceKernels::Create(gpu, nullptr, precision);
+    if (!k.ok()) {
+      return absl::Status(k.status().code(),
+                          absl::StrCat("--device cuda: ", k.status().message()));
+    }
+    return std::unique_ptr<layers::device::DeviceKernels>(std::move(*k));
+  }
+  kernels::ExecContext ctx;
+  ctx.num_threads = num_threads;
+  ctx.precision = precision;
+  return std::unique_ptr<layers::device::DeviceKernels>(
+      std::make_unique<layers::device::CpuDeviceKernels>(ctx));
+}
+
+int LocalGpu() {
+  const char* local = std::getenv("LOCAL_RANK");
+  int rank = 0;
+  if (local != nullptr && absl::SimpleAtoi(local, &rank) && rank >= 0) return rank;
+  return 0;
+}
+
+}  // namespace mxmaca::api

@@ -1,0 +1,53 @@
+// api/train/device_setup.h: `--device` (issue 8): which backend `mxmaca train` runs the
+// model on, what each backend accepts, and the per-actor device it gives a stage.
+//   cpu            the CPU backend (layers::GptStage; the reference; default).
+//   cuda           the GPU backend: layers/device DeviceGptStage on CUDA kernels; every
+//                  stage actor gets its own CUDA stream, cuBLASLt handle and device memory
+//                  (actors/device_stage_program.h). Multi-process jobs put process
+//                  LOCAL_RANK on GPU LOCAL_RANK (one process per GPU, as torchrun); the
+//                  in-process ranks of one process share its GPU, each with its own stream.
+//   device-on-cpu  the GPU backend's code path (DeviceGptStage, DeviceStageProgram, host
+//                  master weights) on the CPU kernels: bit-identical to cpu, so CI tests the
+//                  GPU path's logic without a GPU.
+// The device backends run dense GPT models with TP = CP = EP = 1 (pipeline and data
+// parallelism, in one process or several); everything else is refused by name.
+#ifndef MXMACA_API_TRAIN_DEVICE_SETUP_H_
+#define MXMACA_API_TRAIN_DEVICE_SETUP_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "api/args/megatron_args.h"
+#include "kernels/exec_context.h"
+#include "layers/device/device_kernels.h"
+
+namespace mxmaca::api {
+
+enum class Device { kCpu, kCuda, kDeviceOnCpu };
+
+// ParseDevice: the --device value (nullopt = cpu). InvalidArgument naming the value and
+// the three choices.
+absl::StatusOr<Device> ParseDevice(const std::optional<std::string>& value);
+
+// CheckDeviceArgs: OK for --device cpu; for the device backends InvalidArgument /
+// Unimplemented naming the first flag they do not support: --tensor-model-parallel-size,
+// --context-parallel-size, --expert-model-parallel-size or --num-experts > 1,
+// --dynamic-pipeline, --rebalance-threshold / --force-layer-move, --recompute-granularity,
+// --use-rope-scaling / --rotary-seq-len-interpolation-factor.
+absl::Status CheckDeviceArgs(const MegatronArgs& args);
+
+// MakeDeviceKernels: one stage actor's device: CudaDeviceKernels on GPU `gpu` with a new
+// stream of its own, or CpuDeviceKernels with `num_threads`. Errors: the CUDA backend's
+// (no GPU: "no GPU: cudaGetDeviceCount returned cudaErrorInsufficientDriver"; a build
+// without CUDA: Unimplemented).
+absl::StatusOr<std::unique_ptr<layers::device::DeviceKernels>> MakeDeviceKernels(
+    Device device, int gpu, int num_threads, kernels::Precision precision);
+
+// LocalGpu: the GPU a process of a multi-process job uses: LOCAL_RANK (0 when unset).
+int LocalGpu();
+
+}  // namespace mxmaca::api
+
+#endif  // MXMACA_API_TRAIN_DEVICE_SETUP_H_
