@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# tests/integration/device_backend_test.sh: the GPU backend's code path (--device
+# device-on-cpu: DeviceStageProgram, DeviceGptStage, device-side slots and segments, host
+# master weights) gives the CPU backend's run bit for bit — every logged loss, grad norm
+# and validation loss, and every checkpoint shard byte — across the layouts the device
+# backends accept: one device, PP x DP with 1F1B, interleaved virtual stages with the
+# distributed optimizer, zero-bubble ZB-H1 with tied embeddings and RoPE/SwiGLU, a resume,
+# and 4 UCX processes. --device cuda without a GPU fails with the no-GPU message, and what
+# the device backends do not run yet is refused by name. (With gradient accumulation
+# fusion the weight GEMMs would round differently, so this test runs with
+# --no-gradient-accumulation-fusion: the fused numerics are checked in
+# layers/device/device_gpt_stage_test within their fp32 bound.)
+set -euo pipefail
+root="${TEST_SRCDIR:-}/mxmaca"
+[ -x "$root/api/mxmaca" ] || root="."
+mxmaca="$(cd "$root" && pwd)/api/mxmaca"
+work="${TEST_TMPDIR:-$(mktemp -d)}/device_backend"
+rm -rf "$work" && mkdir -p "$work"
+cd "$work"
+
+base=(--tokenizer-type NullTokenizer --vocab-size 4096 --mock-data --num-layers 4
+      --hidden-size 32 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32
+      --micro-batch-size 2 --global-batch-size 8 --train-iters 4 --lr 1e-3 --log-interval 1
+      --eval-interval 2 --eval-iters 1 --num-threads 1 --save-interval 2
+      --no-gradient-accumulation-fusion)
+
+# metrics LOG: loss, grad norm and validation lines without timings.
+metrics() {
+  grep -E 'lm loss' "$1" | sed -E 's/\[[^]]*\]//; s/elapsed time[^|]*\|//; s/throughput[^|]*\|//;
+    s/tokens\/s[^|]*\|//; s/model GFLOP[^|]*\|//; s/MFU[^|]*\|//; s/peak activation[^|]*\|//;
+    s/bubble per stage[^|]*\|//'
+}
+
+# same NAME DIR_A DIR_B: identical metrics and checkpoint shards.
+same() {
+  local name="$1" a="$2" b="$3"
+  if ! diff <(metrics "$a.log") <(metrics "$b.log") > /dev/null; then
+    echo "FAIL $name: the logs differ (cpu | device-on-cpu):"
+    diff -y <(metrics "$a.log") <(metrics "$b.log") || true
+    exit 1
+  fi
+  [ "$(metrics "$a.log" | wc -l)" -ge 4 ] || { echo "FAIL $name: too few losses logged"; exit 1; }
+  local it dir n=0
+  it=$(cat "$a/latest_checkpointed_iteration.txt")
+  dir=$(printf 'iter_%07d' "$it")
+  for f in "$a/$dir"/shard_*.safetensors; do
+    cmp -s "$f" "$b/$dir/$(basename "$f")" || { echo "FAIL $name: $(basename "$f") differs"; exit 1; }
+    n=$((n + 1))
+  done
+  [ "$n" -ge 1 ] || { echo "FAIL $name: no checkpoint shards"; exit 1; }
+  echo "ok   $name: $(metrics "$a.log" | wc -l) log lines and $n checkpoint shards identical"
+}
+
+# check NAME FLAGS...: in-process, --device cpu vs --device device-on-cpu.
+check() {
+  local name="$1"; shift
+  "$mxmaca" train "${base[@]}" "$@" --device cpu --save "$name.cpu" > "$name.cpu.log" 2>&1 ||
+    { echo "FAIL $name: the cpu run failed"; tail -5 "$name.cpu.log"; exit 1; }
+  "$mxmaca" train "${base[@]}" "$@" --device device-on-cpu --save "$name.dev" > "$name.dev.log" 2>&1 ||
+    { echo "FAIL $name: the device-on-cpu run failed"; tail -5 "$name.dev.log"; exit 1; }
+  same "$name" "$name.cpu" "$name.dev"
+}
+
+check single
+check pp2_dp2 --pipeline-model-parallel-size 2 --world-size 4
+check interleaved_distopt --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 \
+  --world-size 4 --use-distributed-optimizer --overlap-grad-reduce
+check zbh1_rope_swiglu --pipeline-model-parallel-size 2 --pipeline-schedule zb-h1 \
+  --position-embedding-type rope --swiglu --normalization RMSNorm --disable-bias-linear \
+  --hidden-dropout 0.0 --attention-dropout 0.0 --world-size 2
+check bf16 --bf16 --pipeline-model-parallel-size 2 --world-size 2
+
+# Resume: 4 iterations, saved at 2, resumed to 4 on the device path = the straight run.
+"$mxmaca" train "${base[@]}" --device device-on-cpu --exit-interval 2 --save resume.dev \
+  > resume.a.log 2>&1 || { echo "FAIL resume: first half"; tail -5 resume.a.log; exit 1; }
+"$mxmaca" train "${base[@]}" --device device-on-cpu --load resume.dev --save resume.dev \
+  > resume.b.log 2>&1 || { echo "FAIL resume: second half"; tail -5 resume.b.log; exit 1; }
+diff <(metrics single.dev.log | grep -v 'iteration        [12]/' | grep -v 'at iteration 2') \
+     <(metrics resume.b.log | grep -v 'at iteration 2') > /dev/null ||
+  { echo "FAIL resume: the resumed iterations differ"; diff <(metrics single.dev.log) <(metrics resume.b.log); exit 1; }
+echo "ok   resume: iterations 3-4 after a restart equal the straight run"
+
+# 4 UCX processes (PP2 x DP2), device-on-cpu: the in-process cpu run.
+port=$((20000 + RANDOM % 20000))
+"$mxmaca" launch --nproc-per-node 4 --master-port "$port" -- train "${base[@]}" \
+  --pipeline-model-parallel-size 2 --device device-on-cpu --save mp.dev > mp.dev.log 2>&1 ||
+  { echo "FAIL multi-process: the run failed"; tail -8 mp.dev.log; exit 1; }
+same multiprocess_pp2_dp2 pp2_dp2.cpu mp.dev
+
+# Errors: cuda without a GPU (or without CUDA in the build), and refusals by name.
+if "$mxmaca" train "${base[@]}" --device cuda > cuda.log 2>&1; then
+  echo "FAIL cuda: trained without a GPU?"; exit 1
+fi
+grep -Eq -- "--device cuda: (no GPU|MXMACA was built without CUDA)" cuda.log ||
+  { echo "FAIL cuda: unexpected message"; cat cuda.log; exit 1; }
+for flags in "--tensor-model-parallel-size 2 --world-size 2|--tensor-model-parallel-size 2" \
+             "--recompute-granularity selective|--recompute-granularity" \
+             "--num-experts 4|--num-experts"; do
+  f="${flags%%|*}" want="${flags##*|}"
+  if "$mxmaca" train "${base[@]}" $f --device device-on-cpu > refuse.log 2>&1; then
+    echo "FAIL refuse $f: accepted"; exit 1
+  fi
+  grep -q -- "$want needs --device cpu" refuse.log ||
+    { echo "FAIL refuse $f: unexpected message"; cat refuse.log; exit 1; }
+done
+echo "ok   errors: no GPU, and TP / recompute / MoE refused by name"
+echo PASS
