@@ -177,5 +177,36 @@ TEST_CASE("a sync inside capture ends the capture and falls back to eager",
   }
 }
 
+TEST_CASE("a segment that forks to the comm stream and joins back is captured",
+          "[graph_cache]") {
+  if (!testing::GpuOrSkip()) return;
+  Buffers b;
+  b.Init(8192 + 5, 99);
+  float* z = nullptr;
+  std::unique_ptr<DeviceArena> extra;
+  REQUIRE_OK(DeviceArena::Create(b.n * 4, &extra));
+  REQUIRE_OK(extra->CarveArray(b.n, "z", &z));
+  StreamSet& ss = *b.streams;
+  // compute: x *= 1.5; comm (after compute): z = x; compute (after comm): x = z + y.
+  auto step = [&](float* x) -> CudaStatus {
+    ExecContext ctx = ss.compute_ctx();
+    MXMACA_RETURN_IF_CUDA_ERROR(Scale(ctx, x, b.n, 1.5f));
+    MXMACA_RETURN_IF_CUDA_ERROR(ss.ComputeToComm());
+    MXMACA_CUDA_CHECK(
+        cudaMemcpyAsync(z, x, b.n * 4, cudaMemcpyDeviceToDevice, ss.comm()));
+    MXMACA_RETURN_IF_CUDA_ERROR(ss.CommToCompute());
+    return Add(ctx, z, b.y, x, b.n);
+  };
+  CudaGraphCache cache(CudaGraphMode::kLocal, 1);
+  for (int run = 0; run < 3; ++run) {
+    REQUIRE_OK(step(b.xe));
+    REQUIRE_OK(cache.Run(Key(b.n), ss.compute(), [&](cudaStream_t) { return step(b.xg); }));
+    REQUIRE(b.Host(b.xg, b.n) == b.Host(b.xe, b.n));
+  }
+  INFO(cache.state().Report());
+  CHECK(cache.Stats(Key(b.n))->captures == 1);
+  CHECK(cache.Stats(Key(b.n))->launches == 2);
+}
+
 }  // namespace
 }  // namespace mxmaca::kernels::cuda
