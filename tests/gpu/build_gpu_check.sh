@@ -35,6 +35,8 @@ export NVCC NVFLAGS HOSTFLAGS OBJ
 SRCS="kernels/cuda/cuda_check.cc kernels/cuda/gemm.cu kernels/cuda/elementwise.cu \
 kernels/cuda/norm.cu kernels/cuda/embedding.cu kernels/cuda/cross_entropy.cu \
 kernels/cuda/adamw.cu kernels/cuda/attention.cu kernels/cuda/fused_attention.cu kernels/cuda/rope.cu \
+kernels/cuda/arena_plan.cc kernels/cuda/device_arena.cc kernels/cuda/graph_state.cc \
+kernels/cuda/graph_cache.cc kernels/cuda/stream_set.cc tests/gpu/gpu_check_graphs.cc \
 tests/gpu/gpu_check_main.cc \
 tests/gpu/gpu_check_numerics.cc tests/gpu/gpu_check_perf.cc"
 JOBS="${JOBS:-2}"  # parallel compiles (2 on the shared build machine)

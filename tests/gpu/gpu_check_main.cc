@@ -15,6 +15,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "tests/gpu/check_util.h"
+#include "tests/gpu/gpu_check_graphs.h"
 
 int main(int argc, char** argv) {
   bool numerics = true, perf = true, quick = false;
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
   if (numerics) {
     std::printf("== numerics: kernels/cuda vs fp64 reference ==\n");
     mxmaca::gpu_check::RunNumericChecks(&table);
+    mxmaca::gpu_check::RunGraphChecks(&table);
     std::printf("numerics: %zu checks, %d failed\n\n", table.rows.size(), table.failures);
   }
   if (perf) {
