@@ -294,11 +294,11 @@ constexpr FlagSpec kInference[] = {
     T("--output-bert-embeddings", kNote, kRInference),
     V("--bert-embedder-type", kStr, "'megatron'", kNote, kRInference, "megatron huggingface"),
     T("--flash-decode", kNote, kRInference),
-    T("--enable-cuda-graph", kNote, kRCudaGraph),
-    V("--cuda-graph-warmup-steps", kInt, "3", kNote, kRCudaGraph),
-    T("--external-cuda-graph", kNote, kRCudaGraph),
-    V("--cuda-graph-impl", kStr, "'none'", kNote, kRCudaGraph, "none local transformer_engine"),
-    V("--cuda-graph-scope", kStr, "'full'", kNote, kRCudaGraph, "full attn full_iteration"),
+    T("--enable-cuda-graph", kImpl),
+    V("--cuda-graph-warmup-steps", kInt, "3", kImpl),
+    T("--external-cuda-graph", kImpl),
+    V("--cuda-graph-impl", kStr, "'none'", kImpl, "", "none local transformer_engine"),
+    V("--cuda-graph-scope", kStr, "'full'", kImpl, "", "full attn full_iteration"),
     T("--use-legacy-static-engine", kNote, kRInference),
     V("--inference-max-requests", kInt, "8", kNote, kRInference, "", "inference_max_batch_size"),
     V("--inference-max-seq-length", kInt, "2560", kNote, kRInference),
@@ -493,6 +493,9 @@ constexpr FlagSpec kMxmaca[] = {
            "the GPT: every forward / input-gradient / weight-gradient op takes F / B / W ms "
            "per micro-batch and model chunk (OPT: each optimizer step's ms); no model, "
            "tokenizer or data files needed (api/train/synthetic_train.h)")),
+    Ours(T("--no-cuda-graph", kImpl,
+           "--device cuda: run every op eagerly instead of capturing each op segment into a "
+           "CUDA graph (the device backend's default; docs/CUDA.md)")),
     Ours(V("--device", kStr, "'cpu'", kImpl,
            "the backend the model runs on: cpu (the CPU backend, the reference), cuda (the "
            "GPU backend: each stage actor's model on its own CUDA stream with device-resident "

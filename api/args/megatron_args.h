@@ -241,6 +241,15 @@ struct MegatronArgs {
   std::optional<std::string> memory_cap_per_shard;
   // --device cpu|cuda|device-on-cpu: the backend the model runs on (api/train/device_setup.h).
   std::optional<std::string> device;
+  // CUDA graphs (kernels/cuda_graph_flags.h; Megatron-Core 0.15's names plus MXMACA's
+  // --no-cuda-graph): --cuda-graph-impl, --cuda-graph-scope, --cuda-graph-warmup-steps,
+  // --enable-cuda-graph and --external-cuda-graph (deprecated in Megatron).
+  std::optional<std::string> cuda_graph_impl;
+  std::optional<std::string> cuda_graph_scope;
+  std::optional<int64_t> cuda_graph_warmup_steps;
+  bool enable_cuda_graph = false;
+  bool external_cuda_graph = false;
+  bool no_cuda_graph = false;
   // --rebalance-threshold X, --rebalance-window K, --force-layer-move ITER:FROM:TO.
   std::optional<double> rebalance_threshold;
   int64_t rebalance_window = 3;

@@ -69,6 +69,43 @@ absl::StatusOr<std::unique_ptr<layers::device::DeviceKernels>> MakeDeviceKernels
       std::make_unique<layers::device::CpuDeviceKernels>(ctx));
 }
 
+absl::StatusOr<kernels::CudaGraphConfig> CudaGraphConfigFor(const MegatronArgs& a,
+                                                            Device device, std::string* notice) {
+  kernels::CudaGraphFlagValues v;
+  v.cuda_graph_impl = a.cuda_graph_impl;
+  v.cuda_graph_scope = a.cuda_graph_scope;
+  v.cuda_graph_warmup_steps = a.cuda_graph_warmup_steps;
+  v.enable_cuda_graph = a.enable_cuda_graph;
+  v.external_cuda_graph = a.external_cuda_graph;
+  v.no_cuda_graph = a.no_cuda_graph;
+  const bool given = a.cuda_graph_impl || a.enable_cuda_graph || a.external_cuda_graph ||
+                     a.no_cuda_graph;
+  if (!given && device == Device::kCuda) v.cuda_graph_impl = "local";
+  absl::StatusOr<kernels::CudaGraphConfig> config = kernels::ParseCudaGraphFlags(v);
+  if (!config.ok()) return config.status();
+  std::string what;
+  if (device != Device::kCuda) {
+    if (config->mode != kernels::CudaGraphMode::kNone) {
+      what = absl::StrCat("CUDA graphs apply to --device cuda only; the ",
+                          device == Device::kCpu ? "cpu" : "device-on-cpu",
+                          " backend runs every op eagerly");
+    }
+    config->mode = kernels::CudaGraphMode::kNone;
+  } else if (config->mode == kernels::CudaGraphMode::kNone) {
+    what = "CUDA graphs: off (every op segment runs eagerly)";
+  } else {
+    what = absl::StrCat("CUDA graphs: each op segment (F, B, W per micro-batch slot and shape) "
+                        "captured after ", config->warmup_steps, " eager run(s) and replayed",
+                        given ? "" : " (the default with --device cuda; --no-cuda-graph turns "
+                                     "it off)",
+                        "; stages with dropout stay eager (their RNG keys are kernel "
+                        "arguments)");
+  }
+  if (!config->note.empty() && !what.empty()) what = absl::StrCat(what, " [", config->note, "]");
+  if (notice != nullptr) *notice = what;
+  return config;
+}
+
 int LocalGpu() {
   const char* local = std::getenv("LOCAL_RANK");
   int rank = 0;

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "api/args/megatron_args.h"
+#include "kernels/cuda_graph_flags.h"
 #include "kernels/exec_context.h"
 #include "layers/device/device_kernels.h"
 
@@ -44,6 +45,15 @@ absl::Status CheckDeviceArgs(const MegatronArgs& args);
 // without CUDA: Unimplemented).
 absl::StatusOr<std::unique_ptr<layers::device::DeviceKernels>> MakeDeviceKernels(
     Device device, int gpu, int num_threads, kernels::Precision precision);
+
+// CudaGraphConfigFor: the CUDA-graph decision for `device` from Megatron-Core's flags and
+// --no-cuda-graph (kernels/cuda_graph_flags.h). With --device cuda and none of those flags
+// graphs are ON (mode local): each op segment is captured after its warm-up runs
+// (MXMACA's default; Megatron's --cuda-graph-impl defaults to none). The other devices
+// run eagerly; asking them for graphs adds a notice saying so. `notice` gets the
+// one-line summary to print. Errors: the parser's (conflicting flags, bad values).
+absl::StatusOr<kernels::CudaGraphConfig> CudaGraphConfigFor(const MegatronArgs& args,
+                                                            Device device, std::string* notice);
 
 // LocalGpu: the GPU a process of a multi-process job uses: LOCAL_RANK (0 when unset).
 int LocalGpu();

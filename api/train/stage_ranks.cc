@@ -9,6 +9,7 @@
 #include "base/status_macros.h"
 #include "actors/device_stage_program.h"
 #include "layers/context_parallel/cp_context.h"
+#include "layers/device/cuda_graph_runner.h"
 #include "layers/device/device_gpt_stage.h"
 #include "layers/gpt_stage.h"
 #include "layers/tensor_parallel.h"
@@ -36,6 +37,11 @@ absl::Status BuildDeviceRank(const layers::GptConfig& model,
   device_options.gradient_accumulation_fusion = options.gradient_accumulation_fusion;
   device_options.fused_attention =
       options.fused_attention && kernels->has_fused_attention();
+  std::shared_ptr<layers::device::CudaGraphs> graphs;
+  if (options.device == Device::kCuda &&
+      options.cuda_graphs.mode != kernels::CudaGraphMode::kNone) {
+    MXMACA_ASSIGN_OR_RETURN(graphs, layers::device::MakeCudaGraphs(options.cuda_graphs));
+  }
   std::vector<std::unique_ptr<layers::device::DeviceGptStage>> chunks;
   for (const layers::StageLayout& layout : layouts) {
     MXMACA_ASSIGN_OR_RETURN(
@@ -52,6 +58,12 @@ absl::Status BuildDeviceRank(const layers::GptConfig& model,
     sr->optimizers.push_back(
         std::make_shared<layers::AdamWOptimizer>(options.adam, std::move(tensors)));
     sr->buckets.push_back(std::move(buckets));
+    if (graphs && stage->graph_safe()) {
+      MXMACA_ASSIGN_OR_RETURN(layers::device::SegmentRunner runner,
+                              layers::device::MakeCudaGraphRunner(
+                                  graphs, kernels.get(), static_cast<int>(chunks.size())));
+      stage->set_segment_runner(std::move(runner));
+    }
     chunks.push_back(std::move(stage));
   }
   sr->program = std::make_shared<actors::DeviceStageProgram>(

@@ -84,6 +84,9 @@ struct StageRankOptions {
   // fused_attention: --attention-backend other than unfused/local, where the device has it.
   bool gradient_accumulation_fusion = true;
   bool fused_attention = true;
+  // CUDA graphs (device_setup.h CudaGraphConfigFor): with --device cuda and mode local each
+  // rank's actor owns a graph cache and its graph-safe chunks run through it.
+  kernels::CudaGraphConfig cuda_graphs;
 };
 
 // BuildStageRanks: placement.pipeline_model_parallel_size x data_parallel_size x

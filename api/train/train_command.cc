@@ -90,7 +90,8 @@ constexpr const char* kHonouredDests[] = {
     // Pipeline and data parallelism (in-process ranks).
     "world_size", "pipeline_schedule", "pipeline_channel_slots", "dynamic_pipeline",
     "optimizer_post_validation", "synthetic_op_ms", "memory_cap_per_shard", "device",
-    "gradient_accumulation_fusion",
+    "gradient_accumulation_fusion", "cuda_graph_impl", "cuda_graph_scope",
+    "cuda_graph_warmup_steps", "enable_cuda_graph", "external_cuda_graph", "no_cuda_graph",
     "max_stashed_microbatches", "inject_stage_slowdown", "rebalance_threshold",
     "rebalance_window", "force_layer_move", "ddp_bucket_size", "distributed_timeout_minutes",
     "num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank",
@@ -442,6 +443,12 @@ absl::StatusOr<actors::TrainingSummary> Train(
   rank_options.num_microbatches = parallel.num_microbatches;
   rank_options.micro_batch_size = args.micro_batch_size.value_or(1);
   rank_options.gradient_accumulation_fusion = args.gradient_accumulation_fusion;
+  {
+    std::string graphs_notice;
+    MXMACA_ASSIGN_OR_RETURN(rank_options.cuda_graphs,
+                            CudaGraphConfigFor(args, rank_options.device, &graphs_notice));
+    if (!graphs_notice.empty()) print(absl::StrCat(" > ", graphs_notice));
+  }
   if (args.memory_cap_per_shard) {
     MXMACA_ASSIGN_OR_RETURN(rank_options.memory_cap_bytes,
                             layers::cp::ParseMemoryCap(*args.memory_cap_per_shard));

@@ -326,12 +326,14 @@ DeviceGptStage::Slot* DeviceGptStage::FindSlot(int64_t micro_batch_id) {
   return nullptr;
 }
 
+std::string SegmentInfo::ToString() const {
+  return absl::StrCat(op, "/slot", slot, "/b", b, "/s", s, doc_start ? "/doc" : "");
+}
+
 absl::Status DeviceGptStage::RunSegment(const std::string& op, const Slot& slot,
                                         const Segment& segment) {
   if (!runner_) return segment();
-  return runner_(absl::StrCat(op, "/slot", slot.index, "/b", slot.b, "/s", slot.s,
-                              slot.has_doc_start ? "/doc" : ""),
-                 segment);
+  return runner_(SegmentInfo{op, slot.index, slot.b, slot.s, slot.has_doc_start}, segment);
 }
 
 // ---- forward ----

@@ -105,12 +105,23 @@ struct DeviceStageOutput {
   double num_tokens = 0.0;          // sum of loss_mask
 };
 
-// SegmentRunner: runs `segment` (device work only) under `key` — eagerly, or captured
-// into / replayed from a CUDA graph. The key names the op ("F", "B", "W", "eval-F"), the
-// slot and the shape, e.g. "F/slot0/b2/s1024"; two calls with one key do the same work
-// on the same addresses.
+// SegmentInfo: which op's device work a segment is: op "F", "B", "W" or "eval-F", the
+// micro-batch slot (its fixed buffer addresses), the shape, and whether document masks
+// are on. Two segments with equal info do the same work on the same addresses.
+struct SegmentInfo {
+  std::string op;
+  int slot = 0;
+  int64_t b = 0, s = 0;
+  bool doc_start = false;
+  // ToString: e.g. "F/slot0/b2/s1024" (+ "/doc").
+  std::string ToString() const;
+};
+
+// SegmentRunner: runs `segment` (device work only) — eagerly, or captured into / replayed
+// from a CUDA graph keyed by `info` (layers/device/cuda_graph_runner.h).
 using Segment = std::function<absl::Status()>;
-using SegmentRunner = std::function<absl::Status(const std::string& key, const Segment& segment)>;
+using SegmentRunner =
+    std::function<absl::Status(const SegmentInfo& info, const Segment& segment)>;
 
 class DeviceGptStage {
  public:

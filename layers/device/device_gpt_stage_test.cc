@@ -279,8 +279,8 @@ TEST_CASE("device stage: evaluation, segments, slots and errors", "[device]") {
   auto dev = DeviceGptStage::Create(c, StageLayout{0, c.num_layers, true, true}, &kernels, opts);
   REQUIRE(dev.ok());
   std::vector<std::string> keys;
-  (*dev)->set_segment_runner([&](const std::string& key, const Segment& segment) {
-    keys.push_back(key);
+  (*dev)->set_segment_runner([&](const SegmentInfo& info, const Segment& segment) {
+    keys.push_back(info.ToString());
     return segment();
   });
   CHECK((*dev)->graph_safe());
