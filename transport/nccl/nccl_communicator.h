@@ -38,9 +38,11 @@
 // add in the order of the algorithm NCCL picks at run time (ring, tree, NVLS, CollNet; the
 // choice depends on size, topology and NCCL_ALGO / NCCL_PROTO), so results are NOT
 // bit-identical to InProcessHub or the UCX backend (which sum in group-rank order) and may
-// differ in the last bits between message sizes and machines. They are deterministic run to
-// run for the same sizes, topology and NCCL version and environment. A group of one rank is
-// a copy (bit-exact).
+// differ in the last bits between message sizes and machines. With the same sizes,
+// topology, NCCL version and environment they are in practice the same run to run, but
+// NCCL does not promise it (in-switch reductions, NVLS, may differ). A group of one rank
+// is a copy (bit-exact). Operations with a count of 0 enqueue no NCCL call (their
+// completion event still orders them).
 //
 // Send/Recv ordering: each Send or Recv is its own NCCL kernel on the one communication
 // stream, run in post order. Two ranks that each post a Send to the other and then the
@@ -65,9 +67,17 @@
 // later posts on the group fail with FailedPrecondition; Cancelled for operations in
 // flight when the communicator is destroyed.
 //
-// Threads: any thread may post (posts are serialised by a mutex; CUDA calls use
-// Options::device); `done` runs on the poller thread (or on the posting thread for an
-// immediate InvalidArgument), and should only send a message.
+// Threads: any thread may post; posts and every NCCL call are serialised by one lock
+// (OperationTable's, operation_table.h, which keeps the bookkeeping; CUDA calls set
+// Options::device first). `done` runs on the poller thread (or on the posting thread for
+// an immediate refusal or a failed enqueue) with no lock held, and should only send a
+// message. The first operation on a group may block the posting thread while NCCL
+// connects to the group's peers (NCCL connects lazily, NCCL_RUNTIME_CONNECT); later posts
+// only enqueue.
+//
+// Start-up errors on one rank (no GPU, a bad group) make it leave before the id exchange;
+// the other ranks then fail in the rendezvous (its timeout, or Unavailable when the
+// process exits), not at once.
 //
 // Tests: nccl_communicator_test runs a 1-rank communicator on a GPU (NCCL cannot put two
 // ranks on one GPU) and skips without one. A multi-GPU test (several processes, one GPU
@@ -137,9 +147,10 @@ class NcclCommunicator : public Communicator {
 
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
-  // ~NcclCommunicator: stops the poller; operations still in flight get Cancelled and
-  // their groups' communicators are aborted (ncclCommAbort), the others destroyed; destroys
-  // the owned stream and the events. Call it once every `done` has run for an orderly end.
+  // ~NcclCommunicator: stops the poller; aborts (ncclCommAbort) the communicators of
+  // groups with operations in flight, then fails those operations (and any in an open
+  // batch) with Cancelled; destroys the idle communicators (ncclCommDestroy), the owned
+  // stream and the events. Call it once every `done` has run for an orderly end.
   ~NcclCommunicator() override;
 
   int rank() const override;

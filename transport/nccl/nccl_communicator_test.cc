@@ -19,6 +19,7 @@
 #include <future>
 #include <memory>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -348,6 +349,12 @@ TEST_CASE("one rank: a stuck operation times out with a report and breaks its gr
   DeviceBuffer<float> buf(256);
   auto stuck = std::make_shared<Result>();
   comm.AllReduceSum(world, buf.get(), buf.get(), 256, Into(stuck));
+  // Released from another thread after 5 s (far later than the checks below need), in case
+  // ncclCommAbort waits for the streams it shares work with.
+  std::thread releaser([&release] {
+    absl::SleepFor(absl::Seconds(5));
+    release.set_value();
+  });
   CHECK(comm.CheckTimeouts(now + absl::Minutes(4)).empty());
   const auto reports = comm.CheckTimeouts(now + absl::Minutes(5));
   REQUIRE(reports.size() == 1);
@@ -359,7 +366,7 @@ TEST_CASE("one rank: a stuck operation times out with a report and breaks its gr
   auto later = std::make_shared<Result>();
   comm.AllReduceSum(world, buf.get(), buf.get(), 256, Into(later));
   CHECK(later->status.code() == absl::StatusCode::kFailedPrecondition);
-  release.set_value();
+  releaser.join();
   REQUIRE(cudaStreamSynchronize(compute) == cudaSuccess);
   created->reset();
   CHECK(stuck->calls == 1);
