@@ -177,6 +177,12 @@ absl::StatusOr<std::shared_ptr<void>> NcclCommunicator::Impl::Launch(
   }
   const cudaStream_t compute = static_cast<cudaStream_t>(streams().compute);
   MXMACA_CUDART_RETURN_IF_ERROR(cudaSetDevice(options_.device), context);
+  // The completion event exists before anything is enqueued, so a launch that reached the
+  // device always has one.
+  cudaEvent_t raw = nullptr;
+  MXMACA_CUDART_RETURN_IF_ERROR(cudaEventCreateWithFlags(&raw, cudaEventDisableTiming),
+                                context);
+  std::shared_ptr<void> event(raw, [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); });
   MXMACA_CUDART_RETURN_IF_ERROR(cudaEventRecord(ready_, compute), context);
   MXMACA_CUDART_RETURN_IF_ERROR(cudaStreamWaitEvent(comm_stream_, ready_, 0), context);
   MXMACA_NCCL_RETURN_IF_ERROR(ncclGroupStart(), context);
@@ -187,10 +193,6 @@ absl::StatusOr<std::shared_ptr<void>> NcclCommunicator::Impl::Launch(
   const ncclResult_t end = ncclGroupEnd();  // always closes the group, even after an error
   MXMACA_RETURN_IF_ERROR(first);
   MXMACA_NCCL_RETURN_IF_ERROR(end, context);
-  cudaEvent_t raw = nullptr;
-  MXMACA_CUDART_RETURN_IF_ERROR(cudaEventCreateWithFlags(&raw, cudaEventDisableTiming),
-                                context);
-  std::shared_ptr<void> event(raw, [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); });
   MXMACA_CUDART_RETURN_IF_ERROR(cudaEventRecord(raw, comm_stream_), context);
   return event;
 }

@@ -193,11 +193,14 @@ class NcclCommunicator : public Communicator {
   void BeginBatch();
   absl::Status EndBatch();
 
-  // CheckTimeouts: fails every operation posted at least Options::timeout before `now`
-  // (DeadlineExceeded, TimeoutReport of nccl_plan.h: this rank's pending operations and
-  // the group's members), aborts the communicators of their groups (later posts on them
-  // fail with FailedPrecondition) and returns one status per failed operation — the
-  // CollectiveWatchdog interface. Must not be called from a `done`.
+  // CheckTimeouts: for each group with an operation posted at least Options::timeout
+  // before `now`, fails the oldest such operation with DeadlineExceeded (TimeoutReport of
+  // nccl_plan.h: this rank's pending operations and the group's members), aborts the
+  // group's communicator (its other in-flight operations fail with FailedPrecondition, and
+  // so do later posts on it) and returns one
+  // status per operation failed by this call — the CollectiveWatchdog interface. Operations
+  // still in an open batch are not launched, so not timed. Must not be called from a
+  // `done`.
   std::vector<absl::Status> CheckTimeouts(absl::Time now);
 
   // pending_operations: posted and not yet completed or failed (batched ones included).
