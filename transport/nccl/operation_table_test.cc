@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <numeric>
 #include <random>
 #include <thread>
 
@@ -388,7 +389,9 @@ TEST_CASE("a poller thread and a posting thread: every done once, in sequence or
   CHECK(errors == 0);
   CHECK(table.pending() == 0);
   for (auto& [group, seqs] : seen) {
-    for (size_t k = 0; k < seqs.size(); ++k) CHECK(seqs[k] == k);
+    std::vector<uint64_t> want(seqs.size());
+    std::iota(want.begin(), want.end(), uint64_t{0});
+    CHECK(seqs == want);
   }
   CHECK(seen[10].size() + seen[11].size() == static_cast<size_t>(n));
 }
