@@ -79,6 +79,20 @@
 // the other ranks then fail in the rendezvous (its timeout, or Unavailable when the
 // process exits), not at once.
 //
+// Using it from the actor that owns a GPU (one process per GPU, launched by mxmaca launch /
+// torchrun; `groups` = the rank's groups, e.g. RankGrid::Group(kind, rank) for each kind):
+//
+//   MXMACA_ASSIGN_OR_RETURN(auto rv, ucx::Rendezvous::Connect(rendezvous_options, rank, world));
+//   NcclCommunicator::Options options;
+//   options.device = local_rank;
+//   MXMACA_ASSIGN_OR_RETURN(auto comm, NcclCommunicator::CreateWithRendezvous(
+//       *rv, groups, StreamPair{compute_stream, /*communication=*/nullptr}, options));
+//   comm->AllReduceSum(me.data_parallel_group(/*with_context_parallel=*/true), grads, grads,
+//                      n, [self](const CollectiveInfo& info, absl::Status s) {
+//                        /* send a message to self; nothing else */ });
+//   CollectiveWatchdog dog(absl::Seconds(1),
+//                          [&](absl::Time t) { return comm->CheckTimeouts(t); }, on_timeout);
+//
 // Tests: nccl_communicator_test runs a 1-rank communicator on a GPU (NCCL cannot put two
 // ranks on one GPU) and skips without one. A multi-GPU test (several processes, one GPU
 // each) needs a machine with at least two GPUs: none here, nor on the single-GPU check
