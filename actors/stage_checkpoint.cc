@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "actors/checkpoint/flat_range.h"
+#include "base/status_macros.h"
 
 namespace mxmaca::actors {
 namespace {
@@ -188,6 +189,26 @@ absl::Status LoadOptimizerState(const checkpoint::CheckpointReader& reader,
         if (!s.ok()) return s;
       }
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LoadPersistentBuffers(
+    const checkpoint::CheckpointReader& reader,
+    const std::vector<std::pair<std::string, std::vector<float>*>>& buffers, bool required,
+    std::vector<std::string>* missing) {
+  for (const auto& [buffer, values] : buffers) {
+    const std::string name = "buffers/" + buffer;
+    const int64_t n = static_cast<int64_t>(values->size());
+    if (!reader.HasTensor(name)) {
+      if (required) {
+        return absl::NotFoundError(
+            absl::StrCat("checkpoint ", reader.dir(), " has no ", name));
+      }
+      if (missing != nullptr) missing->push_back(name);
+      continue;
+    }
+    MXMACA_RETURN_IF_ERROR(reader.ReadShard(name, {n}, {0}, {n}, values->data()));
   }
   return absl::OkStatus();
 }

@@ -62,6 +62,17 @@ absl::Status WriteStageShard(checkpoint::CheckpointWriter& writer, const std::st
 absl::Status LoadStageParameters(const checkpoint::CheckpointReader& reader,
                                  layers::ParameterStore& params);
 
+// LoadPersistentBuffers: fills each buffer (logical name, values sized to the tensor) from
+// the checkpoint's "buffers/<name>" (Megatron's persistent buffers, e.g. the MoE routers'
+// expert_bias; replicated, saved once). A buffer the checkpoint lacks is NotFound naming it
+// when `required` (inference needs every buffer), else left as it is and its checkpoint
+// name appended to `missing` (training warns and starts it from its initial value). Errors
+// of ReadShard (a shape that differs).
+absl::Status LoadPersistentBuffers(
+    const checkpoint::CheckpointReader& reader,
+    const std::vector<std::pair<std::string, std::vector<float>*>>& buffers, bool required,
+    std::vector<std::string>* missing = nullptr);
+
 // LoadOptimizerState: fills exp_avg / exp_avg_sq of every optimizer entry (whole tensor
 // or piece, matched to its parameter by name) from the checkpoint, whichever layout of
 // slices wrote them. Errors: as LoadStageParameters, and InvalidArgument for an entry

@@ -172,10 +172,9 @@ absl::Status RunGenerate(const std::vector<std::string>& args) {
   MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<layers::GptStage> stage,
                           layers::GptStage::Create(config, layout));
   MXMACA_RETURN_IF_ERROR(actors::LoadStageParameters(reader, stage->parameters()));
-  for (const auto& [buffer, values] : stage->ExpertBiasBuffers()) {  // routes with the bias
-    const int64_t n = static_cast<int64_t>(values->size());
-    MXMACA_RETURN_IF_ERROR(reader.ReadShard("buffers/" + buffer, {n}, {0}, {n}, values->data()));
-  }
+  // Routes with the expert bias: every persistent buffer must be in the checkpoint.
+  MXMACA_RETURN_IF_ERROR(
+      actors::LoadPersistentBuffers(reader, stage->ExpertBiasBuffers(), /*required=*/true));
 
   std::vector<int32_t> tokens = tokenizer->Encode(f.prompt);
   if (static_cast<int64_t>(tokens.size()) > config.seq_length) {

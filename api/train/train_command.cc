@@ -205,15 +205,12 @@ absl::StatusOr<ResumePoint> MaybeLoad(const MegatronArgs& a, const layers::GptCo
   for (StageRank& r : ranks) {
     for (int c = 0; c < r.program->num_chunks(); ++c) {
       MXMACA_RETURN_IF_ERROR(actors::LoadStageParameters(reader, r.program->parameters(c)));
-      for (const auto& [buffer, values] : r.program->persistent_buffers(c)) {
-        const std::string name = "buffers/" + buffer;
-        const int64_t n = static_cast<int64_t>(values->size());
-        if (!reader.HasTensor(name)) {
-          print(absl::StrCat(" WARNING: checkpoint ", reader.dir(), " has no ", name,
-                             "; it starts from zeros"));
-          continue;
-        }
-        MXMACA_RETURN_IF_ERROR(reader.ReadShard(name, {n}, {0}, {n}, values->data()));
+      std::vector<std::string> missing;
+      MXMACA_RETURN_IF_ERROR(actors::LoadPersistentBuffers(
+          reader, r.program->persistent_buffers(c), /*required=*/false, &missing));
+      for (const std::string& name : missing) {
+        print(absl::StrCat(" WARNING: checkpoint ", reader.dir(), " has no ", name,
+                           "; it starts from zeros"));
       }
     }
   }

@@ -56,7 +56,7 @@ std::vector<CpTokenRun> CpLocalTokenRuns(const CpLayout& layout, int64_t rank, i
   std::vector<CpTokenRun> runs;
   for (int64_t bi = 0; bi < b; ++bi) {
     // The local sequence is two chunks: [0, c) and [c, 2c), each contiguous originally.
-    for (const auto [a, e] : {std::pair<int64_t, int64_t>{0, layout.chunk}, {layout.chunk, sl}}) {
+    for (const auto& [a, e] : {std::pair<int64_t, int64_t>{0, layout.chunk}, {layout.chunk, sl}}) {
       const int64_t from = std::max(a, lo), to = std::min(e, hi);
       if (from >= to) continue;
       CpTokenRun run;
