@@ -496,9 +496,9 @@ constexpr FlagSpec kMxmaca[] = {
     Ours(T("--no-cuda-graph", kImpl,
            "--device cuda: run every op eagerly instead of capturing each op segment into a "
            "CUDA graph (the device backend's default; docs/CUDA.md)")),
-    Ours(V("--device", kStr, "'cpu'", kImpl,
-           "the backend the model runs on: cpu (the CPU backend, the reference), cuda (the "
-           "GPU backend: each stage actor's model on its own CUDA stream with device-resident "
+    Ours(V("--device", kStr, "None", kImpl,
+           "the backend the model runs on: cpu (the CPU backend, the reference; the default), "
+           "cuda (the GPU backend: each stage actor's model on its own CUDA stream with device-resident "
            "activations; host fp32 master weights and AdamW), device-on-cpu (the GPU "
            "backend's code path on the CPU kernels, bit-identical to cpu: how CI tests it); "
            "see docs/CUDA.md",

@@ -85,6 +85,12 @@ TEST_CASE("MegatronArgs defaults equal the table's Megatron defaults") {
       {"moe_router_load_balancing_type", "['aux_loss']"},
       // type=moe_freq_type: kept as the text the user gave.
       {"moe_layer_freq", "'1'"},
+      // CUDA-graph flags: unset (None) stands for Megatron's default, so that
+      // api/train/device_setup.h can tell "not given" (graphs on with --device cuda) from
+      // an explicit --cuda-graph-impl none.
+      {"cuda_graph_impl", "None"},
+      {"cuda_graph_scope", "None"},
+      {"cuda_graph_warmup_steps", "None"},
   };
   for (const FlagSpec& flag : AllFlags()) {
     if (flag.cls != FlagClass::kImplemented) continue;
