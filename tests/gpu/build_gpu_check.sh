@@ -50,6 +50,7 @@ kernels/cuda/graph_cache.cc kernels/cuda/stream_set.cc tests/gpu/gpu_check_graph
 tests/gpu/gpu_check_main.cc \
 tests/gpu/gpu_check_numerics.cc tests/gpu/gpu_check_perf.cc \
 layers/device/cuda_device_kernels.cc layers/device/kernel_args.cc layers/device/device_gpt_stage.cc \
+layers/device/cuda_graph_runner.cc \
 layers/gpt_config.cc layers/gpt_parameters.cc layers/parameter_store.cc layers/transformer_layer.cc \
 layers/moe/moe_layer.cc layers/moe/grouped_experts.cc layers/moe/router.cc layers/flops.cc \
 tests/gpu/training_loop.cc tests/gpu/pipeline_loop.cc tests/gpu/reference_losses.cc \

@@ -17,8 +17,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/cuda/gemm.h"
-#include "kernels/cuda/graph_cache.h"
+#include "kernels/cuda_graph_flags.h"
 #include "layers/device/cuda_device_kernels.h"
+#include "layers/device/cuda_graph_runner.h"
 #include "layers/device/device_gpt_stage.h"
 #include "layers/flops.h"
 #include "tests/gpu/pipeline_loop.h"
@@ -32,6 +33,7 @@ namespace kc = ::mxmaca::kernels::cuda;
 using kernels::Precision;
 using layers::GptConfig;
 using layers::device::CudaDeviceKernels;
+using layers::device::CudaGraphs;
 using layers::device::DeviceGptStage;
 using layers::device::DeviceMicroBatch;
 using layers::device::DeviceStageOptions;
@@ -58,21 +60,56 @@ std::unique_ptr<CudaDeviceKernels> MakeKernels(Precision precision) {
   return Value(CudaDeviceKernels::Create(0, nullptr, precision), "CudaDeviceKernels::Create");
 }
 
-// GraphRunner: the SegmentRunner of one stage over its CudaGraphCache, on the stage's
-// stream: warm-up runs eager, then capture (ThreadLocal mode) and replay; in mode kNone
-// every run is eager through the same code path (the --no-cuda-graph baseline).
-SegmentRunner GraphRunner(kc::CudaGraphCache* cache, CudaDeviceKernels* kernels) {
-  return [cache, kernels](const auto& info, const Segment& segment) -> absl::Status {
-    const kc::SegmentKey key{SegmentKeyString(info), 0, 0, 0, {}};
-    absl::Status inner;
-    const kc::CudaStatus s = cache->Run(key, kernels->stream(), [&](cudaStream_t) {
-      inner = segment();
-      return inner.ok() ? kc::CudaStatus() : kc::CudaStatus::Error(inner.ToString());
-    });
-    if (!inner.ok()) return inner;
-    if (!s.ok()) return absl::InternalError(s.message());
-    return absl::OkStatus();
-  };
+// Graphs: one stage actor's CUDA graph cache and its SegmentRunner, as mxmaca train
+// makes them with --device cuda (layers/device/cuda_graph_runner.h over
+// kernels/cuda/graph_cache.h): each key's first run eager (warm-up), the second captured
+// (cudaStreamCaptureModeThreadLocal) and launched, later ones replayed.
+struct Graphs {
+  std::shared_ptr<CudaGraphs> cache;
+  SegmentRunner runner;
+};
+
+Graphs MakeGraphs(CudaDeviceKernels* kernels) {
+  kernels::CudaGraphConfig config;
+  config.mode = kernels::CudaGraphMode::kLocal;
+  config.warmup_steps = 1;
+  Graphs g;
+  g.cache = Value(layers::device::MakeCudaGraphs(config), "MakeCudaGraphs");
+  g.runner = Value(layers::device::MakeCudaGraphRunner(g.cache, kernels, 0), "MakeCudaGraphRunner");
+  return g;
+}
+
+// GraphTotals: the sums over a cache's Report() lines ("<key>: eager E, captures C,
+// launches L, failures F, invalidations I[, eager-only: why]"); `unreadable` counts lines
+// of another form, so a changed format shows up as a failure instead of a silent pass.
+struct GraphTotals {
+  long long eager = 0, captures = 0, launches = 0, failures = 0, eager_only = 0, unreadable = 0;
+};
+
+GraphTotals ReadGraphReport(const std::string& report) {
+  GraphTotals t;
+  size_t begin = 0;
+  while (begin < report.size()) {
+    size_t end = report.find('\n', begin);
+    if (end == std::string::npos) end = report.size();
+    const std::string line = report.substr(begin, end - begin);
+    begin = end + 1;
+    if (line.empty()) continue;
+    const size_t at = line.rfind(": eager ");
+    long long e = 0, c = 0, l = 0, f = 0;
+    if (at == std::string::npos ||
+        std::sscanf(line.c_str() + at, ": eager %lld, captures %lld, launches %lld, failures %lld",
+                    &e, &c, &l, &f) != 4) {
+      ++t.unreadable;
+      continue;
+    }
+    t.eager += e;
+    t.captures += c;
+    t.launches += l;
+    t.failures += f;
+    t.eager_only += line.find("eager-only") != std::string::npos ? 1 : 0;
+  }
+  return t;
 }
 
 // ---- (a) training vs the CPU backend ----------------------------------------------------
@@ -159,27 +196,29 @@ void TrainingSection(Table* table, const TrainingCheckOptions& o) {
 
 struct PipelineRun {
   PipelineResult result;
-  std::array<kc::SegmentStats, 2> totals;
+  std::array<GraphTotals, 2> totals;
   double seconds = 0.0;
 };
 
+// RunPipeline: graphs off = no runner (the --no-cuda-graph path: segments called
+// directly); on = each stage's own cache and runner.
 PipelineRun RunPipeline(bool graphs, const GptConfig& config, const TrainingLoopOptions& loop) {
   std::unique_ptr<CudaDeviceKernels> k0 = MakeKernels(config.precision);
   std::unique_ptr<CudaDeviceKernels> k1 = MakeKernels(config.precision);
-  const kernels::CudaGraphMode mode = graphs ? kernels::CudaGraphMode::kLocal
-                                             : kernels::CudaGraphMode::kNone;
   // Declared after the kernels: the graphs go before the streams they were captured on.
-  kc::CudaGraphCache c0(mode, /*warmup_runs=*/1), c1(mode, 1);
+  std::array<Graphs, 2> g;
+  if (graphs) g = {MakeGraphs(k0.get()), MakeGraphs(k1.get())};
   const Clock::time_point t0 = Clock::now();
   PipelineRun run;
   run.result = Value(RunTwoStagePipeline({k0.get(), k1.get()}, config, loop, DeviceStageOptions{},
-                                         {GraphRunner(&c0, k0.get()), GraphRunner(&c1, k1.get())}),
+                                         {g[0].runner, g[1].runner}),
                      graphs ? "pipeline, graphs on" : "pipeline, graphs off");
   run.seconds = SecondsSince(t0);
-  run.totals = {c0.state().Totals(), c1.state().Totals()};
   if (graphs) {
     for (int r = 0; r < 2; ++r) {
-      std::printf("  stage %d graphs:\n%s", r, (r == 0 ? c0 : c1).state().Report().c_str());
+      const std::string report = g[r].cache->Report();
+      run.totals[r] = ReadGraphReport(report);
+      std::printf("  stage %d graphs:\n%s", r, report.c_str());
     }
   }
   return run;
@@ -214,7 +253,8 @@ void PipelineSection(Table* table, const TrainingCheckOptions& o) {
     // Graphs must really replay: no segment left eager by a failed capture.
     int64_t not_replayed = 0;
     for (int r = 0; r < 2; ++r) {
-      not_replayed += on.totals[r].capture_failures + (on.totals[r].launches == 0 ? 1 : 0);
+      const GraphTotals& t = on.totals[r];
+      not_replayed += t.failures + t.eager_only + t.unreadable + (t.launches == 0 ? 1 : 0);
     }
     table->Exact("pipeline graphs captured+replayed", shape, "failures", not_replayed);
     const int64_t timed_mb = static_cast<int64_t>(loop.steps - timed_from) * loop.num_micro_batches;
@@ -342,7 +382,7 @@ void ThroughputSection(const TrainingCheckOptions& o) {
   loop.lr_warmup_steps = 1;
   const int warmup_steps = o.quick ? 1 : 2, timed_steps = o.quick ? 2 : 5;
   std::unique_ptr<DeviceGptStage> stage;
-  std::unique_ptr<kc::CudaGraphCache> cache;
+  Graphs graphs;
   int64_t b = 0;
   std::vector<double> losses;
   for (int64_t candidate : {16, 8, 4, 2, 1}) {
@@ -371,8 +411,8 @@ void ThroughputSection(const TrainingCheckOptions& o) {
       Ok(created.status(), "DeviceGptStage::Create");
     }
     std::unique_ptr<DeviceGptStage> s = std::move(*created);
-    auto c = std::make_unique<kc::CudaGraphCache>(kernels::CudaGraphMode::kLocal, 1);
-    s->set_segment_runner(GraphRunner(c.get(), kernels.get()));
+    Graphs g = MakeGraphs(kernels.get());
+    s->set_segment_runner(g.runner);
     loop.micro_batch_size = candidate;
     try {
       losses.push_back(TrainStep(*s, config, loop, 0));
@@ -381,8 +421,8 @@ void ThroughputSection(const TrainingCheckOptions& o) {
       std::printf("  micro-batch %2lld: first step out of memory (%s)\n",
                   static_cast<long long>(candidate), e.what());
       losses.clear();
-      c.reset();
       s.reset();
+      g = Graphs();
       (void)cudaGetLastError();
       continue;
     }
@@ -390,7 +430,7 @@ void ThroughputSection(const TrainingCheckOptions& o) {
                 "device by the stage\n",
                 static_cast<long long>(candidate), create_s, s->device_bytes() / 1e9);
     stage = std::move(s);
-    cache = std::move(c);
+    graphs = std::move(g);
     b = candidate;
     break;
   }
@@ -419,7 +459,7 @@ void ThroughputSection(const TrainingCheckOptions& o) {
   const double tflops = flops / median / 1e12;
   std::printf("  losses:");
   for (double l : losses) std::printf(" %.4f", l);
-  std::printf("\n  graphs: %s", cache->state().Report().c_str());
+  std::printf("\n  graphs:\n%s", graphs.cache->Report().c_str());
   std::printf("  micro-batch %lld x %d per step (%lld tokens), median step %.3f s over %d "
               "(after %d warm-up)\n",
               static_cast<long long>(b), loop.num_micro_batches,
