@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # tests/gpu/run_gpu_checks.sh: runs the kernels/cuda check on a GPU machine and prints
 # the table (numerics against fp64 references, then throughput against the measured
-# cuBLASLt bf16 peak and copy bandwidth). Takes well under 5 minutes on an H200.
+# cuBLASLt bf16 peak and copy bandwidth, then the model sections: 20 training steps vs the
+# CPU backend's losses, a 2-stage pipeline with CUDA graphs off/on, and GPT h2048 L24
+# training throughput and MFU; tests/gpu/README.md). Takes under 5 minutes on an H200.
 #
-# Needs tests/gpu/bin/gpu_check (bash tests/gpu/build_gpu_check.sh here; carry
-# tests/gpu/bin to the GPU machine). If it is missing and nvcc is there, it is built
-# first. libcublasLt.so.13 is looked up in $CUDA_PATH/lib64, /usr/local/cuda/lib64 and
-# the pip "nvidia-cublas" wheel that PyTorch installs.
-# Usage: bash tests/gpu/run_gpu_checks.sh [--quick] [--numerics-only | --perf-only]
+# Needs tests/gpu/bin/gpu_check and tests/gpu/bin/cpu_reference_losses.txt (bash
+# tests/gpu/build_gpu_check.sh here writes both; carry tests/gpu/bin to the GPU machine).
+# If the binary is missing and nvcc is there, it is built first (without Bazel there is
+# no CPU reference to write: the training rows then fail with the missing file's name).
+# libcublasLt.so.13 is looked up in $CUDA_PATH/lib64, /usr/local/cuda/lib64 and the pip
+# "nvidia-cublas" wheel that PyTorch installs.
+# Usage: bash tests/gpu/run_gpu_checks.sh [--quick] [--numerics-only | --perf-only |
+#        --training-only] [--no-throughput]
 # Writes a copy of the output to $OUT/gpu_check.txt when OUT is set.
 # Exit status: the binary's (0 pass, 1 fail, 2 no GPU).
 set -uo pipefail
@@ -35,6 +40,8 @@ if ! ldd "$BIN" | grep -q 'libcublasLt.so.13 => /'; then
   echo "libcublasLt.so.13 not found (searched $libdirs)" >&2
   exit 1
 fi
+[ -f tests/gpu/bin/cpu_reference_losses.txt ] ||
+  echo "WARNING: tests/gpu/bin/cpu_reference_losses.txt missing: the training rows will fail" >&2
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 log="${OUT:+$OUT/gpu_check.txt}"
 if [ -n "$log" ]; then
