@@ -4,7 +4,8 @@
 # master weights) gives the CPU backend's run bit for bit — every logged loss, grad norm
 # and validation loss, and every checkpoint shard byte — across the layouts the device
 # backends accept: one device, PP x DP with 1F1B, interleaved virtual stages with the
-# distributed optimizer, zero-bubble ZB-H1 with tied embeddings and RoPE/SwiGLU, a resume,
+# distributed optimizer, zero-bubble ZB-H1 with tied embeddings and RoPE/SwiGLU, bf16,
+# optimistic steps (--optimizer-post-validation) with an overlapped parameter gather, a resume,
 # and 4 UCX processes. --device cuda without a GPU fails with the no-GPU message, and what
 # the device backends do not run yet is refused by name. (With gradient accumulation
 # fusion the weight GEMMs would round differently, so this test runs with
@@ -69,6 +70,8 @@ check zbh1_rope_swiglu --pipeline-model-parallel-size 2 --pipeline-schedule zb-h
   --position-embedding-type rope --swiglu --normalization RMSNorm --disable-bias-linear \
   --hidden-dropout 0.0 --attention-dropout 0.0 --world-size 2
 check bf16 --bf16 --pipeline-model-parallel-size 2 --world-size 2
+check post_validation --pipeline-model-parallel-size 2 --world-size 4 --optimizer-post-validation \
+  --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
 
 # Resume: 4 iterations, saved at 2, resumed to 4 on the device path = the straight run.
 "$mxmaca" train "${base[@]}" --device device-on-cpu --exit-interval 2 --save resume.dev \
