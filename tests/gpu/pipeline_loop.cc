@@ -149,8 +149,9 @@ absl::StatusOr<PipelineResult> RunTwoStagePipeline(
   for (int r = 0; r < 2; ++r) {
     MXMACA_ASSIGN_OR_RETURN(stages[r], DeviceGptStage::Create(config, layouts[r], kernels[r],
                                                                stage_options));
-    stages[r]->set_segment_runner([r, &timing, runner = runners[r]](const auto& info,
-                                                                    const Segment& segment) {
+    stages[r]->set_segment_runner([r, &timing, runner = runners[r]](
+                                      const layers::device::SegmentInfo& info,
+                                      const Segment& segment) {
       const auto t0 = std::chrono::steady_clock::now();
       absl::Status s = runner ? runner(info, segment) : segment();
       timing.runner_seconds[r] +=

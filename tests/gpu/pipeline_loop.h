@@ -18,8 +18,6 @@
 
 #include <array>
 #include <cstdint>
-#include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -30,18 +28,6 @@
 #include "tests/gpu/training_loop.h"
 
 namespace mxmaca::gpu_check {
-
-// SegmentKeyString: the printable key of a segment runner's first argument (the segment's
-// key string, or a layers/device SegmentInfo's ToString()). Runners here are generic
-// lambdas over that argument, so they fit either form of SegmentRunner.
-template <typename Info>
-std::string SegmentKeyString(const Info& info) {
-  if constexpr (std::is_convertible_v<const Info&, std::string>) {
-    return std::string(info);
-  } else {
-    return info.ToString();
-  }
-}
 
 // OneFOneBOrder: the op sequence of pipeline stage `rank` of `stages` over
 // `micro_batches` micro-batches: warm-up forwards (stages - rank - 1, at most

@@ -114,8 +114,8 @@ TEST_CASE("two-stage pipeline of actor threads equals the single stage", "[pipel
   int calls[2] = {0, 0};
   std::array<layers::device::SegmentRunner, 2> runners;
   for (int r = 0; r < 2; ++r) {
-    runners[r] = [&, r](const auto& info, const Segment& segment) {
-      const std::string key = SegmentKeyString(info);
+    runners[r] = [&, r](const layers::device::SegmentInfo& info, const Segment& segment) {
+      const std::string key = info.ToString();
       ++calls[r];
       if (calls[r] <= 3 * options.num_micro_batches) first_step_keys[r].insert(key);
       keys[r].insert(key);
@@ -156,8 +156,8 @@ TEST_CASE("two-stage pipeline refuses tied embeddings and reports stage errors",
   CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
   // A failing runner on stage 1 ends both actor threads with its error (no hang).
   std::array<layers::device::SegmentRunner, 2> runners;
-  runners[1] = [](const auto& info, const Segment&) {
-    return absl::InternalError("injected failure in " + SegmentKeyString(info));
+  runners[1] = [](const layers::device::SegmentInfo& info, const Segment&) {
+    return absl::InternalError("injected failure in " + info.ToString());
   };
   const layers::GptConfig config = SmallGptConfig(ModelVariant::kLlama, Precision::kFp32);
   auto failed = RunTwoStagePipeline({&k0, &k1}, config, TestOptions(), DeviceStageOptions{},
