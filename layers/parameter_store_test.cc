@@ -141,3 +141,34 @@ TEST_CASE("Untied, RMSNorm, no-bias, SwiGLU register the right set") {
 
 }  // namespace
 }  // namespace mxmaca::layers
+
+namespace mxmaca::layers {
+namespace {
+
+TEST_CASE("Initialize fills large stores on all cores with the one-thread bits") {
+  // 6.3M elements in pieces of 2^20: several threads, each element still
+  // InitialValue(seed, spec, full index); a shard of the same tensor gets its slice.
+  ParameterStore store, shard;
+  ParameterSpec big{"decoder.layers.0.mlp.linear_fc1.weight", {1536, 4096},
+                    ParameterInit::kNormal, 0.02f};
+  ParameterSpec ones{"decoder.layers.0.input_layernorm.weight", {4096}, ParameterInit::kOnes};
+  REQUIRE(store.Register(big).ok());
+  REQUIRE(store.Register(ones).ok());
+  REQUIRE(shard.RegisterShard(big, {768, 0}, {768, 4096}).ok());
+  store.Finalize();
+  shard.Finalize();
+  store.Initialize(99);
+  shard.Initialize(99);
+  int64_t mismatches = 0;
+  for (int64_t e = 0; e < 1536 * 4096; ++e) {
+    mismatches += store.param(0)[e] != InitialValue(99, big, e);
+  }
+  for (int64_t e = 0; e < 768 * 4096; ++e) {
+    mismatches += shard.param(0)[e] != store.param(0)[768 * 4096 + e];
+  }
+  for (int64_t e = 0; e < 4096; ++e) mismatches += store.param(1)[e] != 1.0f;
+  CHECK(mismatches == 0);
+}
+
+}  // namespace
+}  // namespace mxmaca::layers
