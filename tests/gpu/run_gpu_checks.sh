@@ -3,7 +3,10 @@
 # the table (numerics against fp64 references, then throughput against the measured
 # cuBLASLt bf16 peak and copy bandwidth, then the model sections: 20 training steps vs the
 # CPU backend's losses, a 2-stage pipeline with CUDA graphs off/on, and GPT h2048 L24
-# training throughput and MFU; tests/gpu/README.md). Takes under 5 minutes on an H200.
+# training throughput and MFU; tests/gpu/README.md), then, when
+# tests/gpu/bin/mxmaca_bundle.tar.xz is there (bash tests/gpu/build_train_bundle.sh), the
+# real `mxmaca train --device cuda` against `--device cpu` (run_train_checks.sh, < 4 min).
+# Takes under 9 minutes on an H200: run it with the device tool's timeout_s 560.
 #
 # Needs tests/gpu/bin/gpu_check and tests/gpu/bin/cpu_reference_losses.txt (bash
 # tests/gpu/build_gpu_check.sh here writes both; carry tests/gpu/bin to the GPU machine).
@@ -51,4 +54,19 @@ else
 fi
 rc=${PIPESTATUS[0]}
 echo "gpu_check exit status: $rc"
+[ "$rc" = 2 ] && exit 2  # no GPU
+if [ -f tests/gpu/bin/mxmaca_bundle.tar.xz ]; then
+  quick=""
+  for a in "$@"; do [ "$a" = --quick ] && quick=--quick; done
+  if [ -n "$log" ]; then
+    timeout 240 bash tests/gpu/run_train_checks.sh $quick 2>&1 | tee "$OUT/train_check.txt"
+  else
+    timeout 240 bash tests/gpu/run_train_checks.sh $quick 2>&1
+  fi
+  trc=${PIPESTATUS[0]}
+  echo "train checks exit status: $trc"
+  [ "$rc" = 0 ] && rc=$trc
+else
+  echo "(no tests/gpu/bin/mxmaca_bundle.tar.xz: mxmaca train --device cuda not checked)"
+fi
 exit "$rc"
