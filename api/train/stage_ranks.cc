@@ -36,7 +36,7 @@ absl::Status BuildDeviceRank(const layers::GptConfig& model,
   device_options.arena_multiple = arena_multiple;
   device_options.gradient_accumulation_fusion = options.gradient_accumulation_fusion;
   device_options.fused_attention =
-      options.fused_attention && kernels->has_fused_attention();
+      options.fused_attention && kernels->has_fused_attention(model.head_dim());
   std::shared_ptr<layers::device::CudaGraphs> graphs;
   if (options.device == Device::kCuda &&
       options.cuda_graphs.mode != kernels::CudaGraphMode::kNone) {

@@ -31,7 +31,7 @@ class CpuDeviceKernels final : public DeviceKernels {
   explicit CpuDeviceKernels(const kernels::ExecContext& ctx);
 
   std::string name() const override { return "cpu"; }
-  bool has_fused_attention() const override { return false; }
+  bool has_fused_attention(int64_t) const override { return false; }
   kernels::Precision precision() const override { return ctx_.precision; }
   // context: the ExecContext every kernel call receives.
   const kernels::ExecContext& context() const { return ctx_; }

@@ -68,7 +68,7 @@ TEST_CASE("CpuDeviceKernels reports its name, precision and no fused attention")
   const CpuDeviceKernels dk(Context(Precision::kBf16));
   CHECK(dk.name() == "cpu");
   CHECK(dk.precision() == Precision::kBf16);
-  CHECK_FALSE(dk.has_fused_attention());
+  CHECK_FALSE(dk.has_fused_attention(64));
   CHECK(dk.context().num_threads == 2);
   ExecContext zero_threads;
   zero_threads.num_threads = 0;

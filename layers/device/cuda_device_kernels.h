@@ -74,7 +74,9 @@ class CudaDeviceKernels : public DeviceKernels {
   CudaStream stream() const { return stream_; }
 
   std::string name() const override { return "cuda"; }
-  bool has_fused_attention() const override { return true; }
+  bool has_fused_attention(int64_t head_dim) const override {
+    return head_dim == 32 || head_dim == 64 || head_dim == 128;  // fused_attention.cu's tiles
+  }
 
  protected:
   CudaDeviceKernels(int device, CudaStream stream) : device_(device), stream_(stream) {}

@@ -137,7 +137,8 @@ TEST_CASE("CUDA instance: memory round trip, Zero, out-of-memory message") {
   auto gpu = GpuOrSkip(Precision::kFp32);
   if (!gpu) return;
   CHECK(gpu->name() == "cuda");
-  CHECK(gpu->has_fused_attention());
+  CHECK(gpu->has_fused_attention(64));
+  CHECK_FALSE(gpu->has_fused_attention(48));
   CHECK(gpu->stream() != nullptr);
   Both k(std::move(gpu), Precision::kFp32);
   const auto x = Random(5000, 1);

@@ -74,7 +74,7 @@ struct DeviceStageOptions {
   // --gradient-accumulation-fusion); false = GptStage's temporary-then-add order.
   bool gradient_accumulation_fusion = false;
   // Fused (flash-style) attention: no [b, np, s, s] probabilities in the stash; needs
-  // DeviceKernels::has_fused_attention (CUDA). false = materialised probabilities (the CPU
+  // DeviceKernels::has_fused_attention for the head dim (CUDA). false = materialised probabilities (the CPU
   // backend's kernel, GptStage's numerics).
   bool fused_attention = false;
   // arena_multiple: the host and device arenas are padded to a multiple of this many

@@ -44,8 +44,9 @@ class DeviceKernels {
 
   // name: "cpu" or "cuda" (for messages and logs).
   virtual std::string name() const = 0;
-  // has_fused_attention: whether FusedAttentionForward/Backward exist (CUDA only).
-  virtual bool has_fused_attention() const = 0;
+  // has_fused_attention: whether FusedAttentionForward/Backward exist for heads of
+  // `head_dim` dims (CUDA: 32, 64 or 128; the CPU backend has none).
+  virtual bool has_fused_attention(int64_t head_dim) const = 0;
   // precision: the matrix-product input precision of Gemm (kernels/exec_context.h).
   virtual kernels::Precision precision() const = 0;
 

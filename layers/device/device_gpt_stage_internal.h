@@ -1,0 +1,78 @@
+// layers/device/device_gpt_stage_internal.h: what device_gpt_stage.cc (create, slots, F,
+// B) and device_gpt_stage_weight_grad.cc (W, optimizer) share: the slot and scratch layouts
+// of DeviceGptStage and the 256-byte carving of one allocation. Not a public header.
+#ifndef MXMACA_LAYERS_DEVICE_DEVICE_GPT_STAGE_INTERNAL_H_
+#define MXMACA_LAYERS_DEVICE_DEVICE_GPT_STAGE_INTERNAL_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "layers/device/device_gpt_stage.h"
+
+namespace mxmaca::layers::device {
+namespace internal {
+
+inline constexpr int64_t kAlignFloats = 64;  // 256 bytes: every buffer of a slot starts aligned
+
+inline int64_t RoundUp(int64_t n) {
+  return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+}
+
+// FloatCarver: hands out consecutive 256-byte-aligned pieces of one allocation (or, with
+// base == nullptr, only counts how many floats the pieces need).
+class FloatCarver {
+ public:
+  explicit FloatCarver(float* base) : base_(base) {}
+  float* Take(int64_t n) {
+    float* p = base_ == nullptr ? nullptr : base_ + used_;
+    used_ += RoundUp(std::max<int64_t>(n, 1));
+    return p;
+  }
+  int32_t* TakeInts(int64_t n) { return reinterpret_cast<int32_t*>(Take(n)); }
+  double* TakeDoubles(int64_t n) { return reinterpret_cast<double*>(Take(2 * n)); }
+  int64_t used() const { return used_; }
+
+ private:
+  float* base_;
+  int64_t used_ = 0;
+};
+
+}  // namespace internal
+
+// The per-layer part of a slot: transformer_layer.h's LayerStash at fixed addresses.
+struct LayerBuffers {
+  float *input, *ln1_out, *ln1_mean, *ln1_rstd, *q, *k, *v, *probs_or_lse, *context;
+  float *residual2, *ln2_out, *ln2_mean, *ln2_rstd, *fc1_out, *act_out;
+  float *d_fc2, *d_fc1, *d_ln2_out, *d_proj, *d_qkv, *d_ln1_out;
+};
+
+struct DeviceGptStage::Slot {
+  int index = 0;
+  bool busy = false;
+  bool training = false;
+  enum class Phase { kForwardDone, kBackwardInputDone } phase = Phase::kForwardDone;
+  int64_t micro_batch_id = -1, iteration = 0, b = 0, s = 0;
+  bool has_doc_start = false;
+  float* base = nullptr;  // the slot's one allocation
+  // Inputs (device).
+  int32_t *tokens, *positions, *rope_positions, *doc_start, *labels;
+  float *loss_mask, *dloss;
+  float* d_embedding;
+  std::vector<LayerBuffers> layers;
+  // Loss head.
+  float *final_input, *lnf_out, *lnf_mean, *lnf_rstd, *logits, *ce_lse, *token_losses,
+      *d_lnf_out;
+  // Stage boundary: output hidden (F), incoming d_output and outgoing d_input (B).
+  float *output, *d_output, *d_input;
+  std::vector<float> host_loss_mask;  // for the loss and dloss
+};
+
+// Scratch: temporaries of one op (not kept between ops), shared by all slots.
+struct DeviceGptStage::Scratch {
+  float *qkv, *o, *a, *c, *d_act, *d_context, *d_o, *dq, *dkv, *grad_a, *grad_b, *delta;
+};
+
+}  // namespace mxmaca::layers::device
+
+#endif  // MXMACA_LAYERS_DEVICE_DEVICE_GPT_STAGE_INTERNAL_H_
