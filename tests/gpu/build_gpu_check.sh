@@ -49,7 +49,8 @@ kernels/cuda/arena_plan.cc kernels/cuda/device_arena.cc kernels/cuda/graph_state
 kernels/cuda/graph_cache.cc kernels/cuda/stream_set.cc tests/gpu/gpu_check_graphs.cc \
 tests/gpu/gpu_check_main.cc \
 tests/gpu/gpu_check_numerics.cc tests/gpu/gpu_check_perf.cc \
-layers/device/cuda_device_kernels.cc layers/device/kernel_args.cc layers/device/device_gpt_stage.cc \
+layers/device/cuda_device_kernels.cc layers/device/kernel_args.cc \
+$(ls layers/device/device_gpt_stage*.cc | grep -v _test.cc | tr '\n' ' ') \
 layers/device/cuda_graph_runner.cc \
 layers/gpt_config.cc layers/gpt_parameters.cc layers/parameter_store.cc layers/transformer_layer.cc \
 layers/moe/moe_layer.cc layers/moe/grouped_experts.cc layers/moe/router.cc layers/flops.cc \
