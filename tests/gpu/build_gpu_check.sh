@@ -6,6 +6,10 @@
 # is hundreds of MiB): the binary finds libcublasLt.so.13 through its rpath
 # (/usr/local/cuda/lib64) or LD_LIBRARY_PATH (run_gpu_checks.sh sets both). The GPU
 # machine has the same CUDA 13 toolkit.
+# It then writes bin/cpu_reference_losses.txt (Bazel's //tests/gpu:cpu_reference) and
+# bin/mxmaca_bundle.tar.xz (build_train_bundle.sh: the real mxmaca for run_train_checks.sh;
+# SKIP_TRAIN_BUNDLE=1 skips it), so this one command prepares everything run_gpu_checks.sh
+# runs.
 # Abseil is linked STATICALLY (tests/gpu/absl_static_libs.sh): the model sections
 # (gpu_check_training.cc) use layers/device's DeviceGptStage and CudaDeviceKernels, which
 # return absl::Status. Of layers/ only what the device stage needs is compiled; two of
@@ -77,6 +81,10 @@ elif [ -f "$OUT/cpu_reference_losses.txt" ]; then
   echo "no bazel: keeping the carried $OUT/cpu_reference_losses.txt"
 else
   echo "WARNING: no bazel and no $OUT/cpu_reference_losses.txt: the training section will fail" >&2
+fi
+# The real mxmaca for run_train_checks.sh (needs bazel; skipped on the GPU machine).
+if command -v bazel >/dev/null && [ "${SKIP_TRAIN_BUNDLE:-0}" != 1 ]; then
+  bash tests/gpu/build_train_bundle.sh
 fi
 size=$(du -sb "$OUT" | cut -f1)
 echo "$OUT: $((size / 1024)) KiB in all (carried to the GPU machine; must stay < 64 MiB)"
