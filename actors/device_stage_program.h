@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "actors/stage_program.h"
+#include "layers/device/cuda_graph_runner.h"
 #include "layers/device/device_gpt_stage.h"
 #include "layers/device/device_kernels.h"
 
@@ -61,6 +62,12 @@ class DeviceStageProgram : public StageProgram {
   void ResetPeakActivationBytes() override {}
 
   layers::device::DeviceGptStage& stage(int chunk) { return *chunks_[chunk]; }
+  // set_cuda_graphs: the actor's graph cache (kept alive with the program; its runners are
+  // the chunks' segment runners). cuda_graph_summary: its Summary(), "" without graphs.
+  void set_cuda_graphs(std::shared_ptr<layers::device::CudaGraphs> graphs) {
+    graphs_ = std::move(graphs);
+  }
+  std::string cuda_graph_summary() const { return graphs_ ? graphs_->Summary() : ""; }
   layers::device::DeviceKernels& kernels() { return *kernels_; }
 
  private:
@@ -77,6 +84,7 @@ class DeviceStageProgram : public StageProgram {
   int64_t synced_iteration_ = -1;
   bool synced_eval_ = false;
   std::vector<int64_t> w_done_;  // per chunk: W ops of the current iteration
+  std::shared_ptr<layers::device::CudaGraphs> graphs_;
 };
 
 }  // namespace mxmaca::actors

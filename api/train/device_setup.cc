@@ -1,9 +1,7 @@
 // api/train/device_setup.cc: see device_setup.h.
 #include "api/train/device_setup.h"
 
-#include <cstdlib>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "layers/device/cpu_device_kernels.h"
 #include "layers/device/cuda_device_kernels.h"
@@ -48,6 +46,8 @@ absl::Status CheckDeviceArgs(const MegatronArgs& a) {
   if (a.use_rope_scaling || a.rotary_seq_len_interpolation_factor.has_value()) {
     return refuse("--use-rope-scaling / --rotary-seq-len-interpolation-factor");
   }
+  if (a.memory_cap_per_shard) return refuse("--memory-cap-per-shard");
+  if (a.synthetic_op_ms) return refuse("--synthetic-op-ms");  // synthetic stages: no device
   return absl::OkStatus();
 }
 
@@ -93,24 +93,21 @@ absl::StatusOr<kernels::CudaGraphConfig> CudaGraphConfigFor(const MegatronArgs& 
     config->mode = kernels::CudaGraphMode::kNone;
   } else if (config->mode == kernels::CudaGraphMode::kNone) {
     what = "CUDA graphs: off (every op segment runs eagerly)";
+  } else if (a.hidden_dropout > 0.0 || a.attention_dropout > 0.0) {
+    what = absl::StrCat("CUDA graphs: not for this run: with dropout (--hidden-dropout ",
+                        a.hidden_dropout, ", --attention-dropout ", a.attention_dropout,
+                        ") every op runs eagerly, because the dropout RNG keys are kernel "
+                        "arguments a graph would freeze; set both to 0 to capture");
   } else {
     what = absl::StrCat("CUDA graphs: each op segment (F, B, W per micro-batch slot and shape) "
                         "captured after ", config->warmup_steps, " eager run(s) and replayed",
                         given ? "" : " (the default with --device cuda; --no-cuda-graph turns "
-                                     "it off)",
-                        "; stages with dropout stay eager (their RNG keys are kernel "
-                        "arguments)");
+                                     "it off)");
   }
   if (!config->note.empty() && !what.empty()) what = absl::StrCat(what, " [", config->note, "]");
   if (notice != nullptr) *notice = what;
   return config;
 }
 
-int LocalGpu() {
-  const char* local = std::getenv("LOCAL_RANK");
-  int rank = 0;
-  if (local != nullptr && absl::SimpleAtoi(local, &rank) && rank >= 0) return rank;
-  return 0;
-}
 
 }  // namespace mxmaca::api

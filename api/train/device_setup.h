@@ -36,7 +36,8 @@ absl::StatusOr<Device> ParseDevice(const std::optional<std::string>& value);
 // Unimplemented naming the first flag they do not support: --tensor-model-parallel-size,
 // --context-parallel-size, --expert-model-parallel-size or --num-experts > 1,
 // --dynamic-pipeline, --rebalance-threshold / --force-layer-move, --recompute-granularity,
-// --use-rope-scaling / --rotary-seq-len-interpolation-factor.
+// --use-rope-scaling / --rotary-seq-len-interpolation-factor, --memory-cap-per-shard,
+// --synthetic-op-ms.
 absl::Status CheckDeviceArgs(const MegatronArgs& args);
 
 // MakeDeviceKernels: one stage actor's device: CudaDeviceKernels on GPU `gpu` with a new
@@ -51,12 +52,10 @@ absl::StatusOr<std::unique_ptr<layers::device::DeviceKernels>> MakeDeviceKernels
 // graphs are ON (mode local): each op segment is captured after its warm-up runs
 // (MXMACA's default; Megatron's --cuda-graph-impl defaults to none). The other devices
 // run eagerly; asking them for graphs adds a notice saying so. `notice` gets the
-// one-line summary to print. Errors: the parser's (conflicting flags, bad values).
+// one-line summary to print (saying so when dropout keeps this run's stages eager).
+// Errors: the parser's (conflicting flags, bad values).
 absl::StatusOr<kernels::CudaGraphConfig> CudaGraphConfigFor(const MegatronArgs& args,
                                                             Device device, std::string* notice);
-
-// LocalGpu: the GPU a process of a multi-process job uses: LOCAL_RANK (0 when unset).
-int LocalGpu();
 
 }  // namespace mxmaca::api
 

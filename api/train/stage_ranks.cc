@@ -66,9 +66,11 @@ absl::Status BuildDeviceRank(const layers::GptConfig& model,
     }
     chunks.push_back(std::move(stage));
   }
-  sr->program = std::make_shared<actors::DeviceStageProgram>(
+  auto program = std::make_shared<actors::DeviceStageProgram>(
       std::move(kernels), std::move(chunks), options.num_microbatches,
       options.reset_attention_mask);
+  program->set_cuda_graphs(std::move(graphs));
+  sr->program = std::move(program);
   return absl::OkStatus();
 }
 

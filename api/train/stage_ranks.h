@@ -81,7 +81,8 @@ struct StageRankOptions {
   int64_t num_microbatches = 1;
   int64_t micro_batch_size = 1;
   // --no-gradient-accumulation-fusion clears it (Megatron's default is fused);
-  // fused_attention: --attention-backend other than unfused/local, where the device has it.
+  // fused_attention: the fused kernel where the device has one for the model's head dim
+  // (otherwise the materialised [b, np, s, s] path).
   bool gradient_accumulation_fusion = true;
   bool fused_attention = true;
   // CUDA graphs (device_setup.h CudaGraphConfigFor): with --device cuda and mode local each

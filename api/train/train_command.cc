@@ -27,6 +27,7 @@
 #include "api/args/flags_doc.h"
 #include "api/args/megatron_args.h"
 #include "api/data_config/gpt_data_config.h"
+#include "actors/device_stage_program.h"
 #include "api/train/checkpoint_args.h"
 #include "api/train/cp_setup.h"
 #include "api/train/device_setup.h"
@@ -313,6 +314,7 @@ absl::StatusOr<actors::TrainingSummary> Train(
     return actors::TrainingSummary{};
   }
   MXMACA_RETURN_IF_ERROR(CheckHonouredFlags(args));
+  MXMACA_RETURN_IF_ERROR(CheckDeviceArgs(args));  // --device: device_setup.h
   // --synthetic-op-ms: the same pipeline layout on synthetic stages (synthetic_train.h).
   if (args.synthetic_op_ms) return TrainSynthetic(std::move(args), print, std::move(on_iteration));
   // One process of a multi-process job (started by mxmaca launch, torchrun, srun, mpirun)?
@@ -342,7 +344,6 @@ absl::StatusOr<actors::TrainingSummary> Train(
   }
   MXMACA_RETURN_IF_ERROR(CheckSupportedLayout(args));
   MXMACA_RETURN_IF_ERROR(CheckDynamicPipeline(args));
-  MXMACA_RETURN_IF_ERROR(CheckDeviceArgs(args));  // --device: device_setup.h
   std::optional<ProcessJob> process_job;
   std::unique_ptr<Heartbeat> heartbeat;  // after process_job: stopped before it is destroyed
   if (launch) {
@@ -436,7 +437,7 @@ absl::StatusOr<actors::TrainingSummary> Train(
                                            static_cast<float>(args.adam_eps)};
   rank_options.reset_attention_mask = args.reset_attention_mask;
   MXMACA_ASSIGN_OR_RETURN(rank_options.device, ParseDevice(args.device));
-  rank_options.gpu = launch ? LocalGpu() : 0;
+  rank_options.gpu = launch ? launch->local_rank : 0;  // LOCAL_RANK, SLURM_LOCALID, ...
   rank_options.num_microbatches = parallel.num_microbatches;
   rank_options.micro_batch_size = args.micro_batch_size.value_or(1);
   rank_options.gradient_accumulation_fusion = args.gradient_accumulation_fusion;
@@ -696,6 +697,11 @@ absl::StatusOr<actors::TrainingSummary> Train(
       "activation memory %.1f MB",
       summary.first_iteration + 1, summary.last_iteration, summary.skipped_iterations,
       summary.mean_tokens_per_second, summary.peak_activation_bytes / 1048576.0));
+  for (const StageRank& r : ranks) {  // --device cuda: what the CUDA graphs did
+    const auto* device = dynamic_cast<const actors::DeviceStageProgram*>(r.program.get());
+    const std::string graphs = device ? device->cuda_graph_summary() : "";
+    if (!graphs.empty()) print(absl::StrCat(" > CUDA graphs of rank ", r.rank, ": ", graphs));
+  }
   return summary;
 }
 

@@ -92,6 +92,12 @@ class CudaDeviceKernelsImpl final : public CudaDeviceKernels {
   }
 
   kernels::Precision precision() const override { return ctx_.precision; }
+  absl::Status MakeCurrent() override { return Enter(); }
+  absl::Status ReserveAttentionScratch(const AttentionDims& d) override {
+    MXMACA_RETURN_IF_ERROR(Enter());
+    absl::StatusOr<float*> scratch = AttentionScratch(d);
+    return scratch.status();
+  }
 
   // ---- memory ----
 

@@ -17,6 +17,22 @@ class CudaGraphsImpl : public CudaGraphs {
       : cache(config.mode, config.warmup_steps) {}
   std::string Report() const override { return cache.state().Report(); }
   int Invalidate() override { return cache.Invalidate(); }
+  std::string Summary() const override {
+    const kernels::cuda::SegmentStats t = cache.state().Totals();
+    std::string s = absl::StrCat(cache.state().num_captured(), " graphs live, ", t.launches,
+                                 " launches, ", t.eager_runs, " eager runs, ",
+                                 t.capture_failures, " failed captures");
+    const std::string report = cache.state().Report();
+    const size_t at = report.find("eager-only: ");
+    if (at != std::string::npos) {
+      const size_t end = report.find('\n', at);
+      absl::StrAppend(&s, " (first: ", report.substr(at, end == std::string::npos
+                                                             ? std::string::npos
+                                                             : end - at),
+                      ")");
+    }
+    return s;
+  }
   kernels::cuda::CudaGraphCache cache;
 };
 

@@ -33,6 +33,9 @@ class CudaGraphs {
   virtual std::string Report() const = 0;
   // Invalidate: drops every graph (shapes or layers changed); returns how many.
   virtual int Invalidate() = 0;
+  // Summary: one line: segment keys seen, graphs live, launches, eager runs, and the keys
+  // left eager after a failed capture with the first reason.
+  virtual std::string Summary() const = 0;
 };
 
 // MakeCudaGraphs: a cache for `config` (mode local; warm-up runs per key). kUnimplemented

@@ -102,19 +102,24 @@ absl::Status DeviceGptStage::Init() {
   vocab_softmax_ =
       config_.softmax_over_padded_vocab ? config_.padded_vocab_size : config_.vocab_size;
   const int64_t n = store_.arena_elements();
-  arena_bytes_ = 4 * 4 * n;
+  arena_bytes_ = 2 * 4 * n;  // parameters and gradients (+2 x with the device optimizer)
   MXMACA_ASSIGN_OR_RETURN(params_, AllocateFloats(n));
   MXMACA_ASSIGN_OR_RETURN(grads_, AllocateFloats(n));
-  MXMACA_ASSIGN_OR_RETURN(exp_avg_, AllocateFloats(n));
-  MXMACA_ASSIGN_OR_RETURN(exp_avg_sq_, AllocateFloats(n));
   MXMACA_RETURN_IF_ERROR(kernels_->Zero(grads_, 4 * n));
-  MXMACA_RETURN_IF_ERROR(kernels_->Zero(exp_avg_, 4 * n));
-  MXMACA_RETURN_IF_ERROR(kernels_->Zero(exp_avg_sq_, 4 * n));
-  int64_t largest = 0;
-  for (int i = 0; i < store_.size(); ++i) largest = std::max(largest, store_.info(i).numel);
+  // exp_avg / exp_avg_sq: allocated by the first AdamWStep (mxmaca train keeps AdamW on
+  // the host and never needs them on the device).
+  // grad_temp_: every tensor without fusion; with it only bias gradients (BiasGrad
+  // overwrites) and the norms' (gamma and beta) pass through it.
+  int64_t temp = 2 * RoundUp(config_.hidden_size);
+  for (int i = 0; i < store_.size(); ++i) {
+    const ParameterInfo& info = store_.info(i);
+    if (!options_.gradient_accumulation_fusion || info.spec.shape.size() == 1) {
+      temp = std::max(temp, info.numel);
+    }
+  }
   MXMACA_ASSIGN_OR_RETURN(float* partials, AllocateFloats(2 * std::max(store_.size(), 1)));
   norm_partials_ = reinterpret_cast<double*>(partials);
-  MXMACA_ASSIGN_OR_RETURN(grad_temp_, AllocateFloats(largest));
+  MXMACA_ASSIGN_OR_RETURN(grad_temp_, AllocateFloats(temp));
   const bool tied_here = ids_.output_weight >= 0 && ids_.output_weight == ids_.word_embeddings &&
                          layout_.has_embedding && layout_.has_loss_head;
   if (tied_here) {
@@ -148,6 +153,9 @@ absl::Status DeviceGptStage::Init() {
   scratch_bytes_ = 4 * count.used();
   FloatCarver cv(scratch_base);
   scratch_ = std::make_unique<Scratch>(carve_scratch(cv));
+  if (!options_.fused_attention) {
+    MXMACA_RETURN_IF_ERROR(kernels_->ReserveAttentionScratch(AttentionDims{b, s, np, ng, hn}));
+  }
   return UploadParameters();
 }
 
@@ -281,6 +289,9 @@ std::string SegmentInfo::ToString() const {
 absl::Status DeviceGptStage::RunSegment(const std::string& op, const Slot& slot,
                                         const Segment& segment) {
   if (!runner_) return segment();
+  // A graph launch enqueues outside DeviceKernels: the device must be current on this
+  // thread (the stage actor's strand may run on any pool thread).
+  MXMACA_RETURN_IF_ERROR(kernels_->MakeCurrent());
   return runner_(SegmentInfo{op, slot.index, slot.b, slot.s, slot.has_doc_start}, segment);
 }
 
@@ -365,17 +376,19 @@ absl::Status DeviceGptStage::Forward(const DeviceMicroBatch& in, bool training,
       slot->host_loss_mask.assign(in.loss_mask.begin(), in.loss_mask.end());
       if (slot->host_loss_mask.empty()) slot->host_loss_mask.assign(t, 1.0f);
     }
-    // The host buffers above must stay valid until the copies ran.
-    MXMACA_RETURN_IF_ERROR(kernels_->Synchronize());
+    // The host buffers above (`rope`, the caller's spans, the slot's mask) outlive the
+    // Synchronize below, which the copies precede in stream order.
     MXMACA_RETURN_IF_ERROR(RunSegment(training ? "F" : "eval-F", *slot,
                                       [&] { return ForwardSegment(slot, training); }));
-    *out = DeviceStageOutput();
+    out->token_losses.clear();
+    out->loss_sum = 0.0;
+    out->num_tokens = 0.0;
     if (layout_.has_loss_head) {
       out->token_losses.resize(t);
       MXMACA_RETURN_IF_ERROR(
           kernels_->CopyToHost(out->token_losses.data(), slot->token_losses, 4 * t));
     } else {
-      out->hidden.resize(t * h);
+      out->hidden.resize(t * h);  // a recycled buffer keeps its capacity
       MXMACA_RETURN_IF_ERROR(kernels_->CopyToHost(out->hidden.data(), slot->output, 4 * t * h));
     }
     MXMACA_RETURN_IF_ERROR(kernels_->Synchronize());
@@ -579,7 +592,7 @@ absl::Status DeviceGptStage::BackwardInput(int64_t micro_batch_id,
     MXMACA_RETURN_IF_ERROR(CheckSize("d_output", d_output.size(), t * h));
     MXMACA_RETURN_IF_ERROR(kernels_->CopyToDevice(slot->d_output, d_output.data(), 4 * t * h));
   }
-  MXMACA_RETURN_IF_ERROR(kernels_->Synchronize());
+  // host_dloss_ and d_output stay valid until the Synchronize below.
   MXMACA_RETURN_IF_ERROR(RunSegment("B", *slot, [&] { return BackwardInputSegment(slot); }));
   if (d_input != nullptr) {
     if (layout_.has_embedding) {

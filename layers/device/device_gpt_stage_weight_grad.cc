@@ -179,6 +179,14 @@ absl::Status DeviceGptStage::ScaleGrads(float factor) {
 
 absl::Status DeviceGptStage::AdamWStep(float lr, float weight_decay, float beta1, float beta2,
                                        float eps, int64_t step) {
+  if (exp_avg_ == nullptr) {  // the first device step: zeroed moments
+    const int64_t n = store_.arena_elements();
+    MXMACA_ASSIGN_OR_RETURN(exp_avg_, AllocateFloats(n));
+    MXMACA_ASSIGN_OR_RETURN(exp_avg_sq_, AllocateFloats(n));
+    MXMACA_RETURN_IF_ERROR(kernels_->Zero(exp_avg_, 4 * n));
+    MXMACA_RETURN_IF_ERROR(kernels_->Zero(exp_avg_sq_, 4 * n));
+    arena_bytes_ += 2 * 4 * n;
+  }
   for (int i = 0; i < store_.size(); ++i) {
     const ParameterInfo& info = store_.info(i);
     const int64_t off = info.arena_offset;

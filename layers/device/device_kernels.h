@@ -49,6 +49,18 @@ class DeviceKernels {
   virtual bool has_fused_attention(int64_t head_dim) const = 0;
   // precision: the matrix-product input precision of Gemm (kernels/exec_context.h).
   virtual kernels::Precision precision() const = 0;
+  // MakeCurrent: binds this instance's device to the calling thread (CUDA: cudaSetDevice
+  // when another device is current; the CPU backend has nothing to do). Callers that
+  // enqueue work other than through these methods (a CUDA-graph launch) call it first.
+  virtual absl::Status MakeCurrent() { return absl::OkStatus(); }
+  // ReserveAttentionScratch: sizes now whatever workspace AttentionForward/Backward need for
+  // shapes up to `d` (CUDA: the [b, np, s, s] scratch), so no later call allocates (and no
+  // captured CUDA graph is left pointing at freed scratch). kResourceExhausted when it does
+  // not fit. The CPU backend needs none.
+  virtual absl::Status ReserveAttentionScratch(const AttentionDims& d) {
+    (void)d;
+    return absl::OkStatus();
+  }
 
   // ---- memory ----
   // Allocate: `bytes` (> 0) of device memory, 256-byte aligned, uninitialised.

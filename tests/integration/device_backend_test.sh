@@ -98,7 +98,8 @@ grep -Eq -- "--device cuda: (no GPU|MXMACA was built without CUDA)" cuda.log ||
   { echo "FAIL cuda: unexpected message"; cat cuda.log; exit 1; }
 for flags in "--tensor-model-parallel-size 2 --world-size 2|--tensor-model-parallel-size 2" \
              "--recompute-granularity selective|--recompute-granularity" \
-             "--num-experts 4|--num-experts"; do
+             "--num-experts 4|--num-experts" \
+             "--memory-cap-per-shard 1G|--memory-cap-per-shard"; do
   f="${flags%%|*}" want="${flags##*|}"
   if "$mxmaca" train "${base[@]}" $f --device device-on-cpu > refuse.log 2>&1; then
     echo "FAIL refuse $f: accepted"; exit 1
@@ -106,5 +107,5 @@ for flags in "--tensor-model-parallel-size 2 --world-size 2|--tensor-model-paral
   grep -q -- "$want needs --device cpu" refuse.log ||
     { echo "FAIL refuse $f: unexpected message"; cat refuse.log; exit 1; }
 done
-echo "ok   errors: no GPU, and TP / recompute / MoE refused by name"
+echo "ok   errors: no GPU, and TP / recompute / MoE / memory cap refused by name"
 echo PASS

@@ -1,0 +1,84 @@
+// api/train/device_setup_test.cc: --device parsing, what the device backends refuse, and
+// the CUDA-graph decision with its printed notice.
+#include "api/train/device_setup.h"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+namespace mxmaca::api {
+namespace {
+
+bool Has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST_CASE("--device values", "[device]") {
+  CHECK(*ParseDevice(std::nullopt) == Device::kCpu);
+  CHECK(*ParseDevice(std::string("cuda")) == Device::kCuda);
+  CHECK(*ParseDevice(std::string("device-on-cpu")) == Device::kDeviceOnCpu);
+  const absl::Status bad = ParseDevice(std::string("gpu")).status();
+  CHECK(bad.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(Has(std::string(bad.message()), "--device gpu: expected cpu, cuda or device-on-cpu"));
+}
+
+TEST_CASE("the device backends refuse what they do not run, by flag", "[device]") {
+  MegatronArgs a;
+  CHECK(CheckDeviceArgs(a).ok());  // cpu: everything goes
+  a.device = "device-on-cpu";
+  CHECK(CheckDeviceArgs(a).ok());
+  auto refused = [&](MegatronArgs args, const std::string& flag) {
+    const absl::Status s = CheckDeviceArgs(args);
+    INFO(s.message());
+    CHECK(Has(std::string(s.message()), flag + " needs --device cpu"));
+  };
+  MegatronArgs tp = a;
+  tp.tensor_model_parallel_size = 2;
+  refused(tp, "--tensor-model-parallel-size 2");
+  MegatronArgs cap = a;
+  cap.memory_cap_per_shard = "1G";
+  refused(cap, "--memory-cap-per-shard");
+  MegatronArgs synthetic = a;
+  synthetic.synthetic_op_ms = "1,1,1";
+  refused(synthetic, "--synthetic-op-ms");
+  MegatronArgs moe = a;
+  moe.num_experts = 4;
+  refused(moe, "--num-experts");
+}
+
+TEST_CASE("CUDA graphs: on by default with cuda, off elsewhere, off with dropout", "[device]") {
+  MegatronArgs a;
+  a.hidden_dropout = 0.0;
+  a.attention_dropout = 0.0;
+  std::string notice;
+  auto cuda = CudaGraphConfigFor(a, Device::kCuda, &notice);
+  REQUIRE(cuda.ok());
+  CHECK(cuda->mode == kernels::CudaGraphMode::kLocal);
+  CHECK(Has(notice, "the default with --device cuda"));
+
+  MegatronArgs off = a;
+  off.no_cuda_graph = true;
+  CHECK(CudaGraphConfigFor(off, Device::kCuda, &notice)->mode == kernels::CudaGraphMode::kNone);
+  CHECK(Has(notice, "CUDA graphs: off"));
+
+  MegatronArgs cpu = a;
+  cpu.enable_cuda_graph = true;
+  CHECK(CudaGraphConfigFor(cpu, Device::kDeviceOnCpu, &notice)->mode ==
+        kernels::CudaGraphMode::kNone);
+  CHECK(Has(notice, "apply to --device cuda only"));
+  CHECK(Has(notice, "deprecated"));
+
+  MegatronArgs dropout = a;
+  dropout.hidden_dropout = 0.1;
+  REQUIRE(CudaGraphConfigFor(dropout, Device::kCuda, &notice).ok());
+  CHECK(Has(notice, "not for this run"));
+
+  MegatronArgs conflict = a;
+  conflict.no_cuda_graph = true;
+  conflict.cuda_graph_impl = "local";
+  CHECK(CudaGraphConfigFor(conflict, Device::kCuda, &notice).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace mxmaca::api
