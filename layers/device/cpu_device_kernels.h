@@ -24,7 +24,7 @@
 
 namespace mxmaca::layers::device {
 
-class CpuDeviceKernels final : public DeviceKernels {
+class CpuDeviceKernels : public DeviceKernels {
  public:
   // CpuDeviceKernels: kernels run with ctx.num_threads threads (values below 1 mean 1)
   // and ctx.precision for Gemm and the attention GEMMs; ctx.stream is ignored.
