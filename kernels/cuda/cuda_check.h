@@ -72,9 +72,12 @@ inline cudaStream_t StreamOf(const ExecContext& ctx) {
     }                                                                                  \
   } while (0)
 
-// MXMACA_CUDA_CHECK_LAUNCH: after a <<<...>>> launch; reports an invalid configuration
-// (cudaPeekAtLastError does not synchronise, so it is legal during graph capture).
-#define MXMACA_CUDA_CHECK_LAUNCH() MXMACA_CUDA_CHECK(cudaPeekAtLastError())
+// MXMACA_CUDA_CHECK_LAUNCH: after a <<<...>>> launch; reports an invalid configuration.
+// cudaGetLastError does not synchronise (legal during graph capture) and, unlike
+// cudaPeekAtLastError, clears a non-sticky error once reported: otherwise one earlier
+// failed runtime call (an out-of-memory cudaMalloc, an invalidated capture) would make
+// every later launch check on that thread fail. Sticky errors (illegal address) stay.
+#define MXMACA_CUDA_CHECK_LAUNCH() MXMACA_CUDA_CHECK(cudaGetLastError())
 
 #define MXMACA_CUBLAS_CHECK(call)                                                      \
   do {                                                                                 \

@@ -83,7 +83,7 @@ CudaStatus CudaGraphCache::CaptureAndLaunch(const SegmentKey& key, cudaStream_t 
 CudaStatus CudaGraphCache::EagerFallback(const SegmentKey& key, cudaStream_t stream,
                                          const SegmentFn& fn, const std::string& reason) {
   // A call that failed during capture left its code in the last-error slot, where a
-  // later MXMACA_CUDA_CHECK_LAUNCH (cudaPeekAtLastError) would find it.
+  // later MXMACA_CUDA_CHECK_LAUNCH (cudaGetLastError) would report it.
   (void)cudaGetLastError();
   state_.RecordCaptureFailure(key, reason);
   CudaStatus s = fn(stream);

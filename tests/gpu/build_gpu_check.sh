@@ -84,7 +84,7 @@ else
 fi
 # The real mxmaca for run_train_checks.sh (needs bazel; skipped on the GPU machine).
 if command -v bazel >/dev/null && [ "${SKIP_TRAIN_BUNDLE:-0}" != 1 ]; then
-  bash tests/gpu/build_train_bundle.sh
+  BAZEL_OUTPUT_BASE="${BAZEL_OUTPUT_BASE:-$HOME/.cache/bazel-ob/gpucheck}" bash tests/gpu/build_train_bundle.sh
 fi
 size=$(du -sb "$OUT" | cut -f1)
 echo "$OUT: $((size / 1024)) KiB in all (carried to the GPU machine; must stay < 64 MiB)"

@@ -9,8 +9,11 @@
 # Usage: bash tests/gpu/build_train_bundle.sh   (after or without a bazel build; ~1 min warm)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bazel build //api:mxmaca >/dev/null
-bin="$(bazel info bazel-bin 2>/dev/null)/api/mxmaca"
+# BAZEL_OUTPUT_BASE (build_gpu_check.sh passes its own): a private output base, so the
+# build does not wait on another engineer's command in the workspace's default server.
+ob=(${BAZEL_OUTPUT_BASE:+--output_base="$BAZEL_OUTPUT_BASE"})
+bazel "${ob[@]}" build //api:mxmaca >/dev/null
+bin="$(bazel "${ob[@]}" info bazel-bin 2>/dev/null)/api/mxmaca"
 work="$(mktemp -d)"
 stage="$work/mxmaca_bundle"
 mkdir -p "$stage/lib" tests/gpu/bin

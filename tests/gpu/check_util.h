@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -136,12 +137,21 @@ struct Table {
   }
 };
 
-// Guard: runs f; a CheckError becomes a failed row named `name` and the caller goes on.
+// ClearStaleError: drops a non-sticky error left in this thread's last-error slot by an
+// earlier failed call, so that the next check's first launch check does not report it.
+// (A sticky error, e.g. cudaErrorIllegalAddress, cannot be cleared: gpu_check_main.cc
+// stops the run when it sees one.)
+inline void ClearStaleError() { (void)cudaGetLastError(); }
+
+// Guard: runs f; a CheckError (or any other std::exception, e.g. std::bad_alloc) becomes
+// a failed row named `name` and the caller goes on.
 template <typename F>
 void Guard(Table* t, const std::string& name, F&& f) {
+  ClearStaleError();
   try {
     f();
-  } catch (const CheckError& e) {
+  } catch (const std::exception& e) {
+    ClearStaleError();
     t->Error(name, e.what());
   }
 }

@@ -612,9 +612,11 @@ void RunNumericChecks(Table* table) {
   }
   // Each group runs on its own; a failed call ends only its group (a FAIL row).
   auto group = [&](const char* name, auto&& f) {
+    ClearStaleError();
     try {
       f();
-    } catch (const CheckError& e) {
+    } catch (const std::exception& e) {  // CheckError, or std::bad_alloc and the like
+      ClearStaleError();
       table->Error(name, e.what());
     }
   };

@@ -67,10 +67,13 @@ void RunPerfSections(bool quick) {
 
   // Each section runs on its own: a failed call ends only its section.
   auto Section = [](auto&& f) {
+    ClearStaleError();
     try {
       f();
-    } catch (const CheckError& e) {
+    } catch (const std::exception& e) {  // CheckError, or std::bad_alloc and the like
+      ClearStaleError();
       std::printf("SECTION STOPPED: %s\n", e.what());
+      std::fflush(stdout);
     }
   };
   // Peaks (if their measurement fails, the H200 datasheet's dense bf16 and HBM figures).
@@ -255,7 +258,8 @@ void RunPerfSections(bool quick) {
 void RunPerf(bool quick) {
   try {
     RunPerfSections(quick);
-  } catch (const CheckError& e) {
+  } catch (const std::exception& e) {
+    ClearStaleError();
     std::printf("PERF STOPPED: %s\n", e.what());
   }
 }

@@ -15,10 +15,15 @@
 # libcublasLt.so.13 is looked up in $CUDA_PATH/lib64, /usr/local/cuda/lib64 and the pip
 # "nvidia-cublas" wheel that PyTorch installs.
 # Usage: bash tests/gpu/run_gpu_checks.sh [--quick] [--numerics-only | --perf-only |
-#        --training-only] [--no-throughput]
-# Writes a copy of the output to $OUT/gpu_check.txt when OUT is set.
+#        --training-only | --throughput-only] [--no-throughput]
+# Without a section flag the binary runs four times, one process per part (numerics +
+# graph cache 75 s, kernel throughput 60 s, training + pipeline 90 s, model throughput the
+# rest of 290 s), so a lost CUDA context or a hang ends only its part.
+# Writes a copy of the output to $OUT/gpu_check.txt (appended as it comes) when OUT is set;
+# run_train_checks.sh writes $OUT/train_check.txt and each mxmaca run's log.
 # Exit status: the binary's (0 pass, 1 fail, 2 no GPU).
 set -uo pipefail
+[ -n "${OUT:-}" ] && OUT="$(cd "$OUT" && pwd)" && export OUT  # absolute: the train checks cd
 cd "$(dirname "$0")/../.."
 BIN=tests/gpu/bin/gpu_check
 CUDA_PATH="${CUDA_PATH:-/usr/local/cuda}"
@@ -39,7 +44,7 @@ for py in python3 /usr/bin/python3; do
     [ -n "$d" ] && libdirs="$libdirs:$d" && break
 done
 export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-if ! ldd "$BIN" | grep -q 'libcublasLt.so.13 => /'; then
+if ! ldd "$BIN" | grep 'libcublasLt.so.13 => /' > /dev/null; then  # not grep -q: with pipefail, ldd's SIGPIPE would fail the test
   echo "libcublasLt.so.13 not found (searched $libdirs)" >&2
   exit 1
 fi
@@ -47,21 +52,67 @@ fi
   echo "WARNING: tests/gpu/bin/cpu_reference_losses.txt missing: the training rows will fail" >&2
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 log="${OUT:+$OUT/gpu_check.txt}"
-if [ -n "$log" ]; then
-  timeout 290 "$BIN" "$@" 2>&1 | tee "$log"
+[ -n "$log" ] && : > "$log"
+# part LIMIT ARGS...: one gpu_check process under its own timeout, its output appended to
+# $log as it comes (line-buffered); sets prc to its exit status (124: timed out).
+part() {
+  local limit="$1"; shift
+  echo "### gpu_check $* (timeout ${limit} s)" | { if [ -n "$log" ]; then tee -a "$log"; else cat; fi; }
+  if [ -n "$log" ]; then
+    timeout -k 10 "$limit" "$BIN" "$@" 2>&1 | tee -a "$log"
+  else
+    timeout -k 10 "$limit" "$BIN" "$@" 2>&1
+  fi
+  prc=${PIPESTATUS[0]}
+  local note=""
+  [ "$prc" = 124 ] || [ "$prc" = 137 ] && note=" (TIMED OUT after ${limit} s: the last lines above show where)"
+  echo "### gpu_check $* exit status: $prc$note" | { if [ -n "$log" ]; then tee -a "$log"; else cat; fi; }
+}
+# The sections run as separate processes (each its own CUDA context and timeout), so a
+# lost context (illegal address) or a hang in one section cannot take the others with it;
+# together they stay within 290 s. An explicit section flag runs that one process only.
+budget=290
+t_start=$SECONDS
+single=0
+for a in "$@"; do
+  case "$a" in --numerics-only | --perf-only | --training-only | --throughput-only) single=1 ;; esac
+done
+rc=0
+if [ "$single" = 1 ]; then
+  part "$budget" "$@"
+  rc=$prc
 else
-  timeout 290 "$BIN" "$@" 2>&1
+  part 75 --numerics-only "$@"
+  [ "$prc" = 2 ] && exit 2  # no GPU
+  [ "$prc" = 0 ] || rc=1
+  part 60 --perf-only "$@"
+  [ "$prc" = 0 ] || rc=1
+  part 90 --training-only --no-throughput "$@"
+  [ "$prc" = 0 ] || rc=1
+  notp=0
+  for a in "$@"; do [ "$a" = --no-throughput ] && notp=1; done
+  if [ "$notp" = 0 ]; then
+    left=$((budget - (SECONDS - t_start)))
+    [ "$left" -lt 60 ] && left=60
+    part "$left" --throughput-only "$@"
+    [ "$prc" = 0 ] || rc=1
+  fi
 fi
-rc=${PIPESTATUS[0]}
-echo "gpu_check exit status: $rc"
+echo "gpu_check exit status: $rc ($((SECONDS - t_start)) s)"
 [ "$rc" = 2 ] && exit 2  # no GPU
 if [ -f tests/gpu/bin/mxmaca_bundle.tar.xz ]; then
   quick=""
   for a in "$@"; do [ "$a" = --quick ] && quick=--quick; done
+  # 240 s, or less when the gpu_check parts ran long: the whole script stays under ~540 s
+  # (the device tool's timeout_s 560).
+  tlimit=$((535 - SECONDS))
+  [ "$tlimit" -gt 240 ] && tlimit=240
+  [ "$tlimit" -lt 60 ] && tlimit=60
+  echo "== run_train_checks.sh (timeout $tlimit s) =="
   if [ -n "$log" ]; then
-    timeout 240 bash tests/gpu/run_train_checks.sh $quick 2>&1 | tee "$OUT/train_check.txt"
+    MXMACA_TRAIN_CHECK_BUDGET=$((tlimit - 10)) timeout -k 10 "$tlimit" bash tests/gpu/run_train_checks.sh $quick 2>&1 | tee "$OUT/train_check.txt"
   else
-    timeout 240 bash tests/gpu/run_train_checks.sh $quick 2>&1
+    MXMACA_TRAIN_CHECK_BUDGET=$((tlimit - 10)) timeout -k 10 "$tlimit" bash tests/gpu/run_train_checks.sh $quick 2>&1
   fi
   trc=${PIPESTATUS[0]}
   echo "train checks exit status: $trc"

@@ -11,6 +11,8 @@
 #   4. an end-to-end throughput line of a larger GPT (host master weights and AdamW: see
 #      docs/CUDA.md; the device-resident number is gpu_check's throughput section).
 # Needs tests/gpu/bin/mxmaca_bundle.tar.xz (bash tests/gpu/build_train_bundle.sh here).
+# Each mxmaca run has its own timeout (90 s; the throughput run gets what is left of
+# MXMACA_TRAIN_CHECK_BUDGET, default 230 s) and its log is copied to $OUT when it ends.
 # Usage: bash tests/gpu/run_train_checks.sh [--quick]; exit 0 pass, 1 fail, 2 no bundle/GPU.
 # MXMACA_TRAIN_CHECK_DEVICE=device-on-cpu runs the same script with the GPU backend's code
 # path on the CPU kernels (a dry run of the script itself on a machine without a GPU).
@@ -34,10 +36,10 @@ missing=$(ldd "$mx" | grep "not found" || true)
 cd "$dir"
 dev="${MXMACA_TRAIN_CHECK_DEVICE:-cuda}"
 if [ "$dev" = cuda ]; then
-  probe=$("$mx" train --tokenizer-type NullTokenizer --vocab-size 64 --mock-data --num-layers 1 \
+  probe=$(timeout -k 5 60 "$mx" train --tokenizer-type NullTokenizer --vocab-size 64 --mock-data --num-layers 1 \
           --hidden-size 8 --num-attention-heads 1 --seq-length 8 --max-position-embeddings 8 \
           --micro-batch-size 1 --global-batch-size 1 --train-iters 1 --lr 1e-3 --device cuda 2>&1)
-  if echo "$probe" | grep -q -- "--device cuda: no GPU"; then
+  if echo "$probe" | grep -- "--device cuda: no GPU" > /dev/null; then
     echo "SKIP: $(echo "$probe" | grep -m1 'error:')"; exit 2
   fi
 fi
@@ -52,9 +54,23 @@ losses() { grep -E ' lm loss: ' "$1" | sed -E 's/.* lm loss: ([^ |]*).*/\1/'; }
 ms() { grep -E 'elapsed time per iteration' "$1" | tail -n +3 |
        sed -E 's/.*elapsed time per iteration \(ms\): ([0-9.]+).*/\1/' | awk '{s+=$1; n++} END {if (n) printf "%.1f", s/n}'; }
 fail=0
+# Each run has its own timeout (a hang in one must leave time for the others) and its log
+# is copied to $OUT as soon as it ends (the outer timeout may stop this script).
+limit=90  # s per run on the GPU machine (the CPU runs of this size take seconds there)
+[ "$dev" = cuda ] || limit=900  # the dry run on a small shared machine
+keep() { [ -n "${OUT:-}" ] && cp "$1" "$OUT/" 2>/dev/null; return 0; }
 run() {  # run NAME FLAGS...
-  local name="$1"; shift
-  "$mx" train "${base[@]}" "$@" > "$name.log" 2>&1 || { echo "FAIL $name: mxmaca train failed:"; tail -5 "$name.log"; fail=1; return 1; }
+  local name="$1" rc=0; shift
+  timeout -k 5 "$limit" "$mx" train "${base[@]}" "$@" > "$name.log" 2>&1 || rc=$?
+  keep "$name.log"
+  if [ "$rc" != 0 ]; then
+    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+      echo "FAIL $name: mxmaca train timed out after $limit s:"
+    else
+      echo "FAIL $name: mxmaca train failed (exit $rc):"
+    fi
+    tail -5 "$name.log"; fail=1; return 1
+  fi
 }
 compare() {  # compare NAME A B TOL
   local name="$1" a="$2" b="$3" tol="$4" worst
@@ -82,17 +98,24 @@ if run pp_graphs --device "$dev" --pipeline-model-parallel-size 2 --global-batch
   fi
 fi
 echo "== end to end throughput (host master weights and AdamW) =="
+big_iters=6
+[ "$quick" = 1 ] && big_iters=3
 big=(--tokenizer-type NullTokenizer --vocab-size 50257 --mock-data --num-layers 8 --hidden-size 2048
      --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 4
-     --global-batch-size 16 --train-iters 6 --lr 1e-4 --log-interval 1 --bf16
+     --global-batch-size 16 --train-iters "$big_iters" --lr 1e-4 --log-interval 1 --bf16
      --hidden-dropout 0.0 --attention-dropout 0.0 --num-threads "$(nproc)" --eval-iters 0)
-[ "$quick" = 1 ] && big=("${big[@]/--train-iters 6/--train-iters 3}")
 if [ "$dev" != cuda ]; then
   echo "  (skipped: not on a GPU)"
-elif "$mx" train "${big[@]}" --device cuda > big.log 2>&1; then
+elif big_limit=$(( ${MXMACA_TRAIN_CHECK_BUDGET:-230} - SECONDS )); [ "$big_limit" -lt 30 ]; then
+  echo "FAIL throughput run: not started, only $big_limit s of the budget left"; fail=1
+elif timeout -k 5 "$big_limit" "$mx" train "${big[@]}" --device cuda > big.log 2>&1; then
+  keep big.log
   grep -E 'iteration +[0-9]+/' big.log | tail -1 | sed -E 's/^ *\[[^]]*\] */  /'
 else
-  echo "FAIL throughput run:"; tail -5 big.log; fail=1
+  rc=$?
+  keep big.log
+  echo "FAIL throughput run (exit $rc$([ "$rc" = 124 ] && echo ": timed out after $big_limit s")):"
+  tail -5 big.log; fail=1
 fi
 [ -n "${OUT:-}" ] && cp ./*.log "$OUT/" 2>/dev/null
 [ "$fail" = 0 ] && echo "train checks: PASS" || echo "train checks: FAIL"
