@@ -20,7 +20,7 @@
 # graph cache 75 s, kernel throughput 60 s, training + pipeline 90 s, model throughput the
 # rest of 290 s), so a lost CUDA context or a hang ends only its part.
 # Writes a copy of the output to $OUT/gpu_check.txt (appended as it comes) when OUT is set;
-# run_train_checks.sh writes $OUT/train_check.txt and each mxmaca run's log.
+# run_train_checks.sh writes $OUT/train_check.txt and $OUT/train_runs.log (every run's log).
 # Exit status: the binary's (0 pass, 1 fail, 2 no GPU).
 set -uo pipefail
 [ -n "${OUT:-}" ] && OUT="$(cd "$OUT" && pwd)" && export OUT  # absolute: the train checks cd

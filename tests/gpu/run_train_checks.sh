@@ -12,7 +12,8 @@
 #      docs/CUDA.md; the device-resident number is gpu_check's throughput section).
 # Needs tests/gpu/bin/mxmaca_bundle.tar.xz (bash tests/gpu/build_train_bundle.sh here).
 # Each mxmaca run has its own timeout (90 s; the throughput run gets what is left of
-# MXMACA_TRAIN_CHECK_BUDGET, default 230 s) and its log is copied to $OUT when it ends.
+# MXMACA_TRAIN_CHECK_BUDGET, default 230 s) and its log is appended to $OUT/train_runs.log
+# when it ends.
 # Usage: bash tests/gpu/run_train_checks.sh [--quick]; exit 0 pass, 1 fail, 2 no bundle/GPU.
 # MXMACA_TRAIN_CHECK_DEVICE=device-on-cpu runs the same script with the GPU backend's code
 # path on the CPU kernels (a dry run of the script itself on a machine without a GPU).
@@ -55,10 +56,14 @@ ms() { grep -E 'elapsed time per iteration' "$1" | tail -n +3 |
        sed -E 's/.*elapsed time per iteration \(ms\): ([0-9.]+).*/\1/' | awk '{s+=$1; n++} END {if (n) printf "%.1f", s/n}'; }
 fail=0
 # Each run has its own timeout (a hang in one must leave time for the others) and its log
-# is copied to $OUT as soon as it ends (the outer timeout may stop this script).
+# is appended to $OUT/train_runs.log as soon as it ends (the outer timeout may stop this
+# script; one file, since the device tool returns at most 8 files from $OUT).
 limit=90  # s per run on the GPU machine (the CPU runs of this size take seconds there)
 [ "$dev" = cuda ] || limit=900  # the dry run on a small shared machine
-keep() { [ -n "${OUT:-}" ] && cp "$1" "$OUT/" 2>/dev/null; return 0; }
+keep() {
+  [ -n "${OUT:-}" ] && { echo "===== $1 ====="; cat "$1"; } >> "$OUT/train_runs.log" 2>/dev/null
+  return 0
+}
 run() {  # run NAME FLAGS...
   local name="$1" rc=0; shift
   timeout -k 5 "$limit" "$mx" train "${base[@]}" "$@" > "$name.log" 2>&1 || rc=$?
@@ -117,6 +122,5 @@ else
   echo "FAIL throughput run (exit $rc$([ "$rc" = 124 ] && echo ": timed out after $big_limit s")):"
   tail -5 big.log; fail=1
 fi
-[ -n "${OUT:-}" ] && cp ./*.log "$OUT/" 2>/dev/null
 [ "$fail" = 0 ] && echo "train checks: PASS" || echo "train checks: FAIL"
 exit "$fail"
