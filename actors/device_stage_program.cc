@@ -10,8 +10,8 @@ namespace mxmaca::actors {
 
 DeviceStageProgram::DeviceStageProgram(
     std::unique_ptr<layers::device::DeviceKernels> kernels,
-    std::vector<std::unique_ptr<layers::device::DeviceGptStage>> chunks,
-    int64_t num_microbatches, bool reset_attention_mask)
+    std::vector<std::unique_ptr<layers::device::DeviceGptStage>> chunks, int64_t num_microbatches,
+    bool reset_attention_mask)
     : kernels_(std::move(kernels)),
       chunks_(std::move(chunks)),
       num_microbatches_(num_microbatches),
@@ -25,9 +25,8 @@ DeviceStageProgram::~DeviceStageProgram() {
 absl::StatusOr<layers::device::DeviceGptStage*> DeviceStageProgram::Chunk(
     const MicroBatchKey& key) {
   if (key.chunk < 0 || key.chunk >= num_chunks()) {
-    return absl::InvalidArgumentError(absl::StrCat("model chunk ", key.chunk,
-                                                   " out of range: this stage has ",
-                                                   num_chunks(), " chunk(s)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model chunk ", key.chunk, " out of range: this stage has ", num_chunks(), " chunk(s)"));
   }
   return chunks_[key.chunk].get();
 }
@@ -43,8 +42,7 @@ absl::Status DeviceStageProgram::SyncParameters(const MicroBatchKey& key) {
   return absl::OkStatus();
 }
 
-absl::Status DeviceStageProgram::Forward(const MicroBatchKey& key,
-                                         const data::GptMicroBatch& batch,
+absl::Status DeviceStageProgram::Forward(const MicroBatchKey& key, const data::GptMicroBatch& batch,
                                          const Activation* input, ForwardResult* result) {
   MXMACA_ASSIGN_OR_RETURN(layers::device::DeviceGptStage * stage, Chunk(key));
   MXMACA_RETURN_IF_ERROR(SyncParameters(key));
@@ -82,10 +80,8 @@ absl::Status DeviceStageProgram::Forward(const MicroBatchKey& key,
   return absl::OkStatus();
 }
 
-absl::Status DeviceStageProgram::BackwardInput(const MicroBatchKey& key,
-                                               const Activation* d_output,
-                                               float loss_grad_scale,
-                                               std::vector<float>* d_input) {
+absl::Status DeviceStageProgram::BackwardInput(const MicroBatchKey& key, const Activation* d_output,
+                                               float loss_grad_scale, std::vector<float>* d_input) {
   MXMACA_ASSIGN_OR_RETURN(layers::device::DeviceGptStage * stage, Chunk(key));
   absl::Span<const float> dout;
   if (d_output != nullptr && d_output->data) dout = *d_output->data;

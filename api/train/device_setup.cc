@@ -1,7 +1,6 @@
 // api/train/device_setup.cc: see device_setup.h.
 #include "api/train/device_setup.h"
 
-
 #include "absl/strings/str_cat.h"
 #include "layers/device/cpu_device_kernels.h"
 #include "layers/device/cuda_device_kernels.h"
@@ -12,8 +11,8 @@ absl::StatusOr<Device> ParseDevice(const std::optional<std::string>& value) {
   if (!value || *value == "cpu") return Device::kCpu;
   if (*value == "cuda") return Device::kCuda;
   if (*value == "device-on-cpu") return Device::kDeviceOnCpu;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--device ", *value, ": expected cpu, cuda or device-on-cpu"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--device ", *value, ": expected cpu, cuda or device-on-cpu"));
 }
 
 absl::Status CheckDeviceArgs(const MegatronArgs& a) {
@@ -22,9 +21,9 @@ absl::Status CheckDeviceArgs(const MegatronArgs& a) {
   if (*device == Device::kCpu) return absl::OkStatus();
   const std::string which = absl::StrCat("--device ", *a.device);
   auto refuse = [&](const std::string& what) {
-    return absl::UnimplementedError(absl::StrCat(
-        which, " runs dense GPT models with pipeline and data parallelism only; ", what,
-        " needs --device cpu for now (docs/CUDA.md)"));
+    return absl::UnimplementedError(
+        absl::StrCat(which, " runs dense GPT models with pipeline and data parallelism only; ",
+                     what, " needs --device cpu for now (docs/CUDA.md)"));
   };
   if (a.tensor_model_parallel_size > 1) {
     return refuse(absl::StrCat("--tensor-model-parallel-size ", a.tensor_model_parallel_size));
@@ -57,8 +56,7 @@ absl::StatusOr<std::unique_ptr<layers::device::DeviceKernels>> MakeDeviceKernels
     absl::StatusOr<std::unique_ptr<layers::device::CudaDeviceKernels>> k =
         layers::device::CudaDeviceKernels::Create(gpu, nullptr, precision);
     if (!k.ok()) {
-      return absl::Status(k.status().code(),
-                          absl::StrCat("--device cuda: ", k.status().message()));
+      return absl::Status(k.status().code(), absl::StrCat("--device cuda: ", k.status().message()));
     }
     return std::unique_ptr<layers::device::DeviceKernels>(std::move(*k));
   }
@@ -69,8 +67,8 @@ absl::StatusOr<std::unique_ptr<layers::device::DeviceKernels>> MakeDeviceKernels
       std::make_unique<layers::device::CpuDeviceKernels>(ctx));
 }
 
-absl::StatusOr<kernels::CudaGraphConfig> CudaGraphConfigFor(const MegatronArgs& a,
-                                                            Device device, std::string* notice) {
+absl::StatusOr<kernels::CudaGraphConfig> CudaGraphConfigFor(const MegatronArgs& a, Device device,
+                                                            std::string* notice) {
   kernels::CudaGraphFlagValues v;
   v.cuda_graph_impl = a.cuda_graph_impl;
   v.cuda_graph_scope = a.cuda_graph_scope;
@@ -78,8 +76,8 @@ absl::StatusOr<kernels::CudaGraphConfig> CudaGraphConfigFor(const MegatronArgs& 
   v.enable_cuda_graph = a.enable_cuda_graph;
   v.external_cuda_graph = a.external_cuda_graph;
   v.no_cuda_graph = a.no_cuda_graph;
-  const bool given = a.cuda_graph_impl || a.enable_cuda_graph || a.external_cuda_graph ||
-                     a.no_cuda_graph;
+  const bool given =
+      a.cuda_graph_impl || a.enable_cuda_graph || a.external_cuda_graph || a.no_cuda_graph;
   if (!given && device == Device::kCuda) v.cuda_graph_impl = "local";
   absl::StatusOr<kernels::CudaGraphConfig> config = kernels::ParseCudaGraphFlags(v);
   if (!config.ok()) return config.status();
@@ -93,21 +91,18 @@ absl::StatusOr<kernels::CudaGraphConfig> CudaGraphConfigFor(const MegatronArgs& 
     config->mode = kernels::CudaGraphMode::kNone;
   } else if (config->mode == kernels::CudaGraphMode::kNone) {
     what = "CUDA graphs: off (every op segment runs eagerly)";
-  } else if (a.hidden_dropout > 0.0 || a.attention_dropout > 0.0) {
-    what = absl::StrCat("CUDA graphs: not for this run: with dropout (--hidden-dropout ",
-                        a.hidden_dropout, ", --attention-dropout ", a.attention_dropout,
-                        ") every op runs eagerly, because the dropout RNG keys are kernel "
-                        "arguments a graph would freeze; set both to 0 to capture");
   } else {
-    what = absl::StrCat("CUDA graphs: each op segment (F, B, W per micro-batch slot and shape) "
-                        "captured after ", config->warmup_steps, " eager run(s) and replayed",
-                        given ? "" : " (the default with --device cuda; --no-cuda-graph turns "
-                                     "it off)");
+    what = absl::StrCat(
+        "CUDA graphs: each op segment (F, B, W per micro-batch slot and shape) "
+        "captured after ",
+        config->warmup_steps, " eager run(s) and replayed",
+        given ? ""
+              : " (the default with --device cuda; --no-cuda-graph turns "
+                "it off)");
   }
   if (!config->note.empty() && !what.empty()) what = absl::StrCat(what, " [", config->note, "]");
   if (notice != nullptr) *notice = what;
   return config;
 }
-
 
 }  // namespace mxmaca::api

@@ -52,10 +52,9 @@ absl::StatusOr<std::unique_ptr<layers::device::DeviceKernels>> MakeDeviceKernels
 // graphs are ON (mode local): each op segment is captured after its warm-up runs
 // (MXMACA's default; Megatron's --cuda-graph-impl defaults to none). The other devices
 // run eagerly; asking them for graphs adds a notice saying so. `notice` gets the
-// one-line summary to print (saying so when dropout keeps this run's stages eager).
-// Errors: the parser's (conflicting flags, bad values).
-absl::StatusOr<kernels::CudaGraphConfig> CudaGraphConfigFor(const MegatronArgs& args,
-                                                            Device device, std::string* notice);
+// one-line summary to print. Errors: the parser's (conflicting flags, bad values).
+absl::StatusOr<kernels::CudaGraphConfig> CudaGraphConfigFor(const MegatronArgs& args, Device device,
+                                                            std::string* notice);
 
 }  // namespace mxmaca::api
 

@@ -58,7 +58,7 @@ absl::Status BuildDeviceRank(const layers::GptConfig& model,
     sr->optimizers.push_back(
         std::make_shared<layers::AdamWOptimizer>(options.adam, std::move(tensors)));
     sr->buckets.push_back(std::move(buckets));
-    if (graphs && stage->graph_safe()) {
+    if (graphs) {
       MXMACA_ASSIGN_OR_RETURN(layers::device::SegmentRunner runner,
                               layers::device::MakeCudaGraphRunner(
                                   graphs, kernels.get(), static_cast<int>(chunks.size())));

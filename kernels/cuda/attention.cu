@@ -87,9 +87,10 @@ __device__ __forceinline__ int64_t KeyLo(const int32_t* doc_start, int64_t b, in
 // One block per query row (b, h, i): masked softmax of the scores in place (probs), and
 // the dropped probabilities into `dropped` when dropout_p > 0.
 __global__ void SoftmaxForwardKernel(AttentionShape sh, const int32_t* doc_start,
-                                     float dropout_p, float drop_scale, uint64_t seed,
-                                     uint64_t stream, float* probs, float* dropped) {
+                                     float dropout_p, float drop_scale,
+                                     internal::RngKeyArg key, float* probs, float* dropped) {
   __shared__ float scratch[32];
+  const uint64_t seed = key.Seed(), stream = key.Stream();
   const int64_t row = blockIdx.x;  // ((b * NH + h) * S + i)
   const int64_t S = sh.s, i = row % S, b = row / (sh.heads * S);
   const int64_t lo = KeyLo(doc_start, b, S, i);
@@ -113,8 +114,9 @@ __global__ void SoftmaxForwardKernel(AttentionShape sh, const int32_t* doc_start
 
 // dropped = dropout(probs) with the forward's mask (for the dv GEMM).
 __global__ void DropProbsKernel(int64_t total, const float* probs, float dropout_p,
-                                float drop_scale, uint64_t seed, uint64_t stream,
+                                float drop_scale, internal::RngKeyArg key,
                                 float* dropped) {
+  const uint64_t seed = key.Seed(), stream = key.Stream();
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
        idx < total; idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const bool keep = internal::UniformAt(seed, stream, static_cast<uint64_t>(idx)) >= dropout_p;
@@ -126,8 +128,9 @@ __global__ void DropProbsKernel(int64_t total, const float* probs, float dropout
 // dP = dropout mask applied to dout @ v^T when dropout_p > 0.
 __global__ void SoftmaxBackwardKernel(AttentionShape sh, const int32_t* doc_start,
                                       const float* probs, float dropout_p, float drop_scale,
-                                      uint64_t seed, uint64_t stream, float* dp) {
+                                      internal::RngKeyArg key, float* dp) {
   __shared__ float scratch[32];
+  const uint64_t seed = key.Seed(), stream = key.Stream();
   const int64_t row = blockIdx.x;
   const int64_t S = sh.s, i = row % S, b = row / (sh.heads * S);
   const int64_t lo = KeyLo(doc_start, b, S, i);
@@ -192,11 +195,13 @@ CudaStatus TokensToHeads(const ExecContext& ctx, const AttentionShape& sh, const
   return CudaStatus();
 }
 
-CudaStatus AttentionForward(const ExecContext& ctx, GemmHandle& gemm,
-                            const AttentionShape& sh, const float* q, const float* k,
-                            const float* v, const int32_t* doc_start, float softmax_scale,
-                            float dropout_p, RngKey key, float* probs, float* o,
-                            float* scratch) {
+namespace {
+
+CudaStatus AttentionForwardImpl(const ExecContext& ctx, GemmHandle& gemm,
+                                const AttentionShape& sh, const float* q, const float* k,
+                                const float* v, const int32_t* doc_start, float softmax_scale,
+                                float dropout_p, internal::RngKeyArg key, float* probs,
+                                float* o, float* scratch) {
   MXMACA_RETURN_IF_CUDA_ERROR(CheckShape(sh));
   MXMACA_CUDA_REQUIRE(dropout_p >= 0.0f && dropout_p < 1.0f,
                       "AttentionForward: dropout_p must be in [0, 1)");
@@ -211,8 +216,8 @@ CudaStatus AttentionForward(const ExecContext& ctx, GemmHandle& gemm,
   float* dropped = dropout_p > 0.0f ? scratch : nullptr;
   SoftmaxForwardKernel<<<static_cast<unsigned>(sh.b * sh.heads * S), kThreads, 0,
                          StreamOf(ctx)>>>(sh, doc_start, dropout_p,
-                                          1.0f / (1.0f - dropout_p), key.seed, key.stream,
-                                          probs, dropped);
+                                          1.0f / (1.0f - dropout_p), key, probs,
+                                          dropped);
   MXMACA_CUDA_CHECK_LAUNCH();
   // o_g [HPG*S, D] = P_g [HPG*S, S] . v_g [S, D].
   const float* pv = dropped != nullptr ? dropped : probs;
@@ -222,12 +227,12 @@ CudaStatus AttentionForward(const ExecContext& ctx, GemmHandle& gemm,
   return CudaStatus();
 }
 
-CudaStatus AttentionBackward(const ExecContext& ctx, GemmHandle& gemm,
-                             const AttentionShape& sh, const float* q, const float* k,
-                             const float* v, const float* probs, const int32_t* doc_start,
-                             float softmax_scale, float dropout_p, RngKey key,
-                             const float* dout, float* dq, float* dk, float* dv,
-                             float* scratch) {
+CudaStatus AttentionBackwardImpl(const ExecContext& ctx, GemmHandle& gemm,
+                                 const AttentionShape& sh, const float* q, const float* k,
+                                 const float* v, const float* probs, const int32_t* doc_start,
+                                 float softmax_scale, float dropout_p, internal::RngKeyArg key,
+                                 const float* dout, float* dq, float* dk, float* dv,
+                                 float* scratch) {
   MXMACA_RETURN_IF_CUDA_ERROR(CheckShape(sh));
   MXMACA_CUDA_REQUIRE(dropout_p >= 0.0f && dropout_p < 1.0f,
                       "AttentionBackward: dropout_p must be in [0, 1)");
@@ -241,7 +246,7 @@ CudaStatus AttentionBackward(const ExecContext& ctx, GemmHandle& gemm,
   if (dropout_p > 0.0f) {
     const int64_t total = sh.b * sh.heads * S * S;
     DropProbsKernel<<<internal::GridFor(total, kThreads), kThreads, 0, StreamOf(ctx)>>>(
-        total, probs, dropout_p, drop_scale, key.seed, key.stream, scratch);
+        total, probs, dropout_p, drop_scale, key, scratch);
     MXMACA_CUDA_CHECK_LAUNCH();
     pd = scratch;
   }
@@ -254,7 +259,7 @@ CudaStatus AttentionBackward(const ExecContext& ctx, GemmHandle& gemm,
                                                  scratch, S, rows * S, batch));
   SoftmaxBackwardKernel<<<static_cast<unsigned>(sh.b * sh.heads * S), kThreads, 0,
                           StreamOf(ctx)>>>(sh, doc_start, probs, dropout_p, drop_scale,
-                                           key.seed, key.stream, scratch);
+                                           key, scratch);
   MXMACA_CUDA_CHECK_LAUNCH();
   // dq_g = scale * dS_g [HPG*S, S] . k_g [S, D]; dk_g = scale * dS_g^T . q_g.
   MXMACA_RETURN_IF_CUDA_ERROR(GemmStridedBatched(ctx, gemm, false, false, rows, D, S,
@@ -264,6 +269,51 @@ CudaStatus AttentionBackward(const ExecContext& ctx, GemmHandle& gemm,
                                                  softmax_scale, scratch, S, rows * S, q, D,
                                                  rows * D, 0.0f, dk, D, S * D, batch));
   return CudaStatus();
+}
+
+}  // namespace
+
+CudaStatus AttentionForward(const ExecContext& ctx, GemmHandle& gemm,
+                            const AttentionShape& sh, const float* q, const float* k,
+                            const float* v, const int32_t* doc_start, float softmax_scale,
+                            float dropout_p, RngKey key, float* probs, float* o,
+                            float* scratch) {
+  return AttentionForwardImpl(ctx, gemm, sh, q, k, v, doc_start, softmax_scale, dropout_p,
+                              internal::ByValue(key), probs, o, scratch);
+}
+
+CudaStatus AttentionForward(const ExecContext& ctx, GemmHandle& gemm,
+                            const AttentionShape& sh, const float* q, const float* k,
+                            const float* v, const int32_t* doc_start, float softmax_scale,
+                            float dropout_p, const RngKey* device_key, float* probs, float* o,
+                            float* scratch) {
+  MXMACA_CUDA_REQUIRE(dropout_p == 0.0f || device_key != nullptr,
+                      "AttentionForward: no device key");
+  return AttentionForwardImpl(ctx, gemm, sh, q, k, v, doc_start, softmax_scale, dropout_p,
+                              internal::ByPointer(device_key), probs, o, scratch);
+}
+
+CudaStatus AttentionBackward(const ExecContext& ctx, GemmHandle& gemm,
+                             const AttentionShape& sh, const float* q, const float* k,
+                             const float* v, const float* probs, const int32_t* doc_start,
+                             float softmax_scale, float dropout_p, RngKey key,
+                             const float* dout, float* dq, float* dk, float* dv,
+                             float* scratch) {
+  return AttentionBackwardImpl(ctx, gemm, sh, q, k, v, probs, doc_start, softmax_scale,
+                               dropout_p, internal::ByValue(key), dout, dq, dk, dv, scratch);
+}
+
+CudaStatus AttentionBackward(const ExecContext& ctx, GemmHandle& gemm,
+                             const AttentionShape& sh, const float* q, const float* k,
+                             const float* v, const float* probs, const int32_t* doc_start,
+                             float softmax_scale, float dropout_p, const RngKey* device_key,
+                             const float* dout, float* dq, float* dk, float* dv,
+                             float* scratch) {
+  MXMACA_CUDA_REQUIRE(dropout_p == 0.0f || device_key != nullptr,
+                      "AttentionBackward: no device key");
+  return AttentionBackwardImpl(ctx, gemm, sh, q, k, v, probs, doc_start, softmax_scale,
+                               dropout_p, internal::ByPointer(device_key), dout, dq, dk, dv,
+                               scratch);
 }
 
 }  // namespace mxmaca::kernels::cuda

@@ -68,6 +68,21 @@ CudaStatus AttentionBackward(const ExecContext& ctx, GemmHandle& gemm,
                              const float* dout, float* dq, float* dk, float* dv,
                              float* scratch);
 
+// AttentionForward / AttentionBackward with the dropout key in DEVICE memory (read when the
+// kernels run; see elementwise.h): graph-capturable with per-micro-batch keys. device_key
+// may be null only when dropout_p == 0.
+CudaStatus AttentionForward(const ExecContext& ctx, GemmHandle& gemm,
+                            const AttentionShape& shape, const float* q, const float* k,
+                            const float* v, const int32_t* doc_start, float softmax_scale,
+                            float dropout_p, const RngKey* device_key, float* probs, float* o,
+                            float* scratch);
+CudaStatus AttentionBackward(const ExecContext& ctx, GemmHandle& gemm,
+                             const AttentionShape& shape, const float* q, const float* k,
+                             const float* v, const float* probs, const int32_t* doc_start,
+                             float softmax_scale, float dropout_p, const RngKey* device_key,
+                             const float* dout, float* dq, float* dk, float* dv,
+                             float* scratch);
+
 }  // namespace mxmaca::kernels::cuda
 
 #endif  // MXMACA_KERNELS_CUDA_ATTENTION_H_

@@ -112,6 +112,21 @@ __global__ void ColumnSumKernel(int64_t rows, int64_t cols, F f, float* out) {
 inline dim3 ColumnSumGrid(int64_t cols) { return dim3(static_cast<unsigned>((cols + 31) / 32)); }
 inline dim3 ColumnSumBlock() { return dim3(32, 32); }
 
+// RngKeyArg: a dropout key handed to a kernel by value, or through a DEVICE pointer that
+// the kernel reads when it runs — so a captured CUDA graph replays with the key the
+// pointer holds at replay time (layers/device uploads each micro-batch's keys before its
+// segment). Seed() / Stream() resolve it in device code.
+struct RngKeyArg {
+  uint64_t seed = 0, stream = 0;
+  const RngKey* device = nullptr;
+  __device__ __forceinline__ uint64_t Seed() const { return device ? device->seed : seed; }
+  __device__ __forceinline__ uint64_t Stream() const {
+    return device ? device->stream : stream;
+  }
+};
+inline RngKeyArg ByValue(RngKey key) { return RngKeyArg{key.seed, key.stream, nullptr}; }
+inline RngKeyArg ByPointer(const RngKey* key) { return RngKeyArg{0, 0, key}; }
+
 }  // namespace mxmaca::kernels::cuda::internal
 
 #endif  // MXMACA_KERNELS_CUDA_DEVICE_UTIL_CUH_

@@ -161,23 +161,43 @@ CudaStatus SwigluBackward(const ExecContext& ctx, const float* x, const float* d
   });
 }
 
-CudaStatus DropoutForward(const ExecContext& ctx, const float* x, float* y, int64_t n,
-                          float p, RngKey key, int64_t index_offset) {
+namespace {
+
+CudaStatus Dropout(const ExecContext& ctx, const float* x, float* y, int64_t n, float p,
+                   internal::RngKeyArg key, int64_t index_offset) {
   MXMACA_CUDA_REQUIRE(p >= 0.0f && p < 1.0f,
                       "DropoutForward: p must be in [0, 1), got " + std::to_string(p));
   const float s = 1.0f / (1.0f - p);
-  const uint64_t seed = key.seed, stream = key.stream;
   if (p == 0.0f) return LaunchMap(ctx, n, [=] __device__(int64_t i) { y[i] = x[i]; });
   return LaunchMap(ctx, n, [=] __device__(int64_t i) {
-    const bool keep =
-        internal::UniformAt(seed, stream, static_cast<uint64_t>(index_offset + i)) >= p;
+    const bool keep = internal::UniformAt(key.Seed(), key.Stream(),
+                                          static_cast<uint64_t>(index_offset + i)) >= p;
     y[i] = keep ? x[i] * s : 0.0f;
   });
 }
 
+}  // namespace
+
+CudaStatus DropoutForward(const ExecContext& ctx, const float* x, float* y, int64_t n,
+                          float p, RngKey key, int64_t index_offset) {
+  return Dropout(ctx, x, y, n, p, internal::ByValue(key), index_offset);
+}
+
 CudaStatus DropoutBackward(const ExecContext& ctx, const float* dy, float* dx, int64_t n,
                            float p, RngKey key, int64_t index_offset) {
-  return DropoutForward(ctx, dy, dx, n, p, key, index_offset);
+  return Dropout(ctx, dy, dx, n, p, internal::ByValue(key), index_offset);
+}
+
+CudaStatus DropoutForward(const ExecContext& ctx, const float* x, float* y, int64_t n,
+                          float p, const RngKey* device_key, int64_t index_offset) {
+  MXMACA_CUDA_REQUIRE(p == 0.0f || device_key != nullptr, "DropoutForward: no device key");
+  return Dropout(ctx, x, y, n, p, internal::ByPointer(device_key), index_offset);
+}
+
+CudaStatus DropoutBackward(const ExecContext& ctx, const float* dy, float* dx, int64_t n,
+                           float p, const RngKey* device_key, int64_t index_offset) {
+  MXMACA_CUDA_REQUIRE(p == 0.0f || device_key != nullptr, "DropoutBackward: no device key");
+  return Dropout(ctx, dy, dx, n, p, internal::ByPointer(device_key), index_offset);
 }
 
 }  // namespace mxmaca::kernels::cuda

@@ -78,6 +78,15 @@ CudaStatus DropoutForward(const ExecContext& ctx, const float* x, float* y, int6
 CudaStatus DropoutBackward(const ExecContext& ctx, const float* dy, float* dx, int64_t n,
                            float p, RngKey key, int64_t index_offset);
 
+// DropoutForward / DropoutBackward with the key in DEVICE memory (`device_key`, read when
+// the kernel runs): the same masks as the by-value calls, and a CUDA graph captured with
+// them replays with whatever key the buffer holds then (layers/device uploads each
+// micro-batch's keys before its segment). device_key may be null only when p == 0.
+CudaStatus DropoutForward(const ExecContext& ctx, const float* x, float* y, int64_t n,
+                          float p, const RngKey* device_key, int64_t index_offset);
+CudaStatus DropoutBackward(const ExecContext& ctx, const float* dy, float* dx, int64_t n,
+                           float p, const RngKey* device_key, int64_t index_offset);
+
 }  // namespace mxmaca::kernels::cuda
 
 #endif  // MXMACA_KERNELS_CUDA_ELEMENTWISE_H_

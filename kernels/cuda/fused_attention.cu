@@ -70,7 +70,16 @@ __device__ __forceinline__ float HalfWarpSum(float v) {
 struct DropParams {
   float p, scale;
   uint64_t seed, stream;
+  const RngKey* device = nullptr;  // when set, the key is read from here as the kernel starts
 };
+
+// ResolveKey: a kernel's first statement: the key from device memory (internal::RngKeyArg).
+__device__ __forceinline__ void ResolveKey(DropParams& dp) {
+  if (dp.device != nullptr) {
+    dp.seed = dp.device->seed;
+    dp.stream = dp.device->stream;
+  }
+}
 
 __device__ __forceinline__ bool Keep(const DropParams& dp, int64_t index) {
   return dp.p <= 0.0f ||
@@ -82,6 +91,7 @@ __global__ void __launch_bounds__(kThreads)
     FusedForwardKernel(AttentionShape sh, const float* q, const float* k, const float* v,
                        const int32_t* doc_start, float scale, DropParams drop, float* o,
                        float* lse) {
+  ResolveKey(drop);
   constexpr int kLd = D + 1, kCols = D / 16;
   extern __shared__ float smem[];
   float* qs = smem;               // [kBr][kLd]
@@ -224,6 +234,7 @@ __global__ void __launch_bounds__(kThreads)
                           const float* dout, const float* lse, const float* delta,
                           const int32_t* doc_start, float scale, DropParams drop, float* dk,
                           float* dv) {
+  ResolveKey(drop);
   constexpr int kLd = D + 1, kCols = D / 16;
   extern __shared__ float smem[];
   float* ks = smem;               // [kBc][kLd]
@@ -298,6 +309,7 @@ __global__ void __launch_bounds__(kThreads)
     FusedBackwardQKernel(AttentionShape sh, const float* q, const float* k, const float* v,
                          const float* dout, const float* lse, const float* delta,
                          const int32_t* doc_start, float scale, DropParams drop, float* dq) {
+  ResolveKey(drop);
   constexpr int kLd = D + 1, kCols = D / 16;
   extern __shared__ float smem[];
   float* qs = smem;               // [kBr][kLd]
@@ -377,7 +389,10 @@ CudaStatus CheckArgs(const AttentionShape& sh, float dropout_p, const char* op) 
 }
 
 DropParams MakeDrop(float p, RngKey key) {
-  return DropParams{p, p > 0.0f ? 1.0f / (1.0f - p) : 1.0f, key.seed, key.stream};
+  return DropParams{p, p > 0.0f ? 1.0f / (1.0f - p) : 1.0f, key.seed, key.stream, nullptr};
+}
+DropParams MakeDrop(float p, const RngKey* device_key) {
+  return DropParams{p, p > 0.0f ? 1.0f / (1.0f - p) : 1.0f, 0, 0, device_key};
 }
 
 template <int D>
@@ -452,6 +467,43 @@ CudaStatus FusedAttentionBackward(const ExecContext& ctx, const AttentionShape& 
                                   float* delta) {
   MXMACA_RETURN_IF_CUDA_ERROR(CheckArgs(sh, dropout_p, "FusedAttentionBackward"));
   const DropParams drop = MakeDrop(dropout_p, key);
+  switch (sh.head_dim) {
+    case 32:
+      return Backward<32>(ctx, sh, q, k, v, o, lse, doc_start, softmax_scale, drop, dout, dq,
+                          dk, dv, delta);
+    case 64:
+      return Backward<64>(ctx, sh, q, k, v, o, lse, doc_start, softmax_scale, drop, dout, dq,
+                          dk, dv, delta);
+    default:
+      return Backward<128>(ctx, sh, q, k, v, o, lse, doc_start, softmax_scale, drop, dout, dq,
+                           dk, dv, delta);
+  }
+}
+
+CudaStatus FusedAttentionForward(const ExecContext& ctx, const AttentionShape& sh,
+                                 const float* q, const float* k, const float* v,
+                                 const int32_t* doc_start, float softmax_scale,
+                                 float dropout_p, const RngKey* device_key, float* o,
+                                 float* lse) {
+  MXMACA_RETURN_IF_CUDA_ERROR(CheckArgs(sh, dropout_p, "FusedAttentionForward"));
+  MXMACA_CUDA_REQUIRE(dropout_p == 0.0f || device_key != nullptr, "no device key");
+  const DropParams drop = MakeDrop(dropout_p, device_key);
+  switch (sh.head_dim) {
+    case 32: return Forward<32>(ctx, sh, q, k, v, doc_start, softmax_scale, drop, o, lse);
+    case 64: return Forward<64>(ctx, sh, q, k, v, doc_start, softmax_scale, drop, o, lse);
+    default: return Forward<128>(ctx, sh, q, k, v, doc_start, softmax_scale, drop, o, lse);
+  }
+}
+
+CudaStatus FusedAttentionBackward(const ExecContext& ctx, const AttentionShape& sh,
+                                  const float* q, const float* k, const float* v,
+                                  const float* o, const float* lse, const int32_t* doc_start,
+                                  float softmax_scale, float dropout_p, const RngKey* device_key,
+                                  const float* dout, float* dq, float* dk, float* dv,
+                                  float* delta) {
+  MXMACA_RETURN_IF_CUDA_ERROR(CheckArgs(sh, dropout_p, "FusedAttentionBackward"));
+  MXMACA_CUDA_REQUIRE(dropout_p == 0.0f || device_key != nullptr, "no device key");
+  const DropParams drop = MakeDrop(dropout_p, device_key);
   switch (sh.head_dim) {
     case 32:
       return Backward<32>(ctx, sh, q, k, v, o, lse, doc_start, softmax_scale, drop, dout, dq,

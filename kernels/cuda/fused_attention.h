@@ -41,6 +41,19 @@ CudaStatus FusedAttentionBackward(const ExecContext& ctx, const AttentionShape& 
                                   const float* dout, float* dq, float* dk, float* dv,
                                   float* delta);
 
+// FusedAttentionForward / FusedAttentionBackward with the dropout key in DEVICE memory (read
+// as each kernel starts; see elementwise.h). device_key may be null only when dropout_p == 0.
+CudaStatus FusedAttentionForward(const ExecContext& ctx, const AttentionShape& shape,
+                                 const float* q, const float* k, const float* v,
+                                 const int32_t* doc_start, float softmax_scale,
+                                 float dropout_p, const RngKey* device_key, float* o, float* lse);
+CudaStatus FusedAttentionBackward(const ExecContext& ctx, const AttentionShape& shape,
+                                  const float* q, const float* k, const float* v,
+                                  const float* o, const float* lse, const int32_t* doc_start,
+                                  float softmax_scale, float dropout_p, const RngKey* device_key,
+                                  const float* dout, float* dq, float* dk, float* dv,
+                                  float* delta);
+
 }  // namespace mxmaca::kernels::cuda
 
 #endif  // MXMACA_KERNELS_CUDA_FUSED_ATTENTION_H_

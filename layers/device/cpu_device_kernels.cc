@@ -20,6 +20,11 @@
 namespace mxmaca::layers::device {
 namespace {
 
+// KeyOf: the key the "device" (host) pointer holds; a zero key when null (p == 0: unused).
+kernels::RngKey KeyOf(const kernels::RngKey* key) {
+  return key != nullptr ? *key : kernels::RngKey{};
+}
+
 namespace cpu = ::mxmaca::kernels::cpu;
 
 constexpr int64_t kAlignment = 256;
@@ -51,8 +56,8 @@ absl::StatusOr<void*> CpuDeviceKernels::Allocate(int64_t bytes) {
   const int64_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* p = std::aligned_alloc(kAlignment, static_cast<size_t>(rounded));
   if (p == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "cpu Allocate: out of host memory allocating ", bytes, " bytes (aligned_alloc failed)"));
+    return absl::ResourceExhaustedError(absl::StrCat("cpu Allocate: out of host memory allocating ",
+                                                     bytes, " bytes (aligned_alloc failed)"));
   }
   return p;
 }
@@ -85,10 +90,9 @@ absl::Status CpuDeviceKernels::Zero(void* ptr, int64_t bytes) {
 
 // ---- matrix products ----
 
-absl::Status CpuDeviceKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
-                                    int64_t k, float alpha, const float* a, int64_t lda,
-                                    const float* b, int64_t ldb, float beta, float* c,
-                                    int64_t ldc) {
+absl::Status CpuDeviceKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                                    float alpha, const float* a, int64_t lda, const float* b,
+                                    int64_t ldb, float beta, float* c, int64_t ldc) {
   MXMACA_RETURN_IF_ERROR(CheckGemmArgs(trans_a, trans_b, m, n, k, lda, ldb, ldc));
   cpu::Gemm(ctx_, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   return absl::OkStatus();
@@ -96,15 +100,13 @@ absl::Status CpuDeviceKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64
 
 // ---- elementwise ----
 
-absl::Status CpuDeviceKernels::AddBias(float* y, const float* bias, int64_t rows,
-                                       int64_t cols) {
+absl::Status CpuDeviceKernels::AddBias(float* y, const float* bias, int64_t rows, int64_t cols) {
   MXMACA_RETURN_IF_ERROR(CheckSizes("AddBias", {{"rows", rows}, {"cols", cols}}));
   cpu::AddBias(ctx_, y, bias, rows, cols);
   return absl::OkStatus();
 }
 
-absl::Status CpuDeviceKernels::BiasGrad(const float* dy, int64_t rows, int64_t cols,
-                                        float* dbias) {
+absl::Status CpuDeviceKernels::BiasGrad(const float* dy, int64_t rows, int64_t cols, float* dbias) {
   MXMACA_RETURN_IF_ERROR(CheckSizes("BiasGrad", {{"rows", rows}, {"cols", cols}}));
   if (cols > 0) std::memset(dbias, 0, static_cast<size_t>(cols) * sizeof(float));
   cpu::BiasGrad(ctx_, dy, rows, cols, dbias);
@@ -135,8 +137,7 @@ absl::Status CpuDeviceKernels::GeluForward(const float* x, float* y, int64_t n) 
   return absl::OkStatus();
 }
 
-absl::Status CpuDeviceKernels::GeluBackward(const float* x, const float* dy, float* dx,
-                                            int64_t n) {
+absl::Status CpuDeviceKernels::GeluBackward(const float* x, const float* dy, float* dx, int64_t n) {
   MXMACA_RETURN_IF_ERROR(CheckSizes("GeluBackward", {{"n", n}}));
   cpu::GeluBackward(ctx_, x, dy, dx, n);
   return absl::OkStatus();
@@ -155,8 +156,7 @@ absl::Status CpuDeviceKernels::GeluTanhBackward(const float* x, const float* dy,
   return absl::OkStatus();
 }
 
-absl::Status CpuDeviceKernels::SwigluForward(const float* x, float* y, int64_t rows,
-                                             int64_t f) {
+absl::Status CpuDeviceKernels::SwigluForward(const float* x, float* y, int64_t rows, int64_t f) {
   MXMACA_RETURN_IF_ERROR(CheckSizes("SwigluForward", {{"rows", rows}, {"f", f}}));
   cpu::SwigluForward(ctx_, x, y, rows, f);
   return absl::OkStatus();
@@ -170,29 +170,26 @@ absl::Status CpuDeviceKernels::SwigluBackward(const float* x, const float* dy, f
 }
 
 absl::Status CpuDeviceKernels::DropoutForward(const float* x, float* y, int64_t n, float p,
-                                              kernels::RngKey key, int64_t index_offset) {
-  MXMACA_RETURN_IF_ERROR(
-      CheckSizes("DropoutForward", {{"n", n}, {"index_offset", index_offset}}));
+                                              const kernels::RngKey* key, int64_t index_offset) {
+  MXMACA_RETURN_IF_ERROR(CheckSizes("DropoutForward", {{"n", n}, {"index_offset", index_offset}}));
   MXMACA_RETURN_IF_ERROR(CheckDropoutP("DropoutForward", p));
-  cpu::DropoutForward(ctx_, x, y, n, p, key, index_offset);
+  cpu::DropoutForward(ctx_, x, y, n, p, KeyOf(key), index_offset);
   return absl::OkStatus();
 }
 
 absl::Status CpuDeviceKernels::DropoutBackward(const float* dy, float* dx, int64_t n, float p,
-                                               kernels::RngKey key, int64_t index_offset) {
-  MXMACA_RETURN_IF_ERROR(
-      CheckSizes("DropoutBackward", {{"n", n}, {"index_offset", index_offset}}));
+                                               const kernels::RngKey* key, int64_t index_offset) {
+  MXMACA_RETURN_IF_ERROR(CheckSizes("DropoutBackward", {{"n", n}, {"index_offset", index_offset}}));
   MXMACA_RETURN_IF_ERROR(CheckDropoutP("DropoutBackward", p));
-  cpu::DropoutBackward(ctx_, dy, dx, n, p, key, index_offset);
+  cpu::DropoutBackward(ctx_, dy, dx, n, p, KeyOf(key), index_offset);
   return absl::OkStatus();
 }
 
 // ---- norms ----
 
 absl::Status CpuDeviceKernels::LayerNormForward(const float* x, const float* gamma,
-                                                const float* beta, float eps, int64_t n,
-                                                int64_t h, float* y, float* mean,
-                                                float* rstd) {
+                                                const float* beta, float eps, int64_t n, int64_t h,
+                                                float* y, float* mean, float* rstd) {
   MXMACA_RETURN_IF_ERROR(CheckRows("LayerNormForward", n, h));
   cpu::LayerNormForward(ctx_, x, gamma, beta, eps, n, h, y, mean, rstd);
   return absl::OkStatus();
@@ -241,16 +238,15 @@ absl::Status CpuDeviceKernels::RmsNormBackwardWeight(const float* dy, const floa
 
 // ---- embedding ----
 
-absl::Status CpuDeviceKernels::EmbeddingForward(const int32_t* ids, int64_t n,
-                                                const float* table, int64_t h, float* out,
-                                                bool accumulate) {
+absl::Status CpuDeviceKernels::EmbeddingForward(const int32_t* ids, int64_t n, const float* table,
+                                                int64_t h, float* out, bool accumulate) {
   MXMACA_RETURN_IF_ERROR(CheckSizes("EmbeddingForward", {{"n", n}, {"h", h}}));
   cpu::EmbeddingForward(ctx_, ids, n, table, h, out, accumulate);
   return absl::OkStatus();
 }
 
-absl::Status CpuDeviceKernels::EmbeddingBackward(const int32_t* ids, int64_t n,
-                                                 const float* dout, int64_t h, float* dtable) {
+absl::Status CpuDeviceKernels::EmbeddingBackward(const int32_t* ids, int64_t n, const float* dout,
+                                                 int64_t h, float* dtable) {
   MXMACA_RETURN_IF_ERROR(CheckSizes("EmbeddingBackward", {{"n", n}, {"h", h}}));
   cpu::EmbeddingBackward(ctx_, ids, n, dout, h, dtable);
   return absl::OkStatus();
@@ -259,17 +255,16 @@ absl::Status CpuDeviceKernels::EmbeddingBackward(const int32_t* ids, int64_t n,
 // ---- cross-entropy ----
 
 absl::Status CpuDeviceKernels::CrossEntropyForward(const float* logits, const int32_t* targets,
-                                                   int64_t n, int64_t vp, int64_t v,
-                                                   float* loss, float* lse) {
+                                                   int64_t n, int64_t vp, int64_t v, float* loss,
+                                                   float* lse) {
   MXMACA_RETURN_IF_ERROR(CheckCrossEntropyArgs("CrossEntropyForward", n, vp, v));
   cpu::CrossEntropyForward(ctx_, logits, targets, n, vp, v, loss, lse);
   return absl::OkStatus();
 }
 
-absl::Status CpuDeviceKernels::CrossEntropyBackward(const float* logits,
-                                                    const int32_t* targets, const float* lse,
-                                                    const float* dloss, int64_t n, int64_t vp,
-                                                    int64_t v, float* dlogits) {
+absl::Status CpuDeviceKernels::CrossEntropyBackward(const float* logits, const int32_t* targets,
+                                                    const float* lse, const float* dloss, int64_t n,
+                                                    int64_t vp, int64_t v, float* dlogits) {
   MXMACA_RETURN_IF_ERROR(CheckCrossEntropyArgs("CrossEntropyBackward", n, vp, v));
   cpu::CrossEntropyBackward(ctx_, logits, targets, lse, dloss, n, vp, v, dlogits);
   return absl::OkStatus();
@@ -291,15 +286,13 @@ absl::Status CpuDeviceKernels::MergeQkvGrad(const AttentionDims& d, const float*
   return absl::OkStatus();
 }
 
-absl::Status CpuDeviceKernels::HeadsToTokens(const AttentionDims& d, const float* o,
-                                             float* out) {
+absl::Status CpuDeviceKernels::HeadsToTokens(const AttentionDims& d, const float* o, float* out) {
   MXMACA_RETURN_IF_ERROR(CheckAttentionDims("HeadsToTokens", d));
   cpu::HeadsToTokens(ctx_, ShapeOf(d), o, out);
   return absl::OkStatus();
 }
 
-absl::Status CpuDeviceKernels::TokensToHeads(const AttentionDims& d, const float* in,
-                                             float* o) {
+absl::Status CpuDeviceKernels::TokensToHeads(const AttentionDims& d, const float* in, float* o) {
   MXMACA_RETURN_IF_ERROR(CheckAttentionDims("TokensToHeads", d));
   cpu::TokensToHeads(ctx_, ShapeOf(d), in, o);
   return absl::OkStatus();
@@ -308,42 +301,41 @@ absl::Status CpuDeviceKernels::TokensToHeads(const AttentionDims& d, const float
 absl::Status CpuDeviceKernels::AttentionForward(const AttentionDims& d, const float* q,
                                                 const float* k, const float* v,
                                                 const int32_t* doc_start, float softmax_scale,
-                                                float dropout_p, kernels::RngKey key,
+                                                float dropout_p, const kernels::RngKey* key,
                                                 float* probs, float* o) {
   MXMACA_RETURN_IF_ERROR(CheckAttentionDims("AttentionForward", d));
   MXMACA_RETURN_IF_ERROR(CheckDropoutP("AttentionForward", dropout_p));
-  cpu::AttentionForward(ctx_, ShapeOf(d), q, k, v, doc_start, softmax_scale, dropout_p, key,
+  cpu::AttentionForward(ctx_, ShapeOf(d), q, k, v, doc_start, softmax_scale, dropout_p, KeyOf(key),
                         probs, o);
   return absl::OkStatus();
 }
 
 absl::Status CpuDeviceKernels::AttentionBackward(const AttentionDims& d, const float* q,
-                                                 const float* k, const float* v,
-                                                 const float* probs, const int32_t* doc_start,
-                                                 float softmax_scale, float dropout_p,
-                                                 kernels::RngKey key, const float* dout,
-                                                 float* dq, float* dk, float* dv) {
+                                                 const float* k, const float* v, const float* probs,
+                                                 const int32_t* doc_start, float softmax_scale,
+                                                 float dropout_p, const kernels::RngKey* key,
+                                                 const float* dout, float* dq, float* dk,
+                                                 float* dv) {
   MXMACA_RETURN_IF_ERROR(CheckAttentionDims("AttentionBackward", d));
   MXMACA_RETURN_IF_ERROR(CheckDropoutP("AttentionBackward", dropout_p));
-  cpu::AttentionBackward(ctx_, ShapeOf(d), q, k, v, probs, doc_start, softmax_scale,
-                         dropout_p, key, dout, dq, dk, dv);
+  cpu::AttentionBackward(ctx_, ShapeOf(d), q, k, v, probs, doc_start, softmax_scale, dropout_p,
+                         KeyOf(key), dout, dq, dk, dv);
   return absl::OkStatus();
 }
 
 absl::Status CpuDeviceKernels::FusedAttentionForward(const AttentionDims&, const float*,
-                                                     const float*, const float*,
-                                                     const int32_t*, float, float,
-                                                     kernels::RngKey, float*, float*) {
+                                                     const float*, const float*, const int32_t*,
+                                                     float, float, const kernels::RngKey*, float*,
+                                                     float*) {
   return absl::UnimplementedError(
       "FusedAttentionForward: there is no fused attention on the CPU backend (use "
       "AttentionForward with materialised probabilities)");
 }
 
 absl::Status CpuDeviceKernels::FusedAttentionBackward(const AttentionDims&, const float*,
-                                                      const float*, const float*,
-                                                      const float*, const float*,
-                                                      const int32_t*, float, float,
-                                                      kernels::RngKey, const float*, float*,
+                                                      const float*, const float*, const float*,
+                                                      const float*, const int32_t*, float, float,
+                                                      const kernels::RngKey*, const float*, float*,
                                                       float*, float*, float*) {
   return absl::UnimplementedError(
       "FusedAttentionBackward: there is no fused attention on the CPU backend (use "
@@ -352,17 +344,17 @@ absl::Status CpuDeviceKernels::FusedAttentionBackward(const AttentionDims&, cons
 
 // ---- rotary position embedding ----
 
-absl::Status CpuDeviceKernels::RopeForward(float* x, const int32_t* positions, int64_t b,
-                                           int64_t s, int64_t heads, int64_t d,
-                                           int64_t rotary_dim, float base) {
+absl::Status CpuDeviceKernels::RopeForward(float* x, const int32_t* positions, int64_t b, int64_t s,
+                                           int64_t heads, int64_t d, int64_t rotary_dim,
+                                           float base) {
   MXMACA_RETURN_IF_ERROR(CheckRopeArgs("RopeForward", b, s, heads, d, rotary_dim, base));
   cpu::RopeForward(ctx_, x, positions, b, s, heads, d, rotary_dim, base);
   return absl::OkStatus();
 }
 
 absl::Status CpuDeviceKernels::RopeBackward(float* dx, const int32_t* positions, int64_t b,
-                                            int64_t s, int64_t heads, int64_t d,
-                                            int64_t rotary_dim, float base) {
+                                            int64_t s, int64_t heads, int64_t d, int64_t rotary_dim,
+                                            float base) {
   MXMACA_RETURN_IF_ERROR(CheckRopeArgs("RopeBackward", b, s, heads, d, rotary_dim, base));
   cpu::RopeBackward(ctx_, dx, positions, b, s, heads, d, rotary_dim, base);
   return absl::OkStatus();
@@ -372,11 +364,10 @@ absl::Status CpuDeviceKernels::RopeBackward(float* dx, const int32_t* positions,
 
 absl::Status CpuDeviceKernels::AdamWStep(float* param, const float* grad, float* exp_avg,
                                          float* exp_avg_sq, int64_t n, float lr, float beta1,
-                                         float beta2, float eps, float weight_decay,
-                                         int64_t step) {
+                                         float beta2, float eps, float weight_decay, int64_t step) {
   MXMACA_RETURN_IF_ERROR(CheckAdamWArgs(n, step));
-  cpu::AdamWStep(ctx_, param, grad, exp_avg, exp_avg_sq, n, lr, beta1, beta2, eps,
-                 weight_decay, step);
+  cpu::AdamWStep(ctx_, param, grad, exp_avg, exp_avg_sq, n, lr, beta1, beta2, eps, weight_decay,
+                 step);
   return absl::OkStatus();
 }
 

@@ -49,8 +49,8 @@ class CpuDeviceKernels : public DeviceKernels {
   absl::Status Synchronize() override { return absl::OkStatus(); }
 
   absl::Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                    float* c, int64_t ldc) override;
+                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                    int64_t ldc) override;
 
   absl::Status AddBias(float* y, const float* bias, int64_t rows, int64_t cols) override;
   // BiasGrad: zeroes dbias, then kernels/cpu BiasGrad (which accumulates), so dbias =
@@ -62,32 +62,29 @@ class CpuDeviceKernels : public DeviceKernels {
   absl::Status GeluForward(const float* x, float* y, int64_t n) override;
   absl::Status GeluBackward(const float* x, const float* dy, float* dx, int64_t n) override;
   absl::Status GeluTanhForward(const float* x, float* y, int64_t n) override;
-  absl::Status GeluTanhBackward(const float* x, const float* dy, float* dx,
-                                int64_t n) override;
+  absl::Status GeluTanhBackward(const float* x, const float* dy, float* dx, int64_t n) override;
   absl::Status SwigluForward(const float* x, float* y, int64_t rows, int64_t f) override;
   absl::Status SwigluBackward(const float* x, const float* dy, float* dx, int64_t rows,
                               int64_t f) override;
   absl::Status DropoutForward(const float* x, float* y, int64_t n, float p,
-                              kernels::RngKey key, int64_t index_offset) override;
+                              const kernels::RngKey* key, int64_t index_offset) override;
   absl::Status DropoutBackward(const float* dy, float* dx, int64_t n, float p,
-                               kernels::RngKey key, int64_t index_offset) override;
+                               const kernels::RngKey* key, int64_t index_offset) override;
 
-  absl::Status LayerNormForward(const float* x, const float* gamma, const float* beta,
-                                float eps, int64_t n, int64_t h, float* y, float* mean,
-                                float* rstd) override;
+  absl::Status LayerNormForward(const float* x, const float* gamma, const float* beta, float eps,
+                                int64_t n, int64_t h, float* y, float* mean, float* rstd) override;
   absl::Status LayerNormBackwardInput(const float* dy, const float* x, const float* gamma,
-                                      const float* mean, const float* rstd, int64_t n,
-                                      int64_t h, float* dx) override;
+                                      const float* mean, const float* rstd, int64_t n, int64_t h,
+                                      float* dx) override;
   absl::Status LayerNormBackwardWeight(const float* dy, const float* x, const float* mean,
-                                       const float* rstd, int64_t n, int64_t h,
-                                       float* dgamma, float* dbeta) override;
-  absl::Status RmsNormForward(const float* x, const float* gamma, float eps, int64_t n,
-                              int64_t h, float* y, float* rstd) override;
+                                       const float* rstd, int64_t n, int64_t h, float* dgamma,
+                                       float* dbeta) override;
+  absl::Status RmsNormForward(const float* x, const float* gamma, float eps, int64_t n, int64_t h,
+                              float* y, float* rstd) override;
   absl::Status RmsNormBackwardInput(const float* dy, const float* x, const float* gamma,
-                                    const float* rstd, int64_t n, int64_t h,
-                                    float* dx) override;
-  absl::Status RmsNormBackwardWeight(const float* dy, const float* x, const float* rstd,
-                                     int64_t n, int64_t h, float* dgamma) override;
+                                    const float* rstd, int64_t n, int64_t h, float* dx) override;
+  absl::Status RmsNormBackwardWeight(const float* dy, const float* x, const float* rstd, int64_t n,
+                                     int64_t h, float* dgamma) override;
 
   absl::Status EmbeddingForward(const int32_t* ids, int64_t n, const float* table, int64_t h,
                                 float* out, bool accumulate) override;
@@ -96,9 +93,9 @@ class CpuDeviceKernels : public DeviceKernels {
 
   absl::Status CrossEntropyForward(const float* logits, const int32_t* targets, int64_t n,
                                    int64_t vp, int64_t v, float* loss, float* lse) override;
-  absl::Status CrossEntropyBackward(const float* logits, const int32_t* targets,
-                                    const float* lse, const float* dloss, int64_t n,
-                                    int64_t vp, int64_t v, float* dlogits) override;
+  absl::Status CrossEntropyBackward(const float* logits, const int32_t* targets, const float* lse,
+                                    const float* dloss, int64_t n, int64_t vp, int64_t v,
+                                    float* dlogits) override;
 
   absl::Status SplitQkv(const AttentionDims& d, const float* qkv, float* q, float* k,
                         float* v) override;
@@ -107,32 +104,30 @@ class CpuDeviceKernels : public DeviceKernels {
   absl::Status HeadsToTokens(const AttentionDims& d, const float* o, float* out) override;
   absl::Status TokensToHeads(const AttentionDims& d, const float* in, float* o) override;
   absl::Status AttentionForward(const AttentionDims& d, const float* q, const float* k,
-                                const float* v, const int32_t* doc_start,
-                                float softmax_scale, float dropout_p, kernels::RngKey key,
-                                float* probs, float* o) override;
+                                const float* v, const int32_t* doc_start, float softmax_scale,
+                                float dropout_p, const kernels::RngKey* key, float* probs,
+                                float* o) override;
   absl::Status AttentionBackward(const AttentionDims& d, const float* q, const float* k,
                                  const float* v, const float* probs, const int32_t* doc_start,
-                                 float softmax_scale, float dropout_p, kernels::RngKey key,
-                                 const float* dout, float* dq, float* dk,
-                                 float* dv) override;
+                                 float softmax_scale, float dropout_p, const kernels::RngKey* key,
+                                 const float* dout, float* dq, float* dk, float* dv) override;
   // FusedAttentionForward / FusedAttentionBackward: kUnimplemented (no fused attention on
   // the CPU backend).
   absl::Status FusedAttentionForward(const AttentionDims& d, const float* q, const float* k,
-                                     const float* v, const int32_t* doc_start,
-                                     float softmax_scale, float dropout_p,
-                                     kernels::RngKey key, float* o, float* lse) override;
+                                     const float* v, const int32_t* doc_start, float softmax_scale,
+                                     float dropout_p, const kernels::RngKey* key, float* o,
+                                     float* lse) override;
   absl::Status FusedAttentionBackward(const AttentionDims& d, const float* q, const float* k,
                                       const float* v, const float* o, const float* lse,
                                       const int32_t* doc_start, float softmax_scale,
-                                      float dropout_p, kernels::RngKey key, const float* dout,
-                                      float* dq, float* dk, float* dv, float* delta) override;
+                                      float dropout_p, const kernels::RngKey* key,
+                                      const float* dout, float* dq, float* dk, float* dv,
+                                      float* delta) override;
 
-  absl::Status RopeForward(float* x, const int32_t* positions, int64_t b, int64_t s,
-                           int64_t heads, int64_t d, int64_t rotary_dim,
-                           float base) override;
+  absl::Status RopeForward(float* x, const int32_t* positions, int64_t b, int64_t s, int64_t heads,
+                           int64_t d, int64_t rotary_dim, float base) override;
   absl::Status RopeBackward(float* dx, const int32_t* positions, int64_t b, int64_t s,
-                            int64_t heads, int64_t d, int64_t rotary_dim,
-                            float base) override;
+                            int64_t heads, int64_t d, int64_t rotary_dim, float base) override;
 
   absl::Status AdamWStep(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
                          int64_t n, float lr, float beta1, float beta2, float eps,

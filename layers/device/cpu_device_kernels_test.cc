@@ -6,7 +6,6 @@
 #include "layers/device/cpu_device_kernels.h"
 
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -107,8 +106,7 @@ TEST_CASE("memory: aligned allocation, copies round trip, Zero") {
   const auto huge = dk.Allocate(int64_t{1} << 62);
   CHECK(huge.status().code() == absl::StatusCode::kResourceExhausted);
   CHECK(huge.status().message().find("4611686018427387904 bytes") != std::string::npos);
-  CHECK(dk.CopyToHost(back.data(), host.data(), -1).code() ==
-        absl::StatusCode::kInvalidArgument);
+  CHECK(dk.CopyToHost(back.data(), host.data(), -1).code() == absl::StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("Gemm equals kernels/cpu Gemm bit for bit (both precisions, all transposes)") {
@@ -124,10 +122,9 @@ TEST_CASE("Gemm equals kernels/cpu Gemm bit for bit (both precisions, all transp
       const auto b = Random((tb ? n : k) * ldb, 20 + tr);
       const auto c0 = Random(m * ldc, 30 + tr);
       auto want = c0, got = c0;
-      cpu::Gemm(ctx, ta, tb, m, n, k, 0.75f, a.data(), lda, b.data(), ldb, 0.5f, want.data(),
-                ldc);
-      REQUIRE_OK(dk.Gemm(ta, tb, m, n, k, 0.75f, a.data(), lda, b.data(), ldb, 0.5f,
-                         got.data(), ldc));
+      cpu::Gemm(ctx, ta, tb, m, n, k, 0.75f, a.data(), lda, b.data(), ldb, 0.5f, want.data(), ldc);
+      REQUIRE_OK(
+          dk.Gemm(ta, tb, m, n, k, 0.75f, a.data(), lda, b.data(), ldb, 0.5f, got.data(), ldc));
       CHECK(SameBits(got, want));
     }
   }
@@ -204,12 +201,12 @@ TEST_CASE("elementwise calls equal kernels/cpu bit for bit") {
     const RngKey key{1234, kernels::MakeRngStream(3, 1, 7, 2)};
     std::vector<float> w(n), g(n);
     cpu::DropoutForward(ctx, x.data(), w.data(), n, 0.3f, key, 977);
-    REQUIRE_OK(dk.DropoutForward(x.data(), g.data(), n, 0.3f, key, 977));
+    REQUIRE_OK(dk.DropoutForward(x.data(), g.data(), n, 0.3f, &key, 977));
     CHECK(SameBits(g, w));
     cpu::DropoutBackward(ctx, dy.data(), w.data(), n, 0.3f, key, 977);
-    REQUIRE_OK(dk.DropoutBackward(dy.data(), g.data(), n, 0.3f, key, 977));
+    REQUIRE_OK(dk.DropoutBackward(dy.data(), g.data(), n, 0.3f, &key, 977));
     CHECK(SameBits(g, w));
-    CHECK(dk.DropoutForward(x.data(), g.data(), n, 1.0f, key, 0).code() ==
+    CHECK(dk.DropoutForward(x.data(), g.data(), n, 1.0f, &key, 0).code() ==
           absl::StatusCode::kInvalidArgument);
   }
   CHECK(dk.Add(x.data(), dy.data(), nullptr, -1).code() == absl::StatusCode::kInvalidArgument);
@@ -231,8 +228,8 @@ TEST_CASE("LayerNorm and RMSNorm equal kernels/cpu bit for bit") {
   CHECK(SameBits(gmean, wmean));
   CHECK(SameBits(grstd, wrstd));
   std::vector<float> wdx(n * h), gdx(n * h);
-  cpu::LayerNormBackwardInput(ctx, dy.data(), x.data(), gamma.data(), wmean.data(),
-                              wrstd.data(), n, h, wdx.data());
+  cpu::LayerNormBackwardInput(ctx, dy.data(), x.data(), gamma.data(), wmean.data(), wrstd.data(), n,
+                              h, wdx.data());
   REQUIRE_OK(dk.LayerNormBackwardInput(dy.data(), x.data(), gamma.data(), wmean.data(),
                                        wrstd.data(), n, h, gdx.data()));
   CHECK(SameBits(gdx, wdx));
@@ -248,10 +245,9 @@ TEST_CASE("LayerNorm and RMSNorm equal kernels/cpu bit for bit") {
   REQUIRE_OK(dk.RmsNormForward(x.data(), gamma.data(), 1e-6f, n, h, gy.data(), grstd.data()));
   CHECK(SameBits(gy, wy));
   CHECK(SameBits(grstd, wrstd));
-  cpu::RmsNormBackwardInput(ctx, dy.data(), x.data(), gamma.data(), wrstd.data(), n, h,
-                            wdx.data());
-  REQUIRE_OK(dk.RmsNormBackwardInput(dy.data(), x.data(), gamma.data(), wrstd.data(), n, h,
-                                     gdx.data()));
+  cpu::RmsNormBackwardInput(ctx, dy.data(), x.data(), gamma.data(), wrstd.data(), n, h, wdx.data());
+  REQUIRE_OK(
+      dk.RmsNormBackwardInput(dy.data(), x.data(), gamma.data(), wrstd.data(), n, h, gdx.data()));
   CHECK(SameBits(gdx, wdx));
   wdg = dgamma0;
   gdg = dgamma0;
@@ -284,20 +280,18 @@ TEST_CASE("embedding and cross-entropy equal kernels/cpu bit for bit") {
   auto targets = RandomInts(n, 7, 0, v - 1);
   targets[3] = -1;  // outside this shard: loss = lse
   std::vector<float> wl(n), gl(n), wlse(n), glse(n);
-  cpu::CrossEntropyForward(ctx, logits.data(), targets.data(), n, vp, v, wl.data(),
-                           wlse.data());
-  REQUIRE_OK(dk.CrossEntropyForward(logits.data(), targets.data(), n, vp, v, gl.data(),
-                                    glse.data()));
+  cpu::CrossEntropyForward(ctx, logits.data(), targets.data(), n, vp, v, wl.data(), wlse.data());
+  REQUIRE_OK(
+      dk.CrossEntropyForward(logits.data(), targets.data(), n, vp, v, gl.data(), glse.data()));
   CHECK(SameBits(gl, wl));
   CHECK(SameBits(glse, wlse));
   std::vector<float> wd(n * vp), gd(n * vp);
-  cpu::CrossEntropyBackward(ctx, logits.data(), targets.data(), wlse.data(), dloss.data(), n,
-                            vp, v, wd.data());
-  REQUIRE_OK(dk.CrossEntropyBackward(logits.data(), targets.data(), wlse.data(), dloss.data(),
-                                     n, vp, v, gd.data()));
+  cpu::CrossEntropyBackward(ctx, logits.data(), targets.data(), wlse.data(), dloss.data(), n, vp, v,
+                            wd.data());
+  REQUIRE_OK(dk.CrossEntropyBackward(logits.data(), targets.data(), wlse.data(), dloss.data(), n,
+                                     vp, v, gd.data()));
   CHECK(SameBits(gd, wd));
-  CHECK(dk.CrossEntropyForward(logits.data(), targets.data(), n, vp, vp + 1, gl.data(),
-                               glse.data())
+  CHECK(dk.CrossEntropyForward(logits.data(), targets.data(), n, vp, vp + 1, gl.data(), glse.data())
             .code() == absl::StatusCode::kInvalidArgument);
 }
 
@@ -338,36 +332,33 @@ TEST_CASE("attention calls equal kernels/cpu bit for bit; fused attention is uni
       std::vector<float> wp(np), gp(np), wo(nq), go(nq);
       cpu::AttentionForward(ctx, shape, wq.data(), wk.data(), wv.data(), docs, 0.3f, p, key,
                             wp.data(), wo.data());
-      REQUIRE_OK(dk.AttentionForward(d, wq.data(), wk.data(), wv.data(), docs, 0.3f, p, key,
+      REQUIRE_OK(dk.AttentionForward(d, wq.data(), wk.data(), wv.data(), docs, 0.3f, p, &key,
                                      gp.data(), go.data()));
       CHECK(SameBits(gp, wp));
       CHECK(SameBits(go, wo));
       const auto dout = Random(nq, 5);
       std::vector<float> wdq(nq), gdq(nq), wdk(nkv), gdk(nkv), wdv(nkv), gdv(nkv);
-      cpu::AttentionBackward(ctx, shape, wq.data(), wk.data(), wv.data(), wp.data(), docs, 0.3f,
-                             p, key, dout.data(), wdq.data(), wdk.data(), wdv.data());
-      REQUIRE_OK(dk.AttentionBackward(d, wq.data(), wk.data(), wv.data(), wp.data(), docs,
-                                      0.3f, p, key, dout.data(), gdq.data(), gdk.data(),
-                                      gdv.data()));
+      cpu::AttentionBackward(ctx, shape, wq.data(), wk.data(), wv.data(), wp.data(), docs, 0.3f, p,
+                             key, dout.data(), wdq.data(), wdk.data(), wdv.data());
+      REQUIRE_OK(dk.AttentionBackward(d, wq.data(), wk.data(), wv.data(), wp.data(), docs, 0.3f, p,
+                                      &key, dout.data(), gdq.data(), gdk.data(), gdv.data()));
       CHECK(SameBits(gdq, wdq));
       CHECK(SameBits(gdk, wdk));
       CHECK(SameBits(gdv, wdv));
     }
     std::vector<float> o(nq), lse(b * heads * s), delta(b * heads * s);
-    const absl::Status fwd = dk.FusedAttentionForward(d, wq.data(), wk.data(), wv.data(),
-                                                      nullptr, 0.3f, 0.0f, key, o.data(),
-                                                      lse.data());
+    const absl::Status fwd = dk.FusedAttentionForward(d, wq.data(), wk.data(), wv.data(), nullptr,
+                                                      0.3f, 0.0f, &key, o.data(), lse.data());
     CHECK(fwd.code() == absl::StatusCode::kUnimplemented);
     CHECK(fwd.message().find("no fused attention on the CPU backend") != std::string::npos);
     const absl::Status bwd = dk.FusedAttentionBackward(
-        d, wq.data(), wk.data(), wv.data(), o.data(), lse.data(), nullptr, 0.3f, 0.0f, key,
+        d, wq.data(), wk.data(), wv.data(), o.data(), lse.data(), nullptr, 0.3f, 0.0f, &key,
         o.data(), gq.data(), gk.data(), gv.data(), delta.data());
     CHECK(bwd.code() == absl::StatusCode::kUnimplemented);
   }
   CpuDeviceKernels dk(Context(Precision::kFp32));
   std::vector<float> buf(nqkv);
-  CHECK(dk.SplitQkv(AttentionDims{b, s, 5, 2, hd}, buf.data(), buf.data(), buf.data(),
-                    buf.data())
+  CHECK(dk.SplitQkv(AttentionDims{b, s, 5, 2, hd}, buf.data(), buf.data(), buf.data(), buf.data())
             .code() == absl::StatusCode::kInvalidArgument);
 }
 
@@ -391,15 +382,15 @@ TEST_CASE("RoPE and AdamW equal kernels/cpu bit for bit") {
   const auto param = Random(n, 3), grad = Random(n, 4), m0 = Random(n, 5, -0.1f, 0.1f),
              v0 = Random(n, 6, 0.0f, 0.01f);
   auto wp = param, gp = param, wm = m0, gm = m0, wv = v0, gv = v0;
-  cpu::AdamWStep(ctx, wp.data(), grad.data(), wm.data(), wv.data(), n, 3e-4f, 0.9f, 0.95f,
-                 1e-8f, 0.1f, 3);
+  cpu::AdamWStep(ctx, wp.data(), grad.data(), wm.data(), wv.data(), n, 3e-4f, 0.9f, 0.95f, 1e-8f,
+                 0.1f, 3);
   REQUIRE_OK(dk.AdamWStep(gp.data(), grad.data(), gm.data(), gv.data(), n, 3e-4f, 0.9f, 0.95f,
                           1e-8f, 0.1f, 3));
   CHECK(SameBits(gp, wp));
   CHECK(SameBits(gm, wm));
   CHECK(SameBits(gv, wv));
-  CHECK(dk.AdamWStep(gp.data(), grad.data(), gm.data(), gv.data(), n, 3e-4f, 0.9f, 0.95f,
-                     1e-8f, 0.1f, 0)
+  CHECK(dk.AdamWStep(gp.data(), grad.data(), gm.data(), gv.data(), n, 3e-4f, 0.9f, 0.95f, 1e-8f,
+                     0.1f, 0)
             .code() == absl::StatusCode::kInvalidArgument);
 }
 

@@ -28,13 +28,13 @@
 
 // MXMACA_DK_CUDA: a CUDA runtime call inside a function returning absl::Status (or
 // StatusOr); a failure returns kInternal naming the call, file and line.
-#define MXMACA_DK_CUDA(call)                                                           \
-  do {                                                                                 \
-    const cudaError_t mxmaca_dk_err_ = (call);                                         \
-    if (mxmaca_dk_err_ != cudaSuccess) {                                               \
-      return ::mxmaca::kernels::cuda::ToAbslStatus(                                    \
+#define MXMACA_DK_CUDA(call)                                                                \
+  do {                                                                                      \
+    const cudaError_t mxmaca_dk_err_ = (call);                                              \
+    if (mxmaca_dk_err_ != cudaSuccess) {                                                    \
+      return ::mxmaca::kernels::cuda::ToAbslStatus(                                         \
           ::mxmaca::kernels::cuda::CudaErrorAt(mxmaca_dk_err_, #call, __FILE__, __LINE__)); \
-    }                                                                                  \
+    }                                                                                       \
   } while (0)
 
 namespace mxmaca::layers::device {
@@ -84,9 +84,9 @@ class CudaDeviceKernelsImpl final : public CudaDeviceKernels {
   absl::Status Init() {
     MXMACA_RETURN_IF_ERROR(
         Done(cuda::GemmHandle::Create(static_cast<size_t>(kGemmWorkspaceBytes), &gemm_)));
-    MXMACA_ASSIGN_OR_RETURN(
-        void* p, DeviceMalloc(cuda::kSumSquaresPartials * int64_t{sizeof(double)},
-                              "the SumSquares partials"));
+    MXMACA_ASSIGN_OR_RETURN(void* p,
+                            DeviceMalloc(cuda::kSumSquaresPartials * int64_t{sizeof(double)},
+                                         "the SumSquares partials"));
     partials_ = static_cast<double*>(p);
     return absl::OkStatus();
   }
@@ -145,12 +145,12 @@ class CudaDeviceKernelsImpl final : public CudaDeviceKernels {
   // ---- matrix products ----
 
   absl::Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                    float* c, int64_t ldc) override {
+                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                    int64_t ldc) override {
     MXMACA_RETURN_IF_ERROR(CheckGemmArgs(trans_a, trans_b, m, n, k, lda, ldb, ldc));
     MXMACA_RETURN_IF_ERROR(Enter());
-    return Done(cuda::Gemm(ctx_, *gemm_, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
-                           beta, c, ldc));
+    return Done(
+        cuda::Gemm(ctx_, *gemm_, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
   }
 
   // ---- elementwise ----
@@ -209,8 +209,7 @@ class CudaDeviceKernelsImpl final : public CudaDeviceKernels {
     return Done(cuda::GeluTanhForward(ctx_, x, y, n));
   }
 
-  absl::Status GeluTanhBackward(const float* x, const float* dy, float* dx,
-                                int64_t n) override {
+  absl::Status GeluTanhBackward(const float* x, const float* dy, float* dx, int64_t n) override {
     MXMACA_RETURN_IF_ERROR(CheckSizes("GeluTanhBackward", {{"n", n}}));
     MXMACA_RETURN_IF_ERROR(Enter());
     return Done(cuda::GeluTanhBackward(ctx_, x, dy, dx, n));
@@ -229,7 +228,7 @@ class CudaDeviceKernelsImpl final : public CudaDeviceKernels {
     return Done(cuda::SwigluBackward(ctx_, x, dy, dx, rows, f));
   }
 
-  absl::Status DropoutForward(const float* x, float* y, int64_t n, float p, RngKey key,
+  absl::Status DropoutForward(const float* x, float* y, int64_t n, float p, const RngKey* key,
                               int64_t index_offset) override {
     MXMACA_RETURN_IF_ERROR(
         CheckSizes("DropoutForward", {{"n", n}, {"index_offset", index_offset}}));
@@ -238,7 +237,7 @@ class CudaDeviceKernelsImpl final : public CudaDeviceKernels {
     return Done(cuda::DropoutForward(ctx_, x, y, n, p, key, index_offset));
   }
 
-  absl::Status DropoutBackward(const float* dy, float* dx, int64_t n, float p, RngKey key,
+  absl::Status DropoutBackward(const float* dy, float* dx, int64_t n, float p, const RngKey* key,
                                int64_t index_offset) override {
     MXMACA_RETURN_IF_ERROR(
         CheckSizes("DropoutBackward", {{"n", n}, {"index_offset", index_offset}}));
@@ -249,17 +248,16 @@ class CudaDeviceKernelsImpl final : public CudaDeviceKernels {
 
   // ---- norms ----
 
-  absl::Status LayerNormForward(const float* x, const float* gamma, const float* beta,
-                                float eps, int64_t n, int64_t h, float* y, float* mean,
-                                float* rstd) override {
+  absl::Status LayerNormForward(const float* x, const float* gamma, const float* beta, float eps,
+                                int64_t n, int64_t h, float* y, float* mean, float* rstd) override {
     MXMACA_RETURN_IF_ERROR(CheckRows("LayerNormForward", n, h));
     MXMACA_RETURN_IF_ERROR(Enter());
     return Done(cuda::LayerNormForward(ctx_, x, gamma, beta, eps, n, h, y, mean, rstd));
   }
 
   absl::Status LayerNormBackwardInput(const float* dy, const float* x, const float* gamma,
-                                      const float* mean, const float* rstd, int64_t n,
-                                      int64_t h, float* dx) override {
+                                      const float* mean, const float* rstd, int64_t n, int64_t h,
+                                      float* dx) override {
     MXMACA_RETURN_IF_ERROR(CheckRows("LayerNormBackwardInput", n, h));
     MXMACA_RETURN_IF_ERROR(Enter());
     return Done(cuda::LayerNormBackwardInput(ctx_, dy, x, gamma, mean, rstd, n, h, dx));
@@ -273,23 +271,22 @@ class CudaDeviceKernelsImpl final : public CudaDeviceKernels {
     return Done(cuda::LayerNormBackwardWeight(ctx_, dy, x, mean, rstd, n, h, dgamma, dbeta));
   }
 
-  absl::Status RmsNormForward(const float* x, const float* gamma, float eps, int64_t n,
-                              int64_t h, float* y, float* rstd) override {
+  absl::Status RmsNormForward(const float* x, const float* gamma, float eps, int64_t n, int64_t h,
+                              float* y, float* rstd) override {
     MXMACA_RETURN_IF_ERROR(CheckRows("RmsNormForward", n, h));
     MXMACA_RETURN_IF_ERROR(Enter());
     return Done(cuda::RmsNormForward(ctx_, x, gamma, eps, n, h, y, rstd));
   }
 
   absl::Status RmsNormBackwardInput(const float* dy, const float* x, const float* gamma,
-                                    const float* rstd, int64_t n, int64_t h,
-                                    float* dx) override {
+                                    const float* rstd, int64_t n, int64_t h, float* dx) override {
     MXMACA_RETURN_IF_ERROR(CheckRows("RmsNormBackwardInput", n, h));
     MXMACA_RETURN_IF_ERROR(Enter());
     return Done(cuda::RmsNormBackwardInput(ctx_, dy, x, gamma, rstd, n, h, dx));
   }
 
-  absl::Status RmsNormBackwardWeight(const float* dy, const float* x, const float* rstd,
-                                     int64_t n, int64_t h, float* dgamma) override {
+  absl::Status RmsNormBackwardWeight(const float* dy, const float* x, const float* rstd, int64_t n,
+                                     int64_t h, float* dgamma) override {
     MXMACA_RETURN_IF_ERROR(CheckRows("RmsNormBackwardWeight", n, h));
     MXMACA_RETURN_IF_ERROR(Enter());
     return Done(cuda::RmsNormBackwardWeight(ctx_, dy, x, rstd, n, h, dgamma));
@@ -320,13 +317,12 @@ class CudaDeviceKernelsImpl final : public CudaDeviceKernels {
     return Done(cuda::CrossEntropyForward(ctx_, logits, targets, n, vp, v, loss, lse));
   }
 
-  absl::Status CrossEntropyBackward(const float* logits, const int32_t* targets,
-                                    const float* lse, const float* dloss, int64_t n,
-                                    int64_t vp, int64_t v, float* dlogits) override {
+  absl::Status CrossEntropyBackward(const float* logits, const int32_t* targets, const float* lse,
+                                    const float* dloss, int64_t n, int64_t vp, int64_t v,
+                                    float* dlogits) override {
     MXMACA_RETURN_IF_ERROR(CheckCrossEntropyArgs("CrossEntropyBackward", n, vp, v));
     MXMACA_RETURN_IF_ERROR(Enter());
-    return Done(
-        cuda::CrossEntropyBackward(ctx_, logits, targets, lse, dloss, n, vp, v, dlogits));
+    return Done(cuda::CrossEntropyBackward(ctx_, logits, targets, lse, dloss, n, vp, v, dlogits));
   }
 
   // ---- attention ----
@@ -359,7 +355,7 @@ class CudaDeviceKernelsImpl final : public CudaDeviceKernels {
 
   absl::Status AttentionForward(const AttentionDims& d, const float* q, const float* k,
                                 const float* v, const int32_t* doc_start, float softmax_scale,
-                                float dropout_p, RngKey key, float* probs,
+                                float dropout_p, const RngKey* key, float* probs,
                                 float* o) override {
     MXMACA_RETURN_IF_ERROR(CheckAttentionDims("AttentionForward", d));
     MXMACA_RETURN_IF_ERROR(CheckDropoutP("AttentionForward", dropout_p));
@@ -368,42 +364,39 @@ class CudaDeviceKernelsImpl final : public CudaDeviceKernels {
     if (dropout_p > 0.0f) {
       MXMACA_ASSIGN_OR_RETURN(scratch, AttentionScratch(d));
     }
-    return Done(cuda::AttentionForward(ctx_, *gemm_, ShapeOf(d), q, k, v, doc_start,
-                                       softmax_scale, dropout_p, key, probs, o, scratch));
+    return Done(cuda::AttentionForward(ctx_, *gemm_, ShapeOf(d), q, k, v, doc_start, softmax_scale,
+                                       dropout_p, key, probs, o, scratch));
   }
 
   absl::Status AttentionBackward(const AttentionDims& d, const float* q, const float* k,
                                  const float* v, const float* probs, const int32_t* doc_start,
-                                 float softmax_scale, float dropout_p, RngKey key,
-                                 const float* dout, float* dq, float* dk,
-                                 float* dv) override {
+                                 float softmax_scale, float dropout_p, const RngKey* key,
+                                 const float* dout, float* dq, float* dk, float* dv) override {
     MXMACA_RETURN_IF_ERROR(CheckAttentionDims("AttentionBackward", d));
     MXMACA_RETURN_IF_ERROR(CheckDropoutP("AttentionBackward", dropout_p));
     MXMACA_RETURN_IF_ERROR(Enter());
     MXMACA_ASSIGN_OR_RETURN(float* scratch, AttentionScratch(d));
     return Done(cuda::AttentionBackward(ctx_, *gemm_, ShapeOf(d), q, k, v, probs, doc_start,
-                                        softmax_scale, dropout_p, key, dout, dq, dk, dv,
-                                        scratch));
+                                        softmax_scale, dropout_p, key, dout, dq, dk, dv, scratch));
   }
 
   absl::Status FusedAttentionForward(const AttentionDims& d, const float* q, const float* k,
-                                     const float* v, const int32_t* doc_start,
-                                     float softmax_scale, float dropout_p, RngKey key,
-                                     float* o, float* lse) override {
+                                     const float* v, const int32_t* doc_start, float softmax_scale,
+                                     float dropout_p, const RngKey* key, float* o,
+                                     float* lse) override {
     MXMACA_RETURN_IF_ERROR(CheckAttentionDims("FusedAttentionForward", d));
     MXMACA_RETURN_IF_ERROR(CheckFusedHeadDim("FusedAttentionForward", d.head_dim));
     MXMACA_RETURN_IF_ERROR(CheckDropoutP("FusedAttentionForward", dropout_p));
     MXMACA_RETURN_IF_ERROR(Enter());
-    return Done(cuda::FusedAttentionForward(ctx_, ShapeOf(d), q, k, v, doc_start,
-                                            softmax_scale, dropout_p, key, o, lse));
+    return Done(cuda::FusedAttentionForward(ctx_, ShapeOf(d), q, k, v, doc_start, softmax_scale,
+                                            dropout_p, key, o, lse));
   }
 
   absl::Status FusedAttentionBackward(const AttentionDims& d, const float* q, const float* k,
                                       const float* v, const float* o, const float* lse,
                                       const int32_t* doc_start, float softmax_scale,
-                                      float dropout_p, RngKey key, const float* dout,
-                                      float* dq, float* dk, float* dv,
-                                      float* delta) override {
+                                      float dropout_p, const RngKey* key, const float* dout,
+                                      float* dq, float* dk, float* dv, float* delta) override {
     MXMACA_RETURN_IF_ERROR(CheckAttentionDims("FusedAttentionBackward", d));
     MXMACA_RETURN_IF_ERROR(CheckFusedHeadDim("FusedAttentionBackward", d.head_dim));
     MXMACA_RETURN_IF_ERROR(CheckDropoutP("FusedAttentionBackward", dropout_p));
@@ -415,16 +408,15 @@ class CudaDeviceKernelsImpl final : public CudaDeviceKernels {
 
   // ---- rotary position embedding ----
 
-  absl::Status RopeForward(float* x, const int32_t* positions, int64_t b, int64_t s,
-                           int64_t heads, int64_t d, int64_t rotary_dim, float base) override {
+  absl::Status RopeForward(float* x, const int32_t* positions, int64_t b, int64_t s, int64_t heads,
+                           int64_t d, int64_t rotary_dim, float base) override {
     MXMACA_RETURN_IF_ERROR(CheckRopeArgs("RopeForward", b, s, heads, d, rotary_dim, base));
     MXMACA_RETURN_IF_ERROR(Enter());
     return Done(cuda::RopeForward(ctx_, x, positions, b, s, heads, d, rotary_dim, base));
   }
 
   absl::Status RopeBackward(float* dx, const int32_t* positions, int64_t b, int64_t s,
-                            int64_t heads, int64_t d, int64_t rotary_dim,
-                            float base) override {
+                            int64_t heads, int64_t d, int64_t rotary_dim, float base) override {
     MXMACA_RETURN_IF_ERROR(CheckRopeArgs("RopeBackward", b, s, heads, d, rotary_dim, base));
     MXMACA_RETURN_IF_ERROR(Enter());
     return Done(cuda::RopeBackward(ctx_, dx, positions, b, s, heads, d, rotary_dim, base));
@@ -437,8 +429,8 @@ class CudaDeviceKernelsImpl final : public CudaDeviceKernels {
                          float weight_decay, int64_t step) override {
     MXMACA_RETURN_IF_ERROR(CheckAdamWArgs(n, step));
     MXMACA_RETURN_IF_ERROR(Enter());
-    return Done(cuda::AdamWStep(ctx_, param, grad, exp_avg, exp_avg_sq, n, lr, beta1, beta2,
-                                eps, weight_decay, step));
+    return Done(cuda::AdamWStep(ctx_, param, grad, exp_avg, exp_avg_sq, n, lr, beta1, beta2, eps,
+                                weight_decay, step));
   }
 
  private:
@@ -466,14 +458,13 @@ class CudaDeviceKernelsImpl final : public CudaDeviceKernels {
       const cudaError_t info = cudaMemGetInfo(&free_bytes, &total_bytes);
       cudaGetLastError();
       return absl::ResourceExhaustedError(absl::StrCat(
-          "cuda device ", device(), ": out of memory allocating ", bytes, " bytes for ",
-          what, " (cudaMalloc returned cudaErrorMemoryAllocation; cudaMemGetInfo: ",
+          "cuda device ", device(), ": out of memory allocating ", bytes, " bytes for ", what,
+          " (cudaMalloc returned cudaErrorMemoryAllocation; cudaMemGetInfo: ",
           info == cudaSuccess ? absl::StrCat(free_bytes, " bytes free of ", total_bytes)
                               : std::string("unavailable"),
           ")"));
     }
-    return cuda::ToAbslStatus(
-        cuda::CudaErrorAt(err, "cudaMalloc(&p, bytes)", __FILE__, __LINE__));
+    return cuda::ToAbslStatus(cuda::CudaErrorAt(err, "cudaMalloc(&p, bytes)", __FILE__, __LINE__));
   }
 
   absl::Status Copy(const char* call, void* dst, const void* src, int64_t bytes,
@@ -505,9 +496,8 @@ class CudaDeviceKernelsImpl final : public CudaDeviceKernels {
       scratch_ = nullptr;
       scratch_elements_ = 0;
     }
-    MXMACA_ASSIGN_OR_RETURN(
-        void* p, DeviceMalloc(elements * int64_t{sizeof(float)},
-                              "the attention scratch [b, heads, s, s] fp32"));
+    MXMACA_ASSIGN_OR_RETURN(void* p, DeviceMalloc(elements * int64_t{sizeof(float)},
+                                                  "the attention scratch [b, heads, s, s] fp32"));
     scratch_ = static_cast<float*>(p);
     scratch_elements_ = elements;
     return scratch_;
@@ -530,8 +520,8 @@ absl::StatusOr<std::unique_ptr<CudaDeviceKernels>> CudaDeviceKernels::Create(
   int count = 0;
   MXMACA_DK_CUDA(cudaGetDeviceCount(&count));
   if (device < 0 || device >= count) {
-    return absl::InvalidArgumentError(absl::StrCat("CudaDeviceKernels: device ", device,
-                                                   " is outside [0, ", count, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("CudaDeviceKernels: device ", device, " is outside [0, ", count, ")"));
   }
   MXMACA_DK_CUDA(cudaSetDevice(device));
   bool owns_stream = false;

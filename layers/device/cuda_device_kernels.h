@@ -65,8 +65,8 @@ class CudaDeviceKernels : public DeviceKernels {
   // cudaSetDevice, stream creation or cuBLASLt setup (including its workspace's
   // cudaMalloc); kResourceExhausted when the SumSquares workspace does not fit;
   // kUnimplemented "MXMACA was built without CUDA (no nvcc at CUDA_PATH)".
-  static absl::StatusOr<std::unique_ptr<CudaDeviceKernels>> Create(
-      int device, CudaStream stream, kernels::Precision precision);
+  static absl::StatusOr<std::unique_ptr<CudaDeviceKernels>> Create(int device, CudaStream stream,
+                                                                   kernels::Precision precision);
 
   // device: the CUDA device index. stream: the stream every call enqueues on (for the
   // caller's events and graph capture).

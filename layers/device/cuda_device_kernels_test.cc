@@ -16,9 +16,8 @@
 //        AdamW (built with -fmad=false on the GPU).
 #include "layers/device/cuda_device_kernels.h"
 
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -237,11 +236,12 @@ TEST_CASE("CUDA elementwise calls match the CPU backend") {
   CHECK(RelErr(k.Down(out, n), want) < 1e-5);
 
   const RngKey key{42, kernels::MakeRngStream(1, 0, 3, 2)};
-  REQUIRE_OK(k.cpu().DropoutForward(x.data(), want.data(), n, 0.3f, key, 12345));
-  REQUIRE_OK(k.gpu().DropoutForward(gx, out, n, 0.3f, key, 12345));
+  const RngKey* gkey = k.Up(std::vector<RngKey>{key});  // the GPU reads keys from device memory
+  REQUIRE_OK(k.cpu().DropoutForward(x.data(), want.data(), n, 0.3f, &key, 12345));
+  REQUIRE_OK(k.gpu().DropoutForward(gx, out, n, 0.3f, gkey, 12345));
   CHECK(k.Down(out, n) == want);
-  REQUIRE_OK(k.cpu().DropoutBackward(dy.data(), want.data(), n, 0.3f, key, 12345));
-  REQUIRE_OK(k.gpu().DropoutBackward(gdy, out, n, 0.3f, key, 12345));
+  REQUIRE_OK(k.cpu().DropoutBackward(dy.data(), want.data(), n, 0.3f, &key, 12345));
+  REQUIRE_OK(k.gpu().DropoutBackward(gdy, out, n, 0.3f, gkey, 12345));
   CHECK(k.Down(out, n) == want);
 }
 
@@ -375,23 +375,24 @@ TEST_CASE("CUDA attention (materialised and fused) matches the CPU backend") {
       const auto dout = Random(nq, 2);
       const float* gdout = k.Up(dout);
       const RngKey key{7, kernels::MakeRngStream(5, 1, 0, 0)};
+      const RngKey* gkey = k.Up(std::vector<RngKey>{key});
       for (float p : {0.0f, 0.1f}) {
         std::vector<float> probs(np), o(nq), dq(nq), dk(nkv), dv(nkv);
         REQUIRE_OK(k.cpu().AttentionForward(d, q.data(), kk.data(), v.data(), doc.data(), 0.2f, p,
-                                            key, probs.data(), o.data()));
+                                            &key, probs.data(), o.data()));
         float* gp = k.Zeros<float>(np);
         float* go = k.Zeros<float>(nq);
-        REQUIRE_OK(k.gpu().AttentionForward(d, gq, gk, gv, gdoc, 0.2f, p, key, gp, go));
+        REQUIRE_OK(k.gpu().AttentionForward(d, gq, gk, gv, gdoc, 0.2f, p, gkey, gp, go));
         CHECK(RelErr(k.Down(gp, np), probs) < tol);
         CHECK(RelErr(k.Down(go, nq), o) < tol);
         // Both backwards read the CPU's probabilities (isolates the backward).
         REQUIRE_OK(k.cpu().AttentionBackward(d, q.data(), kk.data(), v.data(), probs.data(),
-                                             doc.data(), 0.2f, p, key, dout.data(), dq.data(),
+                                             doc.data(), 0.2f, p, &key, dout.data(), dq.data(),
                                              dk.data(), dv.data()));
         float* gdq = k.Zeros<float>(nq);
         float* gdk = k.Zeros<float>(nkv);
         float* gdv = k.Zeros<float>(nkv);
-        REQUIRE_OK(k.gpu().AttentionBackward(d, gq, gk, gv, k.Up(probs), gdoc, 0.2f, p, key, gdout,
+        REQUIRE_OK(k.gpu().AttentionBackward(d, gq, gk, gv, k.Up(probs), gdoc, 0.2f, p, gkey, gdout,
                                              gdq, gdk, gdv));
         CHECK(RelErr(k.Down(gdq, nq), dq) < tol);
         CHECK(RelErr(k.Down(gdk, nkv), dk) < tol);
@@ -400,10 +401,10 @@ TEST_CASE("CUDA attention (materialised and fused) matches the CPU backend") {
         // Fused: the same o and gradients as the materialised CPU path (fp32 SIMT).
         float* lse = k.Zeros<float>(d.b * d.heads * d.s);
         float* delta = k.Zeros<float>(d.b * d.heads * d.s);
-        REQUIRE_OK(k.gpu().FusedAttentionForward(d, gq, gk, gv, gdoc, 0.2f, p, key, go, lse));
+        REQUIRE_OK(k.gpu().FusedAttentionForward(d, gq, gk, gv, gdoc, 0.2f, p, gkey, go, lse));
         CHECK(RelErr(k.Down(go, nq), o) < 1e-5);
-        REQUIRE_OK(k.gpu().FusedAttentionBackward(d, gq, gk, gv, go, lse, gdoc, 0.2f, p, key, gdout,
-                                                  gdq, gdk, gdv, delta));
+        REQUIRE_OK(k.gpu().FusedAttentionBackward(d, gq, gk, gv, go, lse, gdoc, 0.2f, p, gkey,
+                                                  gdout, gdq, gdk, gdv, delta));
         CHECK(RelErr(k.Down(gdq, nq), dq) < 1e-5);
         CHECK(RelErr(k.Down(gdk, nkv), dk) < 1e-5);
         CHECK(RelErr(k.Down(gdv, nkv), dv) < 1e-5);

@@ -19,16 +19,15 @@ class CudaGraphsImpl : public CudaGraphs {
   int Invalidate() override { return cache.Invalidate(); }
   std::string Summary() const override {
     const kernels::cuda::SegmentStats t = cache.state().Totals();
-    std::string s = absl::StrCat(cache.state().num_captured(), " graphs live, ", t.launches,
-                                 " launches, ", t.eager_runs, " eager runs, ",
-                                 t.capture_failures, " failed captures");
+    std::string s =
+        absl::StrCat(cache.state().num_captured(), " graphs live, ", t.launches, " launches, ",
+                     t.eager_runs, " eager runs, ", t.capture_failures, " failed captures");
     const std::string report = cache.state().Report();
     const size_t at = report.find("eager-only: ");
     if (at != std::string::npos) {
       const size_t end = report.find('\n', at);
-      absl::StrAppend(&s, " (first: ", report.substr(at, end == std::string::npos
-                                                             ? std::string::npos
-                                                             : end - at),
+      absl::StrAppend(&s, " (first: ",
+                      report.substr(at, end == std::string::npos ? std::string::npos : end - at),
                       ")");
     }
     return s;
@@ -38,8 +37,7 @@ class CudaGraphsImpl : public CudaGraphs {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<CudaGraphs>> MakeCudaGraphs(
-    const kernels::CudaGraphConfig& config) {
+absl::StatusOr<std::shared_ptr<CudaGraphs>> MakeCudaGraphs(const kernels::CudaGraphConfig& config) {
   return std::shared_ptr<CudaGraphs>(std::make_shared<CudaGraphsImpl>(config));
 }
 
@@ -48,8 +46,8 @@ absl::StatusOr<SegmentRunner> MakeCudaGraphRunner(std::shared_ptr<CudaGraphs> gr
   auto* cuda = dynamic_cast<CudaDeviceKernels*>(kernels);
   auto* impl = dynamic_cast<CudaGraphsImpl*>(graphs.get());
   if (cuda == nullptr || impl == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CUDA graphs need the cuda backend (got ", kernels ? kernels->name() : "none", ")"));
+    return absl::InvalidArgumentError(absl::StrCat("CUDA graphs need the cuda backend (got ",
+                                                   kernels ? kernels->name() : "none", ")"));
   }
   cudaStream_t stream = cuda->stream();
   return SegmentRunner([graphs, impl, stream, chunk](const SegmentInfo& info,

@@ -10,8 +10,7 @@
 // scratch grows then), the next is captured and launched, later ones only launched. A
 // capture that fails (a kernel that synchronises, an allocation) makes that key eager for
 // good, with the reason in the cache's statistics; the stage's results do not change.
-// Stages with dropout are not graph-safe (DeviceGptStage::graph_safe): their RNG keys are
-// kernel arguments; MakeCudaGraphRunner is then not called and they run eagerly.
+// Dropout is capturable: its keys live in the slot and are read when the kernels run.
 #ifndef MXMACA_LAYERS_DEVICE_CUDA_GRAPH_RUNNER_H_
 #define MXMACA_LAYERS_DEVICE_CUDA_GRAPH_RUNNER_H_
 

@@ -1,6 +1,5 @@
 // layers/device/device_gpt_stage.cc
 #include "layers/device/device_gpt_stage.h"
-#include "layers/device/device_gpt_stage_internal.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "layers/device/device_gpt_stage_internal.h"
 #include "layers/transformer_layer.h"
 
 namespace mxmaca::layers::device {
@@ -18,8 +18,8 @@ namespace {
 absl::Status CheckIds(const char* what, absl::Span<const int32_t> ids, int64_t limit) {
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= limit) {
-      return absl::InvalidArgumentError(absl::StrCat(what, "[", i, "] = ", ids[i],
-                                                     ", expected in [0, ", limit, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, "[", i, "] = ", ids[i], ", expected in [0, ", limit, ")"));
     }
   }
   return absl::OkStatus();
@@ -36,6 +36,8 @@ absl::Status CheckSize(const char* what, size_t got, int64_t want) {
 }  // namespace
 
 using internal::FloatCarver;
+using internal::KeyIndex;
+using internal::NumKeys;
 using internal::RoundUp;
 
 DeviceGptStage::DeviceGptStage(const GptConfig& config, const StageLayout& layout,
@@ -68,21 +70,20 @@ absl::StatusOr<std::unique_ptr<DeviceGptStage>> DeviceGptStage::Create(
         "--rotary-seq-len-interpolation-factor need --device cpu");
   }
   if (config.apply_residual_connection_post_layernorm) {
-    return absl::InvalidArgumentError("--apply-residual-connection-post-layernorm is not supported");
+    return absl::InvalidArgumentError(
+        "--apply-residual-connection-post-layernorm is not supported");
   }
   DeviceStageOptions opts = options;
   if (opts.seq_length == 0) opts.seq_length = config.seq_length;
-  if (opts.micro_batch_size <= 0 || opts.seq_length <= 0 ||
-      opts.seq_length > config.seq_length) {
+  if (opts.micro_batch_size <= 0 || opts.seq_length <= 0 || opts.seq_length > config.seq_length) {
     return absl::InvalidArgumentError(absl::StrCat(
         "device stage: slot size micro_batch_size ", opts.micro_batch_size, " x seq_length ",
-        opts.seq_length, ", expected both > 0 and seq_length <= --seq-length ",
-        config.seq_length));
+        opts.seq_length, ", expected both > 0 and seq_length <= --seq-length ", config.seq_length));
   }
   if (opts.fused_attention && !kernels->has_fused_attention(config.head_dim())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device stage: fused attention requested but the ", kernels->name(),
-        " backend has none for head dim ", config.head_dim()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("device stage: fused attention requested but the ", kernels->name(),
+                     " backend has none for head dim ", config.head_dim()));
   }
   std::unique_ptr<DeviceGptStage> stage(new DeviceGptStage(config, layout, kernels, opts));
   MXMACA_RETURN_IF_ERROR(stage->Init());
@@ -129,8 +130,8 @@ absl::Status DeviceGptStage::Init() {
   const int64_t b = options_.micro_batch_size, s = options_.seq_length, t = b * s,
                 h = config_.hidden_size, np = config_.num_attention_heads,
                 ng = config_.query_groups(), hn = config_.head_dim();
-  const int64_t widest = std::max({config_.qkv_size(), config_.fc1_size(), h,
-                                   config_.attention_projection_size()});
+  const int64_t widest =
+      std::max({config_.qkv_size(), config_.fc1_size(), h, config_.attention_projection_size()});
   auto carve_scratch = [&](FloatCarver& cv) {
     Scratch sc;
     sc.qkv = cv.Take(t * config_.qkv_size());
@@ -187,10 +188,6 @@ absl::Status DeviceGptStage::DownloadGradients() {
   return kernels_->Synchronize();
 }
 
-bool DeviceGptStage::graph_safe() const {
-  return config_.hidden_dropout == 0.0f && config_.attention_dropout == 0.0f;
-}
-
 // ---- slots ----
 
 absl::StatusOr<DeviceGptStage::Slot*> DeviceGptStage::AcquireSlot(int64_t micro_batch_id) {
@@ -206,10 +203,9 @@ absl::StatusOr<DeviceGptStage::Slot*> DeviceGptStage::AcquireSlot(int64_t micro_
   // A new slot (all are in flight): every buffer of transformer_layer.h's stash.
   const int64_t b = options_.micro_batch_size, s = options_.seq_length, t = b * s,
                 h = config_.hidden_size, np = config_.num_attention_heads,
-                ng = config_.query_groups(), hn = config_.head_dim(), pj =
-                config_.attention_projection_size(), f = config_.ffn_hidden_size,
-                f1 = config_.fc1_size(), qkv = config_.qkv_size(),
-                vp = config_.padded_vocab_size;
+                ng = config_.query_groups(), hn = config_.head_dim(),
+                pj = config_.attention_projection_size(), f = config_.ffn_hidden_size,
+                f1 = config_.fc1_size(), qkv = config_.qkv_size(), vp = config_.padded_vocab_size;
   const int nl = static_cast<int>(layout_.num_layers());
   auto carve = [&](FloatCarver& cv, Slot* slot) {
     slot->tokens = cv.TakeInts(t);
@@ -219,6 +215,7 @@ absl::StatusOr<DeviceGptStage::Slot*> DeviceGptStage::AcquireSlot(int64_t micro_
     slot->labels = cv.TakeInts(t);
     slot->loss_mask = cv.Take(t);
     slot->dloss = cv.Take(t);
+    slot->rng_keys = reinterpret_cast<kernels::RngKey*>(cv.Take(4 * NumKeys(nl)));
     slot->d_embedding = layout_.has_embedding ? cv.Take(t * h) : nullptr;
     slot->layers.resize(nl);
     for (LayerBuffers& l : slot->layers) {
@@ -300,10 +297,10 @@ absl::Status DeviceGptStage::RunSegment(const std::string& op, const Slot& slot,
 absl::Status DeviceGptStage::ValidateInput(const DeviceMicroBatch& in, bool training) const {
   const int64_t b = in.micro_batch_size, s = in.seq_length, t = b * s;
   if (b <= 0 || s <= 0 || b > options_.micro_batch_size || s > options_.seq_length) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "micro-batch ", in.micro_batch_id, ": micro_batch_size ", b, " x seq_length ", s,
-        ", expected 1..", options_.micro_batch_size, " x 1..", options_.seq_length,
-        " (the device stage's slot size)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("micro-batch ", in.micro_batch_id, ": micro_batch_size ", b, " x seq_length ",
+                     s, ", expected 1..", options_.micro_batch_size, " x 1..", options_.seq_length,
+                     " (the device stage's slot size)"));
   }
   if (layout_.has_embedding) {
     MXMACA_RETURN_IF_ERROR(CheckSize("tokens", in.tokens.size(), t));
@@ -356,6 +353,22 @@ absl::Status DeviceGptStage::Forward(const DeviceMicroBatch& in, bool training,
   absl::Status st = [&]() -> absl::Status {
     std::vector<int32_t> rope(t);
     for (int64_t i = 0; i < t; ++i) rope[i] = static_cast<int32_t>(i % s);
+    // This micro-batch's dropout keys (the kernels read them from the slot when they run).
+    std::vector<kernels::RngKey> keys(NumKeys(static_cast<int>(slot->layers.size())));
+    if (training) {
+      keys[KeyIndex(-1, DropoutSite::kEmbedding)] =
+          DropoutKey(config_.seed, -1, DropoutSite::kEmbedding, in.iteration, in.micro_batch_id);
+      for (int i = 0; i < static_cast<int>(slot->layers.size()); ++i) {
+        for (DropoutSite site : {DropoutSite::kAttentionProbs, DropoutSite::kAttentionOutput,
+                                 DropoutSite::kMlpOutput}) {
+          keys[KeyIndex(i, site)] = DropoutKey(config_.seed, layout_.first_layer + i, site,
+                                               in.iteration, in.micro_batch_id);
+        }
+      }
+      MXMACA_RETURN_IF_ERROR(
+          kernels_->CopyToDevice(slot->rng_keys, keys.data(),
+                                 static_cast<int64_t>(sizeof(kernels::RngKey) * keys.size())));
+    }
     MXMACA_RETURN_IF_ERROR(kernels_->CopyToDevice(slot->rope_positions, rope.data(), 4 * t));
     if (slot->has_doc_start) {
       MXMACA_RETURN_IF_ERROR(kernels_->CopyToDevice(slot->doc_start, in.doc_start.data(), 4 * t));
@@ -365,11 +378,10 @@ absl::Status DeviceGptStage::Forward(const DeviceMicroBatch& in, bool training,
       const int32_t* pos = in.position_ids.empty() ? rope.data() : in.position_ids.data();
       MXMACA_RETURN_IF_ERROR(kernels_->CopyToDevice(slot->positions, pos, 4 * t));
     } else {
-      MXMACA_RETURN_IF_ERROR(
-          kernels_->CopyToDevice(!slot->layers.empty()    ? slot->layers[0].input
-                                 : layout_.has_loss_head ? slot->final_input
-                                                         : slot->output,
-                                 in.hidden.data(), 4 * t * h));
+      MXMACA_RETURN_IF_ERROR(kernels_->CopyToDevice(!slot->layers.empty()   ? slot->layers[0].input
+                                                    : layout_.has_loss_head ? slot->final_input
+                                                                            : slot->output,
+                                                    in.hidden.data(), 4 * t * h));
     }
     if (layout_.has_loss_head) {
       MXMACA_RETURN_IF_ERROR(kernels_->CopyToDevice(slot->labels, in.labels.data(), 4 * t));
@@ -415,8 +427,9 @@ absl::Status DeviceGptStage::ForwardSegment(Slot* slot, bool training) {
   DeviceKernels& k = *kernels_;
   const int64_t t = slot->b * slot->s, h = config_.hidden_size;
   const int n = static_cast<int>(slot->layers.size());
-  float* x0 = n > 0 ? slot->layers[0].input : slot->final_input != nullptr ? slot->final_input
-                                                                            : slot->output;
+  float* x0 = n > 0                          ? slot->layers[0].input
+              : slot->final_input != nullptr ? slot->final_input
+                                             : slot->output;
   if (layout_.has_embedding) {
     MXMACA_RETURN_IF_ERROR(
         k.EmbeddingForward(slot->tokens, t, device_param(ids_.word_embeddings), h, x0, false));
@@ -425,11 +438,9 @@ absl::Status DeviceGptStage::ForwardSegment(Slot* slot, bool training) {
           slot->positions, t, device_param(ids_.position_embeddings), h, x0, true));
     }
     if (training && config_.hidden_dropout > 0.0f) {
-      MXMACA_RETURN_IF_ERROR(k.DropoutForward(
-          x0, x0, t * h, config_.hidden_dropout,
-          DropoutKey(config_.seed, -1, DropoutSite::kEmbedding, slot->iteration,
-                     slot->micro_batch_id),
-          0));
+      MXMACA_RETURN_IF_ERROR(
+          k.DropoutForward(x0, x0, t * h, config_.hidden_dropout,
+                           slot->rng_keys + KeyIndex(-1, DropoutSite::kEmbedding), 0));
     }
   } else if (n == 0 && !layout_.has_loss_head) {
     // A stage of no layers that only passes the hidden states on: input was copied to
@@ -449,8 +460,7 @@ namespace {
 
 // Norm dispatch (transformer_layer.cc NormForward & co. over DeviceKernels).
 absl::Status NormFwd(DeviceKernels& k, const GptConfig& c, const float* x, const float* gamma,
-                     const float* beta, int64_t n, int64_t h, float* y, float* mean,
-                     float* rstd) {
+                     const float* beta, int64_t n, int64_t h, float* y, float* mean, float* rstd) {
   if (c.normalization == Normalization::kLayerNorm) {
     return k.LayerNormForward(x, gamma, beta, c.norm_epsilon, n, h, y, mean, rstd);
   }
@@ -490,9 +500,9 @@ absl::Status DeviceGptStage::LayerForward(Slot* slot, int i, bool training, cons
   LayerBuffers& l = slot->layers[i];
   Scratch& sc = *scratch_;
   const int64_t layer = layout_.first_layer + i;
-  const int64_t b = slot->b, s = slot->s, t = b * s, h = c.hidden_size,
-                np = c.num_attention_heads, hn = c.head_dim(), qkv_n = c.qkv_size(),
-                pj = c.attention_projection_size(), f = c.ffn_hidden_size, f1 = c.fc1_size();
+  const int64_t b = slot->b, s = slot->s, t = b * s, h = c.hidden_size, np = c.num_attention_heads,
+                hn = c.head_dim(), qkv_n = c.qkv_size(), pj = c.attention_projection_size(),
+                f = c.ffn_hidden_size, f1 = c.fc1_size();
   auto P = [&](int pid) -> const float* { return pid >= 0 ? device_param(pid) : nullptr; };
   const AttentionDims d{b, s, np, c.query_groups(), hn};
   const int32_t* doc = slot->has_doc_start ? slot->doc_start : nullptr;
@@ -501,8 +511,8 @@ absl::Status DeviceGptStage::LayerForward(Slot* slot, int i, bool training, cons
 
   MXMACA_RETURN_IF_ERROR(NormFwd(k, c, x, P(id.input_norm_weight), P(id.input_norm_bias), t, h,
                                  l.ln1_out, l.ln1_mean, l.ln1_rstd));
-  MXMACA_RETURN_IF_ERROR(LinearFwd(k, l.ln1_out, P(id.qkv_weight), P(id.qkv_bias), t, h, qkv_n,
-                                   sc.qkv));
+  MXMACA_RETURN_IF_ERROR(
+      LinearFwd(k, l.ln1_out, P(id.qkv_weight), P(id.qkv_bias), t, h, qkv_n, sc.qkv));
   MXMACA_RETURN_IF_ERROR(k.SplitQkv(d, sc.qkv, l.q, l.k, l.v));
   if (c.position_embedding_type == PositionEmbeddingType::kRope) {
     MXMACA_RETURN_IF_ERROR(
@@ -511,30 +521,26 @@ absl::Status DeviceGptStage::LayerForward(Slot* slot, int i, bool training, cons
                                          c.rotary_dim(), c.rotary_base));
   }
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hn)));
-  const kernels::RngKey attn_key =
-      DropoutKey(c.seed, layer, DropoutSite::kAttentionProbs, slot->iteration,
-                 slot->micro_batch_id);
+  const kernels::RngKey* attn_key = slot->rng_keys + KeyIndex(i, DropoutSite::kAttentionProbs);
   if (options_.fused_attention) {
-    MXMACA_RETURN_IF_ERROR(k.FusedAttentionForward(d, l.q, l.k, l.v, doc, scale, attn_p,
-                                                   attn_key, sc.o, l.probs_or_lse));
+    MXMACA_RETURN_IF_ERROR(k.FusedAttentionForward(d, l.q, l.k, l.v, doc, scale, attn_p, attn_key,
+                                                   sc.o, l.probs_or_lse));
   } else {
-    MXMACA_RETURN_IF_ERROR(k.AttentionForward(d, l.q, l.k, l.v, doc, scale, attn_p, attn_key,
-                                              l.probs_or_lse, sc.o));
+    MXMACA_RETURN_IF_ERROR(
+        k.AttentionForward(d, l.q, l.k, l.v, doc, scale, attn_p, attn_key, l.probs_or_lse, sc.o));
   }
   MXMACA_RETURN_IF_ERROR(k.HeadsToTokens(d, sc.o, l.context));
   float* proj = sc.a;
-  MXMACA_RETURN_IF_ERROR(LinearFwd(k, l.context, P(id.proj_weight), P(id.proj_bias), t, pj, h,
-                                   proj));
+  MXMACA_RETURN_IF_ERROR(
+      LinearFwd(k, l.context, P(id.proj_weight), P(id.proj_bias), t, pj, h, proj));
   if (hidden_p > 0.0f) {
-    MXMACA_RETURN_IF_ERROR(k.DropoutForward(
-        proj, proj, t * h, hidden_p,
-        DropoutKey(c.seed, layer, DropoutSite::kAttentionOutput, slot->iteration,
-                   slot->micro_batch_id),
-        0));
+    MXMACA_RETURN_IF_ERROR(
+        k.DropoutForward(proj, proj, t * h, hidden_p,
+                         slot->rng_keys + KeyIndex(i, DropoutSite::kAttentionOutput), 0));
   }
   MXMACA_RETURN_IF_ERROR(k.Add(x, proj, l.residual2, t * h));
-  MXMACA_RETURN_IF_ERROR(NormFwd(k, c, l.residual2, P(id.mlp_norm_weight), P(id.mlp_norm_bias),
-                                 t, h, l.ln2_out, l.ln2_mean, l.ln2_rstd));
+  MXMACA_RETURN_IF_ERROR(NormFwd(k, c, l.residual2, P(id.mlp_norm_weight), P(id.mlp_norm_bias), t,
+                                 h, l.ln2_out, l.ln2_mean, l.ln2_rstd));
   MXMACA_RETURN_IF_ERROR(
       LinearFwd(k, l.ln2_out, P(id.fc1_weight), P(id.fc1_bias), t, h, f1, l.fc1_out));
   if (c.swiglu) {
@@ -548,10 +554,7 @@ absl::Status DeviceGptStage::LayerForward(Slot* slot, int i, bool training, cons
   MXMACA_RETURN_IF_ERROR(LinearFwd(k, l.act_out, P(id.fc2_weight), P(id.fc2_bias), t, f, h, fc2));
   if (hidden_p > 0.0f) {
     MXMACA_RETURN_IF_ERROR(k.DropoutForward(
-        fc2, fc2, t * h, hidden_p,
-        DropoutKey(c.seed, layer, DropoutSite::kMlpOutput, slot->iteration,
-                   slot->micro_batch_id),
-        0));
+        fc2, fc2, t * h, hidden_p, slot->rng_keys + KeyIndex(i, DropoutSite::kMlpOutput), 0));
   }
   return k.Add(l.residual2, fc2, out, t * h);
 }
@@ -559,10 +562,10 @@ absl::Status DeviceGptStage::LayerForward(Slot* slot, int i, bool training, cons
 absl::Status DeviceGptStage::HeadForward(Slot* slot) {
   DeviceKernels& k = *kernels_;
   const int64_t t = slot->b * slot->s, h = config_.hidden_size, vp = config_.padded_vocab_size;
-  MXMACA_RETURN_IF_ERROR(NormFwd(
-      k, config_, slot->final_input, device_param(ids_.final_norm_weight),
-      ids_.final_norm_bias >= 0 ? device_param(ids_.final_norm_bias) : nullptr, t, h,
-      slot->lnf_out, slot->lnf_mean, slot->lnf_rstd));
+  MXMACA_RETURN_IF_ERROR(
+      NormFwd(k, config_, slot->final_input, device_param(ids_.final_norm_weight),
+              ids_.final_norm_bias >= 0 ? device_param(ids_.final_norm_bias) : nullptr, t, h,
+              slot->lnf_out, slot->lnf_mean, slot->lnf_rstd));
   MXMACA_RETURN_IF_ERROR(k.Gemm(false, true, t, vp, h, 1.0f, slot->lnf_out, h,
                                 device_param(ids_.output_weight), h, 0.0f, slot->logits, vp));
   return k.CrossEntropyForward(slot->logits, slot->labels, t, vp, vocab_softmax_,
@@ -571,8 +574,7 @@ absl::Status DeviceGptStage::HeadForward(Slot* slot) {
 
 // ---- backward-input ----
 
-absl::Status DeviceGptStage::BackwardInput(int64_t micro_batch_id,
-                                           absl::Span<const float> d_output,
+absl::Status DeviceGptStage::BackwardInput(int64_t micro_batch_id, absl::Span<const float> d_output,
                                            float loss_grad_scale, std::vector<float>* d_input) {
   Slot* slot = FindSlot(micro_batch_id);
   if (slot == nullptr || !slot->training) {
@@ -619,11 +621,10 @@ absl::Status DeviceGptStage::BackwardInputSegment(Slot* slot) {
                                                   slot->dloss, t, vp, vocab_softmax_,
                                                   slot->logits));
     MXMACA_RETURN_IF_ERROR(k.Gemm(false, false, t, h, vp, 1.0f, slot->logits, vp,
-                                  device_param(ids_.output_weight), h, 0.0f, slot->d_lnf_out,
-                                  h));
-    MXMACA_RETURN_IF_ERROR(NormBwdInput(
-        k, config_, slot->d_lnf_out, slot->final_input, device_param(ids_.final_norm_weight),
-        slot->lnf_mean, slot->lnf_rstd, t, h, d_cur));
+                                  device_param(ids_.output_weight), h, 0.0f, slot->d_lnf_out, h));
+    MXMACA_RETURN_IF_ERROR(NormBwdInput(k, config_, slot->d_lnf_out, slot->final_input,
+                                        device_param(ids_.final_norm_weight), slot->lnf_mean,
+                                        slot->lnf_rstd, t, h, d_cur));
   } else {
     MXMACA_RETURN_IF_ERROR(k.CopyDeviceToDevice(d_cur, slot->d_output, 4 * t * h));
   }
@@ -634,9 +635,7 @@ absl::Status DeviceGptStage::BackwardInputSegment(Slot* slot) {
   if (layout_.has_embedding) {
     if (config_.hidden_dropout > 0.0f) {
       return k.DropoutBackward(d_cur, slot->d_embedding, t * h, config_.hidden_dropout,
-                               DropoutKey(config_.seed, -1, DropoutSite::kEmbedding,
-                                          slot->iteration, slot->micro_batch_id),
-                               0);
+                               slot->rng_keys + KeyIndex(-1, DropoutSite::kEmbedding), 0);
     }
     return k.CopyDeviceToDevice(slot->d_embedding, d_cur, 4 * t * h);
   }
@@ -650,18 +649,17 @@ absl::Status DeviceGptStage::LayerBackwardInput(Slot* slot, int i, const float* 
   LayerBuffers& l = slot->layers[i];
   Scratch& sc = *scratch_;
   const int64_t layer = layout_.first_layer + i;
-  const int64_t b = slot->b, s = slot->s, t = b * s, h = c.hidden_size,
-                np = c.num_attention_heads, hn = c.head_dim(), qkv_n = c.qkv_size(),
-                pj = c.attention_projection_size(), f = c.ffn_hidden_size, f1 = c.fc1_size();
+  const int64_t b = slot->b, s = slot->s, t = b * s, h = c.hidden_size, np = c.num_attention_heads,
+                hn = c.head_dim(), qkv_n = c.qkv_size(), pj = c.attention_projection_size(),
+                f = c.ffn_hidden_size, f1 = c.fc1_size();
   auto P = [&](int pid) -> const float* { return pid >= 0 ? device_param(pid) : nullptr; };
   const AttentionDims d{b, s, np, c.query_groups(), hn};
   const int32_t* doc = slot->has_doc_start ? slot->doc_start : nullptr;
 
   // MLP block (the dropout backward copies when p = 0).
-  MXMACA_RETURN_IF_ERROR(k.DropoutBackward(
-      dy, l.d_fc2, t * h, c.hidden_dropout,
-      DropoutKey(c.seed, layer, DropoutSite::kMlpOutput, slot->iteration, slot->micro_batch_id),
-      0));
+  MXMACA_RETURN_IF_ERROR(k.DropoutBackward(dy, l.d_fc2, t * h, c.hidden_dropout,
+                                           slot->rng_keys + KeyIndex(i, DropoutSite::kMlpOutput),
+                                           0));
   MXMACA_RETURN_IF_ERROR(LinearBwdInput(k, l.d_fc2, P(id.fc2_weight), t, f, h, sc.d_act));
   if (c.swiglu) {
     MXMACA_RETURN_IF_ERROR(k.SwigluBackward(l.fc1_out, sc.d_act, l.d_fc1, t, f));
@@ -677,32 +675,28 @@ absl::Status DeviceGptStage::LayerBackwardInput(Slot* slot, int i, const float* 
   MXMACA_RETURN_IF_ERROR(k.Add(dy, dx2, dx2, t * h));
 
   // Attention block.
-  MXMACA_RETURN_IF_ERROR(k.DropoutBackward(
-      dx2, l.d_proj, t * h, c.hidden_dropout,
-      DropoutKey(c.seed, layer, DropoutSite::kAttentionOutput, slot->iteration,
-                 slot->micro_batch_id),
-      0));
+  MXMACA_RETURN_IF_ERROR(
+      k.DropoutBackward(dx2, l.d_proj, t * h, c.hidden_dropout,
+                        slot->rng_keys + KeyIndex(i, DropoutSite::kAttentionOutput), 0));
   MXMACA_RETURN_IF_ERROR(LinearBwdInput(k, l.d_proj, P(id.proj_weight), t, pj, h, sc.d_context));
   MXMACA_RETURN_IF_ERROR(k.TokensToHeads(d, sc.d_context, sc.d_o));
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hn)));
-  const kernels::RngKey attn_key =
-      DropoutKey(c.seed, layer, DropoutSite::kAttentionProbs, slot->iteration,
-                 slot->micro_batch_id);
+  const kernels::RngKey* attn_key = slot->rng_keys + KeyIndex(i, DropoutSite::kAttentionProbs);
   float* dk = sc.dkv;
   float* dv = sc.dkv + b * d.groups * s * hn;
   if (options_.fused_attention) {
     MXMACA_RETURN_IF_ERROR(k.TokensToHeads(d, l.context, sc.o));  // the forward's output
     MXMACA_RETURN_IF_ERROR(k.FusedAttentionBackward(d, l.q, l.k, l.v, sc.o, l.probs_or_lse, doc,
-                                                    scale, c.attention_dropout, attn_key,
-                                                    sc.d_o, sc.dq, dk, dv, sc.delta));
+                                                    scale, c.attention_dropout, attn_key, sc.d_o,
+                                                    sc.dq, dk, dv, sc.delta));
   } else {
     MXMACA_RETURN_IF_ERROR(k.AttentionBackward(d, l.q, l.k, l.v, l.probs_or_lse, doc, scale,
-                                               c.attention_dropout, attn_key, sc.d_o, sc.dq,
-                                               dk, dv));
+                                               c.attention_dropout, attn_key, sc.d_o, sc.dq, dk,
+                                               dv));
   }
   if (c.position_embedding_type == PositionEmbeddingType::kRope) {
-    MXMACA_RETURN_IF_ERROR(k.RopeBackward(sc.dq, slot->rope_positions, b, s, np, hn,
-                                          c.rotary_dim(), c.rotary_base));
+    MXMACA_RETURN_IF_ERROR(
+        k.RopeBackward(sc.dq, slot->rope_positions, b, s, np, hn, c.rotary_dim(), c.rotary_base));
     MXMACA_RETURN_IF_ERROR(k.RopeBackward(dk, slot->rope_positions, b, s, d.groups, hn,
                                           c.rotary_dim(), c.rotary_base));
   }

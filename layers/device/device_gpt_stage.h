@@ -32,10 +32,12 @@
 // (device work only: the op's kernels on the slot's buffers), device -> host copies of its
 // outputs, then one Synchronize. The segment runs through the SegmentRunner given to
 // set_segment_runner (the stage actor's CUDA graph cache: capture once, replay) with a key
-// naming the op kind, slot and shape; without one it runs eagerly. Dropout masks are keyed
-// by (seed, layer, site, iteration, micro-batch) passed as kernel ARGUMENTS, which a
-// captured graph would freeze: graph_safe() is false when any dropout is on, and the
-// caller must then run eagerly.
+// naming the op kind, slot and shape; without one it runs eagerly. Everything that differs
+// between micro-batches reaches the segment through the slot's device buffers, uploaded
+// before it: tokens, labels, masks, the loss scale, and the dropout keys (seed, layer,
+// site, iteration, micro-batch), which the kernels read from device memory when they run.
+// So a replayed graph computes exactly what the eager op would
+// (layers/device/graph_replay_test.cc).
 //
 // Gradient accumulation: W adds each micro-batch's weight gradients to the gradient arena
 // in call order; W calls must come in F order (every schedule of scheduler/ does; the
@@ -74,8 +76,8 @@ struct DeviceStageOptions {
   // --gradient-accumulation-fusion); false = GptStage's temporary-then-add order.
   bool gradient_accumulation_fusion = false;
   // Fused (flash-style) attention: no [b, np, s, s] probabilities in the stash; needs
-  // DeviceKernels::has_fused_attention for the head dim (CUDA). false = materialised probabilities (the CPU
-  // backend's kernel, GptStage's numerics).
+  // DeviceKernels::has_fused_attention for the head dim (CUDA). false = materialised probabilities
+  // (the CPU backend's kernel, GptStage's numerics).
   bool fused_attention = false;
   // arena_multiple: the host and device arenas are padded to a multiple of this many
   // elements (ParameterStore::Finalize: 16 x the data-parallel size for the buckets).
@@ -120,8 +122,7 @@ struct SegmentInfo {
 // SegmentRunner: runs `segment` (device work only) — eagerly, or captured into / replayed
 // from a CUDA graph keyed by `info` (layers/device/cuda_graph_runner.h).
 using Segment = std::function<absl::Status()>;
-using SegmentRunner =
-    std::function<absl::Status(const SegmentInfo& info, const Segment& segment)>;
+using SegmentRunner = std::function<absl::Status(const SegmentInfo& info, const Segment& segment)>;
 
 class DeviceGptStage {
  public:
@@ -159,8 +160,6 @@ class DeviceGptStage {
 
   // set_segment_runner: see SegmentRunner; nullptr runs segments eagerly.
   void set_segment_runner(SegmentRunner runner) { runner_ = std::move(runner); }
-  // graph_safe: whether segments may be captured (no dropout; see the file comment).
-  bool graph_safe() const;
 
   // Forward: F of one micro-batch; training keeps its slot until W, eval frees it at once.
   // InvalidArgument for a shape beyond the slots' size, ids out of range or sizes that do
@@ -209,19 +208,18 @@ class DeviceGptStage {
 
   // Device work of each op on one slot (the captured segments).
   absl::Status ForwardSegment(Slot* slot, bool training);
-  absl::Status LayerForward(Slot* slot, int local_layer, bool training, const float* x,
-                            float* out);
+  absl::Status LayerForward(Slot* slot, int local_layer, bool training, const float* x, float* out);
   absl::Status HeadForward(Slot* slot);
   absl::Status BackwardInputSegment(Slot* slot);
   absl::Status LayerBackwardInput(Slot* slot, int local_layer, const float* dy, float* dx);
   absl::Status BackwardWeightSegment(Slot* slot);
   absl::Status LayerBackwardWeight(Slot* slot, int local_layer);
   // Weight-gradient helpers (see "Gradient accumulation").
-  absl::Status LinearWeightGrad(const float* dy, const float* x, int64_t t, int64_t in,
-                                int64_t out, int w_id, int b_id);
+  absl::Status LinearWeightGrad(const float* dy, const float* x, int64_t t, int64_t in, int64_t out,
+                                int w_id, int b_id);
   absl::Status AccumulateInto(int id, const std::function<absl::Status(float*)>& accumulate);
-  absl::Status NormWeightGrad(const float* dy, const float* x, const float* mean,
-                              const float* rstd, int64_t t, int w_id, int b_id);
+  absl::Status NormWeightGrad(const float* dy, const float* x, const float* mean, const float* rstd,
+                              int64_t t, int w_id, int b_id);
 
   GptConfig config_;
   StageLayout layout_;

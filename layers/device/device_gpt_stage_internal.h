@@ -8,16 +8,16 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/exec_context.h"
 #include "layers/device/device_gpt_stage.h"
+#include "layers/transformer_layer.h"
 
 namespace mxmaca::layers::device {
 namespace internal {
 
 inline constexpr int64_t kAlignFloats = 64;  // 256 bytes: every buffer of a slot starts aligned
 
-inline int64_t RoundUp(int64_t n) {
-  return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
-}
+inline int64_t RoundUp(int64_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
 
 // FloatCarver: hands out consecutive 256-byte-aligned pieces of one allocation (or, with
 // base == nullptr, only counts how many floats the pieces need).
@@ -37,6 +37,17 @@ class FloatCarver {
   float* base_;
   int64_t used_ = 0;
 };
+
+// Dropout keys of one micro-batch in its slot: [0] the embedding's, then per local layer i
+// the attention probabilities', the attention output's and the MLP output's.
+inline int NumKeys(int num_layers) { return 1 + 3 * num_layers; }
+inline int KeyIndex(int local_layer, DropoutSite site) {
+  if (local_layer < 0) return 0;
+  const int s = site == DropoutSite::kAttentionProbs    ? 0
+                : site == DropoutSite::kAttentionOutput ? 1
+                                                        : 2;
+  return 1 + 3 * local_layer + s;
+}
 
 }  // namespace internal
 
@@ -58,11 +69,11 @@ struct DeviceGptStage::Slot {
   // Inputs (device).
   int32_t *tokens, *positions, *rope_positions, *doc_start, *labels;
   float *loss_mask, *dloss;
+  kernels::RngKey* rng_keys;  // internal::NumKeys(layers) keys, uploaded by training F
   float* d_embedding;
   std::vector<LayerBuffers> layers;
   // Loss head.
-  float *final_input, *lnf_out, *lnf_mean, *lnf_rstd, *logits, *ce_lse, *token_losses,
-      *d_lnf_out;
+  float *final_input, *lnf_out, *lnf_mean, *lnf_rstd, *logits, *ce_lse, *token_losses, *d_lnf_out;
   // Stage boundary: output hidden (F), incoming d_output and outgoing d_input (B).
   float *output, *d_output, *d_input;
   std::vector<float> host_loss_mask;  // for the loss and dloss

@@ -8,7 +8,6 @@
 #include "layers/device/device_gpt_stage.h"
 
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -283,7 +282,6 @@ TEST_CASE("device stage: evaluation, segments, slots and errors", "[device]") {
     keys.push_back(info.ToString());
     return segment();
   });
-  CHECK((*dev)->graph_safe());
   const Batch bt = MakeBatch(c, 3);
   DeviceStageOutput out;
   // Eval frees its slot at once; three training micro-batches in flight take three slots.
@@ -313,11 +311,11 @@ TEST_CASE("device stage: evaluation, segments, slots and errors", "[device]") {
   big.b = 3;
   CHECK((*dev)->Forward(DevInput(big, 10, 0, nullptr), true, &out).code() ==
         absl::StatusCode::kInvalidArgument);
-  // Refused configurations name their flag; dropout is not graph-safe.
+  // Refused configurations name their flag.
   GptConfig recompute = c;
   recompute.recompute_granularity = RecomputeGranularity::kFull;
-  auto refused = DeviceGptStage::Create(recompute, StageLayout{0, c.num_layers, true, true},
-                                        &kernels, opts);
+  auto refused =
+      DeviceGptStage::Create(recompute, StageLayout{0, c.num_layers, true, true}, &kernels, opts);
   CHECK(std::string(refused.status().message()).find("--recompute-granularity") !=
         std::string::npos);
   DeviceStageOptions fused = opts;
@@ -325,10 +323,6 @@ TEST_CASE("device stage: evaluation, segments, slots and errors", "[device]") {
   CHECK(DeviceGptStage::Create(c, StageLayout{0, c.num_layers, true, true}, &kernels, fused)
             .status()
             .code() == absl::StatusCode::kInvalidArgument);
-  auto dropout =
-      DeviceGptStage::Create(TinyConfig(), StageLayout{0, 3, true, true}, &kernels, opts);
-  REQUIRE(dropout.ok());
-  CHECK_FALSE((*dropout)->graph_safe());
 }
 
 }  // namespace

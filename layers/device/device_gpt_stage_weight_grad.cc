@@ -20,8 +20,8 @@ absl::Status DeviceGptStage::BackwardWeight(int64_t micro_batch_id) {
         absl::StrCat("device stage: no stash for micro-batch ", micro_batch_id));
   }
   if (slot->phase != Slot::Phase::kBackwardInputDone) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "BackwardWeight of micro-batch ", micro_batch_id, " before its BackwardInput"));
+    return absl::FailedPreconditionError(absl::StrCat("BackwardWeight of micro-batch ",
+                                                      micro_batch_id, " before its BackwardInput"));
   }
   if (forward_order_.empty() || forward_order_.front() != micro_batch_id) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -36,8 +36,8 @@ absl::Status DeviceGptStage::BackwardWeight(int64_t micro_batch_id) {
   return absl::OkStatus();
 }
 
-absl::Status DeviceGptStage::AccumulateInto(
-    int id, const std::function<absl::Status(float*)>& accumulate) {
+absl::Status DeviceGptStage::AccumulateInto(int id,
+                                            const std::function<absl::Status(float*)>& accumulate) {
   if (options_.gradient_accumulation_fusion) return accumulate(device_grad(id));
   const int64_t n = store_.info(id).numel;
   MXMACA_RETURN_IF_ERROR(kernels_->Zero(grad_temp_, 4 * n));
@@ -95,8 +95,8 @@ absl::Status DeviceGptStage::BackwardWeightSegment(Slot* slot) {
     // Output layer: dW [VP, h] = dlogits^T lnf_out. Tied with this stage's embedding: the
     // embedding's W adds its part to the same micro-batch buffer first (gpt_stage.cc).
     if (tied_here && !fused) {
-      MXMACA_RETURN_IF_ERROR(k.Gemm(true, false, vp, h, t, 1.0f, slot->logits, vp,
-                                    slot->lnf_out, h, 0.0f, embed_temp_, h));
+      MXMACA_RETURN_IF_ERROR(k.Gemm(true, false, vp, h, t, 1.0f, slot->logits, vp, slot->lnf_out, h,
+                                    0.0f, embed_temp_, h));
     } else {
       MXMACA_RETURN_IF_ERROR(AccumulateInto(ids_.output_weight, [&](float* dw) {
         return k.Gemm(true, false, vp, h, t, 1.0f, slot->logits, vp, slot->lnf_out, h,
@@ -137,8 +137,7 @@ absl::Status DeviceGptStage::LayerBackwardWeight(Slot* slot, int i) {
   LayerBuffers& l = slot->layers[i];
   const int64_t t = slot->b * slot->s, h = c.hidden_size, qkv_n = c.qkv_size(),
                 pj = c.attention_projection_size(), f = c.ffn_hidden_size, f1 = c.fc1_size();
-  MXMACA_RETURN_IF_ERROR(
-      LinearWeightGrad(l.d_fc2, l.act_out, t, f, h, id.fc2_weight, id.fc2_bias));
+  MXMACA_RETURN_IF_ERROR(LinearWeightGrad(l.d_fc2, l.act_out, t, f, h, id.fc2_weight, id.fc2_bias));
   MXMACA_RETURN_IF_ERROR(
       LinearWeightGrad(l.d_fc1, l.ln2_out, t, h, f1, id.fc1_weight, id.fc1_bias));
   MXMACA_RETURN_IF_ERROR(NormWeightGrad(l.d_ln2_out, l.residual2, l.ln2_mean, l.ln2_rstd, t,
@@ -190,9 +189,9 @@ absl::Status DeviceGptStage::AdamWStep(float lr, float weight_decay, float beta1
   for (int i = 0; i < store_.size(); ++i) {
     const ParameterInfo& info = store_.info(i);
     const int64_t off = info.arena_offset;
-    MXMACA_RETURN_IF_ERROR(kernels_->AdamWStep(
-        params_ + off, grads_ + off, exp_avg_ + off, exp_avg_sq_ + off, info.numel, lr, beta1,
-        beta2, eps, info.spec.weight_decay ? weight_decay : 0.0f, step));
+    MXMACA_RETURN_IF_ERROR(kernels_->AdamWStep(params_ + off, grads_ + off, exp_avg_ + off,
+                                               exp_avg_sq_ + off, info.numel, lr, beta1, beta2, eps,
+                                               info.spec.weight_decay ? weight_decay : 0.0f, step));
   }
   return absl::OkStatus();
 }

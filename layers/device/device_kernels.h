@@ -83,8 +83,8 @@ class DeviceKernels {
   // C[m, n] = alpha op(A)[m, k] op(B)[k, n] + beta C, row-major, fp32 in and out, inputs
   // rounded to bf16 when precision() is kBf16; fp32 accumulation.
   virtual absl::Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                            float alpha, const float* a, int64_t lda, const float* b,
-                            int64_t ldb, float beta, float* c, int64_t ldc) = 0;
+                            float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                            float beta, float* c, int64_t ldc) = 0;
 
   // ---- elementwise (kernels/cpu/elementwise.h) ----
   virtual absl::Status AddBias(float* y, const float* bias, int64_t rows, int64_t cols) = 0;
@@ -98,35 +98,35 @@ class DeviceKernels {
   virtual absl::Status GeluForward(const float* x, float* y, int64_t n) = 0;
   virtual absl::Status GeluBackward(const float* x, const float* dy, float* dx, int64_t n) = 0;
   virtual absl::Status GeluTanhForward(const float* x, float* y, int64_t n) = 0;
-  virtual absl::Status GeluTanhBackward(const float* x, const float* dy, float* dx,
-                                        int64_t n) = 0;
+  virtual absl::Status GeluTanhBackward(const float* x, const float* dy, float* dx, int64_t n) = 0;
   // Swiglu: x [rows, 2f] = [gate | up] -> y [rows, f] = silu(gate) * up.
   virtual absl::Status SwigluForward(const float* x, float* y, int64_t rows, int64_t f) = 0;
   virtual absl::Status SwigluBackward(const float* x, const float* dy, float* dx, int64_t rows,
                                       int64_t f) = 0;
   // Dropout with the counter-based mask of kernels/philox.h: element i keyed by
-  // (key, index_offset + i); p = 0 copies.
+  // (*key, index_offset + i); p = 0 copies. `key` (here and in the attention calls) points
+  // to DEVICE memory and is read when the work runs, not when it is enqueued, so a
+  // captured CUDA graph replays with the key the buffer holds then; it may be null only
+  // when the dropout probability is 0.
   virtual absl::Status DropoutForward(const float* x, float* y, int64_t n, float p,
-                                      kernels::RngKey key, int64_t index_offset) = 0;
+                                      const kernels::RngKey* key, int64_t index_offset) = 0;
   virtual absl::Status DropoutBackward(const float* dy, float* dx, int64_t n, float p,
-                                       kernels::RngKey key, int64_t index_offset) = 0;
+                                       const kernels::RngKey* key, int64_t index_offset) = 0;
 
   // ---- norms (kernels/cpu/norm.h), rows [n, h]; *BackwardWeight ACCUMULATE ----
   virtual absl::Status LayerNormForward(const float* x, const float* gamma, const float* beta,
                                         float eps, int64_t n, int64_t h, float* y, float* mean,
                                         float* rstd) = 0;
-  virtual absl::Status LayerNormBackwardInput(const float* dy, const float* x,
-                                              const float* gamma, const float* mean,
-                                              const float* rstd, int64_t n, int64_t h,
-                                              float* dx) = 0;
-  virtual absl::Status LayerNormBackwardWeight(const float* dy, const float* x,
-                                               const float* mean, const float* rstd, int64_t n,
-                                               int64_t h, float* dgamma, float* dbeta) = 0;
+  virtual absl::Status LayerNormBackwardInput(const float* dy, const float* x, const float* gamma,
+                                              const float* mean, const float* rstd, int64_t n,
+                                              int64_t h, float* dx) = 0;
+  virtual absl::Status LayerNormBackwardWeight(const float* dy, const float* x, const float* mean,
+                                               const float* rstd, int64_t n, int64_t h,
+                                               float* dgamma, float* dbeta) = 0;
   virtual absl::Status RmsNormForward(const float* x, const float* gamma, float eps, int64_t n,
                                       int64_t h, float* y, float* rstd) = 0;
   virtual absl::Status RmsNormBackwardInput(const float* dy, const float* x, const float* gamma,
-                                            const float* rstd, int64_t n, int64_t h,
-                                            float* dx) = 0;
+                                            const float* rstd, int64_t n, int64_t h, float* dx) = 0;
   virtual absl::Status RmsNormBackwardWeight(const float* dy, const float* x, const float* rstd,
                                              int64_t n, int64_t h, float* dgamma) = 0;
 
@@ -139,9 +139,8 @@ class DeviceKernels {
 
   // ---- cross-entropy (kernels/cpu/cross_entropy.h): logits [n, vp], softmax over the
   // first v columns; loss [n], lse [n]; dlogits may alias logits ----
-  virtual absl::Status CrossEntropyForward(const float* logits, const int32_t* targets,
-                                           int64_t n, int64_t vp, int64_t v, float* loss,
-                                           float* lse) = 0;
+  virtual absl::Status CrossEntropyForward(const float* logits, const int32_t* targets, int64_t n,
+                                           int64_t vp, int64_t v, float* loss, float* lse) = 0;
   virtual absl::Status CrossEntropyBackward(const float* logits, const int32_t* targets,
                                             const float* lse, const float* dloss, int64_t n,
                                             int64_t vp, int64_t v, float* dlogits) = 0;
@@ -160,41 +159,38 @@ class DeviceKernels {
   virtual absl::Status AttentionForward(const AttentionDims& d, const float* q, const float* k,
                                         const float* v, const int32_t* doc_start,
                                         float softmax_scale, float dropout_p,
-                                        kernels::RngKey key, float* probs, float* o) = 0;
+                                        const kernels::RngKey* key, float* probs, float* o) = 0;
   virtual absl::Status AttentionBackward(const AttentionDims& d, const float* q, const float* k,
                                          const float* v, const float* probs,
                                          const int32_t* doc_start, float softmax_scale,
-                                         float dropout_p, kernels::RngKey key, const float* dout,
-                                         float* dq, float* dk, float* dv) = 0;
+                                         float dropout_p, const kernels::RngKey* key,
+                                         const float* dout, float* dq, float* dk, float* dv) = 0;
   // Fused (flash-style) attention: o and the log-sum-exp lse [b, np, s]; the backward
   // recomputes the probabilities (delta: [b, np, s] scratch). kUnimplemented on CPU.
-  virtual absl::Status FusedAttentionForward(const AttentionDims& d, const float* q,
-                                             const float* k, const float* v,
-                                             const int32_t* doc_start, float softmax_scale,
-                                             float dropout_p, kernels::RngKey key, float* o,
-                                             float* lse) = 0;
+  virtual absl::Status FusedAttentionForward(const AttentionDims& d, const float* q, const float* k,
+                                             const float* v, const int32_t* doc_start,
+                                             float softmax_scale, float dropout_p,
+                                             const kernels::RngKey* key, float* o, float* lse) = 0;
   virtual absl::Status FusedAttentionBackward(const AttentionDims& d, const float* q,
                                               const float* k, const float* v, const float* o,
                                               const float* lse, const int32_t* doc_start,
                                               float softmax_scale, float dropout_p,
-                                              kernels::RngKey key, const float* dout, float* dq,
-                                              float* dk, float* dv, float* delta) = 0;
+                                              const kernels::RngKey* key, const float* dout,
+                                              float* dq, float* dk, float* dv, float* delta) = 0;
 
   // ---- rotary position embedding (kernels/cpu/rope.h, Megatron's base-only form) ----
   // In place on x [b, heads, s, d] (SplitQkv's q or k); positions [b, s] (device int32);
   // the first rotary_dim of d dims rotated with inverse frequencies base^(-2i/rotary_dim).
   virtual absl::Status RopeForward(float* x, const int32_t* positions, int64_t b, int64_t s,
-                                   int64_t heads, int64_t d, int64_t rotary_dim,
-                                   float base) = 0;
+                                   int64_t heads, int64_t d, int64_t rotary_dim, float base) = 0;
   virtual absl::Status RopeBackward(float* dx, const int32_t* positions, int64_t b, int64_t s,
-                                    int64_t heads, int64_t d, int64_t rotary_dim,
-                                    float base) = 0;
+                                    int64_t heads, int64_t d, int64_t rotary_dim, float base) = 0;
 
   // ---- optimizer (kernels/cpu/adamw.h): torch.optim.AdamW's update, bias correction
   // with step (1-based) ----
-  virtual absl::Status AdamWStep(float* param, const float* grad, float* exp_avg,
-                                 float* exp_avg_sq, int64_t n, float lr, float beta1,
-                                 float beta2, float eps, float weight_decay, int64_t step) = 0;
+  virtual absl::Status AdamWStep(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
+                                 int64_t n, float lr, float beta1, float beta2, float eps,
+                                 float weight_decay, int64_t step) = 0;
 };
 
 }  // namespace mxmaca::layers::device

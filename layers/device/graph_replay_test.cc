@@ -7,12 +7,11 @@
 // afterwards the recording is replayed and the segment's own code is never called again,
 // exactly as cudaGraphLaunch would. Training through it must give the eager run's losses,
 // gradients and parameters bit for bit: every value that changes between micro-batches
-// (tokens, labels, the loss scale, the shape) must reach the segment through device
-// buffers uploaded before it, not as an argument. With dropout the RNG keys ARE arguments
-// (DeviceGptStage::graph_safe() is false): the same harness then gives a different run,
-// which shows the test can fail.
+// (tokens, labels, the loss scale, the shape, the dropout keys) must reach the segment
+// through device buffers uploaded before it, not as an argument — with dropout on, too.
+// A control keys the graphs without the slot (so slot 1 replays slot 0's recording, on
+// slot 0's buffers): that run differs, which shows the comparison can fail.
 #include <catch2/catch.hpp>
-
 #include <cstring>
 #include <functional>
 #include <map>
@@ -37,11 +36,11 @@ class ReplayKernels : public CpuDeviceKernels {
   explicit ReplayKernels(const kernels::ExecContext& ctx) : CpuDeviceKernels(ctx) {}
   std::vector<Thunk>* recording = nullptr;
 
-#define MXMACA_RECORD(call)                                        \
-  if (recording != nullptr) {                                      \
+#define MXMACA_RECORD(call)                                       \
+  if (recording != nullptr) {                                     \
     recording->push_back([=] { return CpuDeviceKernels::call; }); \
-    return absl::OkStatus();                                       \
-  }                                                                \
+    return absl::OkStatus();                                      \
+  }                                                               \
   return CpuDeviceKernels::call
 
   absl::Status CopyToDevice(void* dst, const void* src, int64_t bytes) override {
@@ -60,9 +59,9 @@ class ReplayKernels : public CpuDeviceKernels {
     MXMACA_RECORD(CopyDeviceToDevice(dst, src, bytes));
   }
   absl::Status Zero(void* p, int64_t bytes) override { MXMACA_RECORD(Zero(p, bytes)); }
-  absl::Status Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                    float* c, int64_t ldc) override {
+  absl::Status Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                    int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                    int64_t ldc) override {
     MXMACA_RECORD(Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
   }
   absl::Status AddBias(float* y, const float* bias, int64_t rows, int64_t cols) override {
@@ -84,8 +83,7 @@ class ReplayKernels : public CpuDeviceKernels {
   absl::Status GeluTanhForward(const float* x, float* y, int64_t n) override {
     MXMACA_RECORD(GeluTanhForward(x, y, n));
   }
-  absl::Status GeluTanhBackward(const float* x, const float* dy, float* dx,
-                                int64_t n) override {
+  absl::Status GeluTanhBackward(const float* x, const float* dy, float* dx, int64_t n) override {
     MXMACA_RECORD(GeluTanhBackward(x, dy, dx, n));
   }
   absl::Status SwigluForward(const float* x, float* y, int64_t rows, int64_t f) override {
@@ -95,22 +93,21 @@ class ReplayKernels : public CpuDeviceKernels {
                               int64_t f) override {
     MXMACA_RECORD(SwigluBackward(x, dy, dx, rows, f));
   }
-  absl::Status DropoutForward(const float* x, float* y, int64_t n, float p, kernels::RngKey key,
-                              int64_t offset) override {
+  absl::Status DropoutForward(const float* x, float* y, int64_t n, float p,
+                              const kernels::RngKey* key, int64_t offset) override {
     MXMACA_RECORD(DropoutForward(x, y, n, p, key, offset));
   }
   absl::Status DropoutBackward(const float* dy, float* dx, int64_t n, float p,
-                               kernels::RngKey key, int64_t offset) override {
+                               const kernels::RngKey* key, int64_t offset) override {
     MXMACA_RECORD(DropoutBackward(dy, dx, n, p, key, offset));
   }
   absl::Status LayerNormForward(const float* x, const float* g, const float* b, float eps,
-                                int64_t n, int64_t h, float* y, float* mean,
-                                float* rstd) override {
+                                int64_t n, int64_t h, float* y, float* mean, float* rstd) override {
     MXMACA_RECORD(LayerNormForward(x, g, b, eps, n, h, y, mean, rstd));
   }
   absl::Status LayerNormBackwardInput(const float* dy, const float* x, const float* g,
-                                      const float* mean, const float* rstd, int64_t n,
-                                      int64_t h, float* dx) override {
+                                      const float* mean, const float* rstd, int64_t n, int64_t h,
+                                      float* dx) override {
     MXMACA_RECORD(LayerNormBackwardInput(dy, x, g, mean, rstd, n, h, dx));
   }
   absl::Status LayerNormBackwardWeight(const float* dy, const float* x, const float* mean,
@@ -123,12 +120,11 @@ class ReplayKernels : public CpuDeviceKernels {
     MXMACA_RECORD(RmsNormForward(x, g, eps, n, h, y, rstd));
   }
   absl::Status RmsNormBackwardInput(const float* dy, const float* x, const float* g,
-                                    const float* rstd, int64_t n, int64_t h,
-                                    float* dx) override {
+                                    const float* rstd, int64_t n, int64_t h, float* dx) override {
     MXMACA_RECORD(RmsNormBackwardInput(dy, x, g, rstd, n, h, dx));
   }
-  absl::Status RmsNormBackwardWeight(const float* dy, const float* x, const float* rstd,
-                                     int64_t n, int64_t h, float* dg) override {
+  absl::Status RmsNormBackwardWeight(const float* dy, const float* x, const float* rstd, int64_t n,
+                                     int64_t h, float* dg) override {
     MXMACA_RECORD(RmsNormBackwardWeight(dy, x, rstd, n, h, dg));
   }
   absl::Status EmbeddingForward(const int32_t* ids, int64_t n, const float* table, int64_t h,
@@ -143,9 +139,9 @@ class ReplayKernels : public CpuDeviceKernels {
                                    int64_t vp, int64_t v, float* loss, float* lse) override {
     MXMACA_RECORD(CrossEntropyForward(logits, targets, n, vp, v, loss, lse));
   }
-  absl::Status CrossEntropyBackward(const float* logits, const int32_t* targets,
-                                    const float* lse, const float* dloss, int64_t n, int64_t vp,
-                                    int64_t v, float* dlogits) override {
+  absl::Status CrossEntropyBackward(const float* logits, const int32_t* targets, const float* lse,
+                                    const float* dloss, int64_t n, int64_t vp, int64_t v,
+                                    float* dlogits) override {
     MXMACA_RECORD(CrossEntropyBackward(logits, targets, lse, dloss, n, vp, v, dlogits));
   }
   absl::Status SplitQkv(const AttentionDims& d, const float* qkv, float* q, float* k,
@@ -164,13 +160,13 @@ class ReplayKernels : public CpuDeviceKernels {
   }
   absl::Status AttentionForward(const AttentionDims& d, const float* q, const float* k,
                                 const float* v, const int32_t* doc, float scale, float p,
-                                kernels::RngKey key, float* probs, float* o) override {
+                                const kernels::RngKey* key, float* probs, float* o) override {
     MXMACA_RECORD(AttentionForward(d, q, k, v, doc, scale, p, key, probs, o));
   }
   absl::Status AttentionBackward(const AttentionDims& d, const float* q, const float* k,
                                  const float* v, const float* probs, const int32_t* doc,
-                                 float scale, float p, kernels::RngKey key, const float* dout,
-                                 float* dq, float* dk, float* dv) override {
+                                 float scale, float p, const kernels::RngKey* key,
+                                 const float* dout, float* dq, float* dk, float* dv) override {
     MXMACA_RECORD(AttentionBackward(d, q, k, v, probs, doc, scale, p, key, dout, dq, dk, dv));
   }
   absl::Status RopeForward(float* x, const int32_t* pos, int64_t b, int64_t s, int64_t heads,
@@ -188,12 +184,15 @@ class ReplayKernels : public CpuDeviceKernels {
 // a key is eager, the second is recorded and replayed, later ones only replay.
 struct GraphEmulator {
   ReplayKernels* kernels;
+  bool ignore_slot = false;  // the control: a key that forgets the slot's addresses
   std::map<std::string, int> runs;
   std::map<std::string, std::vector<Thunk>> graphs;
   int replays = 0;
 
   absl::Status Run(const SegmentInfo& info, const Segment& segment) {
-    const std::string key = info.ToString();
+    SegmentInfo keyed = info;
+    if (ignore_slot) keyed.slot = 0;
+    const std::string key = keyed.ToString();
     auto it = graphs.find(key);
     if (it == graphs.end()) {
       if (runs[key]++ == 0) return segment();  // warm-up
@@ -242,17 +241,18 @@ struct Run {
 
 // Train: 4 iterations of 2 micro-batches (fresh random tokens, labels, masks and a
 // per-iteration loss scale), pipelined F F B B W W, then the device AdamW.
-Run Train(const GptConfig& c, bool graphs) {
+Run Train(const GptConfig& c, bool graphs, bool ignore_slot = false) {
   kernels::ExecContext ctx;
   ReplayKernels kernels(ctx);
   DeviceStageOptions opts;
   opts.micro_batch_size = 2;
   auto stage = DeviceGptStage::Create(c, StageLayout{0, c.num_layers, true, true}, &kernels, opts);
   REQUIRE(stage.ok());
-  GraphEmulator emulator{&kernels};
+  GraphEmulator emulator{&kernels, ignore_slot};
   if (graphs) {
-    (*stage)->set_segment_runner(
-        [&](const SegmentInfo& info, const Segment& segment) { return emulator.Run(info, segment); });
+    (*stage)->set_segment_runner([&](const SegmentInfo& info, const Segment& segment) {
+      return emulator.Run(info, segment);
+    });
   }
   Run run;
   std::mt19937 rng(11);
@@ -282,8 +282,8 @@ Run Train(const GptConfig& c, bool graphs) {
     }
     std::vector<float> unused;
     for (int m = 0; m < 2; ++m) {
-      REQUIRE((*stage)->BackwardInput(2 * it + m, {}, static_cast<float>(1.0 / count), &unused)
-                  .ok());
+      REQUIRE(
+          (*stage)->BackwardInput(2 * it + m, {}, static_cast<float>(1.0 / count), &unused).ok());
     }
     for (int m = 0; m < 2; ++m) REQUIRE((*stage)->BackwardWeight(2 * it + m).ok());
     REQUIRE((*stage)->AdamWStep(1e-2f, 0.01f, 0.9f, 0.999f, 1e-8f, it + 1).ok());
@@ -296,23 +296,24 @@ Run Train(const GptConfig& c, bool graphs) {
   return run;
 }
 
-TEST_CASE("replayed segments (emulated CUDA graphs) give the eager run bit for bit",
-          "[device]") {
-  const GptConfig c = Config(0.0f);
-  const Run eager = Train(c, false);
-  const Run replayed = Train(c, true);
-  CHECK(replayed.replays > 0);  // F, B and W of both slots replayed from iteration 3 on
-  CHECK(replayed.losses == eager.losses);
-  CHECK(std::memcmp(replayed.params.data(), eager.params.data(), 4 * eager.params.size()) == 0);
+TEST_CASE("replayed segments (emulated CUDA graphs) give the eager run bit for bit", "[device]") {
+  for (const float dropout : {0.0f, 0.2f}) {
+    INFO("dropout " << dropout);
+    const GptConfig c = Config(dropout);
+    const Run eager = Train(c, false);
+    const Run replayed = Train(c, true);
+    CHECK(replayed.replays > 0);  // F, B and W of both slots replayed from iteration 3 on
+    CHECK(replayed.losses == eager.losses);
+    CHECK(std::memcmp(replayed.params.data(), eager.params.data(), 4 * eager.params.size()) == 0);
+  }
 }
 
-TEST_CASE("with dropout the frozen RNG keys change the run (why graph_safe() is false)",
-          "[device]") {
-  const GptConfig c = Config(0.2f);
+TEST_CASE("the control: graphs keyed without the slot replay the wrong buffers", "[device]") {
+  const GptConfig c = Config(0.0f);
   const Run eager = Train(c, false);
-  const Run replayed = Train(c, true);
-  CHECK(replayed.replays > 0);
-  CHECK(replayed.losses != eager.losses);
+  const Run wrong = Train(c, true, /*ignore_slot=*/true);
+  CHECK(wrong.replays > 0);
+  CHECK(wrong.losses != eager.losses);
 }
 
 }  // namespace

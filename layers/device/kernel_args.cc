@@ -18,8 +18,8 @@ absl::Status CheckSizes(const char* call, std::initializer_list<NamedSize> sizes
   return absl::OkStatus();
 }
 
-absl::Status CheckGemmArgs(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                           int64_t lda, int64_t ldb, int64_t ldc) {
+absl::Status CheckGemmArgs(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda,
+                           int64_t ldb, int64_t ldc) {
   absl::Status s = CheckSizes("Gemm", {{"m", m}, {"n", n}, {"k", k}});
   if (!s.ok()) return s;
   struct Ld {
@@ -36,8 +36,8 @@ absl::Status CheckGemmArgs(bool trans_a, bool trans_b, int64_t m, int64_t n, int
     const int64_t need = ld.row > 1 ? ld.row : 1;
     if (ld.value < need) {
       return absl::InvalidArgumentError(absl::StrCat("Gemm: ", ld.name, " = ", ld.value,
-                                                     " is less than a row of ", ld.layout,
-                                                     " (", need, " elements)"));
+                                                     " is less than a row of ", ld.layout, " (",
+                                                     need, " elements)"));
     }
   }
   return absl::OkStatus();
@@ -53,8 +53,8 @@ absl::Status CheckDropoutP(const char* call, float p) {
 
 absl::Status CheckRows(const char* call, int64_t n, int64_t h) {
   if (n < 0 || h < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        call, ": expected n >= 0 rows of h >= 1 columns, got n = ", n, ", h = ", h));
+    return absl::InvalidArgumentError(
+        absl::StrCat(call, ": expected n >= 0 rows of h >= 1 columns, got n = ", n, ", h = ", h));
   }
   return absl::OkStatus();
 }
@@ -71,9 +71,8 @@ absl::Status CheckAttentionDims(const char* call, const AttentionDims& d) {
   if (d.b < 1 || d.s < 1 || d.heads < 1 || d.groups < 1 || d.head_dim < 1 ||
       d.heads % d.groups != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        call, ": expected positive dims with heads % groups == 0, got b = ", d.b,
-        ", s = ", d.s, ", heads = ", d.heads, ", groups = ", d.groups,
-        ", head_dim = ", d.head_dim));
+        call, ": expected positive dims with heads % groups == 0, got b = ", d.b, ", s = ", d.s,
+        ", heads = ", d.heads, ", groups = ", d.groups, ", head_dim = ", d.head_dim));
   }
   return absl::OkStatus();
 }
@@ -84,8 +83,8 @@ absl::Status CheckRopeArgs(const char* call, int64_t b, int64_t s, int64_t heads
   if (!st.ok()) return st;
   if (d < 1 || rotary_dim < 2 || rotary_dim % 2 != 0 || rotary_dim > d) {
     return absl::InvalidArgumentError(
-        absl::StrCat(call, ": expected an even rotary_dim in [2, d], got rotary_dim = ",
-                     rotary_dim, ", d = ", d));
+        absl::StrCat(call, ": expected an even rotary_dim in [2, d], got rotary_dim = ", rotary_dim,
+                     ", d = ", d));
   }
   if (!(base > 0.0f) || !std::isfinite(base)) {
     return absl::InvalidArgumentError(
@@ -96,8 +95,8 @@ absl::Status CheckRopeArgs(const char* call, int64_t b, int64_t s, int64_t heads
 
 absl::Status CheckAdamWArgs(int64_t n, int64_t step) {
   if (n < 0 || step < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "AdamWStep: expected n >= 0 and step >= 1, got n = ", n, ", step = ", step));
+    return absl::InvalidArgumentError(
+        absl::StrCat("AdamWStep: expected n >= 0 and step >= 1, got n = ", n, ", step = ", step));
   }
   return absl::OkStatus();
 }
@@ -109,9 +108,9 @@ absl::StatusOr<int64_t> AttentionElements(const AttentionDims& d) {
   const double elements = static_cast<double>(d.b) * static_cast<double>(d.heads) *
                           static_cast<double>(d.s) * static_cast<double>(d.s);
   if (elements * sizeof(float) >= static_cast<double>(std::numeric_limits<int64_t>::max())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "attention probabilities [b, heads, s, s] = [", d.b, ", ", d.heads, ", ", d.s, ", ",
-        d.s, "] do not fit in int64 bytes"));
+    return absl::InvalidArgumentError(absl::StrCat("attention probabilities [b, heads, s, s] = [",
+                                                   d.b, ", ", d.heads, ", ", d.s, ", ", d.s,
+                                                   "] do not fit in int64 bytes"));
   }
   return d.b * d.heads * d.s * d.s;
 }

@@ -31,8 +31,8 @@ absl::Status CheckSizes(const char* call, std::initializer_list<NamedSize> sizes
 
 // CheckGemmArgs: m, n, k >= 0 and the row-major leading dimensions cover a row:
 // lda >= (trans_a ? m : k), ldb >= (trans_b ? k : n), ldc >= n (each at least 1).
-absl::Status CheckGemmArgs(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                           int64_t lda, int64_t ldb, int64_t ldc);
+absl::Status CheckGemmArgs(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda,
+                           int64_t ldb, int64_t ldc);
 
 // CheckDropoutP: 0 <= p < 1 (inverted dropout scales by 1 / (1 - p)).
 absl::Status CheckDropoutP(const char* call, float p);

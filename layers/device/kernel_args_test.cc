@@ -3,7 +3,6 @@
 #include "layers/device/kernel_args.h"
 
 #include <catch2/catch.hpp>
-
 #include <string>
 
 namespace mxmaca::layers::device {
@@ -53,8 +52,8 @@ TEST_CASE("attention and RoPE shapes") {
   const auto elements = AttentionElements(AttentionDims{2, 10, 4, 2, 8});
   REQUIRE(elements.ok());
   CHECK(*elements == 2 * 4 * 10 * 10);
-  CHECK(Invalid(AttentionElements(AttentionDims{1 << 20, 1 << 20, 64, 8, 8}).status(),
-                "do not fit"));
+  CHECK(
+      Invalid(AttentionElements(AttentionDims{1 << 20, 1 << 20, 64, 8, 8}).status(), "do not fit"));
   CHECK(CheckRopeArgs("R", 1, 2, 3, 16, 16, 10000.0f).ok());
   CHECK(Invalid(CheckRopeArgs("R", 1, 2, 3, 16, 18, 10000.0f), "rotary_dim = 18"));
   CHECK(Invalid(CheckRopeArgs("R", 1, 2, 3, 16, 5, 10000.0f), "rotary_dim = 5"));

@@ -207,6 +207,16 @@ void CheckElementwise(Table* t, std::mt19937_64& rng) {
       bad += got[i] != want;
     }
     t->Exact("DropoutBackward (p=0.1)", shape, "bits", bad);
+    // The key read from device memory (what captured CUDA graphs use): the same mask.
+    Dev<RngKey> dkey(std::vector<RngKey>{key});
+    CK(kc::DropoutForward(ctx, dx.get(), dout.get(), n, p, dkey.get(), offset));
+    got = dout.Down();
+    bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float want = DropKeep(key, offset + i, p) ? x[i] * s : 0.0f;
+      bad += got[i] != want;
+    }
+    t->Exact("DropoutForward (device key)", shape, "bits", bad);
   }
 }
 

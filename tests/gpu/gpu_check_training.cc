@@ -276,6 +276,31 @@ void PipelineSection(Table* table, const TrainingCheckOptions& o) {
     std::printf("  whole run: graphs off %.3f s, on %.3f s (includes stage creation)\n\n",
                 off.seconds, on.seconds);
   });
+  // With dropout: the keys are read from the slots' device memory when the kernels run, so
+  // replayed graphs draw each micro-batch's own masks (layers/device/graph_replay_test.cc
+  // on the CPU); here the same on the GPU.
+  Guard(table, "pipeline graphs off/on, dropout 0.1", [&] {
+    GptConfig config = SmallGptConfig(ModelVariant::kLlama, Precision::kFp32);
+    config.hidden_dropout = 0.1f;
+    config.attention_dropout = 0.1f;
+    TrainingLoopOptions loop;
+    loop.steps = 4;
+    loop.num_micro_batches = 4;
+    loop.micro_batch_size = 2;
+    const PipelineRun off = RunPipeline(false, config, loop);
+    const PipelineRun on = RunPipeline(true, config, loop);
+    int64_t mismatches = 0;
+    for (size_t i = 0; i < off.result.steps.size(); ++i) {
+      mismatches += off.result.steps[i].loss == on.result.steps[i].loss &&
+                            off.result.steps[i].grad_norm == on.result.steps[i].grad_norm
+                        ? 0
+                        : 1;
+    }
+    int64_t launches = 0;
+    for (int r = 0; r < 2; ++r) launches += on.totals[r].launches;
+    table->Exact("pipeline losses graphs on vs off, dropout 0.1", "llama L4 h128, 4x mb2, 4 steps",
+                 "bits", mismatches + (launches == 0 ? 1 : 0));
+  });
 }
 
 // ---- (c) throughput ------------------------------------------------------------------------
