@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "actors/stage_input.h"
 #include "base/status_macros.h"
 
 namespace mxmaca::actors {
@@ -46,37 +47,13 @@ absl::Status DeviceStageProgram::Forward(const MicroBatchKey& key, const data::G
                                          const Activation* input, ForwardResult* result) {
   MXMACA_ASSIGN_OR_RETURN(layers::device::DeviceGptStage * stage, Chunk(key));
   MXMACA_RETURN_IF_ERROR(SyncParameters(key));
-  const layers::StageLayout& layout = stage->layout();
-  layers::device::DeviceMicroBatch in;
-  in.micro_batch_id = key.global_microbatch;
-  in.iteration = key.iteration;
-  in.micro_batch_size = batch.b;
-  in.seq_length = batch.s;
-  // A middle virtual stage gets no data: b and s from the activation [b, s, h].
-  if (batch.b == 0 && input != nullptr && input->shape.size() == 3) {
-    in.micro_batch_size = input->shape[0];
-    in.seq_length = input->shape[1];
-  }
-  if (reset_attention_mask_) in.doc_start = batch.doc_start;
-  if (layout.has_embedding) {
-    in.tokens = batch.tokens;
-    in.position_ids = batch.position_ids;
-  } else if (input != nullptr && input->data) {
-    in.hidden = *input->data;
-  }
-  if (layout.has_loss_head) {
-    in.labels = batch.labels;
-    in.loss_mask = batch.loss_mask;
-  }
-  layers::device::DeviceStageOutput out;
+  const layers::MicroBatchInput in =
+      StageInputFor(key, batch, input, stage->layout(), reset_attention_mask_, /*seq_shards=*/1);
+  layers::StageOutput out;
   out.hidden = std::move(result->output);  // the recycled buffer
   MXMACA_RETURN_IF_ERROR(stage->Forward(in, !key.eval, &out));
-  result->loss_sum = out.loss_sum;
-  result->num_tokens = out.num_tokens;
-  if (!layout.has_loss_head) {
-    result->output_shape = {in.micro_batch_size, in.seq_length, stage->config().hidden_size};
-  }
-  result->output = std::move(out.hidden);
+  StoreForwardResult(in, stage->layout(), /*seq_shards=*/1, stage->config().hidden_size, &out,
+                     result);
   return absl::OkStatus();
 }
 
@@ -102,16 +79,12 @@ absl::Status DeviceStageProgram::BackwardWeight(const MicroBatchKey& key) {
 
 int DeviceStageProgram::tied_embedding_parameter(int chunk) const {
   const layers::device::DeviceGptStage& stage = *chunks_[chunk];
-  const layers::StageLayout& layout = stage.layout();
-  if (!stage.config().tied_embeddings()) return -1;
-  if (layout.has_embedding && layout.has_loss_head) return -1;
-  if (!layout.has_embedding && !layout.has_loss_head) return -1;
-  return stage.ids().word_embeddings;
+  return layers::CrossStageTiedEmbedding(stage.config(), stage.layout(), stage.ids());
 }
 
 bool DeviceStageProgram::is_tied_copy(int chunk, int param) const {
   const layers::device::DeviceGptStage& stage = *chunks_[chunk];
-  return !stage.layout().has_embedding && param >= 0 && param == stage.ids().word_embeddings;
+  return layers::IsTiedEmbeddingCopy(stage.layout(), stage.ids(), param);
 }
 
 int64_t DeviceStageProgram::peak_activation_bytes() const {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "actors/stage_input.h"
 #include "base/status_macros.h"
 #include "layers/context_parallel/cp_batch.h"
 
@@ -50,47 +51,17 @@ absl::Status GptStageProgram::Forward(const MicroBatchKey& key,
 absl::Status GptStageProgram::ForwardOn(layers::GptStage& stage, const MicroBatchKey& key,
                                         const data::GptMicroBatch& batch,
                                         const Activation* input, ForwardResult* result) {
-  const layers::StageLayout& layout = stage.layout();
-  layers::MicroBatchInput in;
-  in.micro_batch_id = key.global_microbatch;
-  in.moe_aux_loss_grad_scale = key.moe_aux_loss_grad_scale;
-  in.iteration = key.iteration;
-  in.micro_batch_size = batch.b;
-  in.seq_length = batch.s;
-  // A middle virtual stage gets no micro-batch data (without --reset-attention-mask):
-  // its b and s come from the activation [b, s, h] ([b, s / tp, h] with sequence
-  // parallelism).
   const layers::TensorParallelContext& tp = stage.tensor_parallel();
   const int64_t seq_shards = tp.sp() ? tp.size : 1;
-  if (batch.b == 0 && input != nullptr && input->shape.size() == 3) {
-    in.micro_batch_size = input->shape[0];
-    in.seq_length = input->shape[1] * seq_shards;
-  }
-  // Every stage's attention needs the document starts (--reset-attention-mask).
-  if (reset_attention_mask_) in.doc_start = batch.doc_start;
-  if (layout.has_embedding) {
-    in.tokens = batch.tokens;
-    in.position_ids = batch.position_ids;
-  } else if (input != nullptr && input->data) {
-    in.hidden = *input->data;
-  }
-  if (layout.has_loss_head) {
-    in.labels = batch.labels;
-    in.loss_mask = batch.loss_mask;
-  }
+  const layers::MicroBatchInput in =
+      StageInputFor(key, batch, input, stage.layout(), reset_attention_mask_, seq_shards);
   layers::StageOutput out;
   out.hidden = std::move(result->output);  // the recycled buffer (GptStage assigns into it)
   BeginCall(key.chunk);
   absl::Status s = key.eval ? stage.EvalForward(in, &out) : stage.Forward(in, &out);
   EndCall(key.chunk);
   if (!s.ok()) return s;
-  result->loss_sum = out.loss_sum;
-  result->num_tokens = out.num_tokens;
-  if (!layout.has_loss_head) {
-    result->output_shape = {in.micro_batch_size, in.seq_length / seq_shards,
-                            stage.config().hidden_size};
-  }
-  result->output = std::move(out.hidden);
+  StoreForwardResult(in, stage.layout(), seq_shards, stage.config().hidden_size, &out, result);
   return absl::OkStatus();
 }
 
@@ -121,17 +92,12 @@ absl::Status GptStageProgram::BackwardWeight(const MicroBatchKey& key) {
 
 int GptStageProgram::tied_embedding_parameter(int chunk) const {
   const layers::GptStage& stage = *chunks_[chunk];
-  const layers::StageLayout& layout = stage.layout();
-  if (!stage.config().tied_embeddings()) return -1;
-  if (layout.has_embedding && layout.has_loss_head) return -1;  // both ends here
-  if (!layout.has_embedding && !layout.has_loss_head) return -1;
-  return stage.parameter_ids().word_embeddings;
+  return layers::CrossStageTiedEmbedding(stage.config(), stage.layout(), stage.parameter_ids());
 }
 
 bool GptStageProgram::is_tied_copy(int chunk, int param) const {
   const layers::GptStage& stage = *chunks_[chunk];
-  return !stage.layout().has_embedding && param == stage.parameter_ids().word_embeddings &&
-         param >= 0;
+  return layers::IsTiedEmbeddingCopy(stage.layout(), stage.parameter_ids(), param);
 }
 
 bool GptStageProgram::counts_toward_grad_norm(int chunk, int param) const {

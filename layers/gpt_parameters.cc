@@ -195,4 +195,15 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
   return ids;
 }
 
+int CrossStageTiedEmbedding(const GptConfig& config, const StageLayout& layout,
+                            const GptParameterIds& ids) {
+  if (!config.tied_embeddings()) return -1;
+  if (layout.has_embedding == layout.has_loss_head) return -1;  // both ends here, or neither
+  return ids.word_embeddings;
+}
+
+bool IsTiedEmbeddingCopy(const StageLayout& layout, const GptParameterIds& ids, int param) {
+  return !layout.has_embedding && param >= 0 && param == ids.word_embeddings;
+}
+
 }  // namespace mxmaca::layers

@@ -95,6 +95,18 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
                                                       ParameterStore* store, int tp_rank = 0,
                                                       int tp_size = 1);
 
+// CrossStageTiedEmbedding: the index of the word embeddings a stage shares with ANOTHER
+// stage (Megatron's embedding group: with tied embeddings, the first stage's table and
+// the last stage's copy, whose gradients the trainer sums); -1 with untied embeddings, on
+// a stage holding both ends, and on a middle stage.
+int CrossStageTiedEmbedding(const GptConfig& config, const StageLayout& layout,
+                            const GptParameterIds& ids);
+
+// IsTiedEmbeddingCopy: parameter `param` is the last stage's copy of the tied word
+// embeddings (a stage without the embedding that registered them): not counted in the
+// global grad norm and not written to checkpoints.
+bool IsTiedEmbeddingCopy(const StageLayout& layout, const GptParameterIds& ids, int param);
+
 }  // namespace mxmaca::layers
 
 #endif  // MXMACA_LAYERS_GPT_PARAMETERS_H_

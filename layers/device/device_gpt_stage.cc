@@ -294,7 +294,7 @@ absl::Status DeviceGptStage::RunSegment(const std::string& op, const Slot& slot,
 
 // ---- forward ----
 
-absl::Status DeviceGptStage::ValidateInput(const DeviceMicroBatch& in, bool training) const {
+absl::Status DeviceGptStage::ValidateInput(const MicroBatchInput& in, bool training) const {
   const int64_t b = in.micro_batch_size, s = in.seq_length, t = b * s;
   if (b <= 0 || s <= 0 || b > options_.micro_batch_size || s > options_.seq_length) {
     return absl::InvalidArgumentError(
@@ -334,8 +334,8 @@ absl::Status DeviceGptStage::ValidateInput(const DeviceMicroBatch& in, bool trai
   return absl::OkStatus();
 }
 
-absl::Status DeviceGptStage::Forward(const DeviceMicroBatch& in, bool training,
-                                     DeviceStageOutput* out) {
+absl::Status DeviceGptStage::Forward(const MicroBatchInput& in, bool training,
+                                     StageOutput* out) {
   MXMACA_RETURN_IF_ERROR(ValidateInput(in, training));
   MXMACA_ASSIGN_OR_RETURN(Slot * slot, AcquireSlot(in.micro_batch_id));
   const int64_t b = in.micro_batch_size, s = in.seq_length, t = b * s, h = config_.hidden_size;

@@ -65,6 +65,7 @@
 #include "layers/gpt_config.h"
 #include "layers/gpt_parameters.h"
 #include "layers/parameter_store.h"
+#include "layers/stage_io.h"
 
 namespace mxmaca::layers::device {
 
@@ -82,29 +83,6 @@ struct DeviceStageOptions {
   // arena_multiple: the host and device arenas are padded to a multiple of this many
   // elements (ParameterStore::Finalize: 16 x the data-parallel size for the buckets).
   int64_t arena_multiple = 16;
-};
-
-// DeviceMicroBatch: one micro-batch as get_batch gives it (HOST memory; read during the
-// call only). Fields as layers/gpt_stage.h MicroBatchInput.
-struct DeviceMicroBatch {
-  int64_t micro_batch_id = 0;  // global micro-batch id (dropout keys)
-  int64_t iteration = 0;       // training iteration (dropout keys)
-  int64_t micro_batch_size = 0;
-  int64_t seq_length = 0;
-  absl::Span<const int32_t> tokens;        // [b, s]: first stage
-  absl::Span<const int32_t> position_ids;  // [b, s] or empty (0..s-1): learned positions
-  absl::Span<const int32_t> doc_start;     // [b, s] or empty (plain causal)
-  absl::Span<const float> hidden;          // [b, s, h]: stages without the embedding
-  absl::Span<const int32_t> labels;        // [b, s]: last stage
-  absl::Span<const float> loss_mask;       // [b, s] or empty (all ones): last stage
-};
-
-// DeviceStageOutput: F's result on the host.
-struct DeviceStageOutput {
-  std::vector<float> hidden;        // [b, s, h]: stages without the loss head
-  std::vector<float> token_losses;  // [b, s] unmasked per-token cross-entropy: last stage
-  double loss_sum = 0.0;            // sum of token_losses * loss_mask (fp64)
-  double num_tokens = 0.0;          // sum of loss_mask
 };
 
 // SegmentInfo: which op's device work a segment is: op "F", "B", "W" or "eval-F", the
@@ -164,7 +142,7 @@ class DeviceGptStage {
   // Forward: F of one micro-batch; training keeps its slot until W, eval frees it at once.
   // InvalidArgument for a shape beyond the slots' size, ids out of range or sizes that do
   // not match; FailedPrecondition for a micro_batch_id already in flight.
-  absl::Status Forward(const DeviceMicroBatch& in, bool training, DeviceStageOutput* out);
+  absl::Status Forward(const MicroBatchInput& in, bool training, StageOutput* out);
   // BackwardInput: B of micro-batch `micro_batch_id` from d_output [b, s, h] (host; empty
   // on the last stage, which starts from dL/d(loss_sum) = loss_grad_scale). Writes the
   // input gradient [b, s, h] to d_input (host; cleared on the first stage).
@@ -203,7 +181,7 @@ class DeviceGptStage {
   absl::StatusOr<float*> AllocateFloats(int64_t n);
   absl::StatusOr<Slot*> AcquireSlot(int64_t micro_batch_id);
   Slot* FindSlot(int64_t micro_batch_id);
-  absl::Status ValidateInput(const DeviceMicroBatch& in, bool training) const;
+  absl::Status ValidateInput(const MicroBatchInput& in, bool training) const;
   absl::Status RunSegment(const std::string& op, const Slot& slot, const Segment& segment);
 
   // Device work of each op on one slot (the captured segments).

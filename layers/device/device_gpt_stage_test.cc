@@ -76,24 +76,9 @@ Batch MakeBatch(const GptConfig& c, uint32_t seed) {
   return bt;
 }
 
-MicroBatchInput CpuInput(const Batch& bt, int64_t id, int64_t iteration,
+MicroBatchInput Input(const Batch& bt, int64_t id, int64_t iteration,
                          const std::vector<float>* hidden) {
   MicroBatchInput in;
-  in.micro_batch_id = id;
-  in.iteration = iteration;
-  in.micro_batch_size = bt.b;
-  in.seq_length = bt.s;
-  in.tokens = bt.tokens;
-  in.labels = bt.labels;
-  in.loss_mask = bt.mask;
-  in.doc_start = bt.doc_start;
-  if (hidden != nullptr) in.hidden = *hidden;
-  return in;
-}
-
-DeviceMicroBatch DevInput(const Batch& bt, int64_t id, int64_t iteration,
-                          const std::vector<float>* hidden) {
-  DeviceMicroBatch in;
   in.micro_batch_id = id;
   in.iteration = iteration;
   in.micro_batch_size = bt.b;
@@ -159,11 +144,11 @@ void RunAndCompare(const GptConfig& c, kernels::Precision precision, bool fusion
     const Batch b1 = MakeBatch(c, 100 + 2 * it), b2 = MakeBatch(c, 101 + 2 * it);
     const int64_t id1 = 2 * it, id2 = 2 * it + 1;
     StageOutput co1, co2;
-    DeviceStageOutput do1, do2;
-    REQUIRE((*cpu)->Forward(CpuInput(b1, id1, it, nullptr), &co1).ok());
-    REQUIRE((*cpu)->Forward(CpuInput(b2, id2, it, nullptr), &co2).ok());
-    REQUIRE((*dev)->Forward(DevInput(b1, id1, it, nullptr), true, &do1).ok());
-    REQUIRE((*dev)->Forward(DevInput(b2, id2, it, nullptr), true, &do2).ok());
+    StageOutput do1, do2;
+    REQUIRE((*cpu)->Forward(Input(b1, id1, it, nullptr), &co1).ok());
+    REQUIRE((*cpu)->Forward(Input(b2, id2, it, nullptr), &co2).ok());
+    REQUIRE((*dev)->Forward(Input(b1, id1, it, nullptr), true, &do1).ok());
+    REQUIRE((*dev)->Forward(Input(b2, id2, it, nullptr), true, &do2).ok());
     CHECK(co1.loss_sum == do1.loss_sum);
     CHECK(co2.loss_sum == do2.loss_sum);
     CHECK(co1.num_tokens == do1.num_tokens);
@@ -246,12 +231,12 @@ TEST_CASE("a two-stage pipeline equals GptStage's two stages", "[device]") {
   (*c1)->InitializeParameters();
   const Batch bt = MakeBatch(c, 7);
   StageOutput co0, co1;
-  DeviceStageOutput do0, do1;
-  REQUIRE((*c0)->Forward(CpuInput(bt, 0, 0, nullptr), &co0).ok());
-  REQUIRE((*d0)->Forward(DevInput(bt, 0, 0, nullptr), true, &do0).ok());
+  StageOutput do0, do1;
+  REQUIRE((*c0)->Forward(Input(bt, 0, 0, nullptr), &co0).ok());
+  REQUIRE((*d0)->Forward(Input(bt, 0, 0, nullptr), true, &do0).ok());
   REQUIRE(BitEqual(co0.hidden, do0.hidden));
-  REQUIRE((*c1)->Forward(CpuInput(bt, 0, 0, &co0.hidden), &co1).ok());
-  REQUIRE((*d1)->Forward(DevInput(bt, 0, 0, &do0.hidden), true, &do1).ok());
+  REQUIRE((*c1)->Forward(Input(bt, 0, 0, &co0.hidden), &co1).ok());
+  REQUIRE((*d1)->Forward(Input(bt, 0, 0, &do0.hidden), true, &do1).ok());
   CHECK(co1.loss_sum == do1.loss_sum);
   std::vector<float> cg, dg, unused;
   REQUIRE((*c1)->BackwardInput(0, {}, 0.01f, &cg).ok());
@@ -283,17 +268,17 @@ TEST_CASE("device stage: evaluation, segments, slots and errors", "[device]") {
     return segment();
   });
   const Batch bt = MakeBatch(c, 3);
-  DeviceStageOutput out;
+  StageOutput out;
   // Eval frees its slot at once; three training micro-batches in flight take three slots.
-  REQUIRE((*dev)->Forward(DevInput(bt, 50, 0, nullptr), false, &out).ok());
+  REQUIRE((*dev)->Forward(Input(bt, 50, 0, nullptr), false, &out).ok());
   for (int64_t id = 0; id < 3; ++id) {
-    REQUIRE((*dev)->Forward(DevInput(bt, id, 0, nullptr), true, &out).ok());
+    REQUIRE((*dev)->Forward(Input(bt, id, 0, nullptr), true, &out).ok());
   }
   CHECK((*dev)->num_slots() == 3);
   CHECK(keys.front() == "eval-F/slot0/b2/s12/doc");
   CHECK(keys.back() == "F/slot2/b2/s12/doc");
   // The same micro-batch twice, W before B, W out of forward order.
-  CHECK((*dev)->Forward(DevInput(bt, 1, 0, nullptr), true, &out).code() ==
+  CHECK((*dev)->Forward(Input(bt, 1, 0, nullptr), true, &out).code() ==
         absl::StatusCode::kFailedPrecondition);
   CHECK((*dev)->BackwardWeight(0).code() == absl::StatusCode::kFailedPrecondition);
   std::vector<float> unused;
@@ -304,12 +289,12 @@ TEST_CASE("device stage: evaluation, segments, slots and errors", "[device]") {
   // Bad input: a token out of range, a shape beyond the slot.
   Batch bad = bt;
   bad.tokens[5] = static_cast<int32_t>(c.vocab_size);
-  const absl::Status bad_token = (*dev)->Forward(DevInput(bad, 9, 0, nullptr), true, &out);
+  const absl::Status bad_token = (*dev)->Forward(Input(bad, 9, 0, nullptr), true, &out);
   CHECK(bad_token.code() == absl::StatusCode::kInvalidArgument);
   CHECK(std::string(bad_token.message()).find("tokens[5] = 90") != std::string::npos);
   Batch big = bt;
   big.b = 3;
-  CHECK((*dev)->Forward(DevInput(big, 10, 0, nullptr), true, &out).code() ==
+  CHECK((*dev)->Forward(Input(big, 10, 0, nullptr), true, &out).code() ==
         absl::StatusCode::kInvalidArgument);
   // Refused configurations name their flag.
   GptConfig recompute = c;

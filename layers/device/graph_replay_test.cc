@@ -268,7 +268,7 @@ Run Train(const GptConfig& c, bool graphs, bool ignore_slot = false) {
         masks[m].push_back(rng() % 4 == 0 ? 0.0f : 1.0f);
         count += masks[m].back();
       }
-      DeviceMicroBatch in;
+      MicroBatchInput in;
       in.micro_batch_id = 2 * it + m;
       in.iteration = it;
       in.micro_batch_size = 2;
@@ -276,7 +276,7 @@ Run Train(const GptConfig& c, bool graphs, bool ignore_slot = false) {
       in.tokens = tokens[m];
       in.labels = labels[m];
       in.loss_mask = masks[m];
-      DeviceStageOutput out;
+      StageOutput out;
       REQUIRE((*stage)->Forward(in, true, &out).ok());
       run.losses.push_back(out.loss_sum);
     }

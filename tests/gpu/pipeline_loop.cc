@@ -20,8 +20,8 @@ namespace {
 
 using layers::GptConfig;
 using layers::device::DeviceGptStage;
-using layers::device::DeviceMicroBatch;
-using layers::device::DeviceStageOutput;
+using layers::MicroBatchInput;
+using layers::StageOutput;
 using layers::device::Segment;
 using layers::device::SegmentRunner;
 
@@ -78,7 +78,7 @@ absl::Status StageStep(int rank, DeviceGptStage& stage, int step, const Training
     const int64_t id = static_cast<int64_t>(step) * m_count + m;
     const TokenBatch& bt = batches[m];
     if (op == 'F') {
-      DeviceMicroBatch in;
+      MicroBatchInput in;
       in.micro_batch_id = id;
       in.iteration = step;
       in.micro_batch_size = bt.b;
@@ -92,7 +92,7 @@ absl::Status StageStep(int rank, DeviceGptStage& stage, int step, const Training
         in.labels = bt.labels;
         in.loss_mask = bt.loss_mask;
       }
-      DeviceStageOutput out;
+      StageOutput out;
       MXMACA_RETURN_IF_ERROR(stage.Forward(in, /*training=*/true, &out));
       if (rank == 0) {
         forward.Push(Message{m, std::move(out.hidden)});
