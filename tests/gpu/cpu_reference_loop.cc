@@ -36,14 +36,7 @@ absl::StatusOr<std::vector<StepRecord>> RunCpuReference(const layers::GptConfig&
     double loss_sum = 0.0;
     for (int m = 0; m < options.num_micro_batches; ++m) {
       const TokenBatch bt = MakeTokenBatch(config, options, step, m);
-      layers::MicroBatchInput in;
-      in.micro_batch_id = static_cast<int64_t>(step) * options.num_micro_batches + m;
-      in.iteration = step;
-      in.micro_batch_size = bt.b;
-      in.seq_length = bt.s;
-      in.tokens = bt.tokens;
-      in.labels = bt.labels;
-      in.loss_mask = bt.loss_mask;
+      const layers::MicroBatchInput in = TrainingInput(bt, options, step, m);
       layers::StageOutput out;
       MXMACA_RETURN_IF_ERROR(stage->Forward(in, &out));
       loss_sum += out.loss_sum;

@@ -15,8 +15,8 @@ namespace {
 
 using layers::GptConfig;
 using layers::device::DeviceGptStage;
-using layers::device::DeviceMicroBatch;
-using layers::device::DeviceStageOutput;
+using layers::MicroBatchInput;
+using layers::StageOutput;
 
 // SplitMix64 (Steele, Lea, Flood 2014): a fixed, portable 64-bit mix.
 uint64_t Mix(uint64_t x) {
@@ -106,6 +106,19 @@ TokenBatch MakeTokenBatch(const GptConfig& config, const TrainingLoopOptions& op
   return bt;
 }
 
+MicroBatchInput TrainingInput(const TokenBatch& batch, const TrainingLoopOptions& options,
+                              int step, int micro_batch) {
+  MicroBatchInput in;
+  in.micro_batch_id = static_cast<int64_t>(step) * options.num_micro_batches + micro_batch;
+  in.iteration = step;
+  in.micro_batch_size = batch.b;
+  in.seq_length = batch.s;
+  in.tokens = batch.tokens;
+  in.labels = batch.labels;
+  in.loss_mask = batch.loss_mask;
+  return in;
+}
+
 double StepTokens(const GptConfig& config, const TrainingLoopOptions& options, int step) {
   double n = 0.0;
   for (int m = 0; m < options.num_micro_batches; ++m) {
@@ -130,15 +143,8 @@ absl::StatusOr<std::vector<StepRecord>> RunDeviceStage(
     double loss_sum = 0.0;
     for (int m = 0; m < options.num_micro_batches; ++m) {
       const TokenBatch bt = MakeTokenBatch(config, options, step, m);
-      DeviceMicroBatch in;
-      in.micro_batch_id = static_cast<int64_t>(step) * options.num_micro_batches + m;
-      in.iteration = step;
-      in.micro_batch_size = bt.b;
-      in.seq_length = bt.s;
-      in.tokens = bt.tokens;
-      in.labels = bt.labels;
-      in.loss_mask = bt.loss_mask;
-      DeviceStageOutput out;
+      const MicroBatchInput in = TrainingInput(bt, options, step, m);
+      StageOutput out;
       MXMACA_RETURN_IF_ERROR(stage->Forward(in, /*training=*/true, &out));
       loss_sum += out.loss_sum;
       std::vector<float> unused;

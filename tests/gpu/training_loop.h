@@ -28,6 +28,7 @@
 #include "layers/device/device_gpt_stage.h"
 #include "layers/device/device_kernels.h"
 #include "layers/gpt_config.h"
+#include "layers/stage_io.h"
 
 namespace mxmaca::gpu_check {
 
@@ -80,6 +81,12 @@ struct TokenBatch {
 // so every build and machine draws the same batches, different ones per step.
 TokenBatch MakeTokenBatch(const layers::GptConfig& config, const TrainingLoopOptions& options,
                           int step, int micro_batch);
+
+// TrainingInput: `batch` as the single stage's forward input: micro-batch id
+// step * num_micro_batches + micro_batch, iteration `step`, tokens, labels and loss mask
+// (spans into `batch`, which must outlive the call that reads them).
+layers::MicroBatchInput TrainingInput(const TokenBatch& batch, const TrainingLoopOptions& options,
+                                      int step, int micro_batch);
 
 // StepTokens: sum of the loss masks of step `step`'s micro-batches (the denominator).
 double StepTokens(const layers::GptConfig& config, const TrainingLoopOptions& options, int step);
