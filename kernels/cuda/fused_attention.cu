@@ -446,17 +446,46 @@ CudaStatus Backward(const ExecContext& ctx, const AttentionShape& sh, const floa
 
 }  // namespace
 
-CudaStatus FusedAttentionForward(const ExecContext& ctx, const AttentionShape& sh,
-                                 const float* q, const float* k, const float* v,
-                                 const int32_t* doc_start, float softmax_scale,
-                                 float dropout_p, RngKey key, float* o, float* lse) {
-  MXMACA_RETURN_IF_CUDA_ERROR(CheckArgs(sh, dropout_p, "FusedAttentionForward"));
-  const DropParams drop = MakeDrop(dropout_p, key);
+namespace {
+
+// ForwardFor / BackwardFor: the head-dim dispatch of both key forms (CheckArgs first).
+CudaStatus ForwardFor(const ExecContext& ctx, const AttentionShape& sh, const float* q,
+                      const float* k, const float* v, const int32_t* doc_start,
+                      float softmax_scale, const DropParams& drop, float* o, float* lse) {
+  MXMACA_RETURN_IF_CUDA_ERROR(CheckArgs(sh, drop.p, "FusedAttentionForward"));
   switch (sh.head_dim) {
     case 32: return Forward<32>(ctx, sh, q, k, v, doc_start, softmax_scale, drop, o, lse);
     case 64: return Forward<64>(ctx, sh, q, k, v, doc_start, softmax_scale, drop, o, lse);
     default: return Forward<128>(ctx, sh, q, k, v, doc_start, softmax_scale, drop, o, lse);
   }
+}
+
+CudaStatus BackwardFor(const ExecContext& ctx, const AttentionShape& sh, const float* q,
+                       const float* k, const float* v, const float* o, const float* lse,
+                       const int32_t* doc_start, float softmax_scale, const DropParams& drop,
+                       const float* dout, float* dq, float* dk, float* dv, float* delta) {
+  MXMACA_RETURN_IF_CUDA_ERROR(CheckArgs(sh, drop.p, "FusedAttentionBackward"));
+  switch (sh.head_dim) {
+    case 32:
+      return Backward<32>(ctx, sh, q, k, v, o, lse, doc_start, softmax_scale, drop, dout, dq,
+                          dk, dv, delta);
+    case 64:
+      return Backward<64>(ctx, sh, q, k, v, o, lse, doc_start, softmax_scale, drop, dout, dq,
+                          dk, dv, delta);
+    default:
+      return Backward<128>(ctx, sh, q, k, v, o, lse, doc_start, softmax_scale, drop, dout, dq,
+                           dk, dv, delta);
+  }
+}
+
+}  // namespace
+
+CudaStatus FusedAttentionForward(const ExecContext& ctx, const AttentionShape& sh,
+                                 const float* q, const float* k, const float* v,
+                                 const int32_t* doc_start, float softmax_scale,
+                                 float dropout_p, RngKey key, float* o, float* lse) {
+  return ForwardFor(ctx, sh, q, k, v, doc_start, softmax_scale, MakeDrop(dropout_p, key), o,
+                    lse);
 }
 
 CudaStatus FusedAttentionBackward(const ExecContext& ctx, const AttentionShape& sh,
@@ -465,19 +494,8 @@ CudaStatus FusedAttentionBackward(const ExecContext& ctx, const AttentionShape& 
                                   float softmax_scale, float dropout_p, RngKey key,
                                   const float* dout, float* dq, float* dk, float* dv,
                                   float* delta) {
-  MXMACA_RETURN_IF_CUDA_ERROR(CheckArgs(sh, dropout_p, "FusedAttentionBackward"));
-  const DropParams drop = MakeDrop(dropout_p, key);
-  switch (sh.head_dim) {
-    case 32:
-      return Backward<32>(ctx, sh, q, k, v, o, lse, doc_start, softmax_scale, drop, dout, dq,
-                          dk, dv, delta);
-    case 64:
-      return Backward<64>(ctx, sh, q, k, v, o, lse, doc_start, softmax_scale, drop, dout, dq,
-                          dk, dv, delta);
-    default:
-      return Backward<128>(ctx, sh, q, k, v, o, lse, doc_start, softmax_scale, drop, dout, dq,
-                           dk, dv, delta);
-  }
+  return BackwardFor(ctx, sh, q, k, v, o, lse, doc_start, softmax_scale,
+                     MakeDrop(dropout_p, key), dout, dq, dk, dv, delta);
 }
 
 CudaStatus FusedAttentionForward(const ExecContext& ctx, const AttentionShape& sh,
@@ -485,14 +503,10 @@ CudaStatus FusedAttentionForward(const ExecContext& ctx, const AttentionShape& s
                                  const int32_t* doc_start, float softmax_scale,
                                  float dropout_p, const RngKey* device_key, float* o,
                                  float* lse) {
-  MXMACA_RETURN_IF_CUDA_ERROR(CheckArgs(sh, dropout_p, "FusedAttentionForward"));
-  MXMACA_CUDA_REQUIRE(dropout_p == 0.0f || device_key != nullptr, "no device key");
-  const DropParams drop = MakeDrop(dropout_p, device_key);
-  switch (sh.head_dim) {
-    case 32: return Forward<32>(ctx, sh, q, k, v, doc_start, softmax_scale, drop, o, lse);
-    case 64: return Forward<64>(ctx, sh, q, k, v, doc_start, softmax_scale, drop, o, lse);
-    default: return Forward<128>(ctx, sh, q, k, v, doc_start, softmax_scale, drop, o, lse);
-  }
+  MXMACA_CUDA_REQUIRE(dropout_p == 0.0f || device_key != nullptr,
+                      "FusedAttentionForward: no device key");
+  return ForwardFor(ctx, sh, q, k, v, doc_start, softmax_scale,
+                    MakeDrop(dropout_p, device_key), o, lse);
 }
 
 CudaStatus FusedAttentionBackward(const ExecContext& ctx, const AttentionShape& sh,
@@ -501,20 +515,10 @@ CudaStatus FusedAttentionBackward(const ExecContext& ctx, const AttentionShape& 
                                   float softmax_scale, float dropout_p, const RngKey* device_key,
                                   const float* dout, float* dq, float* dk, float* dv,
                                   float* delta) {
-  MXMACA_RETURN_IF_CUDA_ERROR(CheckArgs(sh, dropout_p, "FusedAttentionBackward"));
-  MXMACA_CUDA_REQUIRE(dropout_p == 0.0f || device_key != nullptr, "no device key");
-  const DropParams drop = MakeDrop(dropout_p, device_key);
-  switch (sh.head_dim) {
-    case 32:
-      return Backward<32>(ctx, sh, q, k, v, o, lse, doc_start, softmax_scale, drop, dout, dq,
-                          dk, dv, delta);
-    case 64:
-      return Backward<64>(ctx, sh, q, k, v, o, lse, doc_start, softmax_scale, drop, dout, dq,
-                          dk, dv, delta);
-    default:
-      return Backward<128>(ctx, sh, q, k, v, o, lse, doc_start, softmax_scale, drop, dout, dq,
-                           dk, dv, delta);
-  }
+  MXMACA_CUDA_REQUIRE(dropout_p == 0.0f || device_key != nullptr,
+                      "FusedAttentionBackward: no device key");
+  return BackwardFor(ctx, sh, q, k, v, o, lse, doc_start, softmax_scale,
+                     MakeDrop(dropout_p, device_key), dout, dq, dk, dv, delta);
 }
 
 }  // namespace mxmaca::kernels::cuda
