@@ -2,7 +2,7 @@
 // mmap reader, byte-identical to megatron/core/datasets/indexed_dataset.py
 // (core_v0.15.0: IndexedDatasetBuilder, _IndexWriter, _IndexReader, IndexedDataset).
 //
-// File format (all little-endian; see ../shared/MEGATRON_FORMATS.md):
+// File format (all little-endian; see docs/MEGATRON_FORMATS.md):
 //   {prefix}.idx: 9-byte magic "MMIDIDX\0\0"; u64 version = 1; u8 dtype code;
 //                 u64 N (sequence count); u64 D (document-index count = documents + 1);
 //                 int32 sequence_lengths[N] (tokens); int64 sequence_pointers[N]
