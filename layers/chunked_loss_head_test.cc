@@ -36,6 +36,7 @@
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/gemm.h"
 #include "layers/gpt_stage.h"
+#include "layers/testing/gpt_test_configs.h"
 #include "transport/inprocess_communicator.h"
 #include "transport/rank_grid.h"
 
@@ -45,30 +46,10 @@ namespace {
 constexpr double kTol = 2e-5;
 
 GptConfig Gpt2Like() {
-  GptConfig c;
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.ffn_hidden_size = 64;
-  c.num_attention_heads = 4;
-  c.seq_length = 32;
-  c.max_position_embeddings = 32;
-  c.vocab_size = 300;
-  c.padded_vocab_size = 320;
-  c.hidden_dropout = 0.1f;
-  c.attention_dropout = 0.1f;
-  c.seed = 99;
-  return c;
+  return testing::Gpt2StyleConfig({2, 32, 64, 4, 32, 32, 300, 320}, /*seed=*/99, /*dropout=*/0.1f);
 }
 
-GptConfig LlamaLike() {
-  GptConfig c = Gpt2Like();
-  c.position_embedding_type = PositionEmbeddingType::kRope;
-  c.normalization = Normalization::kRmsNorm;
-  c.swiglu = true;
-  c.add_bias_linear = false;
-  c.untie_embeddings_and_output_weights = true;
-  return c;
-}
+GptConfig LlamaLike() { return testing::LlamaStyle(Gpt2Like()); }
 
 struct Batch {
   int64_t b = 2, s = 32;

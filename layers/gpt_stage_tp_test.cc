@@ -32,6 +32,7 @@
 
 #include "layers/gpt_stage.h"
 #include "layers/tensor_parallel.h"
+#include "layers/testing/gpt_test_configs.h"
 #include "transport/inprocess_communicator.h"
 
 namespace mxmaca::layers {
@@ -40,28 +41,12 @@ namespace {
 constexpr double kTol = 2e-5;
 
 GptConfig GeluConfig() {
-  GptConfig c;
-  c.num_layers = 3;
-  c.hidden_size = 32;
-  c.ffn_hidden_size = 64;
-  c.num_attention_heads = 4;
-  c.seq_length = 8;
-  c.max_position_embeddings = 8;
-  c.vocab_size = 70;  // VP 96: at TP 4 rank 3 holds rows 72..95, padding only
-  c.padded_vocab_size = 96;
-  c.hidden_dropout = 0.1f;
-  c.attention_dropout = 0.1f;
-  c.seed = 4321;
-  return c;
+  // V 70 of V_pad 96: at TP 4 rank 3 holds rows 72..95, padding only.
+  return testing::Gpt2StyleConfig({3, 32, 64, 4, 8, 8, 70, 96}, /*seed=*/4321, /*dropout=*/0.1f);
 }
 
 GptConfig SwigluConfig() {
-  GptConfig c = GeluConfig();
-  c.position_embedding_type = PositionEmbeddingType::kRope;
-  c.normalization = Normalization::kRmsNorm;
-  c.swiglu = true;
-  c.add_bias_linear = false;
-  c.untie_embeddings_and_output_weights = true;
+  GptConfig c = testing::LlamaStyle(GeluConfig());
   c.num_attention_heads = 8;
   c.num_query_groups = 4;  // GQA, divisible by TP 2 and 4
   c.kv_channels = 8;

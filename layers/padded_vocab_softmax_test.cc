@@ -24,6 +24,7 @@
 
 #include "layers/gpt_stage.h"
 #include "layers/tensor_parallel.h"
+#include "layers/testing/gpt_test_configs.h"
 #include "transport/inprocess_communicator.h"
 #include "transport/rank_grid.h"
 
@@ -35,19 +36,8 @@ namespace {
 constexpr int64_t kVocab = 70, kPaddedTp1 = 80, kPaddedTp2 = 96;
 
 GptConfig Config(int64_t padded, bool softmax_over_padded_vocab, float dropout) {
-  GptConfig c;
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.ffn_hidden_size = 64;
-  c.num_attention_heads = 4;
-  c.seq_length = 8;
-  c.max_position_embeddings = 8;
-  c.vocab_size = kVocab;
-  c.padded_vocab_size = padded;
+  GptConfig c = testing::Gpt2StyleConfig({2, 32, 64, 4, 8, 8, kVocab, padded}, /*seed=*/2024, dropout);
   c.softmax_over_padded_vocab = softmax_over_padded_vocab;
-  c.hidden_dropout = dropout;
-  c.attention_dropout = dropout;
-  c.seed = 2024;
   return c;
 }
 

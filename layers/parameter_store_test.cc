@@ -5,22 +5,12 @@
 #include <cmath>
 
 #include "layers/gpt_parameters.h"
+#include "layers/testing/gpt_test_configs.h"
 
 namespace mxmaca::layers {
 namespace {
 
-GptConfig SmallConfig() {
-  GptConfig c;
-  c.num_layers = 4;
-  c.hidden_size = 32;
-  c.ffn_hidden_size = 64;
-  c.num_attention_heads = 4;
-  c.seq_length = 16;
-  c.max_position_embeddings = 16;
-  c.vocab_size = 100;
-  c.padded_vocab_size = 128;
-  return c;
-}
+GptConfig SmallConfig() { return testing::Gpt2StyleConfig({4, 32, 64, 4, 16, 16, 100, 128}); }
 
 TEST_CASE("Register rejects duplicates, bad shapes and late registration") {
   ParameterStore store;

@@ -10,38 +10,23 @@
 #include <vector>
 
 #include "layers/gpt_stage.h"
+#include "layers/testing/gpt_test_configs.h"
 
 namespace mxmaca::layers {
 namespace {
 
 GptConfig Base() {
-  GptConfig c;
-  c.num_layers = 5;
-  c.hidden_size = 32;
-  c.ffn_hidden_size = 40;
-  c.num_attention_heads = 4;
-  c.seq_length = 12;
-  c.max_position_embeddings = 16;
-  c.vocab_size = 90;
-  c.padded_vocab_size = 96;
-  c.hidden_dropout = 0.1f;
-  c.attention_dropout = 0.1f;
-  c.seed = 4321;
+  return testing::Gpt2StyleConfig({5, 32, 40, 4, 12, 16, 90, 96}, /*seed=*/4321, /*dropout=*/0.1f);
+}
+
+GptConfig Modern() {
+  GptConfig c = testing::LlamaStyle(Base());
+  c.num_query_groups = 2;
+  c.kv_channels = 6;
   return c;
 }
 
 // Modern: RMSNorm, no biases, SwiGLU, GQA, RoPE, untied, kv_channels != h / np.
-GptConfig Modern() {
-  GptConfig c = Base();
-  c.normalization = Normalization::kRmsNorm;
-  c.add_bias_linear = false;
-  c.swiglu = true;
-  c.num_query_groups = 2;
-  c.kv_channels = 6;
-  c.position_embedding_type = PositionEmbeddingType::kRope;
-  c.untie_embeddings_and_output_weights = true;
-  return c;
-}
 
 struct Case {
   std::string name;

@@ -14,6 +14,7 @@
 #include "layers/gpt_stage.h"
 #include "layers/stage_memory.h"
 #include "layers/tensor_parallel.h"
+#include "layers/testing/gpt_test_configs.h"
 #include "transport/inprocess_communicator.h"
 #include "transport/rank_grid.h"
 
@@ -22,35 +23,19 @@ namespace {
 
 // Heads, groups, ffn, padded vocab and seq_length divisible by 4.
 GptConfig Base() {
-  GptConfig c;
-  c.num_layers = 4;
-  c.hidden_size = 32;
-  c.ffn_hidden_size = 40;
-  c.num_attention_heads = 4;
-  c.seq_length = 12;
-  c.max_position_embeddings = 16;
-  c.vocab_size = 90;
-  c.padded_vocab_size = 96;
-  c.hidden_dropout = 0.1f;
-  c.attention_dropout = 0.1f;
-  c.seed = 4321;
+  return testing::Gpt2StyleConfig({4, 32, 40, 4, 12, 16, 90, 96}, /*seed=*/4321, /*dropout=*/0.1f);
+}
+
+GptConfig Modern() {
+  GptConfig c = testing::LlamaStyle(Base());
+  c.num_attention_heads = 8;
+  c.num_query_groups = 4;
+  c.kv_channels = 6;
   return c;
 }
 
 // Modern: RMSNorm, no biases, SwiGLU, GQA (8 heads, 4 groups), RoPE, untied, kv_channels
 // != h / np.
-GptConfig Modern() {
-  GptConfig c = Base();
-  c.normalization = Normalization::kRmsNorm;
-  c.add_bias_linear = false;
-  c.swiglu = true;
-  c.num_attention_heads = 8;
-  c.num_query_groups = 4;
-  c.kv_channels = 6;
-  c.position_embedding_type = PositionEmbeddingType::kRope;
-  c.untie_embeddings_and_output_weights = true;
-  return c;
-}
 
 struct Case {
   std::string name;

@@ -15,30 +15,17 @@
 
 #include "layers/gpt_parameters.h"
 #include "layers/gpt_stage.h"
+#include "layers/testing/gpt_test_configs.h"
 #include "transport/inprocess_communicator.h"
 
 namespace mxmaca::layers {
 namespace {
 
-GptConfig GeluConfig() {
-  GptConfig c;
-  c.num_layers = 2;
-  c.hidden_size = 16;
-  c.ffn_hidden_size = 32;
-  c.num_attention_heads = 4;
-  c.seq_length = 8;
-  c.max_position_embeddings = 8;
-  c.vocab_size = 50;
-  c.padded_vocab_size = 64;
-  return c;
-}
+GptConfig GeluConfig() { return testing::Gpt2StyleConfig({2, 16, 32, 4, 8, 8, 50, 64}); }
 
 GptConfig SwigluConfig() {
-  GptConfig c = GeluConfig();
-  c.swiglu = true;
-  c.normalization = Normalization::kRmsNorm;
-  c.position_embedding_type = PositionEmbeddingType::kRope;
-  c.untie_embeddings_and_output_weights = true;
+  GptConfig c = testing::LlamaStyle(GeluConfig());
+  c.add_bias_linear = true;  // Llama's architecture with biases: the bias shards are tested too
   c.num_attention_heads = 8;
   c.num_query_groups = 4;
   c.kv_channels = 4;

@@ -28,6 +28,7 @@
 #include "layers/gpt_stage.h"
 #include "layers/grad_buckets.h"
 #include "layers/tensor_parallel.h"
+#include "layers/testing/gpt_test_configs.h"
 #include "transport/inprocess_communicator.h"
 #include "transport/rank_grid.h"
 
@@ -36,34 +37,18 @@ namespace {
 
 // LayerNorm + GELU + learned positions + biases, tied embeddings (VP 96: at TP 4 the last
 // vocab shard is padding only).
-GptConfig GeluConfig() {
-  GptConfig c;
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.ffn_hidden_size = 64;
-  c.num_attention_heads = 4;
-  c.seq_length = 8;
-  c.max_position_embeddings = 8;
-  c.vocab_size = 70;
-  c.padded_vocab_size = 96;
-  c.seed = 77;
-  return c;
-}
+GptConfig GeluConfig() { return testing::Gpt2StyleConfig({2, 32, 64, 4, 8, 8, 70, 96}, /*seed=*/77); }
 
-// RMSNorm + SwiGLU (fc1 sharded in 2 chunks) + RoPE + GQA, no biases, untied output layer.
 GptConfig SwigluConfig() {
-  GptConfig c = GeluConfig();
-  c.position_embedding_type = PositionEmbeddingType::kRope;
-  c.normalization = Normalization::kRmsNorm;
-  c.swiglu = true;
-  c.add_bias_linear = false;
-  c.untie_embeddings_and_output_weights = true;
+  GptConfig c = testing::LlamaStyle(GeluConfig());
   c.num_attention_heads = 8;
   c.num_query_groups = 4;
   c.kv_channels = 8;
   c.vocab_size = 90;
   return c;
 }
+
+// RMSNorm + SwiGLU (fc1 sharded in 2 chunks) + RoPE + GQA, no biases, untied output layer.
 
 // KnownGrad: the full gradient's element `full_index` of logical tensor `name`:
 // k / 256 with k = (FNV-1a(name) mixed with the index, SplitMix64) mod 513 - 256.

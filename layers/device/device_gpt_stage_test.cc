@@ -18,34 +18,15 @@
 #include "layers/device/cpu_device_kernels.h"
 #include "layers/gpt_stage.h"
 #include "layers/optimizer.h"
+#include "layers/testing/gpt_test_configs.h"
 
 namespace mxmaca::layers::device {
 namespace {
 
-GptConfig TinyConfig() {
-  GptConfig c;
-  c.num_layers = 3;
-  c.hidden_size = 32;
-  c.ffn_hidden_size = 48;
-  c.num_attention_heads = 4;
-  c.seq_length = 12;
-  c.max_position_embeddings = 16;
-  c.vocab_size = 90;
-  c.padded_vocab_size = 96;
-  c.hidden_dropout = 0.1f;
-  c.attention_dropout = 0.1f;
-  c.seed = 77;
-  return c;
-}
+GptConfig TinyConfig() { return testing::TinyGptConfig(); }
 
 GptConfig RopeConfig() {
-  GptConfig c = TinyConfig();
-  c.position_embedding_type = PositionEmbeddingType::kRope;
-  c.normalization = Normalization::kRmsNorm;
-  c.swiglu = true;
-  c.add_bias_linear = false;
-  c.untie_embeddings_and_output_weights = true;
-  c.num_query_groups = 2;
+  GptConfig c = testing::TinyLlamaConfig();
   c.hidden_dropout = 0.0f;
   c.attention_dropout = 0.0f;
   return c;

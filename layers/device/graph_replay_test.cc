@@ -22,6 +22,7 @@
 
 #include "layers/device/cpu_device_kernels.h"
 #include "layers/device/device_gpt_stage.h"
+#include "layers/testing/gpt_test_configs.h"
 
 namespace mxmaca::layers::device {
 namespace {
@@ -214,22 +215,12 @@ struct GraphEmulator {
 };
 
 GptConfig Config(float dropout) {
-  GptConfig c;
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.ffn_hidden_size = 48;
-  c.num_attention_heads = 4;
+  // Llama's layers (RoPE, RMSNorm, SwiGLU, GQA) with GPT-2's biases and tied embeddings.
+  GptConfig c = testing::Gpt2StyleConfig({2, 32, 48, 4, 12, 16, 90, 96}, /*seed=*/5, dropout);
   c.num_query_groups = 2;
-  c.seq_length = 12;
-  c.max_position_embeddings = 16;
-  c.vocab_size = 90;
-  c.padded_vocab_size = 96;
   c.position_embedding_type = PositionEmbeddingType::kRope;
   c.normalization = Normalization::kRmsNorm;
   c.swiglu = true;
-  c.hidden_dropout = dropout;
-  c.attention_dropout = dropout;
-  c.seed = 5;
   return c;
 }
 

@@ -28,6 +28,7 @@
 #include "layers/context_parallel/cp_context.h"
 #include "layers/context_parallel/cp_layout.h"
 #include "layers/gpt_stage.h"
+#include "layers/testing/gpt_test_configs.h"
 #include "transport/inprocess_communicator.h"
 #include "transport/rank_grid.h"
 
@@ -36,35 +37,16 @@ namespace {
 
 constexpr int64_t kB = 2, kS = 16;
 
-GptConfig LlamaLike() {
-  GptConfig c;
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.ffn_hidden_size = 48;
-  c.num_attention_heads = 4;
-  c.num_query_groups = 2;
-  c.seq_length = kS;
-  c.max_position_embeddings = kS;
-  c.vocab_size = 90;
-  c.padded_vocab_size = 96;
-  c.position_embedding_type = PositionEmbeddingType::kRope;
-  c.normalization = Normalization::kRmsNorm;
-  c.swiglu = true;
-  c.add_bias_linear = false;
-  c.untie_embeddings_and_output_weights = true;
+GptConfig Gpt2Like() {
+  GptConfig c = testing::Gpt2StyleConfig({2, 32, 48, 4, kS, kS, 90, 96});
   c.hidden_dropout = 0.1f;  // masks keyed by unsharded positions: the same on any CP layout
   c.attention_dropout = 0.0f;
   return c;
 }
 
-GptConfig Gpt2Like() {
-  GptConfig c = LlamaLike();
-  c.num_query_groups = 0;
-  c.position_embedding_type = PositionEmbeddingType::kLearnedAbsolute;
-  c.normalization = Normalization::kLayerNorm;
-  c.swiglu = false;
-  c.add_bias_linear = true;
-  c.untie_embeddings_and_output_weights = false;
+GptConfig LlamaLike() {
+  GptConfig c = testing::LlamaStyle(Gpt2Like());
+  c.num_query_groups = 2;
   return c;
 }
 

@@ -43,6 +43,7 @@
 #include "layers/lr_schedule.h"
 #include "layers/pipeline_placement.h"
 #include "layers/stage_memory.h"
+#include "layers/testing/gpt_test_configs.h"
 #include "scheduler/pipeline_schedule.h"
 #include "scheduler/schedule_factory.h"
 #include "scheduler/schedule_validator.h"
@@ -62,17 +63,7 @@ using Clock = std::chrono::steady_clock;
 // padded to a multiple of 128), with Megatron's default dropouts so that the dropout keys
 // (iteration, global micro-batch) are exercised too.
 layers::GptConfig TinyConfig(int64_t num_layers = 4) {
-  layers::GptConfig c;
-  c.num_layers = num_layers;
-  c.hidden_size = 32;
-  c.ffn_hidden_size = 128;
-  c.num_attention_heads = 4;
-  c.seq_length = 16;
-  c.max_position_embeddings = 16;
-  c.vocab_size = 5001;
-  c.padded_vocab_size = 5120;
-  c.seed = 4321;
-  return c;
+  return layers::testing::Gpt2StyleConfig({num_layers, 32, 128, 4, 16, 16, 5001, 5120}, /*seed=*/4321);
 }
 
 uint64_t SplitMix64(uint64_t x) {
