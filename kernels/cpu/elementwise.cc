@@ -11,6 +11,7 @@
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/philox_avx2.h"
 #include "kernels/cpu/vec_math.h"
+#include "kernels/element_math.h"
 #include "kernels/philox.h"
 
 namespace mxmaca::kernels::cpu {
@@ -98,41 +99,26 @@ double SumSquares(const ExecContext& ctx, const float* x, int64_t n) {
 
 namespace {
 
-inline float GeluScalar(float x) { return x * NormalCdfScalar(x); }
+using element_math::GeluGradScalar;
+using element_math::GeluScalar;
+using element_math::kGeluCubic;
+using element_math::kInvSqrt2Pi;
+using element_math::kSqrt2OverPi;
+using element_math::SwigluGradScalar;
+using element_math::SwigluScalar;
+using element_math::TanhGeluGradScalar;
+using element_math::TanhGeluScalar;
 
 inline __m256 Gelu8(__m256 x) { return _mm256_mul_ps(x, NormalCdf8(x)); }
 
-// gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi).
-constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
-
-// (x / sqrt(2 pi)) * exp(-x^2/2): the small exp factor is multiplied last so that no
-// intermediate becomes denormal (|x| / sqrt(2 pi) >= 5 where exp(-x^2/2) is tiny).
-inline float GeluGradScalar(float x) {
-  return NormalCdfScalar(x) + (x * kInvSqrt2Pi) * ExpScalar(-0.5f * (x * x));
-}
-
+// gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi); GeluGradScalar's
+// operations (element_math.h).
 inline __m256 GeluGrad8(__m256 x) {
   const __m256 e = Exp8(_mm256_mul_ps(_mm256_set1_ps(-0.5f), _mm256_mul_ps(x, x)));
   return _mm256_add_ps(NormalCdf8(x), _mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(kInvSqrt2Pi)), e));
 }
 
-// Tanh GELU pieces. u = k (x + c x^3) in torch's operation order; e = exp(-2|u|) in
-// (0, 1]; with r = 1 / (1 + e): s = sigmoid(2u) = u >= 0 ? r : e r, 1 - s = u >= 0 ? e r : r.
-constexpr float kSqrt2OverPi = 0.79788456080286535588f;
-constexpr float kGeluCubic = 0.044715f;
-
-struct TanhGeluParts {
-  float s, one_minus_s;
-};
-
-inline TanhGeluParts TanhGeluScalar(float x) {
-  const float u = kSqrt2OverPi * (x + kGeluCubic * (x * x * x));
-  const float e = ExpScalar(-2.0f * std::fabs(u));
-  const float r = 1.0f / (1.0f + e);
-  const float er = e * r;
-  return u >= 0.0f ? TanhGeluParts{r, er} : TanhGeluParts{er, r};
-}
-
+// Tanh GELU on 8 lanes: TanhGeluScalar's operations (element_math.h).
 inline void TanhGelu8(__m256 x, __m256* s, __m256* one_minus_s) {
   const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
   const __m256 u = _mm256_mul_ps(_mm256_set1_ps(kSqrt2OverPi),
@@ -146,14 +132,7 @@ inline void TanhGelu8(__m256 x, __m256* s, __m256* one_minus_s) {
   *one_minus_s = _mm256_blendv_ps(r, er, nonneg);
 }
 
-// d/dx [x s(2u)] = s + (2 x u') s (1 - s); the large factor 2 x u' is formed first so
-// the product never passes through a denormal.
-inline float TanhGeluGradScalar(float x) {
-  const TanhGeluParts p = TanhGeluScalar(x);
-  const float du = kSqrt2OverPi * (1.0f + (3.0f * kGeluCubic) * (x * x));
-  return p.s + ((2.0f * x) * du) * (p.s * p.one_minus_s);
-}
-
+// TanhGeluGradScalar's operations on 8 lanes.
 inline __m256 TanhGeluGrad8(__m256 x) {
   __m256 s, oms;
   TanhGelu8(x, &s, &oms);
@@ -164,8 +143,6 @@ inline __m256 TanhGeluGrad8(__m256 x) {
   const __m256 big = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(2.0f), x), du);
   return _mm256_add_ps(s, _mm256_mul_ps(big, _mm256_mul_ps(s, oms)));
 }
-
-inline float SigmoidScalar(float g) { return 1.0f / (1.0f + ExpScalar(-g)); }
 
 inline __m256 Sigmoid8(__m256 g) {
   const __m256 one = _mm256_set1_ps(1.0f);
@@ -231,7 +208,7 @@ void SwigluForward(const ExecContext& ctx, const float* x, float* y, int64_t row
       _mm256_storeu_ps(yr + c, _mm256_mul_ps(_mm256_mul_ps(g, Sigmoid8(g)),
                                              _mm256_loadu_ps(up + c)));
     }
-    for (; c < f; ++c) yr[c] = gate[c] * SigmoidScalar(gate[c]) * up[c];
+    for (; c < f; ++c) yr[c] = SwigluScalar(gate[c], up[c]);
   });
 }
 
@@ -255,10 +232,9 @@ void SwigluBackward(const ExecContext& ctx, const float* x, const float* dy, flo
       _mm256_storeu_ps(dup + c, _mm256_mul_ps(d, _mm256_mul_ps(g, s)));
     }
     for (; c < f; ++c) {
-      const float g = gate[c];
-      const float s = SigmoidScalar(g);
-      dgate[c] = dyr[c] * up[c] * (s * (1.0f + g * (1.0f - s)));
-      dup[c] = dyr[c] * (g * s);
+      const element_math::SwigluGrad g = SwigluGradScalar(gate[c], up[c], dyr[c]);
+      dgate[c] = g.dgate;
+      dup[c] = g.dup;
     }
   });
 }

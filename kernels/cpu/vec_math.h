@@ -22,45 +22,36 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/element_math.h"
+
 namespace mxmaca::kernels::cpu {
 
-namespace vec_math_internal {
-inline constexpr float kExpHi = 88.0f;  // keeps n <= 127 (2^n finite)
-inline constexpr float kExpLo = -86.5f;  // result >= 1.4 * 2^-126: never denormal
-inline constexpr float kLog2e = 1.44269504088896341f;
-inline constexpr float kC1 = 0.693359375f;
-inline constexpr float kC2 = -2.12194440e-4f;
-inline constexpr float kP0 = 1.9875691500e-4f;
-inline constexpr float kP1 = 1.3981999507e-3f;
-inline constexpr float kP2 = 8.3334519073e-3f;
-inline constexpr float kP3 = 4.1665795894e-2f;
-inline constexpr float kP4 = 1.6666665459e-1f;
-inline constexpr float kP5 = 5.0000001201e-1f;
-}  // namespace vec_math_internal
+// The scalar functions are the ones the CUDA kernels run (kernels/element_math.h); the
+// AVX2 versions below perform the same operations in the same order on 8 lanes.
+using element_math::ErfcScalar;
+using element_math::ExpScalar;
+using element_math::kErfcZeroAbove;
+using element_math::NormalCdfScalar;
 
-// ExpScalar: exp(x) in fp32 as described above. NaN in, NaN out.
-inline float ExpScalar(float x) {
-  using namespace vec_math_internal;
-  if (std::isnan(x)) return x;
-  if (x > kExpHi) return INFINITY;
-  if (x < kExpLo) return 0.0f;
-  const float n = std::nearbyint(x * kLog2e);  // round to nearest even (default mode)
-  float r = x - n * kC1;
-  r = r - n * kC2;
-  const float r2 = r * r;
-  float p = kP0;
-  p = p * r + kP1;
-  p = p * r + kP2;
-  p = p * r + kP3;
-  p = p * r + kP4;
-  p = p * r + kP5;
-  p = p * r2 + r;
-  p = p + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, 4);
-  return p * scale;
-}
+namespace vec_math_internal {
+using element_math::kExpC1;
+using element_math::kExpC2;
+using element_math::kExpHi;
+using element_math::kExpLo;
+using element_math::kExpP0;
+using element_math::kExpP1;
+using element_math::kExpP2;
+using element_math::kExpP3;
+using element_math::kExpP4;
+using element_math::kExpP5;
+using element_math::kInvSqrt2;
+using element_math::kLog2e;
+// Numerical Recipes' erfcc coefficients in an array for the vector loop.
+inline constexpr float kErfcC[10] = {
+    element_math::kErfcC0, element_math::kErfcC1, element_math::kErfcC2, element_math::kErfcC3,
+    element_math::kErfcC4, element_math::kErfcC5, element_math::kErfcC6, element_math::kErfcC7,
+    element_math::kErfcC8, element_math::kErfcC9};
+}  // namespace vec_math_internal
 
 // Exp8: ExpScalar on 8 lanes (AVX2).
 inline __m256 Exp8(__m256 x) {
@@ -73,15 +64,15 @@ inline __m256 Exp8(__m256 x) {
   const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(kLog2e)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_sub_ps(xc, _mm256_mul_ps(n, _mm256_set1_ps(kC1)));
-  r = _mm256_sub_ps(r, _mm256_mul_ps(n, _mm256_set1_ps(kC2)));
+  __m256 r = _mm256_sub_ps(xc, _mm256_mul_ps(n, _mm256_set1_ps(kExpC1)));
+  r = _mm256_sub_ps(r, _mm256_mul_ps(n, _mm256_set1_ps(kExpC2)));
   const __m256 r2 = _mm256_mul_ps(r, r);
-  __m256 p = _mm256_set1_ps(kP0);
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kP1));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kP2));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kP3));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kP4));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kP5));
+  __m256 p = _mm256_set1_ps(kExpP0);
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kExpP1));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kExpP2));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kExpP3));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kExpP4));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kExpP5));
   p = _mm256_add_ps(_mm256_mul_ps(p, r2), r);
   p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
   const __m256i bits = _mm256_slli_epi32(
@@ -136,28 +127,6 @@ inline float MaxOf(const float* x, int64_t n) {
 // evaluation: a few ulp, growing as ~5 u z^2 in the far tail (z = 4: ~80 u) where erfc
 // is tiny (< 2e-8) and its absolute error negligible for GELU.
 // Used for the exact-erf GELU: glibc's erff is scalar and costs ~50 ns here.
-namespace vec_math_internal {
-inline constexpr float kErfcC[10] = {-1.26551223f, 1.00002368f, 0.37409196f,  0.09678418f,
-                                     -0.18628806f, 0.27886807f, -1.13520398f, 1.48851587f,
-                                     -0.82215223f, 0.17087277f};
-inline constexpr float kInvSqrt2 = 0.70710678118654752440f;
-}  // namespace vec_math_internal
-
-// erfc(z) is returned as 0 for z > kErfcZeroAbove (erfc(9) = 4.1e-37): keeps the
-// product t * exp(...) away from denormals.
-inline constexpr float kErfcZeroAbove = 9.0f;
-
-// ErfcScalar: erfc(z) for z >= 0.
-inline float ErfcScalar(float z) {
-  using namespace vec_math_internal;
-  if (z > kErfcZeroAbove) return 0.0f;
-  const float t = 1.0f / (1.0f + 0.5f * z);
-  float p = kErfcC[9];
-  for (int c = 8; c >= 1; --c) p = kErfcC[c] + t * p;
-  const float arg = (-(z * z) + kErfcC[0]) + t * p;
-  return t * ExpScalar(arg);
-}
-
 // Erfc8: ErfcScalar on 8 lanes, same operations.
 inline __m256 Erfc8(__m256 z_in) {
   using namespace vec_math_internal;
@@ -171,12 +140,6 @@ inline __m256 Erfc8(__m256 z_in) {
   const __m256 arg = _mm256_add_ps(_mm256_add_ps(mz2, _mm256_set1_ps(kErfcC[0])),
                                    _mm256_mul_ps(t, p));
   return _mm256_andnot_ps(zero_out, _mm256_mul_ps(t, Exp8(arg)));
-}
-
-// NormalCdfScalar: Phi(x) = 0.5 erfc(-x / sqrt(2)) = 0.5 (1 + erf(x / sqrt(2))).
-inline float NormalCdfScalar(float x) {
-  const float e = ErfcScalar(std::fabs(x) * vec_math_internal::kInvSqrt2);
-  return x >= 0.0f ? 1.0f - 0.5f * e : 0.5f * e;
 }
 
 // NormalCdf8: NormalCdfScalar on 8 lanes.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/element_math.h"
 
 namespace mxmaca::kernels::cuda {
 namespace {
@@ -13,10 +14,6 @@ namespace {
 using internal::GridFor;
 
 constexpr int kThreads = 256;
-constexpr float kInvSqrt2 = 0.70710678118654752440f;
-constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
-constexpr float kSqrt2OverPi = 0.79788456080286535588f;
-constexpr float kGeluCoeff = 0.044715f;
 
 // Grid-stride map over i < n.
 template <typename F>
@@ -34,12 +31,6 @@ CudaStatus LaunchMap(const ExecContext& ctx, int64_t n, F f) {
   MapKernel<<<GridFor(n, kThreads), kThreads, 0, StreamOf(ctx)>>>(n, f);
   MXMACA_CUDA_CHECK_LAUNCH();
   return CudaStatus();
-}
-
-__device__ __forceinline__ float Sigmoid(float z) {
-  // exp of a non-positive argument only: no overflow, no cancellation.
-  const float e = expf(-fabsf(z));
-  return z >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
 }
 
 __global__ void SumSquaresPartialKernel(const float* x, int64_t n, double* partials) {
@@ -103,39 +94,32 @@ CudaStatus SumSquares(const ExecContext& ctx, const float* x, int64_t n, double*
   return CudaStatus();
 }
 
+// The element-wise kernels compute each element with kernels/element_math.h, the functions
+// the CPU kernels use (compiled with -fmad=false, BUILD): the same bits as the CPU backend.
+
 CudaStatus GeluForward(const ExecContext& ctx, const float* x, float* y, int64_t n) {
-  return LaunchMap(ctx, n, [=] __device__(int64_t i) {
-    const float v = x[i];
-    y[i] = v * (0.5f * erfcf(-v * kInvSqrt2));
-  });
+  return LaunchMap(ctx, n,
+                   [=] __device__(int64_t i) { y[i] = element_math::GeluScalar(x[i]); });
 }
 
 CudaStatus GeluBackward(const ExecContext& ctx, const float* x, const float* dy, float* dx,
                         int64_t n) {
   return LaunchMap(ctx, n, [=] __device__(int64_t i) {
-    const float v = x[i];
-    const float cdf = 0.5f * erfcf(-v * kInvSqrt2);
-    const float pdf = kInvSqrt2Pi * expf(-0.5f * (v * v));
-    dx[i] = dy[i] * (cdf + v * pdf);
+    dx[i] = dy[i] * element_math::GeluGradScalar(x[i]);
   });
 }
 
 CudaStatus GeluTanhForward(const ExecContext& ctx, const float* x, float* y, int64_t n) {
   return LaunchMap(ctx, n, [=] __device__(int64_t i) {
     const float v = x[i];
-    const float u = kSqrt2OverPi * (v + kGeluCoeff * (v * v * v));
-    y[i] = v * Sigmoid(2.0f * u);
+    y[i] = v * element_math::TanhGeluScalar(v).s;
   });
 }
 
 CudaStatus GeluTanhBackward(const ExecContext& ctx, const float* x, const float* dy,
                             float* dx, int64_t n) {
   return LaunchMap(ctx, n, [=] __device__(int64_t i) {
-    const float v = x[i];
-    const float u = kSqrt2OverPi * (v + kGeluCoeff * (v * v * v));
-    const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * (v * v));
-    const float s = Sigmoid(2.0f * u);
-    dx[i] = dy[i] * (s + 2.0f * v * s * (1.0f - s) * du);
+    dx[i] = dy[i] * element_math::TanhGeluGradScalar(x[i]);
   });
 }
 
@@ -144,8 +128,7 @@ CudaStatus SwigluForward(const ExecContext& ctx, const float* x, float* y, int64
   MXMACA_CUDA_REQUIRE(rows >= 0 && f >= 0, "SwigluForward: rows and f must be >= 0");
   return LaunchMap(ctx, rows * f, [=] __device__(int64_t i) {
     const int64_t r = i / f, c = i % f;
-    const float g = x[r * 2 * f + c], up = x[r * 2 * f + f + c];
-    y[i] = g * Sigmoid(g) * up;
+    y[i] = element_math::SwigluScalar(x[r * 2 * f + c], x[r * 2 * f + f + c]);
   });
 }
 
@@ -154,10 +137,10 @@ CudaStatus SwigluBackward(const ExecContext& ctx, const float* x, const float* d
   MXMACA_CUDA_REQUIRE(rows >= 0 && f >= 0, "SwigluBackward: rows and f must be >= 0");
   return LaunchMap(ctx, rows * f, [=] __device__(int64_t i) {
     const int64_t r = i / f, c = i % f;
-    const float g = x[r * 2 * f + c], up = x[r * 2 * f + f + c];
-    const float s = Sigmoid(g), d = dy[i];
-    dx[r * 2 * f + c] = d * up * s * (1.0f + g * (1.0f - s));
-    dx[r * 2 * f + f + c] = d * (g * s);
+    const element_math::SwigluGrad g =
+        element_math::SwigluGradScalar(x[r * 2 * f + c], x[r * 2 * f + f + c], dy[i]);
+    dx[r * 2 * f + c] = g.dgate;
+    dx[r * 2 * f + f + c] = g.dup;
   });
 }
 
@@ -170,9 +153,9 @@ CudaStatus Dropout(const ExecContext& ctx, const float* x, float* y, int64_t n, 
   const float s = 1.0f / (1.0f - p);
   if (p == 0.0f) return LaunchMap(ctx, n, [=] __device__(int64_t i) { y[i] = x[i]; });
   return LaunchMap(ctx, n, [=] __device__(int64_t i) {
-    const bool keep = internal::UniformAt(key.Seed(), key.Stream(),
-                                          static_cast<uint64_t>(index_offset + i)) >= p;
-    y[i] = keep ? x[i] * s : 0.0f;
+    const float u = internal::UniformAt(key.Seed(), key.Stream(),
+                                        static_cast<uint64_t>(index_offset + i));
+    y[i] = element_math::DropoutElement(x[i], u, p, s);
   });
 }
 

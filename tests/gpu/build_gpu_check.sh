@@ -35,7 +35,7 @@ HOSTFLAGS="-std=c++17 -O2 -ffp-contract=off -ffunction-sections -fdata-sections 
 compile() {  # compile SRC: one object per source, in the background-friendly form
   local src="$1" obj="$OBJ/$(echo "$1" | tr / _).o" extra=""
   case "$src" in
-    *adamw.cu | *rope.cu) extra="-fmad=false" ;;  # as kernels/cuda/BUILD
+    *adamw.cu | *rope.cu | *elementwise.cu) extra="-fmad=false" ;;  # as kernels/cuda/BUILD
   esac
   case "$src" in
     *.cu) "$NVCC" $NVFLAGS $extra -c "$src" -o "$obj" || exit 1 ;;

@@ -17,6 +17,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/element_math.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/fused_attention.h"
 #include "kernels/cuda/gemm.h"
@@ -165,6 +166,37 @@ void CheckElementwise(Table* t, std::mt19937_64& rng) {
     t->Accuracy(std::string(u.name) + "Forward", shape, "fp32", RelErr(dout.Down(), ref), kFp32Bound);
     CK(u.bwd(ctx, dx.get(), dy.get(), dout.get(), n));
     t->Accuracy(std::string(u.name) + "Backward", shape, "fp32", RelErr(dout.Down(), dref), kFp32Bound);
+  }
+  {  // The element-wise kernels run kernels/element_math.h, as the CPU kernels do: same bits.
+    namespace em = kernels::element_math;
+    auto bits_bad = [&](const std::vector<float>& got, auto want) {
+      int64_t bad = 0;
+      for (int64_t i = 0; i < static_cast<int64_t>(got.size()); ++i) {
+        const float w = want(i);
+        bad += !(std::memcmp(&got[i], &w, 4) == 0 || (got[i] != got[i] && w != w));
+      }
+      return bad;
+    };
+    CK(kc::GeluForward(ctx, dx.get(), dout.get(), n));
+    t->Exact("GeluForward == element_math", shape, "bits",
+             bits_bad(dout.Down(), [&](int64_t i) { return em::GeluScalar(x[i]); }));
+    CK(kc::GeluBackward(ctx, dx.get(), dy.get(), dout.get(), n));
+    t->Exact("GeluBackward == element_math", shape, "bits",
+             bits_bad(dout.Down(), [&](int64_t i) { return y[i] * em::GeluGradScalar(x[i]); }));
+    CK(kc::GeluTanhForward(ctx, dx.get(), dout.get(), n));
+    t->Exact("GeluTanhForward == element_math", shape, "bits",
+             bits_bad(dout.Down(), [&](int64_t i) { return x[i] * em::TanhGeluScalar(x[i]).s; }));
+    CK(kc::GeluTanhBackward(ctx, dx.get(), dy.get(), dout.get(), n));
+    t->Exact("GeluTanhBackward == element_math", shape, "bits",
+             bits_bad(dout.Down(), [&](int64_t i) { return y[i] * em::TanhGeluGradScalar(x[i]); }));
+    const int64_t f = cols / 2;
+    CK(kc::SwigluForward(ctx, dx.get(), dout.get(), rows, f));
+    auto sw = dout.Down();
+    sw.resize(rows * f);
+    t->Exact("SwigluForward == element_math", Dims({rows, 2 * f}), "bits", bits_bad(sw, [&](int64_t i) {
+               const int64_t r = i / f, c = i % f;
+               return em::SwigluScalar(x[r * 2 * f + c], x[r * 2 * f + f + c]);
+             }));
   }
   {  // SwiGLU: x [rows, 2f], f = cols / 2.
     const int64_t f = cols / 2;
