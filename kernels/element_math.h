@@ -33,11 +33,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__CUDACC__)
-#define MXMACA_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define MXMACA_HOST_DEVICE inline
-#endif
+#include "kernels/host_device.h"
 
 namespace mxmaca::kernels::element_math {
 

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "kernels/exec_context.h"
+#include "kernels/host_device.h"
 
 namespace mxmaca::kernels {
 
@@ -77,18 +78,40 @@ inline uint64_t MakeRngStream(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
   return h;
 }
 
+// UniformAtWords: UniformAt below on its three 64-bit words, written with plain 32-bit
+// integers so that the CUDA kernels call this same function (kernels/cuda/device_util.cuh):
+// the GPU's dropout masks are the CPU's by construction. Same rounds as Philox4x32_10.
+MXMACA_HOST_DEVICE float UniformAtWords(uint64_t seed, uint64_t stream, uint64_t index) {
+  using namespace philox_internal;
+  uint32_t c0 = static_cast<uint32_t>(index), c1 = static_cast<uint32_t>(index >> 32);
+  uint32_t c2 = static_cast<uint32_t>(stream), c3 = static_cast<uint32_t>(stream >> 32);
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 += kWeyl0;
+      k1 += kWeyl1;
+    }
+    const uint64_t p0 = static_cast<uint64_t>(kMul0) * c0;
+    const uint64_t p1 = static_cast<uint64_t>(kMul1) * c2;
+    const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
+    const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
+    c1 = static_cast<uint32_t>(p1);
+    c3 = static_cast<uint32_t>(p0);
+    c0 = n0;
+    c2 = n2;
+  }
+  return static_cast<float>(c0 >> 8) * (1.0f / 16777216.0f);
+}
+
 // UniformAt: a float uniform in [0, 1) for element `index` of the stream `key`.
 // Philox4x32-10 with counter = (lo32(index), hi32(index), lo32(key.stream),
 // hi32(key.stream)) and key = (lo32(key.seed), hi32(key.seed)); the first output word
 // w0 gives (w0 >> 8) * 2^-24: 24 random bits, exactly representable in fp32, so the
 // result is in {0, 2^-24, ..., 1 - 2^-24} and never rounds up to 1.0. (The other three
 // words are discarded: one Philox call per element keeps the map element-indexed.)
+// philox_test checks it against Philox4x32_10 (Random123's known-answer vectors).
 inline float UniformAt(RngKey key, uint64_t index) {
-  const std::array<uint32_t, 4> out = Philox4x32_10(
-      {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
-       static_cast<uint32_t>(key.stream), static_cast<uint32_t>(key.stream >> 32)},
-      {static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32)});
-  return static_cast<float>(out[0] >> 8) * (1.0f / 16777216.0f);
+  return UniformAtWords(key.seed, key.stream, index);
 }
 
 }  // namespace mxmaca::kernels

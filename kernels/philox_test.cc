@@ -2,7 +2,9 @@
 // distribution.
 #include "kernels/philox.h"
 
+#include <array>
 #include <cmath>
+#include <random>
 #include <set>
 
 #include <catch2/catch.hpp>
@@ -63,6 +65,21 @@ TEST_CASE("MakeRngStream separates ids and their order", "[philox]") {
         for (uint64_t d = 0; d < 8; ++d) seen.insert(MakeRngStream(a, b, c, d));
   REQUIRE(seen.size() == 8 * 8 * 8 * 8);
   REQUIRE(MakeRngStream(1, 2, 0, 0) != MakeRngStream(2, 1, 0, 0));
+}
+
+TEST_CASE("UniformAtWords equals the first word of Philox4x32_10 on random inputs", "[philox]") {
+  // UniformAtWords is the function both backends run (plain 32-bit arithmetic, usable in
+  // CUDA kernels); Philox4x32_10 is the Random123-vector-checked reference above.
+  std::mt19937_64 rng(std::random_device{}());
+  for (int i = 0; i < 20000; ++i) {
+    const uint64_t seed = rng(), stream = rng(), index = rng();
+    const std::array<uint32_t, 4> w = Philox4x32_10(
+        {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
+         static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32)},
+        {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+    REQUIRE(UniformAtWords(seed, stream, index) ==
+            static_cast<float>(w[0] >> 8) * (1.0f / 16777216.0f));
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "kernels/exec_context.h"
+#include "kernels/philox.h"
 
 namespace mxmaca::kernels::cuda::internal {
 
@@ -63,30 +64,10 @@ __device__ inline float BlockMax(float v, float* scratch) {
   return WarpMax(m);
 }
 
-// UniformAt: bit-identical device twin of kernels/philox.h's UniformAt (Philox4x32-10,
-// counter = (lo(index), hi(index), lo(stream), hi(stream)), key = seed; first word >> 8
-// times 2^-24).
+// UniformAt: kernels/philox.h's UniformAtWords, the function the CPU kernels use.
 __device__ __forceinline__ float UniformAt(uint64_t seed, uint64_t stream, uint64_t index) {
-  uint32_t c0 = static_cast<uint32_t>(index), c1 = static_cast<uint32_t>(index >> 32);
-  uint32_t c2 = static_cast<uint32_t>(stream), c3 = static_cast<uint32_t>(stream >> 32);
-  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-#pragma unroll
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      k0 += 0x9E3779B9u;
-      k1 += 0xBB67AE85u;
-    }
-    const uint32_t hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
-    const uint32_t hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
-    const uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
-    c0 = n0;
-    c1 = lo1;
-    c2 = n2;
-    c3 = lo0;
-  }
-  return static_cast<float>(c0 >> 8) * (1.0f / 16777216.0f);
+  return ::mxmaca::kernels::UniformAtWords(seed, stream, index);
 }
-
 
 // ColumnSumKernel: out[c] += sum_r f(r, c) over rows r < rows, c < cols. Launch with
 // block (32, 32) and grid (ceil(cols / 32)): thread (x, y) of block bx sums rows
