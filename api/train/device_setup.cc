@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "layers/device/cpu_device_kernels.h"
 #include "layers/device/cuda_device_kernels.h"
+#include "layers/device/emulated_device_kernels.h"
 
 namespace mxmaca::api {
 
@@ -63,6 +64,12 @@ absl::StatusOr<std::unique_ptr<layers::device::DeviceKernels>> MakeDeviceKernels
   kernels::ExecContext ctx;
   ctx.num_threads = num_threads;
   ctx.precision = precision;
+  if (device == Device::kDeviceOnCpu) {
+    // The emulated device: the CPU kernels on memory the host cannot touch outside the
+    // interface, with counted copies (layers/device/emulated_device_kernels.h).
+    return std::unique_ptr<layers::device::DeviceKernels>(
+        std::make_unique<layers::device::EmulatedDeviceKernels>(ctx));
+  }
   return std::unique_ptr<layers::device::DeviceKernels>(
       std::make_unique<layers::device::CpuDeviceKernels>(ctx));
 }

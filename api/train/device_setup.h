@@ -41,9 +41,10 @@ absl::StatusOr<Device> ParseDevice(const std::optional<std::string>& value);
 absl::Status CheckDeviceArgs(const MegatronArgs& args);
 
 // MakeDeviceKernels: one stage actor's device: CudaDeviceKernels on GPU `gpu` with a new
-// stream of its own, or CpuDeviceKernels with `num_threads`. Errors: the CUDA backend's
-// (no GPU: "no GPU: cudaGetDeviceCount returned cudaErrorInsufficientDriver"; a build
-// without CUDA: Unimplemented).
+// stream of its own (Device::kCuda), or EmulatedDeviceKernels (kDeviceOnCpu: the CPU
+// kernels on memory the host cannot read outside the interface) or CpuDeviceKernels with
+// `num_threads`. Errors: the CUDA backend's (no GPU: "no GPU: cudaGetDeviceCount returned
+// cudaErrorInsufficientDriver"; a build without CUDA: Unimplemented).
 absl::StatusOr<std::unique_ptr<layers::device::DeviceKernels>> MakeDeviceKernels(
     Device device, int gpu, int num_threads, kernels::Precision precision);
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "kernels/cpu/elementwise.h"
-#include "layers/device/cpu_device_kernels.h"
+#include "layers/device/emulated_device_kernels.h"
 #include "layers/gpt_stage.h"
 #include "layers/optimizer.h"
 #include "layers/testing/gpt_test_configs.h"
@@ -109,7 +109,7 @@ void RunAndCompare(const GptConfig& c, kernels::Precision precision, bool fusion
   auto cpu = GptStage::Create(cpu_config, layout);
   REQUIRE(cpu.ok());
   (*cpu)->InitializeParameters();
-  CpuDeviceKernels kernels(ctx);
+  EmulatedDeviceKernels kernels(ctx);
   DeviceStageOptions opts;
   opts.micro_batch_size = 2;
   opts.gradient_accumulation_fusion = fusion;
@@ -200,7 +200,7 @@ TEST_CASE("a two-stage pipeline equals GptStage's two stages", "[device]") {
   const GptConfig c = RopeConfig();
   const StageLayout first{0, 1, true, false}, last{1, c.num_layers, false, true};
   kernels::ExecContext ctx;
-  CpuDeviceKernels kernels(ctx);
+  EmulatedDeviceKernels kernels(ctx);
   DeviceStageOptions opts;
   opts.micro_batch_size = 2;
   auto c0 = GptStage::Create(c, first);
@@ -238,7 +238,7 @@ TEST_CASE("a two-stage pipeline equals GptStage's two stages", "[device]") {
 TEST_CASE("device stage: evaluation, segments, slots and errors", "[device]") {
   GptConfig c = RopeConfig();
   kernels::ExecContext ctx;
-  CpuDeviceKernels kernels(ctx);
+  EmulatedDeviceKernels kernels(ctx);
   DeviceStageOptions opts;
   opts.micro_batch_size = 2;
   auto dev = DeviceGptStage::Create(c, StageLayout{0, c.num_layers, true, true}, &kernels, opts);

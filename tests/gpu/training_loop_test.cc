@@ -1,5 +1,5 @@
 // tests/gpu/training_loop_test.cc: the GPU check's device training loop, run on the CPU
-// kernels (CpuDeviceKernels), equals the CPU backend's loop (layers::GptStage +
+// kernels (the emulated device, EmulatedDeviceKernels), equals the CPU backend's loop (layers::GptStage +
 // AdamWOptimizer) bit for bit — same kernels, same order — so on the GPU any difference
 // from the reference file is the CUDA kernels' numerics, not the loop. Also: the data is
 // learnable (the loss falls), and the two-stage pipeline driver (threads, channels, 1F1B)
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/device/cpu_device_kernels.h"
+#include "layers/device/emulated_device_kernels.h"
 #include "tests/gpu/cpu_reference_loop.h"
 #include "tests/gpu/pipeline_loop.h"
 
@@ -21,7 +21,7 @@ namespace mxmaca::gpu_check {
 namespace {
 
 using kernels::Precision;
-using layers::device::CpuDeviceKernels;
+using layers::device::EmulatedDeviceKernels;
 using layers::device::DeviceStageOptions;
 using layers::device::Segment;
 
@@ -53,7 +53,7 @@ TEST_CASE("device loop on CPU kernels equals the CPU reference bit for bit", "[t
       REQUIRE(cpu.ok());
       kernels::ExecContext ctx;
       ctx.precision = p;
-      CpuDeviceKernels kernels(ctx);
+      EmulatedDeviceKernels kernels(ctx);
       auto dev = RunDeviceStage(kernels, config, options, DeviceStageOptions{});
       REQUIRE(dev.ok());
       CheckBitEqual(*cpu, *dev);
@@ -107,7 +107,7 @@ TEST_CASE("two-stage pipeline of actor threads equals the single stage", "[pipel
   options.steps = 3;
   options.num_micro_batches = 4;
   kernels::ExecContext ctx;
-  CpuDeviceKernels k0(ctx), k1(ctx), single(ctx);
+  EmulatedDeviceKernels k0(ctx), k1(ctx), single(ctx);
   // A pass-through runner per stage that records the keys of each step.
   std::vector<std::set<std::string>> keys(2);
   std::set<std::string> first_step_keys[2];
@@ -150,7 +150,7 @@ TEST_CASE("two-stage pipeline of actor threads equals the single stage", "[pipel
 
 TEST_CASE("two-stage pipeline refuses tied embeddings and reports stage errors", "[pipeline]") {
   kernels::ExecContext ctx;
-  CpuDeviceKernels k0(ctx), k1(ctx);
+  EmulatedDeviceKernels k0(ctx), k1(ctx);
   const layers::GptConfig tied = SmallGptConfig(ModelVariant::kGpt2, Precision::kFp32);
   auto refused = RunTwoStagePipeline({&k0, &k1}, tied, TestOptions(), DeviceStageOptions{}, {});
   CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
