@@ -64,31 +64,37 @@ double CosineLr(int64_t n, double max_lr, double min_lr, int64_t warmup, int64_t
   return min_lr + 0.5 * (std::cos(M_PI * ratio) + 1.0) * (max_lr - min_lr);
 }
 
+// One corpus for every test case, its uninterrupted 8-iteration run and a checkpoint of
+// the run stopped (and saved) after iteration 4, made once (the test cases only read it).
 struct Fixture {
   std::string dir, ckpt;
   std::vector<std::string> base;  // TinyTrainArgs: 8 iterations x 4 samples, warmup 2 iters
-  Fixture(const std::string& name, int docs, uint64_t seed) {
-    dir = TempDir(name);
-    MakeTinyCorpus(dir + "/tiny", docs, seed);
-    base = TinyTrainArgs(dir + "/tiny", dir + "/cache");
-    ckpt = dir + "/ckpt";
-  }
-  // A run stopped (and saved) after iteration 4.
-  void SaveAt4() {
-    MustTrain(With(base, {"--save", ckpt, "--save-interval", "100", "--exit-interval", "4"}));
-  }
+  Run full;
 };
 
+const Fixture& Shared() {
+  static const Fixture* f = [] {
+    auto* x = new Fixture;
+    x->dir = TempDir("resume_rules");
+    MakeTinyCorpus(x->dir + "/tiny", 200, 21);
+    x->base = TinyTrainArgs(x->dir + "/tiny", x->dir + "/cache");
+    x->ckpt = x->dir + "/ckpt";
+    x->full = MustTrain(x->base);
+    MustTrain(With(x->base, {"--save", x->ckpt, "--save-interval", "100", "--exit-interval", "4"}));
+    return x;
+  }();
+  return *f;
+}
+
 TEST_CASE("a changed --train-iters on resume: error, --override or --use-checkpoint") {
-  Fixture f("resume_rules_iters", 200, 21);
-  const Run full = MustTrain(f.base);
+  const Fixture& f = Shared();
+  const Run& full = f.full;
   REQUIRE(full.lrs.size() == 8);
   // The convention checked once: the logged lr of iteration k is get_lr(k x 4 samples), decay
   // over 8 x 4 = 32 samples, warmup 2 x 4 = 8.
   for (int k = 1; k <= 8; ++k) {
     CHECK(full.lrs[k - 1] == Approx(CosineLr(4 * k, 1e-3, 1e-4, 8, 32)).epsilon(1e-12));
   }
-  f.SaveAt4();
   const std::vector<std::string> longer = With(f.base, {"--load", f.ckpt, "--train-iters", "12"});
   const std::string error = TrainError(longer);
   INFO(error);
@@ -116,8 +122,7 @@ TEST_CASE("a changed --train-iters on resume: error, --override or --use-checkpo
 }
 
 TEST_CASE("a changed --global-batch-size on resume continues the schedule in samples") {
-  Fixture f("resume_rules_gbs", 200, 22);
-  f.SaveAt4();
+  const Fixture& f = Shared();
   const std::vector<std::string> bigger =
       With(f.base, {"--load", f.ckpt, "--global-batch-size", "8"});
   CHECK(TrainError(bigger).find("lr_warmup_steps 16 (samples) but the checkpoint") !=
@@ -136,9 +141,8 @@ TEST_CASE("a changed --global-batch-size on resume continues the schedule in sam
 }
 
 TEST_CASE("--no-load-optim restarts the schedule; --finetune restarts the iteration") {
-  Fixture f("resume_rules_noload", 200, 23);
-  const Run full = MustTrain(f.base);
-  f.SaveAt4();
+  const Fixture& f = Shared();
+  const Run& full = f.full;
   // --no-load-optim: iteration and data position restored, the schedule from step 0.
   const Run no_optim = MustTrain(With(f.base, {"--load", f.ckpt, "--no-load-optim"}));
   REQUIRE(no_optim.summary.first_iteration == 4);
@@ -161,8 +165,12 @@ TEST_CASE("--no-load-optim restarts the schedule; --finetune restarts the iterat
 }
 
 TEST_CASE("--ckpt-step loads an older iteration; a newer non-persistent checkpoint wins") {
-  Fixture f("resume_rules_step", 200, 24);
-  const Run full = MustTrain(f.base);
+  const Fixture& shared = Shared();
+  const Run& full = shared.full;
+  struct {
+    std::vector<std::string> base;
+    std::string ckpt;
+  } f{shared.base, shared.dir + "/step_ckpt"};  // written here
   // Persistent saves at 2 (--save-interval 2), non-persistent after 1 and 3, exit at 3
   // without another save (Megatron: the iteration saved already).
   MustTrain(With(f.base, {"--save", f.ckpt, "--save-interval", "2",
@@ -192,10 +200,38 @@ TEST_CASE("--ckpt-step loads an older iteration; a newer non-persistent checkpoi
   continues(MustTrain(With(f.base, {"--load", f.ckpt, "--ckpt-step", "2"})), 2);
 }
 
+TEST_CASE("the RNG state (the seed) is restored unless --no-load-rng") {
+  const Fixture& f = Shared();  // the checkpoint of --seed 7
+  auto seed_of = [](const std::string& dir) {
+    auto r = actors::checkpoint::CheckpointReader::Open(dir).value();
+    return r.state().at("rng").at("seed").get<int64_t>();
+  };
+  CHECK(seed_of(f.ckpt) == 7);
+  // --seed 8 on resume: the data order is --seed's in both runs (as Megatron's datasets);
+  // the dropout streams are the checkpoint's unless --no-load-rng.
+  const std::vector<std::string> resume =
+      With(f.base, {"--load", f.ckpt, "--seed", "8", "--save-interval", "100"});
+  const Run loaded = MustTrain(With(resume, {"--save", f.dir + "/a"}));
+  CHECK(loaded.log.find("RNG state from the checkpoint: dropout seed 7") != std::string::npos);
+  CHECK(seed_of(f.dir + "/a") == 7);
+  const Run fresh = MustTrain(With(resume, {"--no-load-rng", "--save", f.dir + "/b"}));
+  CHECK(seed_of(f.dir + "/b") == 8);
+  REQUIRE(loaded.summary.train_losses.size() == 4);
+  CHECK(loaded.summary.train_losses != fresh.summary.train_losses);  // other dropout masks
+  // Without dropout the seed draws nothing: the two are the same run.
+  const std::vector<std::string> no_dropout = {"--hidden-dropout", "0", "--attention-dropout",
+                                               "0"};
+  MustTrain(With(With(f.base, no_dropout), {"--save", f.dir + "/nd", "--save-interval", "100",
+                                            "--exit-interval", "4"}));
+  const std::vector<std::string> nd_resume =
+      With(With(f.base, no_dropout), {"--load", f.dir + "/nd", "--seed", "8"});
+  CHECK(MustTrain(nd_resume).summary.train_losses ==
+        MustTrain(With(nd_resume, {"--no-load-rng"})).summary.train_losses);
+}
+
 TEST_CASE("--use-checkpoint-args takes the model's shape from the checkpoint") {
-  Fixture f("resume_rules_args", 200, 25);
-  const Run full = MustTrain(f.base);
-  f.SaveAt4();
+  const Fixture& f = Shared();
+  const Run& full = f.full;
   // The resumed command line without the model flags: Megatron's load_args_from_checkpoint
   // sets them (num_layers, hidden_size, heads, seq_length, ...; dropout forced).
   std::vector<std::string> no_model;
@@ -220,7 +256,7 @@ TEST_CASE("--use-checkpoint-args takes the model's shape from the checkpoint") {
 }
 
 TEST_CASE("--decoupled-lr 0 freezes exactly the embedding and output weights") {
-  Fixture f("resume_rules_decoupled", 120, 26);
+  const Fixture& f = Shared();
   // Untied, so the output layer is a separate weight. --lr 0 freezes everything: the
   // initial weights (AdamW with lr 0 changes nothing, weight decay included). One
   // iteration without warmup (it runs at max_lr): every other weight's gradient then comes
@@ -229,8 +265,8 @@ TEST_CASE("--decoupled-lr 0 freezes exactly the embedding and output weights") {
       With(f.base, {"--untie-embeddings-and-output-weights", "--train-iters", "1",
                     "--lr-warmup-iters", "0", "--eval-iters", "0", "--save-interval", "100"});
   MustTrain(With(run, {"--lr", "0", "--min-lr", "0", "--save", f.dir + "/frozen"}));
-  MustTrain(With(run, {"--decoupled-lr", "0", "--decoupled-min-lr", "0", "--save",
-                       f.dir + "/decoupled"}));
+  const Run logged = MustTrain(With(run, {"--decoupled-lr", "0", "--decoupled-min-lr", "0",
+                                          "--save", f.dir + "/decoupled"}));
   MustTrain(With(run, {"--save", f.dir + "/plain"}));
   auto frozen = actors::checkpoint::CheckpointReader::Open(f.dir + "/frozen").value();
   auto decoupled = actors::checkpoint::CheckpointReader::Open(f.dir + "/decoupled").value();
@@ -256,7 +292,6 @@ TEST_CASE("--decoupled-lr 0 freezes exactly the embedding and output weights") {
     }
   }
   // The logged lr is the main group's (Megatron logs the default_config group).
-  const Run logged = MustTrain(With(run, {"--decoupled-lr", "4e-3"}));
   // One iteration: the decay is over 4 samples.
   CHECK(logged.lrs.front() == Approx(CosineLr(4, 1e-3, 1e-4, 0, 4)).epsilon(1e-12));
 }
