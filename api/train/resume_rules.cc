@@ -1,7 +1,6 @@
 // api/train/resume_rules.cc: see resume_rules.h.
 #include "api/train/resume_rules.h"
 
-#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
