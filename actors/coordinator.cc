@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "actors/checkpoint/checkpoint_retention.h"
 #include "actors/checkpoint/checkpoint_writer.h"
 #include "actors/stage_checkpoint.h"
 #include "actors/trace.h"
@@ -181,7 +182,12 @@ struct CoordinatorState {
   // What is due after the step in flight.
   bool pending_eval = false;
   bool pending_save = false;
+  bool pending_non_persistent_save = false;  // --non-persistent-save-interval
   // Saving in progress.
+  bool saving_non_persistent = false;  // into CoordinatorConfig::non_persistent_dir
+  int64_t last_non_persistent_iteration = -1;
+  // Megatron's exit paths save only if this iteration saved nothing (saved_checkpoint).
+  bool skip_final_save = false;
   std::shared_ptr<checkpoint::CheckpointWriter> writer;
   int64_t last_saved_iteration = -1;
   bool save_then_finish = false;
@@ -330,8 +336,13 @@ void Finish(CoordinatorPointer self, bool ok, std::string error) {
 }
 
 void StartIteration(CoordinatorPointer self);
+
+// SaveDir: where a save goes: --save, or the non-persistent checkpoint directory.
+const std::string& SaveDir(const CoordinatorConfig& c, bool non_persistent) {
+  return non_persistent ? *c.non_persistent_dir : *c.save_dir;
+}
 void StartEval(CoordinatorPointer self, const std::string& where, bool then_finish);
-void StartSave(CoordinatorPointer self, bool then_finish);
+void StartSave(CoordinatorPointer self, bool then_finish, bool non_persistent = false);
 
 // Runs the end of training as Megatron's pretrain() does: a last evaluation on the
 // validation set (always, when there is one), then a last save (unless just saved).
@@ -343,7 +354,8 @@ void FinishTraining(CoordinatorPointer self) {
     StartEval(self, absl::StrCat("iteration ", st.iteration, " on validation set"), true);
     return;
   }
-  if (c.save_dir && st.last_saved_iteration != st.iteration && st.iteration > 0) {
+  if (c.save_dir && st.last_saved_iteration != st.iteration && st.iteration > 0 &&
+      !st.skip_final_save) {
     StartSave(self, true);
     return;
   }
@@ -367,12 +379,18 @@ void AfterStep(CoordinatorPointer self) {
     StartSave(self, false);
     return;
   }
+  if (st.pending_non_persistent_save) {
+    st.pending_non_persistent_save = false;
+    StartSave(self, false, /*non_persistent=*/true);
+    return;
+  }
   // One process's exit request stops them all after the same iteration: with a control
   // plane the requests were agreed with the last reports.
   const int32_t flags = c.control ? st.agreed_exit_flags : LocalExitFlags(st);
   if (flags & kExitBySignal) {
     Print(st, "exiting program after receiving SIGTERM.");
     st.final_eval_done = true;
+    st.skip_final_save = st.last_non_persistent_iteration == st.iteration;
     FinishTraining(self);
     return;
   }
@@ -382,6 +400,7 @@ void AfterStep(CoordinatorPointer self) {
   if (exit_now && st.iteration < c.train_iters) {
     Print(st, absl::StrCat(" exiting program at iteration ", st.iteration));
     st.final_eval_done = true;  // Megatron's exit paths save and stop without evaluating
+    st.skip_final_save = st.last_non_persistent_iteration == st.iteration;
     FinishTraining(self);
     return;
   }
@@ -557,16 +576,24 @@ void SendShardRequests(CoordinatorPointer self) {
   }
 }
 
-void StartSave(CoordinatorPointer self, bool then_finish) {
+void StartSave(CoordinatorPointer self, bool then_finish, bool non_persistent) {
   auto& st = self->state;
   CoordinatorConfig& c = *st.cfg;
   st.phase = Phase::kSave;
   st.save_then_finish = then_finish;
+  st.saving_non_persistent = non_persistent;
   const bool leader = !c.control || c.control->rank() == 0;
   std::string begin_error;
   if (leader) {
+    // Megatron's cleanup_old_non_persistent_checkpoint(leave_ckpt_num=1) before the save.
+    if (non_persistent) {
+      absl::Status cleaned = checkpoint::RemoveOlderCheckpoints(*c.non_persistent_dir, 1);
+      if (!cleaned.ok()) begin_error = std::string(cleaned.message());
+    }
+  }
+  if (leader && begin_error.empty()) {
     absl::StatusOr<checkpoint::CheckpointWriter> writer =
-        checkpoint::CheckpointWriter::Begin(*c.save_dir, st.iteration);
+        checkpoint::CheckpointWriter::Begin(SaveDir(c, non_persistent), st.iteration);
     if (writer.ok()) {
       st.writer = std::make_shared<checkpoint::CheckpointWriter>(std::move(*writer));
     } else {
@@ -598,7 +625,8 @@ void StartSave(CoordinatorPointer self, bool then_finish) {
              }
              if (c.control->rank() != 0) {
                absl::StatusOr<checkpoint::CheckpointWriter> attached =
-                   checkpoint::CheckpointWriter::Attach(*c.save_dir, st.iteration,
+                   checkpoint::CheckpointWriter::Attach(SaveDir(c, st.saving_non_persistent),
+                                                        st.iteration,
                                                         BlockText(blocks.at(0)));
                if (!attached.ok()) {
                  // Still take part in the results exchange, so every rank learns it.
@@ -637,6 +665,7 @@ void MaybeSendOptimisticStep(CoordinatorPointer self, const StageIterationDone& 
   step.iteration = st.iteration;
   step.optimistic = true;
   step.lr = c.scheduler->lr();
+  if (c.scheduler->config().decoupled_lr) step.decoupled_lr = c.scheduler->decoupled_lr();
   step.weight_decay = c.scheduler->weight_decay();
   step.min_seconds = c.synthetic_optimizer_seconds;
   if (!st.partial_finite) {
@@ -667,6 +696,10 @@ bool CanStartNextIteration(const CoordinatorState& st) {
   if (it >= c.train_iters) return false;
   if (c.do_valid && c.eval_interval > 0 && it % c.eval_interval == 0) return false;
   if (c.save_dir && c.save_interval > 0 && it % c.save_interval == 0) return false;
+  if (c.save_dir && c.non_persistent_dir && c.non_persistent_save_interval > 0 &&
+      it % c.non_persistent_save_interval == 0) {
+    return false;
+  }
   if (c.exit_interval && *c.exit_interval > 0 && it % *c.exit_interval == 0) return false;
   // As AfterStep: with a control plane the exit requests agreed with the reports.
   return (c.control ? st.agreed_exit_flags : LocalExitFlags(st)) == 0;
@@ -688,6 +721,7 @@ void OnTrainReports(CoordinatorPointer self) {
   step.min_seconds = c.synthetic_optimizer_seconds;
   step.grad_scale = grad_scale;
   step.lr = c.scheduler->lr();
+  if (c.scheduler->config().decoupled_lr) step.decoupled_lr = c.scheduler->decoupled_lr();
   step.weight_decay = c.scheduler->weight_decay();
   if (!finite) {
     step.skip = true;
@@ -795,6 +829,10 @@ void OnStepDone(CoordinatorPointer self) {
   RecordStep(self);
   st.pending_eval = c.do_valid && c.eval_interval > 0 && st.iteration % c.eval_interval == 0;
   st.pending_save = c.save_dir && c.save_interval > 0 && st.iteration % c.save_interval == 0;
+  // Megatron's train loop: a non-persistent save when no regular one is due.
+  st.pending_non_persistent_save = !st.pending_save && c.save_dir && c.non_persistent_dir &&
+                                   c.non_persistent_save_interval > 0 &&
+                                   st.iteration % c.non_persistent_save_interval == 0;
   if (c.rebalance && !st.step_skip) {
     absl::StatusOr<std::optional<CoordinatorConfig::RebalanceResult>> r =
         c.rebalance(st.iteration, st.reports.stage_busy);
@@ -843,16 +881,29 @@ nlohmann::json TrainingStateJson(const CoordinatorState& st) {
   state["iteration"] = st.iteration;
   state["consumed_train_samples"] = c.consumed_train_samples;
   state["consumed_valid_samples"] = c.consumed_valid_samples;
-  state["opt_param_scheduler"] = {{"num_steps", c.scheduler->num_steps()},
-                                  {"max_lr", c.scheduler->config().max_lr},
-                                  {"min_lr", c.scheduler->config().min_lr},
-                                  {"lr_warmup_steps", c.scheduler->config().lr_warmup_steps},
-                                  {"lr_decay_steps", c.scheduler->config().lr_decay_steps}};
+  // Megatron's OptimizerParamScheduler.state_dict (core_v0.19.0), steps in samples; the
+  // decoupled group's bounds (which Megatron keeps in the optimizer's param_groups) too.
+  const layers::OptimizerParamSchedulerConfig& sc = c.scheduler->config();
+  nlohmann::json sched = {{"max_lr", sc.max_lr},
+                          {"lr_warmup_steps", sc.lr_warmup_steps},
+                          {"num_steps", c.scheduler->num_steps()},
+                          {"lr_decay_style", layers::LrDecayStyleName(sc.lr_decay_style)},
+                          {"lr_decay_steps", sc.lr_decay_steps},
+                          {"min_lr", sc.min_lr},
+                          {"start_wd", sc.start_wd},
+                          {"end_wd", sc.end_wd},
+                          {"wd_incr_style", layers::WdIncrStyleName(sc.wd_incr_style)},
+                          {"wd_incr_steps", sc.wd_incr_steps}};
+  sched["decoupled_lr"] = sc.decoupled_lr ? nlohmann::json(*sc.decoupled_lr) : nlohmann::json();
+  sched["decoupled_min_lr"] =
+      sc.decoupled_min_lr ? nlohmann::json(*sc.decoupled_min_lr) : nlohmann::json();
+  state["opt_param_scheduler"] = std::move(sched);
   state["optimizer_step"] = st.iteration - st.total_skipped;  // informative; stages own it
   state["skipped_iterations"] = st.total_skipped;
   // Randomness is a function of (seed, iteration, micro-batch): there is no RNG state to
   // store; the data position is consumed_train_samples.
-  state["rng"] = "counter-based (seed, iteration, global micro-batch)";
+  state["rng"] = {{"kind", "counter-based (seed, iteration, global micro-batch)"},
+                  {"seed", c.rng_seed}};
   return state;
 }
 
@@ -861,7 +912,8 @@ void OnShardsSaved(CoordinatorPointer self) {
   CoordinatorConfig& c = *st.cfg;
   if (c.control && c.control->rank() != 0) {  // rank 0 commits
     st.writer.reset();
-    st.last_saved_iteration = st.iteration;
+    (st.saving_non_persistent ? st.last_non_persistent_iteration : st.last_saved_iteration) =
+        st.iteration;
     if (st.save_then_finish) {
       Finish(self, true, "");
       return;
@@ -876,9 +928,11 @@ void OnShardsSaved(CoordinatorPointer self) {
                                      s.message()));
     return;
   }
-  st.last_saved_iteration = st.iteration;
-  Print(st, absl::StrFormat("  successfully saved checkpoint from iteration %7d to %s",
-                            st.iteration, *c.save_dir));
+  (st.saving_non_persistent ? st.last_non_persistent_iteration : st.last_saved_iteration) =
+      st.iteration;
+  Print(st, absl::StrFormat("  successfully saved %scheckpoint from iteration %7d to %s",
+                            st.saving_non_persistent ? "non-persistent " : "", st.iteration,
+                            SaveDir(c, st.saving_non_persistent)));
   if (st.save_then_finish) {
     Finish(self, true, "");
     return;

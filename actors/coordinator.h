@@ -69,6 +69,16 @@ struct CoordinatorConfig {
   std::optional<double> exit_duration_in_mins;
   std::optional<std::string> save_dir;
   int64_t save_interval = 0;                // 0: save only at the end (when save_dir)
+  // --non-persistent-save-interval with --non-persistent-ckpt-type global|local (Megatron's
+  // train loop): after an iteration that is a multiple of it and not of save_interval, a
+  // checkpoint goes to non_persistent_dir instead of save_dir (set both, with save_dir);
+  // the leader first removes all but the newest complete iter_* there
+  // (cleanup_old_non_persistent_checkpoint). Such saves do not count as the final save.
+  int64_t non_persistent_save_interval = 0;
+  std::optional<std::string> non_persistent_dir;
+  // rng_seed: the seed every random draw is a function of (dropout masks), stored as the
+  // checkpoint's RNG state (state.rng.seed).
+  int64_t rng_seed = 0;
   nlohmann::json checkpoint_args;           // stored in every checkpoint's metadata
   std::optional<layers::OptimizerParamScheduler> scheduler;  // required
   // stages: every stage actor, by global rank

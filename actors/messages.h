@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -82,6 +83,9 @@ struct ApplyOptimizerStep {
   double grad_scale = 1.0;
   double clip_coeff = 1.0;
   double lr = 0.0;
+  // decoupled_lr: the learning rate of the embedding / output layer weights
+  // (--decoupled-lr; layers::OptimizerTensor::is_decoupled_lr); unset: lr.
+  std::optional<double> decoupled_lr;
   double weight_decay = 0.0;
   bool optimistic = false;
   // min_seconds: benchmarks on the synthetic backend (CoordinatorConfig::

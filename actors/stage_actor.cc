@@ -818,7 +818,8 @@ absl::Status RunStep(StageProgram& program,
           kernels::cpu::Scale(exec, g.data(), g.size(), static_cast<float>(factor));
         }
       }
-      optimizers[c]->Step(exec, step.lr, step.weight_decay);
+      optimizers[c]->Step(exec, step.lr, step.decoupled_lr.value_or(step.lr),
+                          step.weight_decay);
     }
     params.ZeroGrads();
   }
@@ -834,7 +835,8 @@ absl::Status RunStep(StageProgram& program,
 bool SameDecision(const ApplyOptimizerStep& a, const ApplyOptimizerStep& b) {
   if (a.skip != b.skip) return false;
   return a.skip || (a.grad_scale == b.grad_scale && a.clip_coeff == b.clip_coeff &&
-                    a.lr == b.lr && a.weight_decay == b.weight_decay);
+                    a.lr == b.lr && a.decoupled_lr == b.decoupled_lr &&
+                    a.weight_decay == b.weight_decay);
 }
 
 // ApplyStep: runs `step` on the strand. Post-validation (messages.h ApplyOptimizerStep):

@@ -101,6 +101,7 @@ std::vector<OptimizerTensor> DistributedOptimizerTensors(ParameterStore& store,
       t.numel = piece.size();
       t.apply_weight_decay = info.spec.weight_decay;
       t.flat_offset = piece.begin - info.arena_offset;
+      t.is_decoupled_lr = IsEmbeddingOrOutputParameter(info.spec.name);
       out.push_back(std::move(t));
     }
   }

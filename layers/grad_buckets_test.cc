@@ -192,6 +192,38 @@ TEST_CASE("Buckets cover the arena in dp*16 multiples; shards and tensor maps ma
   }
 }
 
+TEST_CASE("the embedding and output weights are in the decoupled-lr group, whole or in pieces") {
+  // Megatron's is_embedding_or_output_parameter: --decoupled-lr applies to these two only,
+  // on every DP rank's pieces of them under the distributed optimizer too.
+  ParameterStore store;
+  for (const char* name : {"embedding.word_embeddings.weight", "decoder.layers.0.w",
+                           "output_layer.weight", "embedding.position_embeddings.weight"}) {
+    ParameterSpec spec;
+    spec.name = name;
+    spec.shape = {13, 5};
+    REQUIRE(store.Register(spec).ok());
+  }
+  store.Finalize(16 * 2);
+  auto decoupled = [](const std::string& name) {
+    return name == "embedding.word_embeddings.weight" || name == "output_layer.weight";
+  };
+  for (const OptimizerTensor& t : store.OptimizerTensors()) {
+    INFO(t.name);
+    CHECK(t.is_decoupled_lr == decoupled(t.name));
+  }
+  auto b = BuildDataParallelBuckets(store, 2, 40);
+  REQUIRE(b.ok());
+  int pieces = 0;
+  for (int r = 0; r < 2; ++r) {
+    for (const OptimizerTensor& t : DistributedOptimizerTensors(store, *b, r)) {
+      INFO(t.name << " rank " << r);
+      CHECK(t.is_decoupled_lr == decoupled(t.name));
+      pieces += decoupled(t.name) ? 1 : 0;
+    }
+  }
+  CHECK(pieces >= 2);
+}
+
 TEST_CASE("Distributed optimizer pieces cover every tensor element exactly once") {
   std::mt19937 rng(77);
   for (int trial = 0; trial < 40; ++trial) {

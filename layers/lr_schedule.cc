@@ -25,6 +25,25 @@ absl::StatusOr<WdIncrStyle> ParseWdIncrStyle(const std::string& name) {
       "--weight-decay-incr-style ", name, ": expected one of constant, linear, cosine"));
 }
 
+const char* LrDecayStyleName(LrDecayStyle style) {
+  switch (style) {
+    case LrDecayStyle::kConstant: return "constant";
+    case LrDecayStyle::kLinear: return "linear";
+    case LrDecayStyle::kCosine: return "cosine";
+    case LrDecayStyle::kInverseSquareRoot: return "inverse-square-root";
+  }
+  return "linear";
+}
+
+const char* WdIncrStyleName(WdIncrStyle style) {
+  switch (style) {
+    case WdIncrStyle::kConstant: return "constant";
+    case WdIncrStyle::kLinear: return "linear";
+    case WdIncrStyle::kCosine: return "cosine";
+  }
+  return "constant";
+}
+
 absl::StatusOr<OptimizerParamScheduler> OptimizerParamScheduler::Create(
     const OptimizerParamSchedulerConfig& c) {
   if (c.max_lr < c.min_lr) {
@@ -53,13 +72,35 @@ absl::StatusOr<OptimizerParamScheduler> OptimizerParamScheduler::Create(
         "weight decay must satisfy 0 <= start_weight_decay <= end_weight_decay, got ",
         c.start_wd, " and ", c.end_wd));
   }
+  if (c.decoupled_lr && (!std::isfinite(*c.decoupled_lr) || *c.decoupled_lr < 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--decoupled-lr ", *c.decoupled_lr, ": expected a finite number >= 0"));
+  }
+  if (c.decoupled_min_lr && !c.decoupled_lr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--decoupled-min-lr ", *c.decoupled_min_lr, " needs --decoupled-lr"));
+  }
+  if (c.decoupled_lr) {
+    const double dmin = c.decoupled_min_lr.value_or(c.min_lr);
+    if (!std::isfinite(dmin) || dmin < 0 || dmin > *c.decoupled_lr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--decoupled-min-lr ", dmin, " (default --min-lr) with --decoupled-lr ",
+          *c.decoupled_lr, ": expected 0 <= decoupled_min_lr <= decoupled_lr"));
+    }
+  }
   OptimizerParamScheduler s(c);
   s.Step(0);
   return s;
 }
 
 double OptimizerParamScheduler::LrAt(int64_t num_steps) const {
-  const auto& c = config_;
+  return LrAt(num_steps, config_.max_lr, config_.min_lr);
+}
+
+double OptimizerParamScheduler::LrAt(int64_t num_steps, double max_lr, double min_lr) const {
+  OptimizerParamSchedulerConfig c = config_;
+  c.max_lr = max_lr;
+  c.min_lr = min_lr;
   // Linear warmup from init_lr to max_lr.
   if (c.lr_warmup_steps > 0 && num_steps <= c.lr_warmup_steps) {
     return c.init_lr + (c.max_lr - c.init_lr) * static_cast<double>(num_steps) /
@@ -102,6 +143,10 @@ double OptimizerParamScheduler::WeightDecayAt(int64_t num_steps) const {
 void OptimizerParamScheduler::Step(int64_t increment) {
   num_steps_ += increment;
   lr_ = LrAt(num_steps_);
+  decoupled_lr_ = config_.decoupled_lr
+                      ? LrAt(num_steps_, *config_.decoupled_lr,
+                             config_.decoupled_min_lr.value_or(config_.min_lr))
+                      : lr_;
   wd_ = WeightDecayAt(num_steps_);
 }
 

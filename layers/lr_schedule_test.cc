@@ -99,5 +99,49 @@ TEST_CASE("bad schedules are rejected with the values named") {
         std::string::npos);
 }
 
+TEST_CASE("the decoupled group follows the same schedule between its own bounds") {
+  // Megatron's get_lr(param_group) with the group's max_lr = --decoupled-lr and min_lr =
+  // --decoupled-min-lr (or --min-lr): the same warmup from init_lr and the same decay.
+  OptimizerParamSchedulerConfig c = Cfg(LrDecayStyle::kCosine);
+  c.decoupled_lr = 3e-3;
+  c.decoupled_min_lr = 3e-4;
+  auto s = OptimizerParamScheduler::Create(c);
+  REQUIRE(s.ok());
+  for (int64_t n : {0, 40, 80, 81, 300, 799, 800, 801, 5000}) {
+    s->SetNumSteps(n);
+    double expected = 0.0;
+    double main = 0.0;
+    if (n <= 80) {
+      expected = 3e-3 * n / 80.0;
+      main = 6e-4 * n / 80.0;
+    } else if (n > 800) {
+      expected = 3e-4;
+      main = 6e-5;
+    } else {
+      const double coeff = 0.5 * (std::cos(M_PI * (n - 80) / 720.0) + 1.0);
+      expected = 3e-4 + coeff * (3e-3 - 3e-4);
+      main = 6e-5 + coeff * (6e-4 - 6e-5);
+    }
+    INFO("samples " << n);
+    CHECK(s->decoupled_lr() == Approx(expected).epsilon(1e-13));
+    CHECK(s->lr() == Approx(main).epsilon(1e-13));
+  }
+  // Unset --decoupled-min-lr: the main --min-lr is the floor.
+  c.decoupled_min_lr.reset();
+  auto t = OptimizerParamScheduler::Create(c);
+  REQUIRE(t.ok());
+  t->SetNumSteps(900);
+  CHECK(t->decoupled_lr() == 6e-5);
+  // Without --decoupled-lr the group has the main learning rate.
+  auto u = OptimizerParamScheduler::Create(Cfg(LrDecayStyle::kLinear));
+  REQUIRE(u.ok());
+  u->SetNumSteps(300);
+  CHECK(u->decoupled_lr() == u->lr());
+  // Bad bounds name the flag.
+  c.decoupled_min_lr = 1.0;
+  CHECK(std::string(OptimizerParamScheduler::Create(c).status().message())
+            .find("--decoupled-min-lr 1") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace mxmaca::layers

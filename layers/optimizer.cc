@@ -18,12 +18,22 @@ AdamWOptimizer::AdamWOptimizer(const AdamWOptions& options,
   }
 }
 
+bool IsEmbeddingOrOutputParameter(const std::string& name) {
+  return name == "embedding.word_embeddings.weight" || name == "output_layer.weight";
+}
+
 void AdamWOptimizer::Step(const kernels::ExecContext& ctx, double lr, double weight_decay) {
+  Step(ctx, lr, lr, weight_decay);
+}
+
+void AdamWOptimizer::Step(const kernels::ExecContext& ctx, double lr, double decoupled_lr,
+                          double weight_decay) {
   ++step_;
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const OptimizerTensor& t = tensors_[i];
     kernels::cpu::AdamWStep(ctx, t.param, t.grad, exp_avg_[i].data(), exp_avg_sq_[i].data(),
-                            t.numel, static_cast<float>(lr), options_.beta1, options_.beta2,
+                            t.numel, static_cast<float>(t.is_decoupled_lr ? decoupled_lr : lr),
+                            options_.beta1, options_.beta2,
                             options_.eps,
                             t.apply_weight_decay ? static_cast<float>(weight_decay) : 0.0f,
                             step_);

@@ -34,7 +34,18 @@ struct OptimizerTensor {
   int64_t numel = 0;
   bool apply_weight_decay = true;  // false for biases and norm weights
   int64_t flat_offset = 0;         // first element of this piece in the tensor (0: whole)
+  // is_decoupled_lr: stepped with the decoupled learning rate (--decoupled-lr); set for
+  // IsEmbeddingOrOutputParameter(name).
+  bool is_decoupled_lr = false;
 };
+
+// IsEmbeddingOrOutputParameter: Megatron's is_embedding_or_output_parameter attribute
+// (megatron/core/models/common/language_module/language_module.py,
+// setup_embeddings_and_output_layer, core_v0.19.0): true for
+// "embedding.word_embeddings.weight" (on the first stage, and the last stage's tied copy)
+// and "output_layer.weight"; the parameters --decoupled-lr applies to. Position
+// embeddings, norms and biases are not in the group.
+bool IsEmbeddingOrOutputParameter(const std::string& name);
 
 // AdamWOptions: --adam-beta1, --adam-beta2, --adam-eps (Megatron's defaults).
 struct AdamWOptions {
@@ -53,6 +64,10 @@ class AdamWOptimizer {
   // Tensors are updated one after another; within a tensor the kernel is elementwise,
   // so the result does not depend on ctx.num_threads.
   void Step(const kernels::ExecContext& ctx, double lr, double weight_decay);
+  // Step with Megatron's decoupled parameter group: tensors with is_decoupled_lr use
+  // `decoupled_lr`, the others `lr` (weight decay as above).
+  void Step(const kernels::ExecContext& ctx, double lr, double decoupled_lr,
+            double weight_decay);
 
   // step: the number of completed updates (Adam's t; bias corrections use t + 1 next).
   int64_t step() const { return step_; }

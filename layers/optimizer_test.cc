@@ -48,6 +48,36 @@ TEST_CASE("AdamW follows torch's update and skips decay where asked") {
   }
 }
 
+TEST_CASE("the decoupled group (embedding, output layer) steps with its own lr") {
+  // Megatron's param groups: is_embedding_or_output_parameter weights get max_lr/min_lr of
+  // --decoupled-lr; everything else the main lr. One AdamW step from zero moments moves a
+  // weight by lr * g / (|g| + eps) after the decay p *= 1 - lr * wd (torch's AdamW).
+  CHECK(IsEmbeddingOrOutputParameter("embedding.word_embeddings.weight"));
+  CHECK(IsEmbeddingOrOutputParameter("output_layer.weight"));
+  CHECK(!IsEmbeddingOrOutputParameter("embedding.position_embeddings.weight"));
+  CHECK(!IsEmbeddingOrOutputParameter("decoder.final_layernorm.weight"));
+  CHECK(!IsEmbeddingOrOutputParameter("decoder.layers.0.mlp.linear_fc1.weight"));
+  std::vector<float> e = {1.0f, -2.0f}, o = {0.5f, 0.25f}, h = {3.0f, -1.0f};
+  const std::vector<float> ge = {0.5f, -4.0f}, go = {-1.0f, 2.0f}, gh = {2.0f, 0.125f};
+  OptimizerTensor te{"embedding.word_embeddings.weight", e.data(), ge.data(), 2, true};
+  te.is_decoupled_lr = true;
+  OptimizerTensor to{"output_layer.weight", o.data(), go.data(), 2, true};
+  to.is_decoupled_lr = true;
+  OptimizerTensor th{"decoder.layers.0.mlp.linear_fc1.weight", h.data(), gh.data(), 2, true};
+  AdamWOptimizer opt(AdamWOptions{}, {te, to, th});
+  const double lr = 1e-3, dlr = 5e-2, wd = 0.1;
+  const std::vector<float> e0 = e, o0 = o, h0 = h;
+  opt.Step(kernels::ExecContext{}, lr, dlr, wd);
+  auto expect = [](float p, float g, double rate, double decay) {
+    return p * (1 - rate * decay) - rate * g / (std::abs(g) + 1e-8);
+  };
+  for (int i = 0; i < 2; ++i) {
+    CHECK(e[i] == Approx(expect(e0[i], ge[i], dlr, wd)).margin(1e-6));
+    CHECK(o[i] == Approx(expect(o0[i], go[i], dlr, wd)).margin(1e-6));
+    CHECK(h[i] == Approx(expect(h0[i], gh[i], lr, wd)).margin(1e-6));
+  }
+}
+
 TEST_CASE("grad norm and clipping follow Megatron's clip_grad_by_total_norm") {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 3.0f);

@@ -252,8 +252,9 @@ int64_t ParameterStore::num_elements() const {
 std::vector<OptimizerTensor> ParameterStore::OptimizerTensors() {
   std::vector<OptimizerTensor> out;
   for (int i = 0; i < size(); ++i) {
-    out.push_back(
-        {infos_[i].spec.name, param(i), grad(i), infos_[i].numel, infos_[i].spec.weight_decay});
+    out.push_back({infos_[i].spec.name, param(i), grad(i), infos_[i].numel,
+                   infos_[i].spec.weight_decay, /*flat_offset=*/0,
+                   IsEmbeddingOrOutputParameter(infos_[i].spec.name)});
   }
   return out;
 }

@@ -118,6 +118,8 @@ struct MegatronArgs {
   double min_lr = 0.0;                        // --min-lr
   bool override_opt_param_scheduler = false;  // --override-opt_param-scheduler
   bool use_checkpoint_opt_param_scheduler = false;  // --use-checkpoint-opt_param-scheduler
+  std::optional<double> decoupled_lr;         // --decoupled-lr (embedding / output layer)
+  std::optional<double> decoupled_min_lr;     // --decoupled-min-lr (default --min-lr)
 
   // ---- Checkpointing (_add_checkpointing_args) ----
   std::optional<std::string> save;          // --save (directory)
@@ -128,6 +130,13 @@ struct MegatronArgs {
   bool no_load_optim = false;               // --no-load-optim
   bool no_load_rng = false;                 // --no-load-rng
   bool finetune = false;                    // --finetune
+  std::optional<int64_t> ckpt_step;         // --ckpt-step (load this iteration)
+  bool use_checkpoint_args = false;         // --use-checkpoint-args
+  bool use_tokenizer_model_from_checkpoint_args = true;  // --no-use-tokenizer-model-from-...
+  std::optional<int64_t> non_persistent_save_interval;        // --non-persistent-save-interval
+  std::optional<std::string> non_persistent_ckpt_type;        // global | local
+  std::optional<std::string> non_persistent_global_ckpt_dir;  // default <save>/non_persistent
+  std::optional<std::string> non_persistent_local_ckpt_dir;   // --non-persistent-local-ckpt-dir
   std::string ckpt_format = "torch_dist";   // --ckpt-format (torch|torch_dist|...)
   bool exit_on_missing_checkpoint = false;  // --exit-on-missing-checkpoint
 

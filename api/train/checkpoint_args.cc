@@ -4,6 +4,7 @@
 #include "api/train/moe_setup.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace mxmaca::api {
 namespace {
@@ -36,7 +37,128 @@ constexpr ShapeField kShapeFields[] = {
     {"padded_vocab_size", "the padded vocabulary size", &layers::GptConfig::padded_vocab_size},
 };
 
+// The arguments --use-checkpoint-args reads: (dest, force) in load_args_from_checkpoint's
+// order. force = false: only where the command line left the argument None.
+#define MXMACA_CHECKPOINT_ARGS(X)                                                          \
+  X(num_layers, false) X(hidden_size, false) X(ffn_hidden_size, false)                     \
+  X(seq_length, false) X(num_attention_heads, false) X(num_query_groups, true)             \
+  X(group_query_attention, true) X(kv_channels, false) X(max_position_embeddings, false)   \
+  X(position_embedding_type, true) X(add_position_embedding, true)                         \
+  X(use_rotary_position_embeddings, true) X(rotary_base, true) X(rotary_percent, true)     \
+  X(rotary_interleaved, true) X(add_bias_linear, true) X(add_qkv_bias, true)               \
+  X(swiglu, true) X(untie_embeddings_and_output_weights, true)                             \
+  X(apply_layernorm_1p, true) X(normalization, true)                                       \
+  X(apply_query_key_layer_scaling, true) X(attention_dropout, true)                        \
+  X(hidden_dropout, true) X(num_experts, true) X(moe_layer_freq, true)                     \
+  X(moe_ffn_hidden_size, true) X(moe_router_topk, true) X(moe_router_pre_softmax, true)    \
+  X(moe_shared_expert_intermediate_size, true) X(moe_router_score_function, true)          \
+  X(moe_router_enable_expert_bias, true) X(moe_router_topk_scaling_factor, true)
+
+template <typename T>
+nlohmann::json ToJson(const T& v) {
+  return nlohmann::json(v);
+}
+template <typename T>
+nlohmann::json ToJson(const std::optional<T>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json();
+}
+template <typename T>
+bool IsSet(const T&) {
+  return true;  // a plain field is never None
+}
+template <typename T>
+bool IsSet(const std::optional<T>& v) {
+  return v.has_value();
+}
+template <typename T>
+void AssignFrom(const nlohmann::json& j, T* out) {
+  *out = j.get<T>();
+}
+template <typename T>
+void AssignFrom(const nlohmann::json& j, std::optional<T>* out) {
+  *out = j.get<T>();
+}
+template <typename T>
+std::string Show(const T& v) {
+  return ToJson(v).dump();
+}
+
+nlohmann::json MegatronArgsJson(const MegatronArgs& a) {
+  nlohmann::json j = nlohmann::json::object();
+#define MXMACA_TO_JSON(field, force) j[#field] = ToJson(a.field);
+  MXMACA_CHECKPOINT_ARGS(MXMACA_TO_JSON)
+#undef MXMACA_TO_JSON
+  j["tokenizer_type"] = ToJson(a.tokenizer_type);
+  return j;
+}
+
+// StoredMegatronArgs: the checkpoint's "megatron_args", or for an older checkpoint the
+// same object from its argv (parsed) and model object (derived shapes).
+absl::StatusOr<nlohmann::json> StoredMegatronArgs(const nlohmann::json& args) {
+  if (args.contains("megatron_args") && args["megatron_args"].is_object()) {
+    return args["megatron_args"];
+  }
+  if (!args.contains("argv") || !args["argv"].is_array()) {
+    return absl::DataLossError("checkpoint args have neither \"megatron_args\" nor \"argv\"");
+  }
+  std::vector<std::string> argv;
+  for (const nlohmann::json& x : args["argv"]) {
+    if (x.is_string()) argv.push_back(x.get<std::string>());
+  }
+  absl::StatusOr<MegatronArgs> parsed = ParseMegatronArgs(argv);
+  if (!parsed.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("checkpoint args: the stored command line: ", parsed.status().message()));
+  }
+  nlohmann::json j = MegatronArgsJson(*parsed);
+  if (args.contains("model") && args["model"].is_object()) {
+    for (const char* key : {"num_layers", "hidden_size", "ffn_hidden_size", "seq_length",
+                            "num_attention_heads", "kv_channels", "max_position_embeddings"}) {
+      if (args["model"].contains(key)) j[key] = args["model"][key];
+    }
+  }
+  if (args.contains("tokenizer") && args["tokenizer"].contains("type")) {
+    j["tokenizer_type"] = args["tokenizer"]["type"];
+  }
+  return j;
+}
+
 }  // namespace
+
+absl::StatusOr<std::vector<std::string>> ApplyCheckpointArgs(const nlohmann::json& ckpt_args,
+                                                             MegatronArgs* a) {
+  MXMACA_ASSIGN_OR_RETURN(const nlohmann::json stored, StoredMegatronArgs(ckpt_args));
+  std::vector<std::string> log;
+  const std::string* failed = nullptr;
+  std::string failed_name;
+  auto set = [&](const char* name, bool force, auto* field) {
+    if (!force && IsSet(*field)) return;
+    if (!stored.contains(name) || stored[name].is_null()) {
+      log.push_back(absl::StrCat("Checkpoint did not provide arguments ", name));
+      return;
+    }
+    try {
+      AssignFrom(stored[name], field);
+    } catch (const nlohmann::json::exception&) {
+      failed_name = name;
+      failed = &failed_name;
+      return;
+    }
+    log.push_back(absl::StrCat("Setting ", name, " to ", Show(*field), " from checkpoint"));
+  };
+#define MXMACA_SET(field, force) \
+  if (failed == nullptr) set(#field, force, &a->field);
+  MXMACA_CHECKPOINT_ARGS(MXMACA_SET)
+#undef MXMACA_SET
+  if (failed == nullptr && a->use_tokenizer_model_from_checkpoint_args) {
+    set("tokenizer_type", true, &a->tokenizer_type);
+  }
+  if (failed != nullptr) {
+    return absl::DataLossError(absl::StrCat("checkpoint args: megatron_args.", *failed,
+                                            " has the wrong type: ", stored[*failed].dump()));
+  }
+  return log;
+}
 
 nlohmann::json CheckpointArgsJson(const std::vector<std::string>& argv, const MegatronArgs& a,
                                   const layers::GptConfig& m) {
@@ -60,6 +182,7 @@ nlohmann::json CheckpointArgsJson(const std::vector<std::string>& argv, const Me
   nlohmann::json j;
   j["argv"] = argv;
   j["model"] = model;
+  j["megatron_args"] = MegatronArgsJson(a);
   j["tokenizer"] = {{"type", a.tokenizer_type.value_or("GPT2BPETokenizer")},
                     {"vocab_file", a.vocab_file.value_or("")},
                     {"merge_file", a.merge_file.value_or("")}};
@@ -106,6 +229,22 @@ absl::StatusOr<layers::GptConfig> ModelConfigFromCheckpointArgs(const nlohmann::
       if (a.is_string()) argv.push_back(a.get<std::string>());
     }
     absl::StatusOr<MegatronArgs> parsed = ParseMegatronArgs(argv);
+    // The effective MoE arguments (a run with --use-checkpoint-args may not spell them).
+    if (parsed.ok() && args.contains("megatron_args")) {
+      MegatronArgs overlay = *parsed;
+      absl::StatusOr<std::vector<std::string>> applied = ApplyCheckpointArgs(args, &overlay);
+      if (applied.ok()) {
+        parsed->num_experts = overlay.num_experts;
+        parsed->moe_layer_freq = overlay.moe_layer_freq;
+        parsed->moe_ffn_hidden_size = overlay.moe_ffn_hidden_size;
+        parsed->moe_router_topk = overlay.moe_router_topk;
+        parsed->moe_router_pre_softmax = overlay.moe_router_pre_softmax;
+        parsed->moe_shared_expert_intermediate_size = overlay.moe_shared_expert_intermediate_size;
+        parsed->moe_router_score_function = overlay.moe_router_score_function;
+        parsed->moe_router_enable_expert_bias = overlay.moe_router_enable_expert_bias;
+        parsed->moe_router_topk_scaling_factor = overlay.moe_router_topk_scaling_factor;
+      }
+    }
     if (parsed.ok() && parsed->num_experts && *parsed->num_experts > 0) {
       absl::Status moe = AddMoEConfig(*parsed, &c);
       if (!moe.ok()) {

@@ -44,7 +44,8 @@ constexpr std::string_view kSyntheticRejected[] = {
     "rebalance_threshold", "force_layer_move", "num_experts",
     "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-    "pipeline_model_parallel_layout"};
+    "pipeline_model_parallel_layout", "ckpt_step", "use_checkpoint_args",
+    "non_persistent_save_interval"};
 
 std::string FlagName(std::string dest) {
   std::replace(dest.begin(), dest.end(), '_', '-');

@@ -38,6 +38,7 @@
 #include "api/train/exit_signal.h"
 #include "api/train/heartbeat.h"
 #include "api/train/rebalance.h"
+#include "api/train/resume_rules.h"
 #include "api/train/stage_ranks.h"
 #include "api/train/synthetic_train.h"
 #include "api/train/train_setup.h"
@@ -79,6 +80,10 @@ constexpr const char* kHonouredDests[] = {
     "lr_warmup_fraction", "lr_warmup_iters", "lr_warmup_samples", "lr_warmup_init", "min_lr",
     "override_opt_param_scheduler", "use_checkpoint_opt_param_scheduler", "save",
     "save_interval", "load", "no_load_optim", "no_load_rng", "finetune", "bf16",
+    // Resume rules (api/train/resume_rules.h) and the decoupled learning rate.
+    "ckpt_step", "use_checkpoint_args", "use_tokenizer_model_from_checkpoint_args",
+    "non_persistent_save_interval", "non_persistent_ckpt_type", "non_persistent_global_ckpt_dir",
+    "non_persistent_local_ckpt_dir", "decoupled_lr", "decoupled_min_lr",
     "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
     "expert_model_parallel_size", "sequence_parallel", "use_distributed_optimizer",
     "overlap_grad_reduce", "overlap_param_gather", "eval_iters", "eval_interval", "data_path",
@@ -180,27 +185,69 @@ struct ResumePoint {
   int64_t consumed_train_samples = 0;
   int64_t consumed_valid_samples = 0;
   int64_t skipped_iterations = 0;
-  int64_t scheduler_num_steps = -1;  // -1: do not restore
+  std::optional<RestoredScheduler> scheduler;  // none: start the schedule at step 0
 };
 
-// Loads --load into the model/optimizer. Megatron's behaviour: a --load directory without
-// any checkpoint starts from scratch (with a notice); a half-written or unreadable one is an
-// error.
+// OpenCheckpointToLoad: the checkpoint --load (with --ckpt-step and the non-persistent
+// flags) names, opened (resume_rules.h LocateCheckpoint). Megatron's behaviour: a --load
+// directory without any checkpoint starts from scratch (with a notice); a half-written or
+// unreadable one is an error.
+absl::StatusOr<std::optional<actors::checkpoint::CheckpointReader>> OpenCheckpointToLoad(
+    const MegatronArgs& a, const std::function<void(const std::string&)>& print) {
+  if (!a.load) return std::optional<actors::checkpoint::CheckpointReader>();
+  std::vector<std::string> notices;
+  absl::StatusOr<std::optional<CheckpointToLoad>> where = LocateCheckpoint(a, &notices);
+  for (const std::string& n : notices) print(n);
+  if (!where.ok()) return where.status();
+  if (!*where) {
+    const std::string latest = *a.load + "/latest_checkpointed_iteration.txt";
+    if (!HasCheckpointDebris(*a.load)) {
+      print(absl::StrCat(" WARNING: could not find the metadata file ", latest,
+                         "; will not load any checkpoints and will start from random"));
+      return std::optional<actors::checkpoint::CheckpointReader>();
+    }
+    // Published iter_* directories without a tracker: the reader names the problem.
+    MXMACA_ASSIGN_OR_RETURN(actors::checkpoint::CheckpointReader reader,
+                            actors::checkpoint::CheckpointReader::Open(*a.load));
+    return std::optional<actors::checkpoint::CheckpointReader>(std::move(reader));
+  }
+  print(absl::StrFormat(" loading checkpoint from %s at iteration %d", (*where)->dir,
+                        (*where)->iteration));
+  MXMACA_ASSIGN_OR_RETURN(
+      actors::checkpoint::CheckpointReader reader,
+      actors::checkpoint::CheckpointReader::Open((*where)->dir, (*where)->iteration));
+  return std::optional<actors::checkpoint::CheckpointReader>(std::move(reader));
+}
+
+// CheckpointRngSeed: the seed the checkpoint's run drew its randomness from (state.rng.seed,
+// or for older checkpoints the stored model's seed). Randomness is a function of (seed,
+// name, iteration, micro-batch, ...), so the seed is the whole RNG state.
+std::optional<int64_t> CheckpointRngSeed(const actors::checkpoint::CheckpointReader& reader) {
+  const nlohmann::json& st = reader.state();
+  if (st.contains("rng") && st["rng"].is_object() && st["rng"].contains("seed") &&
+      st["rng"]["seed"].is_number_integer()) {
+    return st["rng"]["seed"].get<int64_t>();
+  }
+  const nlohmann::json& args = reader.args();
+  if (args.contains("model") && args["model"].contains("seed") &&
+      args["model"]["seed"].is_number_integer()) {
+    return args["model"]["seed"].get<int64_t>();
+  }
+  return std::nullopt;
+}
+
+// Loads the opened checkpoint into the model/optimizer, as Megatron's load_checkpoint:
+// weights always; unless --finetune the iteration and consumed samples, and unless also
+// --no-load-optim the Adam state and the scheduler (resume_rules.h).
 absl::StatusOr<ResumePoint> MaybeLoad(const MegatronArgs& a, const layers::GptConfig& model,
+                                      const layers::OptimizerParamSchedulerConfig& sched_flags,
+                                      const actors::checkpoint::CheckpointReader* opened,
                                       std::vector<StageRank>& ranks,
                                       const std::function<void(const std::string&)>& print) {
   ResumePoint rp;
-  if (!a.load) return rp;
+  if (opened == nullptr) return rp;
+  const actors::checkpoint::CheckpointReader& reader = *opened;
   const std::string dir = *a.load;
-  const std::string latest = dir + "/latest_checkpointed_iteration.txt";
-  std::error_code ec;
-  if (!std::filesystem::exists(latest, ec) && !HasCheckpointDebris(dir)) {
-    print(absl::StrCat(" WARNING: could not find the metadata file ", latest,
-                           "; will not load any checkpoints and will start from random"));
-    return rp;
-  }
-  MXMACA_ASSIGN_OR_RETURN(actors::checkpoint::CheckpointReader reader,
-                          actors::checkpoint::CheckpointReader::Open(dir));
   MXMACA_RETURN_IF_ERROR(CheckModelMatchesCheckpoint(model, reader.args(), reader.dir()));
   MXMACA_RETURN_IF_ERROR(reader.VerifyChecksums());  // silent data corruption -> error
   for (StageRank& r : ranks) {
@@ -222,10 +269,18 @@ absl::StatusOr<ResumePoint> MaybeLoad(const MegatronArgs& a, const layers::GptCo
       rp.consumed_train_samples = st.at("consumed_train_samples").get<int64_t>();
       rp.consumed_valid_samples = st.at("consumed_valid_samples").get<int64_t>();
       rp.skipped_iterations = st.at("skipped_iterations").get<int64_t>();
-      if (!a.override_opt_param_scheduler) {
-        rp.scheduler_num_steps = st.at("opt_param_scheduler").at("num_steps").get<int64_t>();
-      }
-      if (!a.no_load_optim) {
+      if (a.no_load_optim) {
+        // Megatron loads the scheduler inside the optimizer branch: with --no-load-optim
+        // neither is loaded, and the schedule starts again from step 0.
+        print(" > --no-load-optim: the optimizer state and the learning-rate schedule are not "
+              "loaded (the schedule starts from step 0, as Megatron's)");
+      } else {
+        std::vector<std::string> log;
+        MXMACA_ASSIGN_OR_RETURN(RestoredScheduler restored,
+                                RestoreSchedulerState(st.at("opt_param_scheduler"), sched_flags,
+                                                      a, reader.dir(), &log));
+        for (const std::string& line : log) print(line);
+        rp.scheduler = std::move(restored);
         for (StageRank& r : ranks) {
           for (int c = 0; c < r.program->num_chunks(); ++c) {
             MXMACA_RETURN_IF_ERROR(actors::LoadOptimizerState(reader, *r.optimizers[c],
@@ -240,7 +295,7 @@ absl::StatusOr<ResumePoint> MaybeLoad(const MegatronArgs& a, const layers::GptCo
     }
   }
   print(absl::StrFormat("  successfully loaded checkpoint from %s at iteration %d", dir,
-                            reader.iteration()));
+                        a.finetune ? 0 : reader.iteration()));
   return rp;
 }
 
@@ -332,6 +387,15 @@ absl::StatusOr<actors::TrainingSummary> Train(
     return absl::InvalidArgumentError(
         absl::StrCat("--world-size ", world_size, ": expected 1 ... 4096 in-process ranks"));
   }
+  // Resume rules (resume_rules.h); --use-checkpoint-args before validation, as Megatron's
+  // parse_and_validate_args does.
+  MXMACA_RETURN_IF_ERROR(CheckResumeArgs(args, launch.has_value()));
+  if (args.use_checkpoint_args) {
+    std::vector<std::string> lines;
+    absl::Status loaded = LoadArgsFromCheckpoint(&args, &lines);
+    for (const std::string& line : lines) print(line);
+    MXMACA_RETURN_IF_ERROR(loaded);
+  }
   MXMACA_RETURN_IF_ERROR(ValidateAndDeriveArgs(&args, static_cast<int>(world_size)));
   if (launch && !threads_given) {
     // The host's cores are shared by its processes: each takes cores / LOCAL_WORLD_SIZE
@@ -401,6 +465,19 @@ absl::StatusOr<actors::TrainingSummary> Train(
 
   // Model, placement, schedules (parallel_setup.h) and the ranks' state.
   MXMACA_ASSIGN_OR_RETURN(layers::GptConfig model, GptConfigFromArgs(args, vocab_size));
+  // The checkpoint to resume from, opened before the ranks are built: its RNG state (the
+  // seed of every random draw) replaces --seed's unless --no-load-rng or --finetune, as
+  // Megatron restores its generators (the data order stays --seed's in both).
+  MXMACA_ASSIGN_OR_RETURN(std::optional<actors::checkpoint::CheckpointReader> opened,
+                          OpenCheckpointToLoad(args, print));
+  if (opened && !args.finetune && !args.no_load_rng) {
+    const std::optional<int64_t> seed = CheckpointRngSeed(*opened);
+    if (seed && static_cast<uint64_t>(*seed) != model.seed) {
+      print(absl::StrCat(" > RNG state from the checkpoint: dropout seed ", *seed, " (--seed ",
+                         args.seed, "; --no-load-rng keeps --seed's)"));
+      model.seed = static_cast<uint64_t>(*seed);
+    }
+  }
   MXMACA_ASSIGN_OR_RETURN(ParallelSetup parallel, BuildParallelSetup(args, model));
   print(parallel.Describe());
   print("building GPT model ...");
@@ -468,8 +545,17 @@ absl::StatusOr<actors::TrainingSummary> Train(
                           SchedulerConfigFromArgs(args));
   MXMACA_ASSIGN_OR_RETURN(layers::OptimizerParamScheduler scheduler,
                           layers::OptimizerParamScheduler::Create(sched_config));
-  MXMACA_ASSIGN_OR_RETURN(ResumePoint resume, MaybeLoad(args, model, ranks, print));
-  if (resume.scheduler_num_steps >= 0) scheduler.SetNumSteps(resume.scheduler_num_steps);
+  MXMACA_ASSIGN_OR_RETURN(
+      ResumePoint resume,
+      MaybeLoad(args, model, sched_config, opened ? &*opened : nullptr, ranks, print));
+  if (resume.scheduler) {
+    // The schedule to continue (the flags', or the checkpoint's with
+    // --use-checkpoint-opt_param-scheduler) at the checkpoint's step count, in samples.
+    MXMACA_ASSIGN_OR_RETURN(scheduler,
+                            layers::OptimizerParamScheduler::Create(resume.scheduler->config));
+    scheduler.SetNumSteps(resume.scheduler->num_steps);
+  }
+  opened.reset();  // unmap the checkpoint's files
 
   // Data.
   MXMACA_ASSIGN_OR_RETURN(data::GptDataConfig data_config, GptDataConfigFromArgs(args));
@@ -602,6 +688,15 @@ absl::StatusOr<actors::TrainingSummary> Train(
   }
   cc->save_dir = args.save;
   cc->save_interval = args.save_interval.value_or(0);
+  if (args.save && args.non_persistent_save_interval) {
+    cc->non_persistent_save_interval = *args.non_persistent_save_interval;
+    cc->non_persistent_dir = NonPersistentDir(args, args.save);
+    if (cc->non_persistent_dir) {
+      MXMACA_RETURN_IF_ERROR(CheckWritableDirectory(*cc->non_persistent_dir,
+                                                    "the non-persistent checkpoint directory"));
+    }
+  }
+  cc->rng_seed = static_cast<int64_t>(model.seed);
   cc->checkpoint_args = CheckpointArgsJson(argv, args, model);
   cc->scheduler = scheduler;
   cc->flops_per_iteration = layers::NumFloatingPointOperations(DenseShape(model), gbs);

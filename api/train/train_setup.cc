@@ -109,6 +109,8 @@ absl::StatusOr<layers::OptimizerParamSchedulerConfig> SchedulerConfigFromArgs(
   c.start_wd = a.start_weight_decay.value_or(a.weight_decay);
   c.end_wd = a.end_weight_decay.value_or(a.weight_decay);
   MXMACA_ASSIGN_OR_RETURN(c.wd_incr_style, layers::ParseWdIncrStyle(a.weight_decay_incr_style));
+  c.decoupled_lr = a.decoupled_lr;  // --decoupled-lr / --decoupled-min-lr
+  c.decoupled_min_lr = a.decoupled_min_lr;
   return c;
 }
 

@@ -1,0 +1,64 @@
+// Tests of checkpoint_retention.h: the tracker file, the published iter_* directories, and
+// keeping only the newest (Megatron's cleanup_old_non_persistent_checkpoint).
+#include "actors/checkpoint/checkpoint_retention.h"
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace mxmaca::actors::checkpoint {
+namespace {
+
+std::string FreshDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+void Write(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+}
+
+TEST_CASE("ReadTrackerIteration reads Megatron's tracker file") {
+  const std::string dir = FreshDir("retention_tracker");
+  CHECK(!ReadTrackerIteration(dir + "/missing").value().has_value());
+  CHECK(!ReadTrackerIteration(dir).value().has_value());
+  Write(dir + "/latest_checkpointed_iteration.txt", "120\n");
+  CHECK(ReadTrackerIteration(dir).value() == 120);
+  Write(dir + "/latest_checkpointed_iteration.txt", "12x");
+  absl::StatusOr<std::optional<int64_t>> bad = ReadTrackerIteration(dir);
+  REQUIRE(!bad.ok());
+  CHECK(bad.status().code() == absl::StatusCode::kDataLoss);
+  CHECK(std::string(bad.status().message()).find("\"12x\"") != std::string::npos);
+  Write(dir + "/latest_checkpointed_iteration.txt", "release");
+  CHECK(ReadTrackerIteration(dir).status().code() == absl::StatusCode::kUnimplemented);
+}
+
+TEST_CASE("RemoveOlderCheckpoints keeps the newest published iterations only") {
+  const std::string dir = FreshDir("retention_remove");
+  for (const char* name : {"iter_0000004", "iter_0000012", "iter_0000008",
+                           "iter_0000016.tmp-1-2-3", "iter_12", "other"}) {
+    std::filesystem::create_directories(dir + "/" + name);
+    Write(dir + "/" + name + "/metadata.json", "{}");
+  }
+  Write(dir + "/iter_0000020", "a file, not a checkpoint");
+  CHECK(CompleteIterations(dir) == std::vector<int64_t>{4, 8, 12});
+  REQUIRE(RemoveOlderCheckpoints(dir, 1).ok());
+  CHECK(CompleteIterations(dir) == std::vector<int64_t>{12});
+  // A save in progress, unrelated entries and the file stay.
+  CHECK(std::filesystem::exists(dir + "/iter_0000016.tmp-1-2-3"));
+  CHECK(std::filesystem::exists(dir + "/iter_12"));
+  CHECK(std::filesystem::exists(dir + "/other"));
+  CHECK(std::filesystem::exists(dir + "/iter_0000020"));
+  CHECK(RemoveOlderCheckpoints(dir + "/missing", 1).ok());
+  REQUIRE(RemoveOlderCheckpoints(dir, 0).ok());
+  CHECK(CompleteIterations(dir).empty());
+}
+
+}  // namespace
+}  // namespace mxmaca::actors::checkpoint
