@@ -7,9 +7,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "api/calibrate/calibrate_command.h"
 #include "api/generate/generate_command.h"
 #include "api/launch/launch_command.h"
+#include "api/launch/launcher_watch.h"
 #include "api/inspect/inspect_data_command.h"
 #include "api/plan/plan_command.h"
 #include "api/preprocess/preprocess_command.h"
@@ -50,6 +52,13 @@ int main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
+  // A process started by `mxmaca launch` ends as soon as its launcher is gone
+  // (api/launch/launcher_watch.h), whatever the subcommand.
+  if (absl::StatusOr<bool> watch = mxmaca::api::StartLauncherWatch(); !watch.ok()) {
+    std::fprintf(stderr, "mxmaca %s: error: %s\n", command.c_str(),
+                 std::string(watch.status().message()).c_str());
+    return 2;
+  }
   // launch returns the first failing child's exit code itself.
   if (command == "launch") return mxmaca::api::RunLaunch(args);
   absl::Status status;
