@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <system_error>
 #include <utility>
 
@@ -14,7 +15,6 @@
 #include "absl/time/clock.h"
 #include "actors/checkpoint/file_util.h"
 #include "base/process_info.h"
-#include <nlohmann/json.hpp>
 
 namespace mxmaca::actors::checkpoint {
 namespace {
@@ -55,8 +55,10 @@ absl::StatusOr<std::optional<SaveLockHolder>> ParseHolder(const std::string& tex
     h.started = j.value("started", std::string());
     return h;
   } catch (const json::exception& e) {
-    return absl::DataLossError(absl::StrCat(path, ": not a save lock holder line ({host, pid, "
-                                            "start_ticks, started}): ", e.what()));
+    return absl::DataLossError(absl::StrCat(path,
+                                            ": not a save lock holder line ({host, pid, "
+                                            "start_ticks, started}): ",
+                                            e.what()));
   }
 }
 
@@ -91,8 +93,7 @@ absl::Status InUse(const std::string& save_dir, const std::optional<SaveLockHold
 }  // namespace
 
 std::string SaveLockHolder::Describe() const {
-  return absl::StrCat("host ", host, ", pid ", pid, started.empty() ? "" : ", started ",
-                      started);
+  return absl::StrCat("host ", host, ", pid ", pid, started.empty() ? "" : ", started ", started);
 }
 
 absl::StatusOr<std::optional<SaveLockHolder>> ReadSaveLockHolder(const std::string& save_dir) {

@@ -27,8 +27,8 @@ namespace fs = std::filesystem;
 std::string SafeHostName() {
   std::string host = base::HostName();
   for (char& c : host) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                    (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
     if (!ok) c = '_';
   }
   return host;
@@ -61,8 +61,8 @@ std::optional<TempEntry> Classify(const std::string& save_dir, const std::string
   absl::string_view suffix = absl::string_view(name).substr(marker + strlen(kTempMarker));
   if (head == kLatestFileName) {
     e.kind = TempEntry::Kind::kTracker;
-  } else if (absl::StartsWith(head, "iter_") &&
-             absl::SimpleAtoi(head.substr(5), &e.iteration) && e.iteration >= 0) {
+  } else if (absl::StartsWith(head, "iter_") && absl::SimpleAtoi(head.substr(5), &e.iteration) &&
+             e.iteration >= 0) {
     e.kind = TempEntry::Kind::kSave;
     if (absl::ConsumePrefix(&suffix, "old-")) e.kind = TempEntry::Kind::kAside;
   } else {
@@ -102,9 +102,8 @@ std::string TempSuffix() {
   static std::atomic<uint64_t> counter{0};
   static const std::string host = SafeHostName();
   const auto now = std::chrono::system_clock::now().time_since_epoch();
-  return absl::StrFormat(
-      "%d-%d-%x-%s", static_cast<int>(::getpid()), counter.fetch_add(1),
-      std::chrono::duration_cast<std::chrono::nanoseconds>(now).count(), host);
+  return absl::StrFormat("%d-%d-%x-%s", static_cast<int>(::getpid()), counter.fetch_add(1),
+                         std::chrono::duration_cast<std::chrono::nanoseconds>(now).count(), host);
 }
 
 std::string TempEntry::Describe() const {
@@ -122,14 +121,14 @@ std::string TempEntry::Describe() const {
       break;
   }
   if (pid == 0) return absl::StrCat(name, " (", what, ", writer unknown)");
-  const std::string by =
-      absl::StrCat(" by pid ", pid, host.empty() ? "" : absl::StrCat(" on ", host),
-                   created == absl::InfinitePast()
-                       ? ""
-                       : absl::StrCat(", begun ", absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
-                                                                   created, absl::UTCTimeZone())));
-  return absl::StrCat(name, " (", what, by, writer_alive ? ", writer may be running" : ", writer gone",
-                      ")");
+  const std::string by = absl::StrCat(
+      " by pid ", pid, host.empty() ? "" : absl::StrCat(" on ", host),
+      created == absl::InfinitePast()
+          ? ""
+          : absl::StrCat(", begun ",
+                         absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", created, absl::UTCTimeZone())));
+  return absl::StrCat(name, " (", what, by,
+                      writer_alive ? ", writer may be running" : ", writer gone", ")");
 }
 
 absl::StatusOr<std::vector<TempEntry>> ListTempEntries(const std::string& save_dir) {

@@ -37,11 +37,11 @@ struct TempEntry {
     kTracker,  // latest_checkpointed_iteration.txt.tmp-<suffix>: a tracker not yet renamed
   };
   Kind kind = Kind::kSave;
-  std::string name;        // the entry's name in the save directory
-  std::string path;        // <save>/<name>
-  int64_t iteration = -1;  // from iter_{:07d} (-1 for kTracker)
-  pid_t pid = 0;           // the writer's pid (0 if the name does not say)
-  std::string host;        // the writer's host ("" if the name does not say)
+  std::string name;                           // the entry's name in the save directory
+  std::string path;                           // <save>/<name>
+  int64_t iteration = -1;                     // from iter_{:07d} (-1 for kTracker)
+  pid_t pid = 0;                              // the writer's pid (0 if the name does not say)
+  std::string host;                           // the writer's host ("" if the name does not say)
   absl::Time created = absl::InfinitePast();  // when the writer named it
   // writer_alive: the writer may still be writing: its host is this one (or unknown) and
   // a process with its pid runs here and started before `created`; or its host is another

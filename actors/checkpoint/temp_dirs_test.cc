@@ -47,8 +47,8 @@ std::string KilledSave(const std::string& dir, int64_t iteration) {
   if (pid == 0) {
     ::close(fds[0]);
     auto w = CheckpointWriter::Begin(dir, iteration);
-    if (!w.ok() || !w->WriteShard("tp0", {{"model/w", kShape, {0, 0}, kShape, kValues.data()}})
-                        .ok()) {
+    if (!w.ok() ||
+        !w->WriteShard("tp0", {{"model/w", kShape, {0, 0}, kShape, kValues.data()}}).ok()) {
       ::_exit(2);
     }
     const std::string temp = w->temp_dir();
@@ -118,8 +118,8 @@ TEST_CASE("what the next save keeps: a live writer, this process, an aside, anot
   const pid_t parent = ::getppid();
   const std::string live = absl::StrCat(dir, "/iter_0000005.tmp-", Suffix(parent, absl::Now(), ""));
   // The same pid, but the name is older than the process: a recycled pid, so gone.
-  const std::string recycled = absl::StrCat(
-      dir, "/iter_0000004.tmp-", Suffix(parent, absl::FromUnixSeconds(1000), ""));
+  const std::string recycled =
+      absl::StrCat(dir, "/iter_0000004.tmp-", Suffix(parent, absl::FromUnixSeconds(1000), ""));
   const std::string tracker =
       absl::StrCat(dir, "/latest_checkpointed_iteration.txt.tmp-",
                    Suffix(parent, absl::FromUnixSeconds(1000), "localhost-x"));

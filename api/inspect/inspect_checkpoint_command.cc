@@ -130,8 +130,8 @@ absl::Status RunInspectCheckpoint(const std::vector<std::string>& args, std::ost
       return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value (a directory)"));
     }
     if (flag != "--load" && flag != "--save") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown flag ", flag, " (expected --load DIR or --save DIR)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag ", flag, " (expected --load DIR or --save DIR)"));
     }
     if (dir) return absl::InvalidArgumentError("give one directory: --load DIR or --save DIR");
     dir = value;

@@ -33,12 +33,12 @@ struct CheckpointDirReport {
   std::optional<std::string> tracker;
   struct Iteration {
     int64_t iteration = 0;
-    std::string name;             // iter_{:07d}
-    bool complete = false;        // metadata.json present
-    int shard_files = 0;          // shard_*.safetensors
-    uint64_t bytes = 0;           // all files in it
+    std::string name;       // iter_{:07d}
+    bool complete = false;  // metadata.json present
+    int shard_files = 0;    // shard_*.safetensors
+    uint64_t bytes = 0;     // all files in it
   };
-  std::vector<Iteration> iterations;  // ascending
+  std::vector<Iteration> iterations;                              // ascending
   std::optional<actors::checkpoint::SaveLockHolder> lock_holder;  // the line in the lock file
   bool lock_held = false;  // a live process holds the flock now
   std::vector<actors::checkpoint::TempEntry> temp_entries;

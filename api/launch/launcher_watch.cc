@@ -19,17 +19,18 @@ absl::StatusOr<std::optional<LauncherIdentity>> LauncherFromEnvironment() {
   LauncherIdentity id;
   int pid = 0;
   if (!absl::SimpleAtoi(pid_text, &pid) || pid <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kLauncherPidVariable, "=\"", pid_text, "\": expected the launcher's pid, a positive "
-        "integer (set by mxmaca launch)"));
+    return absl::InvalidArgumentError(absl::StrCat(kLauncherPidVariable, "=\"", pid_text,
+                                                   "\": expected the launcher's pid, a positive "
+                                                   "integer (set by mxmaca launch)"));
   }
   id.pid = static_cast<pid_t>(pid);
   if (const char* start = std::getenv(kLauncherStartVariable); start != nullptr) {
     uint64_t ticks = 0;
     if (!absl::SimpleAtoi(start, &ticks)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          kLauncherStartVariable, "=\"", start, "\": expected the launcher's start time in "
-          "clock ticks, a decimal integer (set by mxmaca launch)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(kLauncherStartVariable, "=\"", start,
+                       "\": expected the launcher's start time in "
+                       "clock ticks, a decimal integer (set by mxmaca launch)"));
     }
     id.start_ticks = ticks;
   }

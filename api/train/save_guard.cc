@@ -43,10 +43,9 @@ absl::StatusOr<std::unique_ptr<SaveLock>> LockHere(
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SaveLock>> GuardSaveDirectory(
-    const std::string& save_dir, transport::Communicator* comm, int world_size,
-    int64_t group_id, absl::Duration timeout,
-    const std::function<void(const std::string&)>& print, std::function<void()> tick,
-    absl::Duration tick_interval) {
+    const std::string& save_dir, transport::Communicator* comm, int world_size, int64_t group_id,
+    absl::Duration timeout, const std::function<void(const std::string&)>& print,
+    std::function<void()> tick, absl::Duration tick_interval) {
   if (comm == nullptr || world_size <= 1) return LockHere(save_dir, print);
   absl::StatusOr<std::unique_ptr<SaveLock>> lock = nullptr;
   std::vector<uint8_t> block(kVerdictBytes, 0);
@@ -61,11 +60,11 @@ absl::StatusOr<std::unique_ptr<SaveLock>> GuardSaveDirectory(
   actors::ControlPlane plane(comm, world_size, group_id);
   auto verdict = std::make_shared<std::promise<std::pair<absl::Status, std::vector<uint8_t>>>>();
   std::future<std::pair<absl::Status, std::vector<uint8_t>>> got = verdict->get_future();
-  plane.AllGather(std::move(block), [verdict](absl::Status status,
-                                              actors::ControlPlane::Blocks blocks) {
-    verdict->set_value({std::move(status), blocks.empty() ? std::vector<uint8_t>()
-                                                          : std::move(blocks.front())});
-  });
+  plane.AllGather(
+      std::move(block), [verdict](absl::Status status, actors::ControlPlane::Blocks blocks) {
+        verdict->set_value({std::move(status),
+                            blocks.empty() ? std::vector<uint8_t>() : std::move(blocks.front())});
+      });
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline &&
          got.wait_for(absl::ToChronoNanoseconds(std::min(tick_interval, deadline - absl::Now()))) !=
@@ -73,9 +72,9 @@ absl::StatusOr<std::unique_ptr<SaveLock>> GuardSaveDirectory(
     if (tick && absl::Now() < deadline) tick();
   }
   if (got.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "agreeing on the --save lock of ", save_dir, ": no answer from every rank within ",
-        absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(absl::StrCat("agreeing on the --save lock of ", save_dir,
+                                                    ": no answer from every rank within ",
+                                                    absl::FormatDuration(timeout)));
   }
   auto [status, zero] = got.get();
   if (!status.ok()) {

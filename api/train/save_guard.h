@@ -27,10 +27,9 @@ namespace mxmaca::api {
 // Errors: SaveLock::Acquire's (FailedPrecondition naming the holder), on every rank;
 // Unavailable / DeadlineExceeded when the agreement with rank 0 fails.
 absl::StatusOr<std::unique_ptr<actors::checkpoint::SaveLock>> GuardSaveDirectory(
-    const std::string& save_dir, transport::Communicator* comm, int world_size,
-    int64_t group_id, absl::Duration timeout,
-    const std::function<void(const std::string&)>& print, std::function<void()> tick = {},
-    absl::Duration tick_interval = absl::Seconds(10));
+    const std::string& save_dir, transport::Communicator* comm, int world_size, int64_t group_id,
+    absl::Duration timeout, const std::function<void(const std::string&)>& print,
+    std::function<void()> tick = {}, absl::Duration tick_interval = absl::Seconds(10));
 
 }  // namespace mxmaca::api
 
