@@ -40,24 +40,11 @@ absl::StatusOr<std::unique_ptr<SaveLock>> LockHere(
   return std::make_unique<SaveLock>(std::move(*lock));
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<SaveLock>> GuardSaveDirectory(
-    const std::string& save_dir, transport::Communicator* comm, int world_size, int64_t group_id,
-    absl::Duration timeout, const std::function<void(const std::string&)>& print,
-    std::function<void()> tick, absl::Duration tick_interval) {
-  if (comm == nullptr || world_size <= 1) return LockHere(save_dir, print);
-  absl::StatusOr<std::unique_ptr<SaveLock>> lock = nullptr;
-  std::vector<uint8_t> block(kVerdictBytes, 0);
-  if (comm->rank() == 0) {
-    lock = LockHere(save_dir, print);
-    block[0] = lock.ok() ? 1 : 0;
-    if (!lock.ok()) {
-      const std::string text(lock.status().message());
-      std::copy_n(text.begin(), std::min(text.size(), kVerdictBytes - 1), block.begin() + 1);
-    }
-  }
-  actors::ControlPlane plane(comm, world_size, group_id);
+// ExchangeBlocks: all-gathers `block` over `plane`, waiting at most `timeout` (running
+// `tick` every `tick_interval`); returns rank 0's block.
+absl::StatusOr<std::vector<uint8_t>> ExchangeBlocks(
+    actors::ControlPlane& plane, std::vector<uint8_t> block, const std::string& save_dir,
+    absl::Duration timeout, const std::function<void()>& tick, absl::Duration tick_interval) {
   auto verdict = std::make_shared<std::promise<std::pair<absl::Status, std::vector<uint8_t>>>>();
   std::future<std::pair<absl::Status, std::vector<uint8_t>>> got = verdict->get_future();
   plane.AllGather(
@@ -81,12 +68,43 @@ absl::StatusOr<std::unique_ptr<SaveLock>> GuardSaveDirectory(
     return absl::Status(status.code(), absl::StrCat("agreeing on the --save lock of ", save_dir,
                                                     ": ", status.message()));
   }
-  if (zero.size() != kVerdictBytes) {
+  return zero;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SaveLock>> GuardSaveDirectory(
+    const std::string& save_dir, transport::Communicator* comm, int world_size, int64_t group_id,
+    absl::Duration timeout, const std::function<void(const std::string&)>& print,
+    std::function<void()> tick, absl::Duration tick_interval, std::function<void()> on_refused) {
+  if (comm == nullptr || world_size <= 1) return LockHere(save_dir, print);
+  absl::StatusOr<std::unique_ptr<SaveLock>> lock = nullptr;
+  std::vector<uint8_t> block(kVerdictBytes, 0);
+  if (comm->rank() == 0) {
+    lock = LockHere(save_dir, print);
+    block[0] = lock.ok() ? 1 : 0;
+    if (!lock.ok()) {
+      const std::string text(lock.status().message());
+      std::copy_n(text.begin(), std::min(text.size(), kVerdictBytes - 1), block.begin() + 1);
+    }
+  }
+  actors::ControlPlane plane(comm, world_size, group_id);
+  absl::StatusOr<std::vector<uint8_t>> zero =
+      ExchangeBlocks(plane, std::move(block), save_dir, timeout, tick, tick_interval);
+  if (!zero.ok()) return zero.status();
+  if (zero->size() != kVerdictBytes) {
     return absl::InternalError("agreeing on the --save lock: a short verdict from rank 0");
   }
-  if (zero[0] != 1) {
+  if ((*zero)[0] != 1) {
+    // Refused: every rank stops reporting lost peers (on_refused), and only then, after a
+    // second exchange, do they exit, so that no rank reports rank 0's exit instead of its
+    // refusal.
+    if (on_refused) on_refused();
+    ExchangeBlocks(plane, std::vector<uint8_t>(1, 0), save_dir, timeout, tick, tick_interval)
+        .status()
+        .IgnoreError();
     if (comm->rank() == 0) return lock.status();
-    std::string text(zero.begin() + 1, zero.end());
+    std::string text(zero->begin() + 1, zero->end());
     text.resize(text.find('\0') == std::string::npos ? text.size() : text.find('\0'));
     return absl::FailedPreconditionError(absl::StrCat("rank 0: ", text));
   }

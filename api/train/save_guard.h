@@ -22,14 +22,16 @@ namespace mxmaca::api {
 // removes every stale temp entry (RemoveStaleTempEntries, exclusive: no other job can be
 // writing). `print` gets one line for a lock taken over from a dead job and one per removed
 // entry. While the agreement waits for late ranks, `tick` (may be empty) runs every
-// `tick_interval`, to say so. Returns the lock (null on ranks other than 0): hold it until
-// the job ends.
-// Errors: SaveLock::Acquire's (FailedPrecondition naming the holder), on every rank;
-// Unavailable / DeadlineExceeded when the agreement with rank 0 fails.
+// `tick_interval`, to say so. On a refusal every rank runs `on_refused` (e.g. quiesce the
+// heartbeat, which would otherwise report rank 0's exit first) and the ranks exchange once
+// more before returning, so none exits before all have run it. Returns the lock (null on ranks
+// other than 0): hold it until the job ends. Errors: SaveLock::Acquire's (FailedPrecondition naming
+// the holder), on every rank; Unavailable / DeadlineExceeded when the agreement with rank 0 fails.
 absl::StatusOr<std::unique_ptr<actors::checkpoint::SaveLock>> GuardSaveDirectory(
     const std::string& save_dir, transport::Communicator* comm, int world_size, int64_t group_id,
     absl::Duration timeout, const std::function<void(const std::string&)>& print,
-    std::function<void()> tick = {}, absl::Duration tick_interval = absl::Seconds(10));
+    std::function<void()> tick = {}, absl::Duration tick_interval = absl::Seconds(10),
+    std::function<void()> on_refused = {});
 
 }  // namespace mxmaca::api
 

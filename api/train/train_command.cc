@@ -403,6 +403,9 @@ absl::StatusOr<actors::TrainingSummary> Train(
                                       absl::Now(), kWaitReportInterval)) {
                                PrintWaitLine(process_job->env.rank, line);
                              }
+                           },
+                           kWaitReportInterval, [&] {
+                             if (heartbeat) heartbeat->Quiesce();
                            }));
   }
 

@@ -65,6 +65,25 @@ set -e
 grep -qE "is in use by another job \(host [^,]+, pid $r0, started [0-9-]+ [0-9:]+ UTC" job2.log ||
   { cat job2.log; fail "the refusal does not name job 1's rank 0 (pid $r0)"; }
 echo "ok   a second job on the same --save is refused: $(grep -o 'in use by another job ([^;]*' job2.log)"
+# The same for a multi-process second job (started as srun would): rank 0 checks the lock,
+# and every rank fails with its message.
+port=$((port + 1))
+p2=()
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    "$mxmaca" train "${base[@]}" --train-iters 4 --save "$work/ckpt" --save-interval 2 \
+    > job2b.r$r.log 2>&1 &
+  p2+=($!)
+  started+=($!)
+done
+for r in 0 1; do
+  set +e; wait "${p2[$r]}"; rc=$?; set -e
+  [ "$rc" != 0 ] || fail "rank $r of a second multi-process job on a locked --save exited 0"
+  grep -qE "error: (rank 0: )?--save directory $work/ckpt is in use by another job \(host [^,]+, pid $r0," \
+    job2b.r$r.log || { cat job2b.r$r.log; fail "rank $r of the second job does not name the holder"; }
+done
+grep -q "error: rank 0: --save directory" job2b.r1.log || fail "rank 1 does not relay rank 0's refusal"
+echo "ok   a second 2-process job is refused on both ranks, rank 1 relaying rank 0's verdict"
 
 kill -9 "$launcher"
 t0=$(date +%s%N)
