@@ -27,6 +27,10 @@ int64_t ControlPlane::HeartbeatGroupId(int world_size) {
   return static_cast<int64_t>(transport::kNumGroupKinds) * world_size + 2;
 }
 
+int64_t ControlPlane::StartupGroupId(int world_size) {
+  return static_cast<int64_t>(transport::kNumGroupKinds) * world_size + 3;
+}
+
 void ControlPlane::AllGather(std::vector<uint8_t> block, Done done) {
   struct Op {
     std::vector<uint8_t> send;

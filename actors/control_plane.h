@@ -50,6 +50,9 @@ class ControlPlane {
   static int64_t PipelineGroupId(int world_size);
   // HeartbeatGroupId: the processes' heartbeat ring (api/train/heartbeat.h).
   static int64_t HeartbeatGroupId(int world_size);
+  // StartupGroupId: one-off agreements before training starts (the --save lock,
+  // api/train/save_guard.h).
+  static int64_t StartupGroupId(int world_size);
 
  private:
   transport::Communicator* comm_;

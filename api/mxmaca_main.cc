@@ -7,9 +7,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "api/calibrate/calibrate_command.h"
 #include "api/generate/generate_command.h"
 #include "api/launch/launch_command.h"
+#include "api/launch/launcher_watch.h"
+#include "api/inspect/inspect_checkpoint_command.h"
 #include "api/inspect/inspect_data_command.h"
 #include "api/plan/plan_command.h"
 #include "api/preprocess/preprocess_command.h"
@@ -26,6 +29,7 @@ constexpr char kUsage[] =
     "  train          train a GPT with Megatron-LM's pretrain_gpt.py flags\n"
     "  preprocess     JSONL -> Megatron .bin/.idx (tools/preprocess_data.py flags)\n"
     "  inspect-data   show the documents, samples and epochs training will read\n"
+    "  inspect-checkpoint  list a checkpoint directory: tracker, iterations, --save lock, leftovers\n"
     "  generate       sample text from a checkpoint (--load DIR --prompt TEXT)\n"
     "  launch         start N local processes (torchrun variables) running a subcommand\n"
     "  simulate       cost-model a training step on a cluster (train flags + --cluster --world-size)\n"
@@ -50,6 +54,13 @@ int main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
+  // A process started by `mxmaca launch` ends as soon as its launcher is gone
+  // (api/launch/launcher_watch.h), whatever the subcommand.
+  if (absl::StatusOr<bool> watch = mxmaca::api::StartLauncherWatch(); !watch.ok()) {
+    std::fprintf(stderr, "mxmaca %s: error: %s\n", command.c_str(),
+                 std::string(watch.status().message()).c_str());
+    return 2;
+  }
   // launch returns the first failing child's exit code itself.
   if (command == "launch") return mxmaca::api::RunLaunch(args);
   absl::Status status;
@@ -59,6 +70,8 @@ int main(int argc, char** argv) {
     status = mxmaca::api::RunPreprocess(args);
   } else if (command == "inspect-data") {
     status = mxmaca::api::RunInspectData(args);
+  } else if (command == "inspect-checkpoint") {
+    status = mxmaca::api::RunInspectCheckpoint(args);
   } else if (command == "generate") {
     status = mxmaca::api::RunGenerate(args);
   } else if (command == "simulate") {

@@ -105,8 +105,14 @@ TEST_CASE("a crash mid-save leaves the previous checkpoint and tracker untouched
     CHECK(r->state()["consumed_train_samples"] == 80);
     CHECK(BitEqual(LoadWhole(*r), v10));
     CHECK(ReadBytes(latest) == "10");
-    // A later save of the same iteration is not disturbed by the leftover.
+    // A later save of the same iteration is not disturbed by the leftover, and removes it:
+    // its writer is gone (issue 22: leftovers of killed saves must not pile up).
     SaveWhole(dir, 20, v20);
+    temps = 0;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      temps += e.path().filename().string().find(".tmp-") != std::string::npos;
+    }
+    CHECK(temps == 0);
     auto r2 = CheckpointReader::Open(dir);
     REQUIRE(r2.ok());
     CHECK(r2->iteration() == 20);

@@ -19,6 +19,7 @@
 #include "actors/checkpoint/checkpoint_format.h"
 #include "actors/checkpoint/crc32c.h"
 #include "actors/checkpoint/file_util.h"
+#include "actors/checkpoint/temp_dirs.h"
 #include "base/status_macros.h"
 
 namespace mxmaca::actors::checkpoint {
@@ -27,15 +28,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// UniqueSuffix: distinct across processes (pid), threads and calls (counter) and restarts
-// of a process with a recycled pid (time).
-std::string UniqueSuffix() {
-  static std::atomic<uint64_t> counter{0};
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  return absl::StrFormat(
-      "%d-%d-%x", static_cast<int>(::getpid()), counter.fetch_add(1),
-      std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
-}
+// UniqueSuffix: distinct across hosts, processes (pid), threads and calls (counter) and
+// restarts of a process with a recycled pid (time); temp_dirs.h reads it back.
+std::string UniqueSuffix() { return TempSuffix(); }
 
 absl::Status FsError(const std::error_code& ec, absl::string_view op,
                      const std::string& path) {
@@ -128,6 +123,7 @@ struct CheckpointWriter::State {
   std::string final_dir;
   int64_t iteration = 0;
   bool owner = true;  // made by Begin (commits, cleans up) rather than Attach
+  std::vector<std::string> removed_stale;  // Begin: stale temp entries it removed
 
   absl::Mutex mu;
   std::set<std::string> writers ABSL_GUARDED_BY(mu);
@@ -156,6 +152,9 @@ CheckpointWriter::~CheckpointWriter() {
 int64_t CheckpointWriter::iteration() const { return state_->iteration; }
 const std::string& CheckpointWriter::temp_dir() const { return state_->temp_dir; }
 const std::string& CheckpointWriter::final_dir() const { return state_->final_dir; }
+const std::vector<std::string>& CheckpointWriter::removed_stale() const {
+  return state_->removed_stale;
+}
 
 absl::StatusOr<CheckpointWriter> CheckpointWriter::Begin(const std::string& save_dir,
                                                          int64_t iteration) {
@@ -179,6 +178,13 @@ absl::StatusOr<CheckpointWriter> CheckpointWriter::Begin(const std::string& save
         absl::StrCat("checkpoint save path ", save_dir, " is not a directory"));
   }
   auto state = std::make_unique<State>();
+  // Temp entries of earlier saves whose writer is gone (killed mid-save) would otherwise
+  // stay for ever, one per fault. Best effort: a save is not failed for leftovers.
+  absl::StatusOr<std::vector<TempEntry>> removed =
+      RemoveStaleTempEntries(save_dir, /*exclusive=*/false);
+  if (removed.ok()) {
+    for (const TempEntry& e : *removed) state->removed_stale.push_back(e.Describe());
+  }
   state->save_dir = save_dir;
   state->iteration = iteration;
   state->final_dir = absl::StrCat(save_dir, "/", IterDirName(iteration));

@@ -52,7 +52,9 @@ struct TensorShardView {
 class CheckpointWriter {
  public:
   // Begin: creates `save_dir` if needed (like mkdir -p) and a fresh temp dir
-  // <save_dir>/iter_{:07d}.tmp-<pid>-<counter>-<time>/ for this save.
+  // <save_dir>/iter_{:07d}.tmp-<pid>-<counter>-<time>-<host>/ for this save. First it
+  // removes the temp entries of earlier saves whose writer is gone (a process killed
+  // mid-save; RemoveStaleTempEntries in temp_dirs.h, best effort), listed by removed_stale().
   // Errors: InvalidArgument for an empty save_dir or a negative iteration; the file
   // system's error (naming the path) if a directory cannot be created.
   static absl::StatusOr<CheckpointWriter> Begin(const std::string& save_dir,
@@ -110,6 +112,9 @@ class CheckpointWriter {
   const std::string& temp_dir() const;
   // final_dir: <save_dir>/iter_{:07d}.
   const std::string& final_dir() const;
+  // removed_stale: the stale temp entries Begin removed (TempEntry::Describe), for a log
+  // line; empty for an attached writer.
+  const std::vector<std::string>& removed_stale() const;
 
  private:
   struct State;

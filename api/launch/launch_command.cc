@@ -3,6 +3,7 @@
 #include "api/launch/launch_command.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,12 +12,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
+#include "api/launch/launcher_watch.h"
+#include "base/process_info.h"
 
 namespace mxmaca::api {
 
@@ -149,6 +153,11 @@ AttemptResult RunAttempt(const LaunchArgs& args, const std::string& program, int
                          const sigset_t& watched, const sigset_t& original) {
   AttemptResult result;
   std::fflush(nullptr);
+  // The children learn who started them (launcher_watch.h): pid and start time.
+  const pid_t launcher = ::getpid();
+  const std::string launcher_pid = absl::StrCat(launcher);
+  const std::optional<uint64_t> launcher_ticks = base::ProcessStartTicks(launcher);
+  const std::string launcher_start = launcher_ticks ? absl::StrCat(*launcher_ticks) : "";
   std::vector<pid_t> children;
   for (int local = 0; local < args.nproc_per_node; ++local) {
     const pid_t pid = ::fork();
@@ -156,6 +165,11 @@ AttemptResult RunAttempt(const LaunchArgs& args, const std::string& program, int
       // Own process group, so that the launcher's signals reach the child's subprocesses
       // too (and a terminal's Ctrl-C reaches only the launcher, which forwards it).
       ::setpgid(0, 0);
+      // Die with the launcher: if it is killed outright (SIGKILL, the OOM killer), the
+      // kernel sends this child SIGKILL rather than leaving it running under PID 1. The
+      // launcher may have died between fork and prctl: then the parent is already another.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != launcher) ::_exit(kLauncherGoneExitCode);
       // Default dispositions before unblocking: a SIGTERM that arrives before exec must
       // end this copy of the launcher, not run the launcher's (or a test's) handlers.
       ::signal(SIGINT, SIG_DFL);
@@ -163,6 +177,12 @@ AttemptResult RunAttempt(const LaunchArgs& args, const std::string& program, int
       pthread_sigmask(SIG_SETMASK, &original, nullptr);
       for (const auto& [name, value] : ChildEnvironment(args, local, restart_count)) {
         ::setenv(name.c_str(), value.c_str(), 1);
+      }
+      ::setenv(kLauncherPidVariable, launcher_pid.c_str(), 1);
+      if (launcher_ticks) {
+        ::setenv(kLauncherStartVariable, launcher_start.c_str(), 1);
+      } else {
+        ::unsetenv(kLauncherStartVariable);
       }
       std::vector<char*> argv;
       std::string argv0 = program;

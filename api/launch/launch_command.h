@@ -10,6 +10,10 @@
 // TORCHELASTIC_RESTART_COUNT (0 on the first attempt) and TORCHELASTIC_MAX_RESTARTS = R.
 // Each child runs in its own process group (torchrun's start_new_session), and every
 // signal below goes to the whole group, so a child's own subprocesses stop with it.
+// Children die with the launcher (launcher_watch.h): each gets PR_SET_PDEATHSIG = SIGKILL
+// and the launcher's pid and start time (MXMACA_LAUNCHER_PID, MXMACA_LAUNCHER_START_TICKS),
+// which every mxmaca subcommand watches; a SIGKILL of the launcher ends every rank within
+// about a second, without a further checkpoint.
 //
 // Supervision of one attempt: SIGINT / SIGTERM received by the launcher are forwarded to
 // the children, which get signal_grace (30 s, torchrun's close timeout) to finish, e.g.

@@ -22,8 +22,11 @@ absl::StatusOr<std::optional<transport::ucx::LaunchEnv>> DetectProcessJob(
 
 absl::StatusOr<ProcessJob> JoinProcessJob(const transport::ucx::LaunchEnv& env,
                                           absl::Duration timeout,
-                                          absl::Duration collective_timeout) {
+                                          absl::Duration collective_timeout,
+                                          std::function<void(const std::string&)> progress) {
   transport::ucx::UcxCommunicator::Options options;
+  options.progress = std::move(progress);
+  options.timeout_hint = " (--distributed-timeout-minutes)";
   options.timeout = collective_timeout;
   options.detect_peer_failure = true;
   absl::StatusOr<std::unique_ptr<transport::ucx::UcxCommunicator>> comm =

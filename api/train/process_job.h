@@ -8,8 +8,10 @@
 #ifndef MXMACA_API_TRAIN_PROCESS_JOB_H_
 #define MXMACA_API_TRAIN_PROCESS_JOB_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -34,9 +36,12 @@ absl::StatusOr<std::optional<transport::ucx::LaunchEnv>> DetectProcessJob(int64_
 // for all to arrive) and creates the UCX communicator, whose collectives time out after
 // `collective_timeout` and which notices a lost peer (UCX peer-failure mode). Errors: the
 // rendezvous' (DeadlineExceeded naming the ranks that never arrived) and UCX's.
-absl::StatusOr<ProcessJob> JoinProcessJob(const transport::ucx::LaunchEnv& env,
-                                          absl::Duration timeout,
-                                          absl::Duration collective_timeout);
+// `progress` (may be empty) gets the rendezvous' line every 10 s while ranks are missing
+// (RendezvousOptions::progress), with " (--distributed-timeout-minutes)" after the timeout.
+absl::StatusOr<ProcessJob> JoinProcessJob(
+    const transport::ucx::LaunchEnv& env, absl::Duration timeout,
+    absl::Duration collective_timeout,
+    std::function<void(const std::string&)> progress = {});
 
 }  // namespace mxmaca::api
 

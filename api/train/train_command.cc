@@ -35,6 +35,7 @@
 #include "api/train/moe_setup.h"
 #include "api/train/parallel_setup.h"
 #include "api/train/process_job.h"
+#include "api/train/save_guard.h"
 #include "api/train/exit_signal.h"
 #include "api/train/heartbeat.h"
 #include "api/train/rebalance.h"
@@ -129,6 +130,16 @@ absl::Status CheckHonouredFlags(const MegatronArgs& a) {
       "mxmaca train does not honour ", absl::StrJoin(rejected, ", "),
       " yet (the flag is parsed, but this build's single-device training path would ignore "
       "it); remove it or see docs/FLAGS.md"));
+}
+
+// kWaitReportInterval: how often a process waiting for its peers says so (issue 22).
+constexpr absl::Duration kWaitReportInterval = absl::Seconds(10);
+
+// PrintWaitLine: a progress line of a wait for peers, on stderr (every rank: each waits for
+// its own reasons), e.g. "mxmaca train: rank 1: rendezvous at ...: waiting for ranks [2] ...".
+void PrintWaitLine(int rank, const std::string& line) {
+  std::fprintf(stderr, "mxmaca train: rank %d: %s\n", rank, line.c_str());
+  std::fflush(stderr);
 }
 
 // Creates `dir` if needed and checks that a file can be created in it.
@@ -417,7 +428,12 @@ absl::StatusOr<actors::TrainingSummary> Train(
           "(use --world-size N without a launcher)");
     }
     const absl::Duration timeout = absl::Minutes(args.distributed_timeout_minutes);
-    MXMACA_ASSIGN_OR_RETURN(ProcessJob joined, JoinProcessJob(*launch, timeout, timeout));
+    // Every 10 s while ranks are missing, each process says which and how long it waits.
+    const int rank = launch->rank;
+    MXMACA_ASSIGN_OR_RETURN(
+        ProcessJob joined, JoinProcessJob(*launch, timeout, timeout, [rank](const std::string& line) {
+          PrintWaitLine(rank, line);
+        }));
     process_job = std::move(joined);
     print(absl::StrCat(" > joined a job of ", launch->world_size,
                        " processes over UCX, one rank each (", launch->ToString(), ")"));
@@ -433,6 +449,28 @@ absl::StatusOr<actors::TrainingSummary> Train(
           std::fflush(stderr);
           std::_Exit(1);
         });
+  }
+
+  // A --save directory that cannot be written fails now, not at the first save; one that
+  // another live job writes is refused, naming it (save_guard.h).
+  std::unique_ptr<actors::checkpoint::SaveLock> save_lock;
+  if (args.save) {
+    MXMACA_RETURN_IF_ERROR(CheckWritableDirectory(*args.save, "--save"));
+    MXMACA_ASSIGN_OR_RETURN(
+        save_lock,
+        GuardSaveDirectory(*args.save, process_job ? process_job->comm.get() : nullptr,
+                           static_cast<int>(world_size),
+                           actors::ControlPlane::StartupGroupId(static_cast<int>(world_size)),
+                           absl::Minutes(args.distributed_timeout_minutes), print, [&] {
+                             if (!process_job) return;
+                             for (const std::string& line : process_job->comm->WaitingReports(
+                                      absl::Now(), kWaitReportInterval)) {
+                               PrintWaitLine(process_job->env.rank, line);
+                             }
+                           },
+                           kWaitReportInterval, [&] {
+                             if (heartbeat) heartbeat->Quiesce();
+                           }));
   }
 
   // Tokenizer (vocabulary size and end-of-document id).
@@ -537,8 +575,6 @@ absl::StatusOr<actors::TrainingSummary> Train(
         r.tensor_parallel_rank, r.pipeline_rank, r.num_parameters));
   }
   for (const std::string& line : MemoryReport(parallel, model, ranks, args)) print(line);
-  // A --save directory that cannot be written fails now, not at the first save.
-  if (args.save) MXMACA_RETURN_IF_ERROR(CheckWritableDirectory(*args.save, "--save"));
 
   // Schedule and resume.
   MXMACA_ASSIGN_OR_RETURN(layers::OptimizerParamSchedulerConfig sched_config,
@@ -741,7 +777,21 @@ absl::StatusOr<actors::TrainingSummary> Train(
   if (process_job) {
     transport::ucx::UcxCommunicator* comm = process_job->comm.get();
     ro.communicator = comm;
-    ro.check_timeouts = [comm](absl::Time now) { return comm->CheckTimeouts(now); };
+    // The watchdog's tick also reports collectives that have waited for peers over 10 s,
+    // every 10 s (UcxCommunicator::WaitingReports), so a late rank is named long before
+    // the timeout.
+    auto next_report = std::make_shared<absl::Time>(absl::Now() + kWaitReportInterval);
+    const int rank = process_job->env.rank;
+    ro.check_timeouts = [comm, next_report, rank](absl::Time now) {
+      std::vector<absl::Status> failed = comm->CheckTimeouts(now);
+      if (now >= *next_report) {
+        *next_report = now + kWaitReportInterval;
+        for (const std::string& line : comm->WaitingReports(now, kWaitReportInterval)) {
+          PrintWaitLine(rank, line);
+        }
+      }
+      return failed;
+    };
   }
   if (args.inject_stage_slowdown) {
     MXMACA_RETURN_IF_ERROR(ParseStageSlowdown(*args.inject_stage_slowdown, parallel.pipeline_size,

@@ -2,7 +2,8 @@
 //
 // Wire format (all integers little-endian u32): a frame is [length][bytes]. Hello (worker
 // -> rank 0): "MXRV" rank world_size. Verdict (rank 0 -> worker): one byte 1 (all arrived)
-// or 0 followed by the error text. AllGather: each worker sends one frame; rank 0 answers
+// or 0 followed by the error text; before it, any number of progress frames: byte 2
+// followed by rank 0's progress line. AllGather: each worker sends one frame; rank 0 answers
 // every worker with [count] then count frames, in rank order.
 #include "transport/ucx/rendezvous.h"
 
@@ -135,6 +136,15 @@ std::string Rendezvous::Where() const {
   return absl::StrCat(options_.master_addr, ":", options_.master_port);
 }
 
+std::string Rendezvous::Left(absl::Time deadline) const {
+  // Whole seconds, rounded: "50s left" ten seconds into a one-minute wait.
+  absl::Duration left =
+      absl::Seconds(absl::ToInt64Seconds(deadline - absl::Now() + absl::Milliseconds(500)));
+  if (left < absl::ZeroDuration()) left = absl::ZeroDuration();
+  return absl::StrCat(absl::FormatDuration(left), " left before the timeout of ",
+                      absl::FormatDuration(options_.timeout), options_.timeout_hint);
+}
+
 absl::StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Connect(const RendezvousOptions& options,
                                                                 int rank, int world_size) {
   if (world_size < 1 || rank < 0 || rank >= world_size) {
@@ -171,10 +181,34 @@ absl::Status Rendezvous::ConnectAsMaster() {
   const absl::Time deadline = absl::Now() + options_.timeout;
   int arrived = 1;
   absl::Status failure;
+  absl::Time next_progress = absl::Now() + options_.progress_interval;
+  auto missing_ranks = [&] {
+    std::vector<int> missing;
+    for (int q = 1; q < world_size_; ++q) {
+      if (peers_[q] < 0) missing.push_back(q);
+    }
+    return absl::StrJoin(missing, ", ");
+  };
   while (arrived < world_size_ && failure.ok()) {
+    if (absl::Now() >= next_progress && absl::Now() < deadline) {
+      // Say who is missing, here and to every rank that is waiting with us.
+      const std::string line = absl::StrCat("rendezvous at ", Where(), ": waiting for ranks [",
+                                            missing_ranks(), "] of ", world_size_, " (", arrived,
+                                            " arrived, counting rank 0); ", Left(deadline));
+      if (options_.progress) options_.progress(line);
+      for (int q = 1; q < world_size_; ++q) {
+        if (peers_[q] < 0) continue;
+        SendFrame(peers_[q], absl::StrCat(std::string(1, '\2'), line),
+                  absl::Now() + absl::Seconds(1), absl::StrCat("rank ", q))
+            .IgnoreError();
+      }
+      next_progress = absl::Now() + options_.progress_interval;
+    }
     pollfd p = {listen_fd_, POLLIN, 0};
-    const int ready = ::poll(&p, 1, RemainingMs(deadline));
+    const int ready =
+        ::poll(&p, 1, std::min(RemainingMs(deadline), std::max(1, RemainingMs(next_progress))));
     if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0 && absl::Now() < deadline) continue;  // a progress tick
     if (ready == 0) {
       std::vector<int> missing;
       for (int q = 1; q < world_size_; ++q) {
@@ -240,6 +274,7 @@ absl::Status Rendezvous::ConnectAsWorker() {
   hints.ai_socktype = SOCK_STREAM;
   std::string last_error = "no attempt";
   int fd = -1;
+  absl::Time next_progress = absl::Now() + options_.progress_interval;
   while (fd < 0) {
     addrinfo* found = nullptr;
     const int gai = ::getaddrinfo(options_.master_addr.c_str(),
@@ -261,6 +296,13 @@ absl::Status Rendezvous::ConnectAsWorker() {
       ::freeaddrinfo(found);
     }
     if (fd >= 0) break;
+    if (absl::Now() >= next_progress) {
+      if (options_.progress) {
+        options_.progress(absl::StrCat("rendezvous: rank ", rank_, " still cannot reach rank 0 at ",
+                                       Where(), ": ", last_error, "; ", Left(connect_deadline)));
+      }
+      next_progress = absl::Now() + options_.progress_interval;
+    }
     if (absl::Now() + absl::Milliseconds(50) >= connect_deadline) {
       return absl::UnavailableError(
           absl::StrCat("rendezvous: rank ", rank_, " could not connect to rank 0 at ", Where(),
@@ -274,7 +316,12 @@ absl::Status Rendezvous::ConnectAsWorker() {
   PutU32(&hello, static_cast<uint32_t>(rank_));
   PutU32(&hello, static_cast<uint32_t>(world_size_));
   MXMACA_RETURN_IF_ERROR(SendFrame(fd, hello, deadline, "rank 0"));
-  auto verdict = RecvFrame(fd, deadline, "rank 0");
+  absl::StatusOr<std::string> verdict = RecvFrame(fd, deadline, "rank 0");
+  // Rank 0's progress lines (who is still missing) come first, then the verdict.
+  while (verdict.ok() && !verdict->empty() && (*verdict)[0] == '\2') {
+    if (options_.progress) options_.progress(verdict->substr(1));
+    verdict = RecvFrame(fd, deadline, "rank 0");
+  }
   if (!verdict.ok()) {
     if (absl::IsDeadlineExceeded(verdict.status())) {
       return absl::DeadlineExceededError(absl::StrCat(

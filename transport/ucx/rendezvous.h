@@ -8,9 +8,14 @@
 // returns on every rank only once all world_size ranks have arrived; when one never
 // arrives within the timeout, rank 0 fails with an error naming the missing ranks and
 // forwards the same error to the ranks that did arrive, so every process reports it.
+// While it waits, every RendezvousOptions::progress_interval (10 s) rank 0 reports the
+// ranks not yet seen and the time left, to its own `progress` and to every rank that has
+// arrived (so each process's log says what it waits for); a rank still trying to reach
+// rank 0 reports that.
 #ifndef MXMACA_TRANSPORT_UCX_RENDEZVOUS_H_
 #define MXMACA_TRANSPORT_UCX_RENDEZVOUS_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +32,16 @@ struct RendezvousOptions {
   int master_port = 29500;                // TCP port rank 0 listens on
   // timeout: limit for Connect (all ranks arriving) and for each AllGather / Barrier.
   absl::Duration timeout = absl::Seconds(60);
+  // progress: receives a line every progress_interval while Connect waits, e.g.
+  //   rendezvous at 127.0.0.1:29500: waiting for ranks [2] of 3 (2 arrived, counting
+  //   rank 0); 50s left before the timeout of 1m
+  // (on rank 0 and, forwarded, on the ranks that arrived), or, on a rank that cannot reach
+  // rank 0 yet, "rendezvous: rank 1 still cannot reach rank 0 at ...: <errno text>; 50s
+  // left ...". `timeout_hint` is appended to "the timeout of 1m" (e.g. " (set by
+  // --distributed-timeout-minutes)"). Empty: silent. Called on the connecting thread.
+  std::function<void(const std::string&)> progress;
+  absl::Duration progress_interval = absl::Seconds(10);
+  std::string timeout_hint;
 };
 
 // Rendezvous: one rank's connection(s) to the star. Not thread-safe; every rank must call
@@ -63,6 +78,8 @@ class Rendezvous {
   absl::Status ConnectAsMaster();
   absl::Status ConnectAsWorker();
   std::string Where() const;
+  // Left: "50s left before the timeout of 1m<hint>" for a wait ending at `deadline`.
+  std::string Left(absl::Time deadline) const;
 
   RendezvousOptions options_;
   int rank_;

@@ -77,6 +77,56 @@ TEST_CASE("a rank that never arrives: a clear error on every arrived rank") {
   }
 }
 
+TEST_CASE("waiting for a missing rank: progress lines naming it, on rank 0 and the arrived") {
+  RendezvousOptions options;
+  options.master_port = FreeTcpPort();
+  options.timeout = absl::Milliseconds(2500);
+  options.progress_interval = absl::Milliseconds(500);
+  options.timeout_hint = " (hint)";
+  const int world = 3;
+  auto results = RunRanks(
+      world,
+      [&](int rank) -> std::string {
+        if (rank == 2) return "";  // never arrives
+        std::string lines;
+        RendezvousOptions mine = options;
+        mine.progress = [&lines](const std::string& line) { lines += line + "\n"; };
+        auto rv = Rendezvous::Connect(mine, rank, world);
+        if (rv.ok()) return "connected without rank 2";
+        return lines;  // the progress seen while waiting, then the timeout
+      },
+      absl::Seconds(20));
+  for (int r : {0, 1}) {
+    INFO("rank " << r << ":\n" << results[r].text);
+    CHECK_THAT(results[r].text,
+               Catch::Contains(absl::StrCat("rendezvous at 127.0.0.1:", options.master_port,
+                                            ": waiting for ranks [2] of 3 (2 arrived")));
+    CHECK_THAT(results[r].text, Catch::Contains("left before the timeout of 2.5s (hint)"));
+    // A line every 0.5 s of a 2.5 s wait: at least three before the timeout.
+    int count = 0;
+    for (size_t at = 0; (at = results[r].text.find("waiting for ranks", at)) != std::string::npos;
+         ++at) {
+      ++count;
+    }
+    CHECK(count >= 3);
+  }
+}
+
+TEST_CASE("a rank that cannot reach rank 0 says so while it retries") {
+  RendezvousOptions options;
+  options.master_port = FreeTcpPort();
+  options.timeout = absl::Milliseconds(1200);
+  options.progress_interval = absl::Milliseconds(400);
+  std::string lines;
+  options.progress = [&lines](const std::string& line) { lines += line + "\n"; };
+  auto rv = Rendezvous::Connect(options, 1, 2);
+  CHECK_FALSE(rv.ok());
+  CHECK_THAT(lines, Catch::Contains(absl::StrCat("rendezvous: rank 1 still cannot reach rank 0 "
+                                                 "at 127.0.0.1:",
+                                                 options.master_port)));
+  CHECK_THAT(lines, Catch::Contains("left before the timeout of 1.2s"));
+}
+
 TEST_CASE("no rank 0: workers give up naming the address") {
   RendezvousOptions options;
   options.master_port = FreeTcpPort();

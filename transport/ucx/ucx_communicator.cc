@@ -109,6 +109,7 @@ class UcxCommunicator::Impl {
   };
   CollectiveInfo Post(const ProcessGroup& group, PostArgs args);
   std::vector<absl::Status> CheckTimeouts(absl::Time now);
+  std::vector<std::string> WaitingReports(absl::Time now, absl::Duration older_than, int limit);
 
   // Executor (progress thread only).
   void OnPeerFailed(int peer, ucs_status_t status);
@@ -719,6 +720,50 @@ std::vector<absl::Status> UcxCommunicator::Impl::CheckTimeouts(absl::Time now) {
   return future.get();
 }
 
+std::vector<std::string> UcxCommunicator::Impl::WaitingReports(absl::Time now,
+                                                               absl::Duration older_than,
+                                                               int limit) {
+  auto result = std::make_shared<std::promise<std::vector<std::string>>>();
+  std::future<std::vector<std::string>> future = result->get_future();
+  const bool queued = Enqueue([this, now, older_than, limit, result] {
+    std::vector<const Operation*> late;
+    for (auto& [id, op] : active_) {
+      // Point-to-point receives wait by design (a pipeline link keeps one posted for its
+      // neighbour's next header; the heartbeat has its own timeout): collectives only.
+      if (!op->finished && !op->p2p && now - op->posted >= older_than) late.push_back(op.get());
+    }
+    std::sort(late.begin(), late.end(),
+              [](const Operation* a, const Operation* b) { return a->posted < b->posted; });
+    std::vector<std::string> lines;
+    for (const Operation* op : late) {
+      if (static_cast<int>(lines.size()) >= limit) break;
+      std::vector<int> waiting;
+      if (op->step < op->plan->steps.size()) {
+        for (const Xfer& x : op->plan->steps[op->step].recvs) {
+          if (!x.complete) waiting.push_back(x.peer);
+        }
+      }
+      std::sort(waiting.begin(), waiting.end());
+      absl::Duration left = options_.timeout - (now - op->posted);
+      if (left < absl::ZeroDuration()) left = absl::ZeroDuration();
+      const bool arrival = op->step == 0 && (op->verify_step || op->p2p);
+      lines.push_back(absl::StrCat(
+          "rank ", rank_, " has waited ",
+          absl::FormatDuration(absl::Seconds(absl::ToInt64Seconds(now - op->posted))), " in ",
+          CollectiveOpName(op->info.op), " on ", op->info.group_name, " (group ",
+          op->info.group_id, ") seq ", op->info.sequence, ": ",
+          arrival ? "ranks not arrived [" : absl::StrCat("step ", op->step, " waiting for data from ranks ["),
+          absl::StrJoin(waiting, ", "), "]; ",
+          absl::FormatDuration(absl::Seconds(absl::ToInt64Seconds(left))),
+          " left before the timeout of ", absl::FormatDuration(options_.timeout),
+          options_.timeout_hint));
+    }
+    result->set_value(std::move(lines));
+  });
+  if (!queued) return {};
+  return future.get();
+}
+
 // ---------------------------------------------------------------------------------------
 // UcxCommunicator: argument checks, plans, and the Impl.
 
@@ -740,6 +785,9 @@ absl::StatusOr<std::unique_ptr<UcxCommunicator>> UcxCommunicator::CreateFromLaun
   rv.master_addr = env.master_addr;
   rv.master_port = env.master_port;
   rv.timeout = rendezvous_timeout;
+  rv.progress = options.progress;
+  rv.progress_interval = options.progress_interval;
+  rv.timeout_hint = options.timeout_hint;
   return Create(rv, env.rank, env.world_size, std::move(options));
 }
 
@@ -749,6 +797,10 @@ int UcxCommunicator::world_size() const { return impl_->world_size(); }
 int UcxCommunicator::pending_operations() const { return impl_->pending(); }
 std::vector<absl::Status> UcxCommunicator::CheckTimeouts(absl::Time now) {
   return impl_->CheckTimeouts(now);
+}
+std::vector<std::string> UcxCommunicator::WaitingReports(absl::Time now,
+                                                         absl::Duration older_than, int limit) {
+  return impl_->WaitingReports(now, older_than, limit);
 }
 
 namespace {

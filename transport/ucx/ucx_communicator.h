@@ -61,6 +61,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -110,6 +111,12 @@ class UcxCommunicator : public Communicator {
     // every in-flight operation that talks to it, and every later one, fails with
     // Unavailable naming the rank. Off (default): such operations end by timeout.
     bool detect_peer_failure = false;
+    // progress, progress_interval, timeout_hint: CreateFromLaunchEnv passes them to the
+    // rendezvous (RendezvousOptions: a line every interval while ranks are missing), and
+    // WaitingReports uses the hint too.
+    std::function<void(const std::string&)> progress;
+    absl::Duration progress_interval = absl::Seconds(10);
+    std::string timeout_hint;
   };
 
   // Create: joins the job (rank, world_size) at the rendezvous, exchanges worker addresses
@@ -162,6 +169,17 @@ class UcxCommunicator : public Communicator {
   // (collective_watchdog.h). Blocks briefly on the progress thread; must not be called
   // from a `done` callback.
   std::vector<absl::Status> CheckTimeouts(absl::Time now);
+
+  // WaitingReports: one line per collective of this rank posted at least `older_than` before
+  // `now` and not yet complete (none is failed), at most `limit` of them, oldest first
+  // (point-to-point sends and receives are left out: a pipeline link's receive waits for
+  // its neighbour's next message by design):
+  //   rank 1 has waited 20s in all-gather on world (group 51) seq 0: ranks not arrived
+  //   [2]; 9m40s left before the timeout of 10m
+  // The collective watchdog's caller prints them every ~10 s while peers are late
+  // (api/train/train_command.cc). Same thread rules as CheckTimeouts.
+  std::vector<std::string> WaitingReports(absl::Time now, absl::Duration older_than,
+                                          int limit = 3);
 
   // pending_operations: operations posted and not yet completed or failed.
   int pending_operations() const;

@@ -460,6 +460,50 @@ TEST_CASE("a rank that never posts: timeout report on the others via the watchdo
   }
 }
 
+TEST_CASE("a late rank: WaitingReports names it and the time left, failing nothing") {
+  const int port = FreeTcpPort();
+  auto results = RunRanks(
+      3,
+      [&](int rank) -> std::string {
+        UcxCommunicator::Options options;
+        options.timeout = absl::Seconds(30);
+        options.timeout_hint = " (hint)";
+        auto job = Join(rank, 3, port, "shm,tcp", options);
+        if (!job.ok()) return std::string(job.status().message());
+        ProcessGroup g;
+        g.id = 16 * 3;
+        g.ranks = {0, 1, 2};
+        g.rank_in_group = rank;
+        if (rank == 2) absl::SleepFor(absl::Milliseconds(1500));  // late, but it comes
+        Waiter w;
+        std::vector<float> x(64, 1.0f), y(64);
+        job->comm->AllReduceSum(g, x.data(), y.data(), 64, w.Callback());
+        std::string out;
+        if (rank != 2) {
+          absl::SleepFor(absl::Milliseconds(700));
+          const absl::Time now = absl::Now();
+          std::vector<std::string> none = job->comm->WaitingReports(now, absl::Seconds(5));
+          std::vector<std::string> late = job->comm->WaitingReports(now, absl::Milliseconds(500));
+          if (!none.empty()) out += "reported too early; ";
+          out += late.empty() ? std::string("no report") : late.front();
+        }
+        auto s = w.Wait(1);
+        if (s.empty() || !s[0].ok()) out += "; the all-reduce failed";
+        if (y[0] != 3.0f) out += "; wrong sum";
+        absl::Status c = job->comm->Close();
+        return out + (c.ok() ? "" : std::string(c.message()));
+      },
+      absl::Seconds(60));
+  CHECK(results[2].text == "");
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << ":\n" << results[r].text);
+    CHECK_THAT(results[r].text, Catch::StartsWith(absl::StrCat("rank ", r, " has waited ")));
+    CHECK_THAT(results[r].text, Catch::Contains(" in all_reduce on world#0 (group 48) seq 0: "
+                                                "ranks not arrived [2]; "));
+    CHECK_THAT(results[r].text, Catch::EndsWith("s left before the timeout of 30s (hint)"));
+  }
+}
+
 TEST_CASE("detect_peer_failure: a dead rank fails the others' operations promptly") {
   const int port = FreeTcpPort();
   auto results = RunRanks(
