@@ -216,7 +216,8 @@ absl::Status ValidatePipeline(MegatronArgs* a) {
 
 // CheckRange: `value` of `flag` is a finite number in the range `lo` .. `hi` (each end
 // closed or open as `lo_open` / `hi_open` say; an infinite end is no bound); the message
-// names the flag, the value and the expected range.
+// names the flag, the value and the expected range ("--adam-beta1 2: expected a finite
+// number in [0, 1)").
 absl::Status CheckRange(const char* flag, double value, double lo, bool lo_open, double hi,
                         bool hi_open) {
   const bool above = lo_open ? value > lo : value >= lo;
@@ -228,7 +229,7 @@ absl::Status CheckRange(const char* flag, double value, double lo, bool lo_open,
   } else {
     range = absl::StrCat("in ", lo_open ? "(" : "[", lo, ", ", hi, hi_open ? ")" : "]");
   }
-  return Invalid(flag, " must be a finite number ", range, ", got ", value);
+  return Invalid(flag, " ", value, ": expected a finite number ", range);
 }
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
