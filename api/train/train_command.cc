@@ -475,6 +475,16 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
       }  // no GPU: MakeDeviceKernels reports it below
     }
     MXMACA_RETURN_IF_ERROR(CheckMemoryAdmission(memory_estimate, host_limit, device_limit, args));
+    print(absl::StrFormat(
+        " > memory admission: this process's %d %s at least %.3f GiB of the %.2f GiB "
+        "it may use (%s)%s",
+        memory_estimate.ranks, memory_estimate.ranks == 1 ? "rank needs" : "ranks need",
+        memory_estimate.host_bytes / 1073741824.0, host_limit.bytes / 1073741824.0,
+        host_limit.source,
+        device_limit ? absl::StrFormat("; %.3f GiB of the GPU's %.2f GiB (%s)",
+                                       memory_estimate.device_bytes / 1073741824.0,
+                                       device_limit->bytes / 1073741824.0, device_limit->source)
+                     : ""));
   } else {
     print(" > memory admission off (--memory-admission off / MXMACA_MEMORY_ADMISSION=off)");
   }

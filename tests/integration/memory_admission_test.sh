@@ -8,7 +8,8 @@
 #    flag, the estimate and the limit (api/train/memory_admission.h);
 #  - with --memory-admission off the allocation that fails becomes the same kind of
 #    error (exit 1, "out of memory ... (std::bad_alloc)"), not an abort;
-#  - a small run passes admission and trains.
+#  - a small run passes admission (the start-up line says how much of what limit it needs)
+#    and trains.
 set -uo pipefail
 root="${TEST_SRCDIR:-.}/mxmaca"
 [ -x "$root/api/mxmaca" ] || root="."
@@ -60,7 +61,8 @@ MXMACA_MEMORY_ADMISSION=off expect_refusal env_off "out of memory" "(std::bad_al
 # A small run is admitted and trains.
 if timeout 300 "$mxmaca" train "${base[@]}" --hidden-size 64 --seq-length 32 \
     --max-position-embeddings 32 --micro-batch-size 2 >small.out 2>small.err; then
-  grep -q "iteration        2/" small.out && echo "ok small run trains" ||
+  grep -q "iteration        2/" small.out && grep -q "> memory admission: this process's 1 rank needs at least" small.out &&
+    echo "ok small run is admitted and trains" ||
     { echo "FAIL small run: no iteration 2"; tail -20 small.out; fail=1; }
 else
   echo "FAIL small run: exit $?"; tail -20 small.err; fail=1
