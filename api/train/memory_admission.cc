@@ -49,8 +49,7 @@ std::string DrivingFlags(const MegatronArgs& a) {
       a.padded_vocab_size ? absl::StrCat(", padded vocabulary ", *a.padded_vocab_size) : "",
       "; it shrinks with --tensor-model-parallel-size (", a.tensor_model_parallel_size,
       "), --pipeline-model-parallel-size (", a.pipeline_model_parallel_size,
-      "), --use-distributed-optimizer",
-      a.recompute_granularity ? "" : ", --recompute-granularity",
+      "), --use-distributed-optimizer", a.recompute_granularity ? "" : ", --recompute-granularity",
       " or one process per rank (mxmaca launch)");
 }
 
@@ -112,18 +111,18 @@ ProcessMemoryEstimate EstimateProcessMemory(const ParallelSetup& setup,
   const double weight_copy = model.precision == kernels::Precision::kBf16 ? 2.0 : 4.0;
   const int ranks_per_pipeline_rank = dp * cp * tp;
   for (int p = 0; p < setup.pipeline_size; ++p) {
-    const int rank_count =
-        only_rank < 0 ? ranks_per_pipeline_rank : (only_rank / ranks_per_pipeline_rank == p ? 1 : 0);
+    const int rank_count = only_rank < 0 ? ranks_per_pipeline_rank
+                                         : (only_rank / ranks_per_pipeline_rank == p ? 1 : 0);
     if (rank_count == 0) continue;
     const auto& layouts = setup.placement.layouts[static_cast<size_t>(p)];
     // Double-precision sizes of the largest terms first: the 64-bit formulas of
     // layers/stage_memory*.h overflow for impossible sizes (--hidden-size 10^9).
     double linear = 0, probs = 0;
     for (const layers::StageLayout& l : layouts) {
-      const double layer_params =
-          static_cast<double>(local.qkv_size()) * h +
-          h * static_cast<double>(local.attention_projection_size()) +
-          static_cast<double>(local.fc1_size()) * h + h * static_cast<double>(local.ffn_hidden_size);
+      const double layer_params = static_cast<double>(local.qkv_size()) * h +
+                                  h * static_cast<double>(local.attention_projection_size()) +
+                                  static_cast<double>(local.fc1_size()) * h +
+                                  h * static_cast<double>(local.ffn_hidden_size);
       linear += static_cast<double>(l.num_layers()) * layer_params +
                 (l.has_embedding ? vp * h : 0) +
                 (l.has_loss_head && (!local.tied_embeddings() || !l.has_embedding) ? vp * h : 0);
@@ -142,10 +141,9 @@ ProcessMemoryEstimate EstimateProcessMemory(const ParallelSetup& setup,
       int64_t per_microbatch = 0;
       for (const layers::StageLayout& l : layouts) {
         count += layers::CountStageParameters(local, l);
-        per_microbatch = std::max(per_microbatch,
-                                  layers::StashBytesPerMicroBatchTp(local, l, b, tp,
-                                                                    setup.sequence_parallel,
-                                                                    args.reset_attention_mask));
+        per_microbatch = std::max(per_microbatch, layers::StashBytesPerMicroBatchTp(
+                                                      local, l, b, tp, setup.sequence_parallel,
+                                                      args.reset_attention_mask));
       }
       params = static_cast<double>(count) / tp;  // norms are replicated: a lower bound
       stash = static_cast<double>(stashed) * static_cast<double>(per_microbatch);
@@ -193,20 +191,21 @@ absl::StatusOr<bool> MemoryAdmissionEnabled(const MegatronArgs& args) {
 absl::Status CheckMemoryAdmission(const ProcessMemoryEstimate& e, const MemoryLimit& host,
                                   const std::optional<MemoryLimit>& device,
                                   const MegatronArgs& args) {
-  const std::string parts = absl::StrCat(
-      "parameters ", GiB(e.parameter_bytes), ", gradients ", GiB(e.gradient_bytes),
-      ", optimizer state ", GiB(e.optimizer_bytes), ", activations ", GiB(e.activation_bytes),
-      " for up to ", e.stashed_microbatches, " stashed micro-batch",
-      e.stashed_microbatches == 1 ? "" : "es", " per rank");
+  const std::string parts =
+      absl::StrCat("parameters ", GiB(e.parameter_bytes), ", gradients ", GiB(e.gradient_bytes),
+                   ", optimizer state ", GiB(e.optimizer_bytes), ", activations ",
+                   GiB(e.activation_bytes), " for up to ", e.stashed_microbatches,
+                   " stashed micro-batch", e.stashed_microbatches == 1 ? "" : "es", " per rank");
   auto refuse = [&](double need, const MemoryLimit& limit, const char* where) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the start-up memory estimate of this process's ", e.ranks, " rank",
-        e.ranks == 1 ? "" : "s", " needs at least ", GiB(need), where, " (", parts,
-        "), more than the ", GiB(static_cast<double>(limit.bytes)), " it may use (",
-        limit.source, "); the estimate grows with ", DrivingFlags(args),
-        "; --memory-admission off (or MXMACA_MEMORY_ADMISSION=off) skips this check"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the start-up memory estimate of this process's ", e.ranks, " rank",
+                     e.ranks == 1 ? "" : "s", " needs at least ", GiB(need), where, " (", parts,
+                     "), more than the ", GiB(static_cast<double>(limit.bytes)), " it may use (",
+                     limit.source, "); the estimate grows with ", DrivingFlags(args),
+                     "; --memory-admission off (or MXMACA_MEMORY_ADMISSION=off) skips this check"));
   };
-  if (e.host_bytes > static_cast<double>(host.bytes)) return refuse(e.host_bytes, host, " of host memory");
+  if (e.host_bytes > static_cast<double>(host.bytes))
+    return refuse(e.host_bytes, host, " of host memory");
   if (device && e.device_bytes > static_cast<double>(device->bytes)) {
     return refuse(e.device_bytes, *device, " of GPU memory");
   }
@@ -218,16 +217,17 @@ absl::Status OutOfMemoryError(const std::string& what, const MegatronArgs& args,
                               const std::optional<MemoryLimit>& host) {
   return absl::ResourceExhaustedError(absl::StrCat(
       "out of memory ", what, " (std::bad_alloc)",
-      estimate ? absl::StrCat("; the start-up estimate of this process's ", estimate->ranks,
-                              " rank", estimate->ranks == 1 ? "" : "s", " was ",
-                              GiB(estimate->host_bytes), " of host memory",
-                              estimate->device_bytes > 0
-                                  ? absl::StrCat(" and ", GiB(estimate->device_bytes), " of GPU memory")
-                                  : "",
-                              " (a lower bound)")
-               : "",
-      host ? absl::StrCat(", the limit ", GiB(static_cast<double>(host->bytes)), " (",
-                          host->source, ")")
+      estimate
+          ? absl::StrCat("; the start-up estimate of this process's ", estimate->ranks, " rank",
+                         estimate->ranks == 1 ? "" : "s", " was ", GiB(estimate->host_bytes),
+                         " of host memory",
+                         estimate->device_bytes > 0
+                             ? absl::StrCat(" and ", GiB(estimate->device_bytes), " of GPU memory")
+                             : "",
+                         " (a lower bound)")
+          : "",
+      host ? absl::StrCat(", the limit ", GiB(static_cast<double>(host->bytes)), " (", host->source,
+                          ")")
            : "",
       "; the memory needed grows with ", DrivingFlags(args)));
 }

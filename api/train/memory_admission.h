@@ -53,10 +53,10 @@ MemoryLimit HostMemoryLimit();
 
 // ProcessMemoryEstimate: the start-up estimate of the ranks one process holds, in bytes.
 struct ProcessMemoryEstimate {
-  int ranks = 0;                  // ranks of this process
-  double host_bytes = 0;          // what lives in host memory
-  double device_bytes = 0;        // --device cuda: what lives on the GPU (else 0)
-  double parameter_bytes = 0;     // parts of the total (host + device), for the message
+  int ranks = 0;               // ranks of this process
+  double host_bytes = 0;       // what lives in host memory
+  double device_bytes = 0;     // --device cuda: what lives on the GPU (else 0)
+  double parameter_bytes = 0;  // parts of the total (host + device), for the message
   double gradient_bytes = 0;
   double optimizer_bytes = 0;
   double activation_bytes = 0;
