@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <new>
 #include <cmath>
 #include <deque>
 #include <exception>
@@ -37,6 +38,13 @@ template <typename Fn>
 absl::Status RunGuarded(Fn&& fn) {
   try {
     return fn();
+  } catch (const std::bad_alloc&) {
+    // Out of host memory in an op (an activation, a pool buffer): the run ends with this
+    // error through the coordinator, not with an abort.
+    return absl::ResourceExhaustedError(
+        "out of memory (std::bad_alloc) in a stage op; the memory needed grows with "
+        "--hidden-size, --seq-length and --micro-batch-size and shrinks with more "
+        "tensor/pipeline-parallel ranks or --recompute-granularity");
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("exception: ", e.what()));
   } catch (...) {

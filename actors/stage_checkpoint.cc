@@ -17,33 +17,69 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
-// CheckFullShape: NotFound if the checkpoint lacks `name`, InvalidArgument if its full
-// shape is not the model's.
-absl::Status CheckFullShape(const checkpoint::CheckpointReader& reader, const std::string& name,
-                            const layers::ParameterInfo& info) {
+// StoredShape: the full shape a checkpoint written now stores for `spec`: a vocab-padded
+// tensor (ParameterSpec::vocab_rows > 0) keeps its logical rows [0, V) unless its padding
+// rows are trained (save_padding_rows); every other tensor its full shape.
+std::vector<int64_t> StoredShape(const layers::ParameterSpec& spec) {
+  std::vector<int64_t> shape = spec.shape;
+  if (spec.vocab_rows > 0 && !spec.save_padding_rows && !shape.empty() &&
+      spec.vocab_rows < shape[0]) {
+    shape[0] = spec.vocab_rows;
+  }
+  return shape;
+}
+
+// ClipRows: clips the box [offsets, offsets + shape) to rows below `rows` (dim 0), in
+// place; false when nothing is left. The box's first elements are its first rows (C
+// order), so the clipped box starts where the box did.
+bool ClipRows(const std::vector<int64_t>& offsets, std::vector<int64_t>* shape, int64_t rows) {
+  if (shape->empty()) return true;
+  (*shape)[0] = std::max<int64_t>(0, std::min((*shape)[0], rows - offsets[0]));
+  for (int64_t d : *shape) {
+    if (d == 0) return false;
+  }
+  return true;
+}
+
+// RowsToRead: how many leading rows of tensor `info` the checkpoint's `name` supplies:
+// all of them when the stored full shape is the model's (the same padded size: every row,
+// padding included, bit for bit); V when `info` is vocab-padded and the checkpoint holds at
+// least the V logical rows with the same other dims (another padded size — another TP size
+// or --make-vocab-size-divisible-by — or a checkpoint of the logical rows only): rows
+// [V, V_pad) are padding and keep what the caller's buffer holds (initial values,
+// Adam's zero moments). NotFound if the checkpoint lacks `name`, InvalidArgument if the
+// shapes are not compatible.
+absl::StatusOr<int64_t> RowsToRead(const checkpoint::CheckpointReader& reader,
+                                   const std::string& name, const layers::ParameterInfo& info) {
   absl::StatusOr<std::vector<int64_t>> full = reader.FullShape(name);
   if (!full.ok()) {
     return absl::NotFoundError(absl::StrCat("checkpoint iteration ", reader.iteration(),
                                             " has no tensor ", name, ": ",
                                             full.status().message()));
   }
-  if (*full != info.spec.shape) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "checkpoint has ", name, " ", ShapeString(*full), ", model expects ",
-        ShapeString(info.spec.shape), " (different model shape?)"));
+  const std::vector<int64_t>& model = info.spec.shape;
+  if (*full == model) return model.empty() ? 0 : model[0];
+  const int64_t v = info.spec.vocab_rows;
+  if (v > 0 && full->size() == model.size() && !model.empty() &&
+      std::equal(full->begin() + 1, full->end(), model.begin() + 1) && (*full)[0] >= v) {
+    return v;
   }
-  return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "checkpoint has ", name, " ", ShapeString(*full), ", model expects ",
+      ShapeString(model),
+      v > 0 ? absl::StrCat(" (or at least the ", v, " rows of the vocabulary)") : "",
+      " (different model shape?)"));
 }
 
 absl::Status ReadInto(const checkpoint::CheckpointReader& reader, const std::string& name,
                       const layers::ParameterInfo& info, float* out) {
-  absl::Status s = CheckFullShape(reader, name, info);
-  if (!s.ok()) return s;
+  MXMACA_ASSIGN_OR_RETURN(const int64_t rows, RowsToRead(reader, name, info));
   // A tensor-parallel shard may be several boxes of the full tensor (SwiGLU's
   // [gate_r; up_r]): each box is contiguous in the local buffer at its local_offset.
   for (const layers::ShardBox& box : layers::ShardBoxes(info)) {
-    s = reader.ReadSlice(name, box.offset, box.shape, out + box.local_offset);
-    if (!s.ok()) return s;
+    std::vector<int64_t> shape = box.shape;
+    if (!ClipRows(box.offset, &shape, rows)) continue;  // padding rows only
+    MXMACA_RETURN_IF_ERROR(reader.ReadSlice(name, box.offset, shape, out + box.local_offset));
   }
   return absl::OkStatus();
 }
@@ -138,10 +174,15 @@ absl::Status WriteStageShard(checkpoint::CheckpointWriter& writer, const std::st
   for (int i = 0; i < params.size(); ++i) {
     const layers::ParameterInfo& info = params.info(i);
     if (options.skip_parameter && options.skip_parameter(info)) continue;
+    // Vocab-padded tensors: the logical rows only (StoredShape); a box of padding rows
+    // alone is not written.
+    const std::vector<int64_t> stored = StoredShape(info.spec);
     if (options.parameters) {
       for (const layers::ShardBox& box : layers::ShardBoxes(info)) {
-        views.push_back({absl::StrCat("model/", info.spec.name), info.spec.shape, box.offset,
-                         box.shape, params.param(i) + box.local_offset});
+        std::vector<int64_t> shape = box.shape;
+        if (!ClipRows(box.offset, &shape, stored[0])) continue;
+        views.push_back({absl::StrCat("model/", info.spec.name), stored, box.offset, shape,
+                         params.param(i) + box.local_offset});
       }
     }
     for (size_t k : entries_of[i]) {
@@ -150,8 +191,10 @@ absl::Status WriteStageShard(checkpoint::CheckpointWriter& writer, const std::st
       for (const AdamState& state : kAdamStates) {
         const float* data = StateOf(*optimizer, k, state);
         for (const PieceBox& box : *boxes) {
-          views.push_back({absl::StrCat("optimizer/", state.name, "/", info.spec.name),
-                           info.spec.shape, box.offsets, box.shape, data + box.buffer_begin});
+          std::vector<int64_t> shape = box.shape;
+          if (!ClipRows(box.offsets, &shape, stored[0])) continue;
+          views.push_back({absl::StrCat("optimizer/", state.name, "/", info.spec.name), stored,
+                           box.offsets, shape, data + box.buffer_begin});
         }
       }
     }
@@ -181,12 +224,13 @@ absl::Status LoadOptimizerState(const checkpoint::CheckpointReader& reader,
     if (!boxes.ok()) return boxes.status();
     for (const AdamState& state : kAdamStates) {
       const std::string name = absl::StrCat("optimizer/", state.name, "/", info.spec.name);
-      absl::Status s = CheckFullShape(reader, name, info);
-      if (!s.ok()) return s;
+      MXMACA_ASSIGN_OR_RETURN(const int64_t rows, RowsToRead(reader, name, info));
       float* data = StateOf(optimizer, k, state);
       for (const PieceBox& box : *boxes) {
-        s = reader.ReadSlice(name, box.offsets, box.shape, data + box.buffer_begin);
-        if (!s.ok()) return s;
+        std::vector<int64_t> shape = box.shape;
+        if (!ClipRows(box.offsets, &shape, rows)) continue;  // padding rows keep their zeros
+        MXMACA_RETURN_IF_ERROR(
+            reader.ReadSlice(name, box.offsets, shape, data + box.buffer_begin));
       }
     }
   }

@@ -6,6 +6,19 @@
 // offsets of the shard this stage holds (ParameterInfo), so the same checkpoint loads on
 // any layout that can name and slice the same logical tensors.
 //
+// Padded vocabulary (issue 22): a tensor whose rows are the vocabulary
+// (ParameterSpec::vocab_rows = V: the word embeddings and the output layer, padded to
+// V_pad by --make-vocab-size-divisible-by x TP) is stored as its logical rows [0, V)
+// (full shape [V, h]; with save_padding_rows, --softmax-over-padded-vocab, all V_pad
+// rows), parameters and Adam moments alike, the way Megatron's checkpoint converter
+// keeps the true vocabulary size. Loading reads every row when the stored full shape is
+// the model's (the same padded size, bit for bit, padding included: checkpoints written
+// before this stored [V_pad, h]), else rows [0, V) of any stored tensor of >= V rows;
+// the padding rows [V, V_pad) keep what the loading store holds — the (seed, name)
+// initial values of a fresh run at this layout (layers/parameter_store.h) and Adam's
+// zero moments. With the padded logits masked (the default) the padding rows get no
+// gradient and never reach the loss, so re-padding changes no loss or gradient.
+//
 // Distributed optimizer (layers/grad_buckets.h): a DP rank's optimizer holds flat pieces
 // of tensors (OptimizerTensor::flat_offset / numel), which cut rows. A piece is stored as
 // the boxes of its flat range (actors/checkpoint/flat_range.h), each a separate view of
@@ -56,9 +69,11 @@ absl::Status WriteStageShard(checkpoint::CheckpointWriter& writer, const std::st
                              layers::AdamWOptimizer* optimizer,
                              const StageShardOptions& options = {});
 
-// LoadStageParameters: fills every parameter's shard from the checkpoint. Errors:
-// NotFound naming a tensor the checkpoint lacks; InvalidArgument when its full shape
-// differs from the model's ("checkpoint has X [a, b], model expects [c, d]").
+// LoadStageParameters: fills every parameter's shard from the checkpoint (vocab-padded
+// tensors re-padded, above). Errors: NotFound naming a tensor the checkpoint lacks;
+// InvalidArgument when its full shape differs from the model's ("checkpoint has X [a, b],
+// model expects [c, d]"), for a vocab-padded tensor when it has fewer than V rows or
+// other columns.
 absl::Status LoadStageParameters(const checkpoint::CheckpointReader& reader,
                                  layers::ParameterStore& params);
 

@@ -14,6 +14,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "layers/grad_buckets.h"
@@ -301,6 +302,149 @@ TEST_CASE("Errors name the tensor: unknown optimizer entry, missing state, other
     absl::Status s = LoadStageParameters(*reader, *other);
     CHECK(s.code() == absl::StatusCode::kInvalidArgument);
     CHECK(std::string(s.message()).find("[37, 5]") != std::string::npos);
+  }
+}
+
+// Issue 22, finding 3: vocab-padded tensors (ParameterSpec::vocab_rows) are stored as
+// their logical rows and re-padded on load, so a checkpoint of one padded size (TP 2:
+// V_pad 16) loads into another (TP 1: V_pad 12) and back; padding rows keep the loading
+// store's initial values and Adam's zero moments. The reference values are the (seed,
+// full index) initialisation of a whole [16, 5] tensor, independent of the checkpoint code.
+constexpr int64_t kVocab = 10, kCols = 5;
+
+// VocabStore: TP rank `r` of `tp` of a [vp, 5] vocab tensor (rows split evenly) plus a
+// small ordinary tensor, initialised from `seed`. `vocab_rows` 0 gives a store as written
+// before vocab rows were known (every row stored).
+std::unique_ptr<ParameterStore> VocabStore(int64_t vp, int r, int tp, uint64_t seed,
+                                           int64_t vocab_rows = kVocab) {
+  auto store = std::make_unique<ParameterStore>();
+  layers::ParameterSpec word;
+  word.name = "embedding.word_embeddings.weight";
+  word.shape = {vp, kCols};
+  word.init_std = 0.5f;
+  word.vocab_rows = vocab_rows;
+  const int64_t rows = vp / tp;
+  if (!store->RegisterShard(word, {r * rows, 0}, {rows, kCols}, 1).ok()) {
+    throw std::runtime_error("register word embeddings");
+  }
+  layers::ParameterSpec bias;
+  bias.name = "t.bias";
+  bias.shape = {3};
+  bias.init_std = 0.5f;
+  if (!store->Register(bias).ok()) throw std::runtime_error("register bias");
+  store->Finalize(16);
+  store->Initialize(seed);
+  return store;
+}
+
+// Row `row` of the whole [16, 5] tensor initialised from `seed`.
+std::vector<float> ReferenceRow(uint64_t seed, int64_t row) {
+  auto whole = VocabStore(16, 0, 1, seed);
+  const float* p = whole->param(0) + row * kCols;
+  return std::vector<float>(p, p + kCols);
+}
+
+// SetMoments: exp_avg = 1 + full index, exp_avg_sq = 2 + full index for every element of
+// every entry of `opt` over `store` (whole-tensor entries).
+void SetMoments(const ParameterStore& store, AdamWOptimizer& opt) {
+  for (size_t k = 0; k < opt.tensors().size(); ++k) {
+    const layers::ParameterInfo& info = store.info(*store.Index(opt.tensors()[k].name));
+    for (int64_t e = 0; e < info.numel; ++e) {
+      opt.exp_avg(k)[e] = 1.0f + static_cast<float>(info.FullIndex(e));
+      opt.exp_avg_sq(k)[e] = 2.0f + static_cast<float>(info.FullIndex(e));
+    }
+  }
+}
+
+// CheckLoaded: `store` (rank r of tp, [vp, 5]) holds the reference rows of `saved_seed`
+// below kVocab and of `own_seed` (its own initial values) above; its Adam moments are
+// SetMoments' values below kVocab and 0 above.
+void CheckLoaded(ParameterStore& store, AdamWOptimizer& opt, int64_t vp, int r, int tp,
+                 uint64_t saved_seed, uint64_t own_seed) {
+  const int64_t rows = vp / tp;
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t row = r * rows + i;
+    INFO("rank " << r << " of " << tp << ", row " << row);
+    const std::vector<float> want = ReferenceRow(row < kVocab ? saved_seed : own_seed, row);
+    CHECK(std::memcmp(store.param(0) + i * kCols, want.data(), kCols * 4) == 0);
+    for (int64_t c = 0; c < kCols; ++c) {
+      const float index = static_cast<float>(row * kCols + c);
+      CHECK(opt.exp_avg(0)[i * kCols + c] == (row < kVocab ? 1.0f + index : 0.0f));
+      CHECK(opt.exp_avg_sq(0)[i * kCols + c] == (row < kVocab ? 2.0f + index : 0.0f));
+    }
+  }
+}
+
+TEST_CASE("vocab-padded tensors are stored as their logical rows and re-padded on load") {
+  for (const auto& [saved_vp, saved_tp, loaded_vp, loaded_tp] :
+       {std::tuple<int64_t, int, int64_t, int>{16, 2, 12, 1}, {12, 1, 16, 2}, {16, 2, 16, 4}}) {
+    INFO("saved V_pad " << saved_vp << " at TP " << saved_tp << ", loaded V_pad " << loaded_vp
+                        << " at TP " << loaded_tp);
+    const std::string dir = MakeTempDir();
+    {
+      absl::StatusOr<CheckpointWriter> w = CheckpointWriter::Begin(dir, 10);
+      REQUIRE(w.ok());
+      for (int r = 0; r < saved_tp; ++r) {
+        auto saved = VocabStore(saved_vp, r, saved_tp, 1);
+        AdamWOptimizer opt({}, saved->OptimizerTensors());
+        SetMoments(*saved, opt);
+        StageShardOptions options;
+        const int rank = r;
+        options.skip_parameter = [rank](const layers::ParameterInfo& info) {
+          return rank > 0 && info.spec.name == "t.bias";  // replicated: rank 0 writes it
+        };
+        REQUIRE(WriteStageShard(*w, "tp" + std::to_string(r), *saved, &opt, options).ok());
+      }
+      REQUIRE(w->Commit(nlohmann::json::object(), nlohmann::json::object()).ok());
+    }
+    auto reader = CheckpointReader::Open(dir);
+    REQUIRE(reader.ok());
+    // The logical vocabulary, whatever the padded size.
+    CHECK(*reader->FullShape("model/embedding.word_embeddings.weight") ==
+          std::vector<int64_t>{kVocab, kCols});
+    CHECK(*reader->FullShape("optimizer/exp_avg/embedding.word_embeddings.weight") ==
+          std::vector<int64_t>{kVocab, kCols});
+    for (int r = 0; r < loaded_tp; ++r) {
+      auto loaded = VocabStore(loaded_vp, r, loaded_tp, 2);
+      AdamWOptimizer opt({}, loaded->OptimizerTensors());
+      REQUIRE(LoadStageParameters(*reader, *loaded).ok());
+      REQUIRE(LoadOptimizerState(*reader, opt, *loaded).ok());
+      CheckLoaded(*loaded, opt, loaded_vp, r, loaded_tp, 1, 2);
+    }
+  }
+}
+
+TEST_CASE("checkpoints with padded vocab rows (written before) load on any padded size") {
+  const std::string dir = MakeTempDir();
+  auto saved = VocabStore(16, 0, 1, 1, /*vocab_rows=*/0);  // every row stored, as before
+  AdamWOptimizer saved_opt({}, saved->OptimizerTensors());
+  SetMoments(*saved, saved_opt);
+  REQUIRE(SaveWhole(dir, *saved, &saved_opt).ok());
+  auto reader = CheckpointReader::Open(dir);
+  REQUIRE(reader.ok());
+  REQUIRE(*reader->FullShape("model/embedding.word_embeddings.weight") ==
+          std::vector<int64_t>{16, kCols});
+  SECTION("the same padded size: every row, padding included, bit for bit") {
+    auto loaded = VocabStore(16, 0, 1, 2);
+    AdamWOptimizer opt({}, loaded->OptimizerTensors());
+    REQUIRE(LoadStageParameters(*reader, *loaded).ok());
+    REQUIRE(LoadOptimizerState(*reader, opt, *loaded).ok());
+    CHECK(SameParams(*saved, *loaded));
+    CHECK(std::memcmp(opt.exp_avg(0).data(), saved_opt.exp_avg(0).data(), 16 * kCols * 4) == 0);
+  }
+  SECTION("another padded size: the vocabulary rows, the padding re-initialised") {
+    auto loaded = VocabStore(12, 0, 1, 2);
+    AdamWOptimizer opt({}, loaded->OptimizerTensors());
+    REQUIRE(LoadStageParameters(*reader, *loaded).ok());
+    REQUIRE(LoadOptimizerState(*reader, opt, *loaded).ok());
+    CheckLoaded(*loaded, opt, 12, 0, 1, 1, 2);
+  }
+  SECTION("fewer rows than the vocabulary is a shape error") {
+    auto loaded = VocabStore(24, 0, 1, 2, /*vocab_rows=*/20);
+    absl::Status s = LoadStageParameters(*reader, *loaded);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(std::string(s.message()).find("at least the 20 rows of the vocabulary") !=
+          std::string::npos);
   }
 }
 

@@ -25,6 +25,15 @@ ParameterSpec NormWeight(std::string name, int64_t n) {
   return {std::move(name), {n}, ParameterInit::kOnes, 0.0f, false, false};
 }
 
+// VocabWeight: a [V_pad, h] tensor whose rows are the vocabulary (word embeddings, output
+// layer): rows past the true vocabulary are padding (ParameterSpec::vocab_rows).
+ParameterSpec VocabWeight(std::string name, const GptConfig& config, float std) {
+  ParameterSpec spec = Weight(std::move(name), {config.padded_vocab_size, config.hidden_size}, std);
+  spec.vocab_rows = config.vocab_size;
+  spec.save_padding_rows = config.softmax_over_padded_vocab;
+  return spec;
+}
+
 // Split: how a tensor is divided over the TP ranks (tensor_parallel.h).
 enum class Split { kReplicated, kRows, kColumns, kGateUpRows };
 
@@ -94,8 +103,7 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
   GptParameterIds ids;
 
   if (layout.has_embedding) {
-    ParameterSpec word =
-        Weight("embedding.word_embeddings.weight", {config.padded_vocab_size, h}, std);
+    ParameterSpec word = VocabWeight("embedding.word_embeddings.weight", config, std);
     word.tied = config.tied_embeddings();
     MXMACA_ASSIGN_OR_RETURN(ids.word_embeddings, RegisterSplit(store, word, Split::kRows, r, p));
     if (config.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute) {
@@ -178,8 +186,7 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
     }
     if (config.tied_embeddings()) {
       if (ids.word_embeddings < 0) {
-        ParameterSpec word =
-            Weight("embedding.word_embeddings.weight", {config.padded_vocab_size, h}, std);
+        ParameterSpec word = VocabWeight("embedding.word_embeddings.weight", config, std);
         word.tied = true;
         MXMACA_ASSIGN_OR_RETURN(ids.word_embeddings,
                                 RegisterSplit(store, word, Split::kRows, r, p));
@@ -188,7 +195,7 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
     } else {
       MXMACA_ASSIGN_OR_RETURN(
           ids.output_weight,
-          RegisterSplit(store, Weight("output_layer.weight", {config.padded_vocab_size, h}, std),
+          RegisterSplit(store, VocabWeight("output_layer.weight", config, std),
                         Split::kRows, r, p));
     }
   }

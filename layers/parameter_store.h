@@ -41,6 +41,16 @@ struct ParameterSpec {
   // Shared with another tensor of the model (word embeddings used as output layer with
   // tied embeddings); under pipeline parallelism the two copies' gradients are summed.
   bool tied = false;
+  // vocab_rows: for a tensor whose dim 0 is the padded vocabulary (the word embeddings and
+  // the output layer, padded by Megatron's _vocab_size_with_padding to a multiple of
+  // --make-vocab-size-divisible-by x TP), the true vocabulary size V; rows [V, shape[0])
+  // are padding. 0: every row is data. Checkpoints store the logical rows [0, V) and
+  // re-pad on load, so any padded size loads (actors/stage_checkpoint.h).
+  int64_t vocab_rows = 0;
+  // save_padding_rows: the padding rows take part in the loss (--softmax-over-padded-vocab
+  // trains them), so checkpoints keep every row; they still load into another padded size
+  // (rows [0, V) are read, the rest re-padded).
+  bool save_padding_rows = false;
 };
 
 // ParameterInfo: a registered tensor. The shard held here is [shard_offset, shard_offset +

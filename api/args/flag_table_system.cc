@@ -508,6 +508,13 @@ constexpr FlagSpec kMxmaca[] = {
            "cap): cap on each rank's activation memory (its training stashes, as 'peak "
            "activation memory' counts them); a rank that exceeds it ends the run with an "
            "out-of-memory error naming the rank and what it tried to allocate")),
+    Ours(V("--memory-admission", kStr, "None", kImpl,
+           "on (the default; also MXMACA_MEMORY_ADMISSION=on|off) or off: before allocating, "
+           "check the start-up memory estimate of the process's ranks (parameters, "
+           "gradients, optimizer state, stashed activations; a lower bound) against its "
+           "cgroup or physical memory (and the GPU's with --device cuda) and refuse a run "
+           "that cannot fit, naming the estimate, the limit and the flags that drive it",
+           "on off")),
 };
 
 }  // namespace

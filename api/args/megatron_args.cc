@@ -316,6 +316,7 @@ const absl::flat_hash_map<std::string, Binding>& Bindings() {
       MXMACA_BIND(inject_stage_slowdown),
       MXMACA_BIND(synthetic_op_ms),
       MXMACA_BIND(memory_cap_per_shard),
+      MXMACA_BIND(memory_admission),
       MXMACA_BIND(device),
       MXMACA_BIND(cuda_graph_impl),
       MXMACA_BIND(cuda_graph_scope),

@@ -248,6 +248,10 @@ struct MegatronArgs {
   // --memory-cap-per-shard BYTES (e.g. 512M, 2GiB; 0 = none): cap on each rank's training
   // stash bytes (layers/context_parallel/memory_cap.h ParseMemoryCap; GptStage::SetMemoryCap).
   std::optional<std::string> memory_cap_per_shard;
+  // --memory-admission on|off (None = on, or MXMACA_MEMORY_ADMISSION): check the start-up
+  // memory estimate against the process's memory before allocating
+  // (api/train/memory_admission.h).
+  std::optional<std::string> memory_admission;
   // --device cpu|cuda|device-on-cpu: the backend the model runs on (api/train/device_setup.h).
   std::optional<std::string> device;
   // CUDA graphs (kernels/cuda_graph_flags.h; Megatron-Core 0.15's names plus MXMACA's

@@ -4,6 +4,9 @@
 // in Megatron's order, plus MXMACA's own limits (marked "MXMACA").
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <limits>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -211,7 +214,107 @@ absl::Status ValidatePipeline(MegatronArgs* a) {
   return absl::OkStatus();
 }
 
+// CheckRange: `value` of `flag` is a finite number in the range `lo` .. `hi` (each end
+// closed or open as `lo_open` / `hi_open` say; an infinite end is no bound); the message
+// names the flag, the value and the expected range ("--adam-beta1 2: expected a finite
+// number in [0, 1)").
+absl::Status CheckRange(const char* flag, double value, double lo, bool lo_open, double hi,
+                        bool hi_open) {
+  const bool above = lo_open ? value > lo : value >= lo;
+  const bool below = hi_open ? value < hi : value <= hi;
+  if (std::isfinite(value) && above && below) return absl::OkStatus();
+  std::string range;
+  if (std::isinf(hi)) {
+    range = absl::StrCat(lo_open ? "> " : ">= ", lo);
+  } else {
+    range = absl::StrCat("in ", lo_open ? "(" : "[", lo, ", ", hi, hi_open ? ")" : "]");
+  }
+  return Invalid(flag, " ", value, ": expected a finite number ", range);
+}
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// ValidateOptimizerAndSchedule: the ranges of the optimizer and schedule flags, each
+// error naming the flag and the expected range. Megatron's checks: torch.optim.Adam /
+// SGD's constructor (lr >= 0, eps >= 0 (here > 0: Adam divides by sqrt(v) + eps, and
+// v = 0 for a parameter without gradient), 0 <= beta < 1, weight_decay >= 0,
+// momentum >= 0), OptimizerParamScheduler.__init__ (min_lr >= 0, max_lr >= min_lr,
+// init_lr <= max_lr, lr_decay_steps > 0, lr_warmup_steps < lr_decay_steps, start_wd >= 0,
+// end_wd >= start_wd), clip_grad_norm_fp32 (--clip-grad 0 turns clipping off, a negative
+// or NaN one is meaningless), training.py's `iteration % args.eval_interval` and
+// evaluate's `for _ in range(eval_iters)` (an interval > 0, a count >= 0). NaN and
+// infinities fail every check (NaN compares false).
+absl::Status ValidateOptimizerAndSchedule(const MegatronArgs& a) {
+  if (a.lr.has_value()) MXMACA_RETURN_IF_ERROR(CheckRange("--lr", *a.lr, 0, false, kInf, false));
+  MXMACA_RETURN_IF_ERROR(CheckRange("--min-lr", a.min_lr, 0, false, kInf, false));
+  MXMACA_RETURN_IF_ERROR(CheckRange("--lr-warmup-init", a.lr_warmup_init, 0, false, kInf, false));
+  if (a.lr.has_value() && a.lr_warmup_init > *a.lr) {
+    return Invalid("--lr-warmup-init (", a.lr_warmup_init, ") must be <= --lr (", *a.lr, ")");
+  }
+  for (const auto& [flag, value] :
+       {std::pair<const char*, int64_t>{"--lr-warmup-iters", a.lr_warmup_iters},
+        {"--lr-warmup-samples", a.lr_warmup_samples}}) {
+    if (value < 0) return Invalid(flag, " must be >= 0, got ", value);
+  }
+  for (const auto& [flag, value] :
+       {std::pair<const char*, std::optional<int64_t>>{"--lr-decay-iters", a.lr_decay_iters},
+        {"--lr-decay-samples", a.lr_decay_samples}}) {
+    if (value.has_value() && *value < 1) return Invalid(flag, " must be >= 1, got ", *value);
+  }
+  MXMACA_RETURN_IF_ERROR(CheckRange("--clip-grad", a.clip_grad, 0, false, kInf, false));
+  MXMACA_RETURN_IF_ERROR(CheckRange("--adam-beta1", a.adam_beta1, 0, false, 1, true));
+  MXMACA_RETURN_IF_ERROR(CheckRange("--adam-beta2", a.adam_beta2, 0, false, 1, true));
+  MXMACA_RETURN_IF_ERROR(CheckRange("--adam-eps", a.adam_eps, 0, true, kInf, false));
+  MXMACA_RETURN_IF_ERROR(CheckRange("--sgd-momentum", a.sgd_momentum, 0, false, kInf, false));
+  MXMACA_RETURN_IF_ERROR(CheckRange("--weight-decay", a.weight_decay, 0, false, kInf, false));
+  if (a.start_weight_decay.has_value()) {
+    MXMACA_RETURN_IF_ERROR(
+        CheckRange("--start-weight-decay", *a.start_weight_decay, 0, false, kInf, false));
+  }
+  if (a.end_weight_decay.has_value()) {
+    MXMACA_RETURN_IF_ERROR(
+        CheckRange("--end-weight-decay", *a.end_weight_decay, 0, false, kInf, false));
+  }
+  if (a.start_weight_decay.has_value() && a.end_weight_decay.has_value() &&
+      *a.end_weight_decay < *a.start_weight_decay) {
+    return Invalid("--end-weight-decay (", *a.end_weight_decay,
+                   ") must be >= --start-weight-decay (", *a.start_weight_decay, ")");
+  }
+  if (a.eval_iters < 0) return Invalid("--eval-iters must be >= 0, got ", a.eval_iters);
+  if (a.eval_interval < 1) return Invalid("--eval-interval must be >= 1, got ", a.eval_interval);
+  return absl::OkStatus();
+}
+
+// CheckWarmupBeforeDecay: OptimizerParamScheduler asserts lr_warmup_steps <
+// lr_decay_steps (after the decay length is derived); the message names the flags.
+absl::Status CheckWarmupBeforeDecay(const MegatronArgs& a) {
+  if (a.train_iters.value_or(0) > 0 && a.lr_decay_iters.has_value()) {
+    const double decay = static_cast<double>(*a.lr_decay_iters);
+    const double warmup = a.lr_warmup_fraction ? *a.lr_warmup_fraction * decay
+                                               : static_cast<double>(a.lr_warmup_iters);
+    if (warmup >= decay && warmup > 0) {
+      return Invalid(a.lr_warmup_fraction ? "--lr-warmup-fraction" : "--lr-warmup-iters",
+                     " gives ", warmup, " warmup iterations, which must be fewer than the ",
+                     *a.lr_decay_iters, " decay iterations (--lr-decay-iters, default "
+                     "--train-iters)");
+    }
+  }
+  if (a.train_samples.value_or(0) > 0 && a.lr_decay_samples.has_value()) {
+    const double decay = static_cast<double>(*a.lr_decay_samples);
+    const double warmup = a.lr_warmup_fraction ? *a.lr_warmup_fraction * decay
+                                               : static_cast<double>(a.lr_warmup_samples);
+    if (warmup >= decay && warmup > 0) {
+      return Invalid(a.lr_warmup_fraction ? "--lr-warmup-fraction" : "--lr-warmup-samples",
+                     " gives ", warmup, " warmup samples, which must be fewer than the ",
+                     *a.lr_decay_samples, " decay samples (--lr-decay-samples, default "
+                     "--train-samples)");
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateIterationsAndLr(MegatronArgs* a) {
+  MXMACA_RETURN_IF_ERROR(ValidateOptimizerAndSchedule(*a));
   if (a->train_iters.value_or(0) != 0) {
     if (a->train_samples.has_value()) {
       return Invalid("--train-iters (", *a->train_iters, ") and --train-samples (",
@@ -258,7 +361,7 @@ absl::Status ValidateIterationsAndLr(MegatronArgs* a) {
     return Invalid("--min-lr (", a->min_lr, ") must be <= --lr (", *a->lr, ")");
   }
   if (a->lr_warmup_fraction.has_value() &&
-      (*a->lr_warmup_fraction < 0 || *a->lr_warmup_fraction > 1)) {
+      !(*a->lr_warmup_fraction >= 0 && *a->lr_warmup_fraction <= 1)) {  // NaN too
     return Invalid("--lr-warmup-fraction must be in [0, 1], got ", *a->lr_warmup_fraction);
   }
   if (a->lr_decay_style != "constant" && a->lr_decay_style != "linear" &&
@@ -281,6 +384,7 @@ absl::Status ValidateIterationsAndLr(MegatronArgs* a) {
   if (a->train_samples.has_value() && !a->lr_decay_samples.has_value()) {
     a->lr_decay_samples = a->train_samples;
   }
+  MXMACA_RETURN_IF_ERROR(CheckWarmupBeforeDecay(*a));
   if (a->weight_decay_incr_style == "constant") {
     if (a->start_weight_decay.has_value() || a->end_weight_decay.has_value()) {
       return Invalid(

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "api/args/megatron_args.h"
 
 namespace mxmaca::api {
@@ -519,6 +520,64 @@ TEST_CASE("Megatron's examples/gpt3/train_gpt3_175b_distributed.sh command line"
   REQUIRE(parsed.ok());
   REQUIRE(ValidateAndDeriveArgs(&*parsed, 256).ok());
   CHECK(parsed->data_parallel_size == 2);
+}
+
+
+// Issue 22, finding 6: every optimizer and schedule flag is range-checked by name
+// (Megatron's asserts and torch.optim's constructor checks), NaN and infinities included;
+// before, --clip-grad nan and --adam-beta1 2 trained, --adam-beta2 -0.5 and --adam-eps nan
+// were caught only by the NaN guard, and --eval-iters -1 failed as a negative sample count.
+TEST_CASE("optimizer and schedule flags are range-checked by name") {
+  struct Bad {
+    Argv extra;
+    const char* message;
+  };
+  const Bad cases[] = {
+      {{"--clip-grad", "nan"}, "--clip-grad nan: expected a finite number >= 0"},
+      {{"--clip-grad", "-1"}, "--clip-grad -1: expected a finite number >= 0"},
+      {{"--adam-beta1", "2"}, "--adam-beta1 2: expected a finite number in [0, 1)"},
+      {{"--adam-beta1", "1"}, "--adam-beta1 1: expected a finite number in [0, 1)"},
+      {{"--adam-beta2", "-0.5"}, "--adam-beta2 -0.5: expected a finite number in [0, 1)"},
+      {{"--adam-eps", "nan"}, "--adam-eps nan: expected a finite number > 0"},
+      {{"--adam-eps", "0"}, "--adam-eps 0: expected a finite number > 0"},
+      {{"--adam-eps", "inf"}, "--adam-eps inf: expected a finite number > 0"},
+      {{"--sgd-momentum", "-0.1"}, "--sgd-momentum -0.1: expected a finite number >= 0"},
+      {{"--lr", "nan"}, "--lr nan: expected a finite number >= 0"},
+      {{"--lr", "-0.001"}, "--lr -0.001: expected a finite number >= 0"},
+      {{"--min-lr", "-1"}, "--min-lr -1: expected a finite number >= 0"},
+      {{"--min-lr", "nan"}, "--min-lr nan: expected a finite number >= 0"},
+      {{"--lr-warmup-init", "0.1"}, "--lr-warmup-init (0.1) must be <= --lr (0.001)"},
+      {{"--lr-warmup-init", "-1"}, "--lr-warmup-init -1: expected a finite number >= 0"},
+      {{"--lr-warmup-fraction", "nan"}, "--lr-warmup-fraction must be in [0, 1], got nan"},
+      {{"--lr-warmup-iters", "-1"}, "--lr-warmup-iters must be >= 0, got -1"},
+      {{"--lr-decay-iters", "0"}, "--lr-decay-iters must be >= 1, got 0"},
+      {{"--weight-decay", "-0.1"}, "--weight-decay -0.1: expected a finite number >= 0"},
+      {{"--weight-decay", "inf"}, "--weight-decay inf: expected a finite number >= 0"},
+      {{"--weight-decay-incr-style", "linear", "--start-weight-decay", "-1",
+        "--end-weight-decay", "0.1"},
+       "--start-weight-decay -1: expected a finite number >= 0"},
+      {{"--weight-decay-incr-style", "linear", "--start-weight-decay", "0.1",
+        "--end-weight-decay", "nan"},
+       "--end-weight-decay nan: expected a finite number >= 0"},
+      {{"--weight-decay-incr-style", "linear", "--start-weight-decay", "0.1",
+        "--end-weight-decay", "0.01"},
+       "--end-weight-decay (0.01) must be >= --start-weight-decay (0.1)"},
+      {{"--eval-iters", "-1"}, "--eval-iters must be >= 0, got -1"},
+      {{"--eval-interval", "0"}, "--eval-interval must be >= 1, got 0"},
+      {{"--lr-warmup-iters", "10"},
+       "--lr-warmup-iters gives 10 warmup iterations, which must be fewer than the 10 decay "
+       "iterations (--lr-decay-iters, default --train-iters)"},
+      {{"--lr-warmup-fraction", "1"},
+       "--lr-warmup-fraction gives 10 warmup iterations, which must be fewer than the 10 "
+       "decay iterations (--lr-decay-iters, default --train-iters)"},
+  };
+  for (const Bad& bad : cases) {
+    INFO(absl::StrJoin(bad.extra, " "));
+    CHECK(ValidError(bad.extra) == bad.message);
+  }
+  // The edges that are allowed: no clipping, no decay, beta 0, eval off.
+  ValidOk({"--clip-grad", "0", "--weight-decay", "0", "--adam-beta1", "0", "--adam-beta2", "0",
+           "--eval-iters", "0", "--lr", "0", "--lr-warmup-iters", "9"});
 }
 
 }  // namespace

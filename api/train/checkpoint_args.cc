@@ -260,6 +260,10 @@ absl::Status CheckModelMatchesCheckpoint(const layers::GptConfig& model,
   absl::StatusOr<layers::GptConfig> stored = ModelConfigFromCheckpointArgs(args);
   if (!stored.ok()) return stored.status();
   for (const ShapeField& f : kShapeFields) {
+    // The padded vocabulary is a property of the layout (TP size and
+    // --make-vocab-size-divisible-by), not of the model: checkpoints hold the logical
+    // vocabulary rows and loading re-pads them (actors/stage_checkpoint.h).
+    if (f.member == &layers::GptConfig::padded_vocab_size) continue;
     if (model.*(f.member) != (*stored).*(f.member)) {
       return absl::InvalidArgumentError(absl::StrCat(
           f.flag, " is ", model.*(f.member), " but the checkpoint in ", dir,

@@ -30,7 +30,9 @@ absl::StatusOr<layers::GptConfig> ModelConfigFromCheckpointArgs(const nlohmann::
 
 // CheckModelMatchesCheckpoint: Megatron's check_checkpoint_args for the shape fields:
 // InvalidArgument "--hidden-size is 512 but the checkpoint in DIR was trained with 256"
-// for the first field that differs.
+// for the first field that differs. The padded vocabulary size is not compared: it
+// follows the layout (TP, --make-vocab-size-divisible-by), and the vocabulary tensors load
+// into any padded size (actors/stage_checkpoint.h); the true vocabulary size is.
 absl::Status CheckModelMatchesCheckpoint(const layers::GptConfig& model,
                                          const nlohmann::json& args, const std::string& dir);
 

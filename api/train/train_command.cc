@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <new>
 #include <optional>
 
 
@@ -38,6 +39,7 @@
 #include "api/train/save_guard.h"
 #include "api/train/exit_signal.h"
 #include "api/train/heartbeat.h"
+#include "api/train/memory_admission.h"
 #include "api/train/rebalance.h"
 #include "api/train/resume_rules.h"
 #include "api/train/stage_ranks.h"
@@ -50,6 +52,7 @@
 #include "data/gpt_dataset_builder.h"
 #include "layers/flops.h"
 #include "layers/gpt_stage.h"
+#include "layers/device/cuda_device_kernels.h"
 #include "layers/optimizer.h"
 
 namespace mxmaca::api {
@@ -96,7 +99,8 @@ constexpr const char* kHonouredDests[] = {
     "softmax_over_padded_vocab",
     // Pipeline and data parallelism (in-process ranks).
     "world_size", "pipeline_schedule", "pipeline_channel_slots", "dynamic_pipeline",
-    "optimizer_post_validation", "synthetic_op_ms", "memory_cap_per_shard", "device",
+    "optimizer_post_validation", "synthetic_op_ms", "memory_cap_per_shard", "memory_admission",
+    "device",
     "gradient_accumulation_fusion", "cuda_graph_impl", "cuda_graph_scope",
     "cuda_graph_warmup_steps", "enable_cuda_graph", "external_cuda_graph", "no_cuda_graph",
     "max_stashed_microbatches", "inject_stage_slowdown", "rebalance_threshold",
@@ -369,7 +373,9 @@ MakeShardWriter(bool distributed_optimizer) {
 
 }  // namespace
 
-absl::StatusOr<actors::TrainingSummary> Train(
+namespace {
+
+absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
     const std::vector<std::string>& argv, std::function<void(const std::string&)> print,
     std::function<void(const actors::IterationLogRecord&)> on_iteration) {
   if (!print) print = PrintLine;
@@ -566,8 +572,46 @@ absl::StatusOr<actors::TrainingSummary> Train(
     MXMACA_ASSIGN_OR_RETURN(rank_options.memory_cap_bytes,
                             layers::cp::ParseMemoryCap(*args.memory_cap_per_shard));
   }
-  MXMACA_ASSIGN_OR_RETURN(std::vector<StageRank> ranks,
-                          BuildStageRanks(model, parallel.placement, rank_options));
+  // Memory admission (memory_admission.h): the start-up estimate of this process's ranks
+  // against what it may use, before the parameters and optimizer state are allocated.
+  const ProcessMemoryEstimate memory_estimate = EstimateProcessMemory(
+      parallel, model, args, process_job ? process_job->env.rank : -1,
+      rank_options.device == Device::kCuda);
+  const MemoryLimit host_limit = HostMemoryLimit();
+  MXMACA_ASSIGN_OR_RETURN(const bool admission, MemoryAdmissionEnabled(args));
+  if (admission) {
+    std::optional<MemoryLimit> device_limit;
+    if (rank_options.device == Device::kCuda) {
+      absl::StatusOr<int64_t> free_bytes =
+          layers::device::CudaDeviceKernels::FreeMemoryBytes(rank_options.gpu);
+      if (free_bytes.ok()) {
+        device_limit = MemoryLimit{*free_bytes,
+                                   absl::StrCat("cuda device ", rank_options.gpu, " free memory")};
+      }  // no GPU: MakeDeviceKernels reports it below
+    }
+    MXMACA_RETURN_IF_ERROR(CheckMemoryAdmission(memory_estimate, host_limit, device_limit, args));
+    print(absl::StrFormat(
+        " > memory admission: this process's %d %s at least %.3f GiB of the %.2f GiB "
+        "it may use (%s)%s",
+        memory_estimate.ranks, memory_estimate.ranks == 1 ? "rank needs" : "ranks need",
+        memory_estimate.host_bytes / 1073741824.0, host_limit.bytes / 1073741824.0,
+        host_limit.source,
+        device_limit ? absl::StrFormat("; %.3f GiB of the GPU's %.2f GiB (%s)",
+                                       memory_estimate.device_bytes / 1073741824.0,
+                                       device_limit->bytes / 1073741824.0, device_limit->source)
+                     : ""));
+  } else {
+    print(" > memory admission off (--memory-admission off / MXMACA_MEMORY_ADMISSION=off)");
+  }
+  absl::StatusOr<std::vector<StageRank>> built;
+  try {
+    built = BuildStageRanks(model, parallel.placement, rank_options);
+  } catch (const std::bad_alloc&) {
+    return OutOfMemoryError("building the model's parameters, gradients and optimizer state",
+                            args, memory_estimate, host_limit);
+  }
+  MXMACA_RETURN_IF_ERROR(built.status());
+  std::vector<StageRank> ranks = std::move(*built);
   for (const StageRank& r : ranks) {
     if (r.data_parallel_rank != 0 || r.context_parallel_rank != 0) continue;
     print(absl::StrFormat(
@@ -848,6 +892,23 @@ absl::StatusOr<actors::TrainingSummary> Train(
     if (!graphs.empty()) print(absl::StrCat(" > CUDA graphs of rank ", r.rank, ": ", graphs));
   }
   return summary;
+}
+
+}  // namespace
+
+absl::StatusOr<actors::TrainingSummary> Train(
+    const std::vector<std::string>& argv, std::function<void(const std::string&)> print,
+    std::function<void(const actors::IterationLogRecord&)> on_iteration) {
+  // An allocation that fails anywhere on this thread (the model, the datasets, the
+  // runtime's pools) ends the run with a clear error instead of std::terminate's abort;
+  // the stage actors turn theirs into the same kind of error (actors/stage_actor.cc).
+  try {
+    return TrainUnguarded(argv, std::move(print), std::move(on_iteration));
+  } catch (const std::bad_alloc&) {
+    absl::StatusOr<MegatronArgs> args = ParseMegatronArgs(argv);
+    return OutOfMemoryError("in mxmaca train", args.ok() ? *args : MegatronArgs{}, std::nullopt,
+                            HostMemoryLimit());
+  }
 }
 
 absl::Status RunTrain(const std::vector<std::string>& argv) {

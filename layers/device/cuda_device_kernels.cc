@@ -513,6 +513,22 @@ class CudaDeviceKernelsImpl final : public CudaDeviceKernels {
 
 }  // namespace
 
+absl::StatusOr<int64_t> CudaDeviceKernels::FreeMemoryBytes(int device, int64_t* total_bytes) {
+  const cuda::CudaStatus probe = cuda::ProbeDevice();
+  if (!probe.ok()) return absl::FailedPreconditionError(probe.message());
+  int count = 0;
+  MXMACA_DK_CUDA(cudaGetDeviceCount(&count));
+  if (device < 0 || device >= count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CudaDeviceKernels: device ", device, " is outside [0, ", count, ")"));
+  }
+  MXMACA_DK_CUDA(cudaSetDevice(device));
+  size_t free_bytes = 0, total = 0;
+  MXMACA_DK_CUDA(cudaMemGetInfo(&free_bytes, &total));
+  if (total_bytes != nullptr) *total_bytes = static_cast<int64_t>(total);
+  return static_cast<int64_t>(free_bytes);
+}
+
 absl::StatusOr<std::unique_ptr<CudaDeviceKernels>> CudaDeviceKernels::Create(
     int device, CudaStream stream, kernels::Precision precision) {
   const cuda::CudaStatus probe = cuda::ProbeDevice();

@@ -68,6 +68,12 @@ class CudaDeviceKernels : public DeviceKernels {
   static absl::StatusOr<std::unique_ptr<CudaDeviceKernels>> Create(int device, CudaStream stream,
                                                                    kernels::Precision precision);
 
+  // FreeMemoryBytes: cudaMemGetInfo's free bytes of CUDA device `device` (what a new
+  // allocation may use; memory admission, api/train/memory_admission.h), and its total in
+  // `total_bytes` when non-null. Errors: as Create's (no GPU, a device outside the count,
+  // a build without CUDA), kInternal for a failed cudaSetDevice / cudaMemGetInfo.
+  static absl::StatusOr<int64_t> FreeMemoryBytes(int device, int64_t* total_bytes = nullptr);
+
   // device: the CUDA device index. stream: the stream every call enqueues on (for the
   // caller's events and graph capture).
   int device() const { return device_; }

@@ -11,4 +11,9 @@ absl::StatusOr<std::unique_ptr<CudaDeviceKernels>> CudaDeviceKernels::Create(
   return absl::UnimplementedError("MXMACA was built without CUDA (no nvcc at CUDA_PATH)");
 }
 
+absl::StatusOr<int64_t> CudaDeviceKernels::FreeMemoryBytes(int /*device*/,
+                                                          int64_t* /*total_bytes*/) {
+  return absl::UnimplementedError("MXMACA was built without CUDA (no nvcc at CUDA_PATH)");
+}
+
 }  // namespace mxmaca::layers::device

@@ -19,9 +19,11 @@
 // within the same tolerance of the uninterrupted run.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "tests/integration/parity_fixture.h"
 
 namespace mxmaca::testing {
@@ -112,6 +114,79 @@ TEST_CASE("a checkpoint saved at TP2 x PP2 x DP2 (distributed optimizer) resumes
     last.summary.train_losses.assign(uninterrupted.summary.train_losses.begin(),
                                      uninterrupted.summary.train_losses.end());
     CheckClose(uninterrupted, last, w0, 1e-5, 1e-3);
+  }
+}
+
+// Issue 22, finding 3: with GPT-2's vocabulary (50,257 tokens) the padded size follows the
+// layout (50,304 at TP 1, 50,432 at TP 2 or with --make-vocab-size-divisible-by 256), and
+// a checkpoint of one loads at the other (before, "the padded vocabulary size is 50304
+// but the checkpoint ... was trained with 50432"). Checkpoints hold the logical 50,257
+// rows; the padding rows are re-initialised, and since the padded logits are masked they
+// reach neither the loss nor any gradient.
+//  - TP 1 -> TP 1 with --make-vocab-size-divisible-by 256 (50,304 -> 50,432 rows): the
+//    forward arithmetic of every real logit is the same, so iteration 6 (the first after
+//    the load, its loss computed before any update) matches the run that never saved bit
+//    for bit; from iteration 7 on the backward GEMM that sums over the vocabulary
+//    (d input = d logits x W, K = V_pad) blocks its K dimension by the padded size, which
+//    reassociates the sum (the padding rows add exact zeros): within 1e-6 relative
+//    (measured: ~3e-9; the bound of a K = 50k reassociated fp32 sum is ~sqrt(K) 2^-24 ≈
+//    1.3e-5 per element, which the loss averages down).
+//  - TP 2 -> TP 1 and TP 1 -> TP 2: the resumed iterations run at the other TP size, so
+//    they match the uninterrupted run of the saving layout within the TP tolerance of
+//    the test above (1e-5 relative per step: TP reorders the row-parallel GEMM sums and
+//    the vocab-parallel softmax denominator).
+TEST_CASE("GPT-2 vocabulary: a checkpoint loads on any padded vocabulary size") {
+  ParityCorpus corpus("vocab_relayout");
+  const Model& m = kGpt2;
+  const std::vector<std::string> base = Base(corpus, m, 10);
+  const Weights w0 = corpus.InitialWeights(base, m.vocab);
+  auto with = [](std::vector<std::string> a, std::vector<std::string> more) {
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  for (int saved_tp : {1, 2}) {
+    const std::vector<std::string> saving = Layout(base, saved_tp, false, 1, 1, false);
+    const Run uninterrupted =
+        corpus.Train("tp" + std::to_string(saved_tp) + ", 10 steps", saving, 10);
+    const std::string ckpt = corpus.dir() + "/vocab_tp" + std::to_string(saved_tp);
+    (void)corpus.Train("tp" + std::to_string(saved_tp) + ", 5 steps",
+                       with(saving, {"--save", ckpt, "--save-interval", "5", "--exit-interval",
+                                     "5"}),
+                       5);
+    struct Resume {
+      int tp;
+      const char* divisible_by;
+      bool bit_identical;
+    };
+    const std::vector<Resume> resumes =
+        saved_tp == 1 ? std::vector<Resume>{{1, "256", true}, {2, "128", false}}
+                      : std::vector<Resume>{{1, "128", false}};
+    for (const Resume& r : resumes) {
+      const std::string label = absl::StrCat("saved at tp", saved_tp, ", resumed at tp", r.tp,
+                                             " --make-vocab-size-divisible-by ", r.divisible_by);
+      const Run rest = corpus.Train(
+          label,
+          with(Layout(base, r.tp, false, 1, 1, false),
+               {"--load", ckpt, "--make-vocab-size-divisible-by", r.divisible_by}),
+          5);
+      INFO(label);
+      REQUIRE(rest.summary.first_iteration == 5);
+      for (size_t i = 0; i < 5; ++i) {
+        INFO("iteration " << 6 + i);
+        const double a = uninterrupted.summary.train_losses[5 + i];
+        const double b = rest.summary.train_losses[i];
+        if (r.bit_identical && i == 0) {
+          CHECK(a == b);
+        } else if (r.bit_identical) {
+          CHECK(std::fabs(a - b) <= 1e-6 * std::fabs(a));
+        } else {
+          CHECK(std::fabs(a - b) <= 1e-5 * std::fabs(a));
+        }
+      }
+      Run last = rest;
+      last.summary.train_losses = uninterrupted.summary.train_losses;
+      CheckClose(uninterrupted, last, w0, 1e-5, 1e-3);
+    }
   }
 }
 
