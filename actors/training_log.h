@@ -41,6 +41,18 @@ struct IterationLogRecord {
   double gemm_peak_gflops = 0.0;            // measured at start-up; 0 = not measured
   double peak_activation_mb = 0.0;          // largest stash held by any stage
   std::vector<double> stage_bubble_fraction;  // per pipeline stage, in [0, 1]
+  // Not printed (for --metrics-jsonl): per pipeline stage, the busy milliseconds per
+  // iteration over the interval (the stage's F/B/W and optimizer work).
+  std::vector<double> stage_busy_ms;
+};
+
+// ValidationLogRecord: one finished evaluation (what FormatValidationLog prints).
+struct ValidationLogRecord {
+  absl::Time now;
+  int64_t iteration = 0;               // training iterations done when it ran
+  int64_t consumed_train_samples = 0;  // Megatron's args.consumed_train_samples then
+  std::string where;                   // e.g. "iteration 100"
+  double lm_loss = 0.0;                // token-weighted mean over the eval iterations
 };
 
 // FormatIterationLog: one line, starting with a space and ending with " |" like Megatron's.
