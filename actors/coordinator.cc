@@ -205,6 +205,7 @@ struct CoordinatorState {
   std::function<void(const ControlPlane::Blocks&)> control_next;
   int32_t agreed_exit_flags = 0;
   std::string save_error;
+  std::string metrics_error;  // the first error of a metrics sink (CoordinatorConfig::metrics)
   // --optimizer-post-validation: the partial reduction of this iteration's reports so far
   // (arrival order; it only picks the optimistic step, never the final one), and the final
   // steps still in flight of an iteration whose successor already started.
@@ -225,6 +226,20 @@ using CoordinatorPointer = CoordinatorActor::stateful_pointer<CoordinatorState>;
 
 void Print(CoordinatorState& st, const std::string& text) {
   if (st.cfg->print) st.cfg->print(text);
+}
+
+// ToMetrics: hands `send` every metrics sink until one fails; the first error is kept and
+// ends the run at the next step boundary (AfterStep) or in Finish.
+template <typename Send>
+void ToMetrics(CoordinatorState& st, Send send) {
+  if (!st.metrics_error.empty()) return;
+  for (const auto& sink : st.cfg->metrics) {
+    absl::Status s = send(*sink);
+    if (!s.ok()) {
+      st.metrics_error = std::string(s.message());
+      return;
+    }
+  }
 }
 
 // LocalStages: the stage actors of this process (all of them in a one-process job).
@@ -305,6 +320,14 @@ void Finish(CoordinatorPointer self, bool ok, std::string error) {
     }
     st.trace.reset();
   }
+  for (const auto& sink : st.cfg->metrics) {
+    absl::Status closed = sink->Close();
+    if (st.metrics_error.empty() && !closed.ok()) st.metrics_error = std::string(closed.message());
+  }
+  if (ok && !st.metrics_error.empty()) {
+    ok = false;
+    error = st.metrics_error;
+  }
   if (st.cfg->optimizer_post_validation) {
     Print(st, absl::StrCat(" optimizer post-validation: ", st.summary.optimistic_steps_confirmed,
                            " optimistic steps confirmed, ",
@@ -356,6 +379,10 @@ void FinishTraining(CoordinatorPointer self) {
 // back here to continue.
 void AfterStep(CoordinatorPointer self) {
   auto& st = self->state;
+  if (!st.metrics_error.empty()) {
+    Finish(self, false, st.metrics_error);
+    return;
+  }
   const CoordinatorConfig& c = *st.cfg;
   if (st.pending_eval) {
     st.pending_eval = false;
@@ -424,6 +451,9 @@ void LogIfDue(CoordinatorPointer self) {
       r.stage_bubble_fraction.push_back(std::max(0.0, 1.0 - busy / iv.stage_wall));
     }
   }
+  for (double busy : iv.stage_busy) {
+    r.stage_busy_ms.push_back(1e3 * busy / static_cast<double>(std::max<int64_t>(1, iv.iterations)));
+  }
   // MoE: Megatron's load_balancing_loss / z_loss (mean over layers and micro-batches), then
   // one line per MoE layer with its expert load over the interval.
   std::vector<std::string> moe_lines;
@@ -454,6 +484,7 @@ void LogIfDue(CoordinatorPointer self) {
   }
   Print(st, FormatIterationLog(r));
   for (const std::string& line : moe_lines) Print(st, line);
+  ToMetrics(st, [&r](metrics::TrainingMetricsSink& sink) { return sink.OnLogInterval(r); });
   iv = LogInterval();
 }
 
@@ -771,7 +802,7 @@ void RecordStep(CoordinatorPointer self) {
     for (size_t i = 0; i < st.bubble_busy.size(); ++i) st.bubble_busy[i] += st.reports.stage_busy[i];
     st.bubble_wall += st.reports.wall;
   }
-  if (c.on_iteration) {
+  if (c.on_iteration || !c.metrics.empty()) {
     IterationLogRecord r;
     r.now = absl::Now();
     r.iteration = st.iteration;
@@ -784,7 +815,8 @@ void RecordStep(CoordinatorPointer self) {
     r.grad_norm = st.step_grad_norm;
     r.skipped_iterations = st.step_skip ? 1 : 0;
     r.tokens_per_second = static_cast<double>(c.global_batch_size * c.seq_length) / seconds;
-    c.on_iteration(r);
+    if (c.on_iteration) c.on_iteration(r);
+    ToMetrics(st, [&r](metrics::TrainingMetricsSink& sink) { return sink.OnIteration(r); });
   }
   LogIfDue(self);
 }
@@ -830,6 +862,9 @@ void OnEvalReports(CoordinatorPointer self) {
   const double loss = st.eval_loss_sum / std::max(1.0, st.eval_tokens);
   st.summary.valid_losses.emplace_back(st.iteration, loss);
   Print(st, FormatValidationLog(st.eval_where, loss));
+  const ValidationLogRecord v{absl::Now(), st.iteration, c.consumed_train_samples, st.eval_where,
+                              loss};
+  ToMetrics(st, [&v](metrics::TrainingMetricsSink& sink) { return sink.OnValidation(v); });
   if (st.eval_then_finish) {
     FinishTraining(self);
     return;

@@ -41,6 +41,7 @@
 #include "actors/checkpoint/checkpoint_writer.h"
 #include "actors/control_plane.h"
 #include "actors/messages.h"
+#include "actors/metrics/metrics_sink.h"
 #include "actors/training_log.h"
 #include "layers/lr_schedule.h"
 #include "scheduler/pipeline_schedule.h"
@@ -150,6 +151,10 @@ struct CoordinatorConfig {
   std::optional<std::string> trace_file;
   // Called after every iteration with its record (for embedding callers); may be empty.
   std::function<void(const IterationLogRecord&)> on_iteration;
+  // metrics: --tensorboard-dir, --metrics-jsonl (actors/metrics): each gets every
+  // iteration's record, every log line's record and every evaluation, in that order, and
+  // is closed when the run ends; an error from one ends the run with that error.
+  std::vector<std::shared_ptr<metrics::TrainingMetricsSink>> metrics;
 };
 
 // SpawnCoordinator: spawns the actor. Send it RunTraining (once) to start; it answers

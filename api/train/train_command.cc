@@ -37,6 +37,7 @@
 #include "api/train/process_job.h"
 #include "api/train/exit_signal.h"
 #include "api/train/heartbeat.h"
+#include "api/train/metrics_setup.h"
 #include "api/train/rebalance.h"
 #include "api/train/stage_ranks.h"
 #include "api/train/synthetic_train.h"
@@ -87,6 +88,12 @@ constexpr const char* kHonouredDests[] = {
     "vocab_size", "reset_position_ids", "reset_attention_mask", "eod_mask_loss",
     "create_attention_mask_in_dataloader", "num_workers", "dataloader_type", "log_interval",
     "max_consecutive_nan_iterations", "num_threads", "trace_file", "help",
+    // TensorBoard and metrics (api/train/metrics_setup.h).
+    "tensorboard_dir", "tensorboard_log_interval", "tensorboard_queue_size",
+    "log_timers_to_tensorboard", "log_loss_scale_to_tensorboard",
+    "log_validation_ppl_to_tensorboard", "log_memory_to_tensorboard",
+    "log_world_size_to_tensorboard", "log_throughput", "log_learning_rate_to_tensorboard",
+    "metrics_jsonl",
     "softmax_over_padded_vocab",
     // Pipeline and data parallelism (in-process ranks).
     "world_size", "pipeline_schedule", "pipeline_channel_slots", "dynamic_pipeline",
@@ -609,6 +616,9 @@ absl::StatusOr<actors::TrainingSummary> Train(
   cc->num_devices = process_job ? world_size : 1;  // a process per device
   cc->print = print;
   cc->on_iteration = std::move(on_iteration);
+  MXMACA_ASSIGN_OR_RETURN(cc->metrics,
+                          MetricsSinksFromArgs(args, world_size, launch ? launch->rank : 0,
+                                               !launch, resume.iteration > 0, print));
   cc->trace_file = args.trace_file;
   if (model.moe) {
     for (int64_t l = 0; l < model.num_layers; ++l) {
