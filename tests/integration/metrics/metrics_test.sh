@@ -11,7 +11,8 @@
 #   - `mxmaca plot` writes an SVG that python3's xml.etree parses, whose polylines, mapped
 #     back through the tick labels, are the JSONL's points (check_metrics_files.py svg).
 # Cases: PP2 in one process with every switch on; the TensorBoard interval 2 with the
-# learning-rate and loss-scale scalars switched off; with "launched", a 2-process PP2 job
+# learning-rate and loss-scale scalars switched off; a stopped and resumed run (the JSONL
+# is appended to, a new event file); with "launched", a 2-process PP2 job
 # (mxmaca launch), where only the last rank writes an event file and rank 0 the JSONL.
 set -euo pipefail
 root="${TEST_SRCDIR:-.}/mxmaca"
@@ -77,6 +78,30 @@ echo '{"tags": ["batch-size", "batch-size vs samples", "lm loss", "lm loss vs sa
   "grad-norm", "grad-norm vs samples", "lm loss validation", "lm loss validation vs samples"],
   "tb_interval": 2, "world_size": 2, "first_iteration": 1}' > expect2.json
 $py "$here/read_tensorboard.py" "$here/tensorboard_event.proto" tb2 run2.log expect2.json
+
+# Case 3: a run stopped at iteration 3 (--exit-interval) and resumed with --load: the JSONL
+# file continues (iterations 1..6 once each), the resumed run opens a second event file
+# (as SummaryWriter does) holding iterations 4..6.
+"$mxmaca" train "${base[@]}" --world-size 2 --save ck --save-interval 3 --exit-interval 3 \
+    --metrics-jsonl r/metrics.jsonl --tensorboard-dir tbr > run3a.log 2>&1 ||
+  { echo "FAIL: run 3a failed"; tail -20 run3a.log; exit 1; }
+"$mxmaca" train "${base[@]}" --world-size 2 --save ck --save-interval 3 --load ck \
+    --metrics-jsonl r/metrics.jsonl --tensorboard-dir tbr > run3b.log 2>&1 ||
+  { echo "FAIL: run 3b failed"; tail -20 run3b.log; exit 1; }
+$py - r/metrics.jsonl <<'PY'
+import json, sys
+its = [o["iteration"] for o in map(json.loads, open(sys.argv[1])) if o["type"] == "train"]
+assert its == [1, 2, 3, 4, 5, 6], its
+PY
+n=$(ls tbr | grep -c '^events\.out\.tfevents\.' || true)
+[ "$n" = 2 ] || { echo "FAIL: $n event files after the resume (expected 2)"; ls -la tbr; exit 1; }
+mkdir -p tbr_resumed && mv "tbr/$(ls -t tbr | head -1)" tbr_resumed/  # the newer file
+echo '{"tags": ["learning-rate", "learning-rate vs samples", "batch-size", "batch-size vs samples",
+  "lm loss", "lm loss vs samples", "loss-scale", "loss-scale vs samples", "grad-norm",
+  "grad-norm vs samples", "lm loss validation", "lm loss validation vs samples"],
+  "tb_interval": 1, "world_size": 2, "first_iteration": 4}' > expect3.json
+$py "$here/read_tensorboard.py" "$here/tensorboard_event.proto" tbr_resumed run3b.log expect3.json
+echo "ok   resumed: the JSONL continues, a second event file holds iterations 4..6"
 
 # Bad values are errors naming them.
 if "$mxmaca" train "${base[@]}" --world-size 2 --tensorboard-dir tb3 --tensorboard-log-interval 0 > bad.log 2>&1; then
