@@ -171,6 +171,7 @@ struct CoordinatorState {
   bool step_skip = false;
   double step_loss = 0.0;
   double step_grad_norm = 0.0;
+  std::optional<double> step_params_norm;  // --log-params-norm
   // Evaluation in progress.
   int64_t eval_done = 0;
   double eval_loss_sum = 0.0;
@@ -440,6 +441,7 @@ void LogIfDue(CoordinatorPointer self) {
   r.lm_loss = iv.counted_losses > 0 ? iv.loss_total / iv.counted_losses
                                     : std::numeric_limits<double>::quiet_NaN();
   r.grad_norm = st.step_grad_norm;
+  r.params_norm = st.step_params_norm;
   r.skipped_iterations = iv.skipped;
   r.nan_iterations = iv.nan;
   r.tokens_per_second = static_cast<double>(c.global_batch_size * c.seq_length) / per_iter;
@@ -694,7 +696,10 @@ void MaybeSendOptimisticStep(CoordinatorPointer self, const StageIterationDone& 
 bool CanStartNextIteration(const CoordinatorState& st) {
   const CoordinatorConfig& c = *st.cfg;
   const int64_t it = st.iteration;
-  if (!c.optimizer_post_validation || c.rebalance || st.overlap_pending > 0) return false;
+  if (!c.optimizer_post_validation || c.rebalance || c.params_norm_squared ||
+      st.overlap_pending > 0) {
+    return false;
+  }
   if (it >= c.train_iters) return false;
   if (c.do_valid && c.eval_interval > 0 && it % c.eval_interval == 0) return false;
   if (c.save_dir && c.save_interval > 0 && it % c.save_interval == 0) return false;
@@ -774,6 +779,7 @@ void RecordStep(CoordinatorPointer self) {
     st.timed_seconds += seconds;
     ++st.timed_iterations;
   }
+  if (c.params_norm_squared) st.step_params_norm = std::sqrt(c.params_norm_squared());
   st.summary.train_losses.push_back(st.step_skip ? std::nan("") : st.step_loss);
   st.summary.grad_norms.push_back(st.step_grad_norm);
   LogInterval& iv = st.interval;
@@ -813,6 +819,7 @@ void RecordStep(CoordinatorPointer self) {
     r.global_batch_size = c.global_batch_size;
     r.lm_loss = st.step_loss;
     r.grad_norm = st.step_grad_norm;
+    r.params_norm = st.step_params_norm;
     r.skipped_iterations = st.step_skip ? 1 : 0;
     r.tokens_per_second = static_cast<double>(c.global_batch_size * c.seq_length) / seconds;
     if (c.on_iteration) c.on_iteration(r);

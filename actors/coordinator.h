@@ -155,6 +155,11 @@ struct CoordinatorConfig {
   // iteration's record, every log line's record and every evaluation, in that order, and
   // is closed when the run ends; an error from one ends the run with that error.
   std::vector<std::shared_ptr<metrics::TrainingMetricsSink>> metrics;
+  // params_norm_squared: --log-params-norm: the squared L2 norm of the parameters, called
+  // once every stage applied the iteration's step (before the next iteration starts, so
+  // it may read the stages' parameters); its root goes into the iteration's records and
+  // the log line. Set, the post-validation overlap of iterations is off. May be empty.
+  std::function<double()> params_norm_squared;
 };
 
 // SpawnCoordinator: spawns the actor. Send it RunTraining (once) to start; it answers

@@ -9,6 +9,7 @@
 #define MXMACA_ACTORS_TRAINING_LOG_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,9 @@ struct IterationLogRecord {
   std::vector<std::pair<std::string, double>> moe_losses;
   double loss_scale = 1.0;                  // 1.0 without fp16 loss scaling
   double grad_norm = 0.0;                   // of the last iteration in the interval
+  // --log-params-norm: the parameters' L2 norm after the last step of the interval;
+  // printed as Megatron's " params norm: {:.3f} |" after grad norm when set.
+  std::optional<double> params_norm;
   int64_t skipped_iterations = 0;           // in the interval
   int64_t nan_iterations = 0;               // in the interval
   // MXMACA's own segments.

@@ -46,7 +46,9 @@ absl::Status TensorBoardLogger::OnIteration(const IterationLogRecord& r) {
     MXMACA_RETURN_IF_ERROR(
         Scalar("world-size", static_cast<double>(options_.world_size), it, samples));
   }
-  return Scalar("grad-norm", r.grad_norm, it, samples);
+  MXMACA_RETURN_IF_ERROR(Scalar("grad-norm", r.grad_norm, it, samples));
+  if (r.params_norm) MXMACA_RETURN_IF_ERROR(Scalar("params-norm", *r.params_norm, it, samples));
+  return absl::OkStatus();
 }
 
 absl::Status TensorBoardLogger::OnLogInterval(const IterationLogRecord& r) {

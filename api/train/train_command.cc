@@ -38,6 +38,7 @@
 #include "api/train/exit_signal.h"
 #include "api/train/heartbeat.h"
 #include "api/train/metrics_setup.h"
+#include "api/train/params_norm.h"
 #include "api/train/rebalance.h"
 #include "api/train/stage_ranks.h"
 #include "api/train/synthetic_train.h"
@@ -93,7 +94,7 @@ constexpr const char* kHonouredDests[] = {
     "log_timers_to_tensorboard", "log_loss_scale_to_tensorboard",
     "log_validation_ppl_to_tensorboard", "log_memory_to_tensorboard",
     "log_world_size_to_tensorboard", "log_throughput", "log_learning_rate_to_tensorboard",
-    "metrics_jsonl",
+    "metrics_jsonl", "log_params_norm",
     "softmax_over_padded_vocab",
     // Pipeline and data parallelism (in-process ranks).
     "world_size", "pipeline_schedule", "pipeline_channel_slots", "dynamic_pipeline",
@@ -359,6 +360,11 @@ absl::StatusOr<actors::TrainingSummary> Train(
           "--trace-file, --rebalance-threshold and --force-layer-move run in one process only "
           "(use --world-size N without a launcher)");
     }
+    if (args.log_params_norm) {
+      return absl::UnimplementedError(
+          "--log-params-norm runs in one process only (the norm is summed over the ranks of "
+          "this process); use --world-size N without a launcher, or drop the flag");
+    }
     const absl::Duration timeout = absl::Minutes(args.distributed_timeout_minutes);
     MXMACA_ASSIGN_OR_RETURN(ProcessJob joined, JoinProcessJob(*launch, timeout, timeout));
     process_job = std::move(joined);
@@ -619,6 +625,15 @@ absl::StatusOr<actors::TrainingSummary> Train(
   MXMACA_ASSIGN_OR_RETURN(cc->metrics,
                           MetricsSinksFromArgs(args, world_size, launch ? launch->rank : 0,
                                                !launch, resume.iteration > 0, print));
+  if (args.log_params_norm) {
+    if (cc->rebalance) {
+      return absl::UnimplementedError(
+          "--log-params-norm with --rebalance-threshold / --force-layer-move: a layer move "
+          "replaces the stages' programs the norm reads; drop one of them");
+    }
+    cc->params_norm_squared =
+        ParamsNormSquaredOf(ranks, static_cast<int32_t>(args.context_parallel_size), exec);
+  }
   cc->trace_file = args.trace_file;
   if (model.moe) {
     for (int64_t l = 0; l < model.num_layers; ++l) {

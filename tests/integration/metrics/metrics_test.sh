@@ -51,6 +51,13 @@ if [ "${1:-}" = "launched" ]; then
   $py "$here/read_tensorboard.py" "$here/tensorboard_event.proto" tb run.log expect.json
   $py "$here/check_metrics_files.py" jsonl run.log metrics.jsonl
   echo "ok   launched: one event file, from the last of 2 ranks"
+  port=$((port + 1))
+  if "$mxmaca" launch --nproc-per-node 2 --master-port "$port" -- train "${base[@]}" \
+      --log-params-norm > pn.log 2>&1; then
+    echo "FAIL: --log-params-norm was accepted in a launched job"; exit 1
+  fi
+  grep -q -- '--log-params-norm runs in one process only' pn.log ||
+    { echo "FAIL: no clear --log-params-norm error"; tail -5 pn.log; exit 1; }
   exit 0
 fi
 
@@ -102,6 +109,24 @@ echo '{"tags": ["learning-rate", "learning-rate vs samples", "batch-size", "batc
   "tb_interval": 1, "world_size": 2, "first_iteration": 4}' > expect3.json
 $py "$here/read_tensorboard.py" "$here/tensorboard_event.proto" tbr_resumed run3b.log expect3.json
 echo "ok   resumed: the JSONL continues, a second event file holds iterations 4..6"
+
+# Case 4: --log-params-norm (TP2 x PP2; and DP2 with the distributed optimizer and the
+# overlapped parameter gather): the logged norm is the norm of the checkpointed parameters,
+# and TensorBoard's 'params-norm' is the logged one.
+"$mxmaca" train "${base[@]}" --tensor-model-parallel-size 2 --world-size 4 --log-params-norm \
+    --save pn1 --save-interval 6 --tensorboard-dir tbp > run4a.log 2>&1 ||
+  { echo "FAIL: run 4a failed"; tail -20 run4a.log; exit 1; }
+$py "$here/check_params_norm.py" run4a.log pn1
+echo '{"tags": ["learning-rate", "learning-rate vs samples", "batch-size", "batch-size vs samples",
+  "lm loss", "lm loss vs samples", "loss-scale", "loss-scale vs samples", "grad-norm",
+  "grad-norm vs samples", "params-norm", "params-norm vs samples", "lm loss validation",
+  "lm loss validation vs samples"], "tb_interval": 1, "world_size": 4, "first_iteration": 1}' > expect4.json
+$py "$here/read_tensorboard.py" "$here/tensorboard_event.proto" tbp run4a.log expect4.json
+"$mxmaca" train "${base[@]:0:${#base[@]}-2}" --world-size 2 \
+    --log-params-norm --use-distributed-optimizer --overlap-param-gather --overlap-grad-reduce \
+    --save pn2 --save-interval 6 > run4b.log 2>&1 ||
+  { echo "FAIL: run 4b failed"; tail -20 run4b.log; exit 1; }
+$py "$here/check_params_norm.py" run4b.log pn2
 
 # Bad values are errors naming them.
 if "$mxmaca" train "${base[@]}" --world-size 2 --tensorboard-dir tb3 --tensorboard-log-interval 0 > bad.log 2>&1; then
