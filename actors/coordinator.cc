@@ -172,6 +172,7 @@ struct CoordinatorState {
   double step_loss = 0.0;
   double step_grad_norm = 0.0;
   std::optional<double> step_params_norm;  // --log-params-norm
+  std::optional<int64_t> step_num_zeros;   // --log-num-zeros-in-grad
   // Evaluation in progress.
   int64_t eval_done = 0;
   double eval_loss_sum = 0.0;
@@ -442,6 +443,7 @@ void LogIfDue(CoordinatorPointer self) {
                                     : std::numeric_limits<double>::quiet_NaN();
   r.grad_norm = st.step_grad_norm;
   r.params_norm = st.step_params_norm;
+  r.num_zeros_in_grad = st.step_num_zeros;
   r.skipped_iterations = iv.skipped;
   r.nan_iterations = iv.nan;
   r.tokens_per_second = static_cast<double>(c.global_batch_size * c.seq_length) / per_iter;
@@ -750,6 +752,8 @@ void OnTrainReports(CoordinatorPointer self) {
     }
   }
   st.step_skip = step.skip;
+  st.step_num_zeros.reset();  // Megatron: None for a skipped step
+  if (c.num_zeros_in_grad && !step.skip) st.step_num_zeros = c.num_zeros_in_grad();
   st.phase = Phase::kStep;
   st.reports.pending = LocalStages(c);
   for (const StageActorHandle& stage : c.stages) {
@@ -820,6 +824,7 @@ void RecordStep(CoordinatorPointer self) {
     r.lm_loss = st.step_loss;
     r.grad_norm = st.step_grad_norm;
     r.params_norm = st.step_params_norm;
+    r.num_zeros_in_grad = st.step_num_zeros;
     r.skipped_iterations = st.step_skip ? 1 : 0;
     r.tokens_per_second = static_cast<double>(c.global_batch_size * c.seq_length) / seconds;
     if (c.on_iteration) c.on_iteration(r);

@@ -160,6 +160,11 @@ struct CoordinatorConfig {
   // it may read the stages' parameters); its root goes into the iteration's records and
   // the log line. Set, the post-validation overlap of iterations is off. May be empty.
   std::function<double()> params_norm_squared;
+  // num_zeros_in_grad: --log-num-zeros-in-grad: the zero gradient elements, called once
+  // every stage reported (gradients reduced, the stages waiting for the step; not with
+  // --optimizer-post-validation, whose optimistic steps may have consumed them). May be
+  // empty.
+  std::function<int64_t()> num_zeros_in_grad;
 };
 
 // SpawnCoordinator: spawns the actor. Send it RunTraining (once) to start; it answers

@@ -34,6 +34,9 @@ struct IterationLogRecord {
   std::vector<std::pair<std::string, double>> moe_losses;
   double loss_scale = 1.0;                  // 1.0 without fp16 loss scaling
   double grad_norm = 0.0;                   // of the last iteration in the interval
+  // --log-num-zeros-in-grad: the zero gradient elements of the last step (not of a skipped
+  // one), printed as Megatron's " num zeros: {} |" after grad norm when set.
+  std::optional<int64_t> num_zeros_in_grad;
   // --log-params-norm: the parameters' L2 norm after the last step of the interval;
   // printed as Megatron's " params norm: {:.3f} |" after grad norm when set.
   std::optional<double> params_norm;

@@ -45,6 +45,10 @@ TEST_CASE("--log-params-norm adds Megatron's params norm segment after grad norm
   r.params_norm = 12.3456;
   CHECK(FormatIterationLog(r).find(" grad norm: 1.235 | params norm: 12.346 | number of skipped "
                                    "iterations:") != std::string::npos);
+  // --log-num-zeros-in-grad: f' num zeros: {num_zeros_in_grad} |' between the two.
+  r.num_zeros_in_grad = 4064;
+  CHECK(FormatIterationLog(r).find(" grad norm: 1.235 | num zeros: 4064 | params norm: 12.346 |") !=
+        std::string::npos);
 }
 
 TEST_CASE("validation block is framed by dashes one longer than the line") {

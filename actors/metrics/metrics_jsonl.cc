@@ -35,6 +35,7 @@ nlohmann::json TrainJson(const IterationLogRecord& r) {
   for (const auto& [name, value] : r.moe_losses) j[name] = Number(value);
   j["loss_scale"] = Number(r.loss_scale);
   j["grad_norm"] = Number(r.grad_norm);
+  if (r.num_zeros_in_grad) j["num_zeros_in_grad"] = *r.num_zeros_in_grad;
   if (r.params_norm) j["params_norm"] = Number(*r.params_norm);
   j["skipped_iterations"] = r.skipped_iterations;
   j["nan_iterations"] = r.nan_iterations;

@@ -7,7 +7,7 @@
 //   {"type": "train", "iteration", "train_iters", "consumed_samples", "time" (Unix seconds),
 //    "elapsed_ms_per_iteration", "learning_rate", "global_batch_size", "lm_loss",
 //    "<MoE loss name>" (load_balancing_loss, z_loss), "loss_scale", "grad_norm",
-//    "params_norm" (--log-params-norm),
+//    "num_zeros_in_grad" (--log-num-zeros-in-grad), "params_norm" (--log-params-norm),
 //    "skipped_iterations", "nan_iterations", "tokens_per_second", "tflops_per_device",
 //    "model_gflops_per_second", "mfu" (fraction of the measured GEMM peak),
 //    "peak_activation_mb", "stage_bubble_fraction" [per stage, 0..1], "bubble_percent"

@@ -47,6 +47,10 @@ absl::Status TensorBoardLogger::OnIteration(const IterationLogRecord& r) {
         Scalar("world-size", static_cast<double>(options_.world_size), it, samples));
   }
   MXMACA_RETURN_IF_ERROR(Scalar("grad-norm", r.grad_norm, it, samples));
+  if (r.num_zeros_in_grad) {
+    MXMACA_RETURN_IF_ERROR(
+        Scalar("num-zeros", static_cast<double>(*r.num_zeros_in_grad), it, samples));
+  }
   if (r.params_norm) MXMACA_RETURN_IF_ERROR(Scalar("params-norm", *r.params_norm, it, samples));
   return absl::OkStatus();
 }

@@ -9,8 +9,9 @@
 //     switch), 'learning-rate vs samples' (step s), 'batch-size', 'batch-size vs samples',
 //     'lm loss', 'lm loss vs samples', 'loss-scale' and 'loss-scale vs samples' (unless
 //     --no-log-loss-scale-to-tensorboard), 'world-size' and 'world-size vs samples'
-//     (--log-world-size-to-tensorboard), 'grad-norm', 'grad-norm vs samples', 'params-norm'
-//     and 'params-norm vs samples' (--log-params-norm);
+//     (--log-world-size-to-tensorboard), 'grad-norm', 'grad-norm vs samples', 'num-zeros'
+//     and 'num-zeros vs samples' (--log-num-zeros-in-grad), 'params-norm' and
+//     'params-norm vs samples' (--log-params-norm);
 //   every --log-interval line: 'iteration-time' (seconds per iteration over the interval;
 //     --log-timers-to-tensorboard, not on the run's first iteration, as Megatron),
 //     'throughput' (TFLOP/s per GPU; --log-throughput and --log-timers-to-tensorboard),

@@ -257,7 +257,8 @@ constexpr FlagSpec kHeterogeneous[] = {
 constexpr FlagSpec kLogging[] = {
     T("--log-params-norm", kImpl,
       "the log line's 'params norm' and the 'params-norm' scalar; one process only"),
-    T("--log-num-zeros-in-grad", kImpl),
+    T("--log-num-zeros-in-grad", kImpl,
+      "the log line's 'num zeros' and the 'num-zeros' scalar; one process only"),
     T("--log-throughput", kImpl,
       "the log line always shows throughput; with --log-timers-to-tensorboard also the "
       "'throughput' scalar"),

@@ -31,6 +31,18 @@ double RankParamsNormSquared(const kernels::ExecContext& exec, actors::StageProg
                              const std::vector<layers::DataParallelBuckets>& buckets,
                              int grad_group_rank);
 
+// RankGradZeros: this rank's share of Megatron's num-zeros (count_zeros_fp32, core_v0.19.0
+// megatron/core/optimizer/clip_grads.py): the gradient elements equal to 0 over the same
+// pieces RankParamsNormSquared reads (each logical gradient element once in the job), read
+// after the gradients were reduced and before the step.
+int64_t RankGradZeros(actors::StageProgram& program,
+                      const std::vector<layers::DataParallelBuckets>& buckets, int grad_group_rank);
+
+// GradZerosOf: a function summing RankGradZeros over `ranks` (CoordinatorConfig::
+// num_zeros_in_grad); between the ranks' reports and their optimizer step only.
+std::function<int64_t()> GradZerosOf(const std::vector<StageRank>& ranks,
+                                     int32_t context_parallel_size);
+
 // ParamsNormSquaredOf: a function summing RankParamsNormSquared over `ranks` in rank order
 // (CoordinatorConfig::params_norm_squared); it reads the ranks' parameters, so it runs
 // between iterations only. `context_parallel_size`: the grad group rank is

@@ -94,7 +94,7 @@ constexpr const char* kHonouredDests[] = {
     "log_timers_to_tensorboard", "log_loss_scale_to_tensorboard",
     "log_validation_ppl_to_tensorboard", "log_memory_to_tensorboard",
     "log_world_size_to_tensorboard", "log_throughput", "log_learning_rate_to_tensorboard",
-    "metrics_jsonl", "log_params_norm",
+    "metrics_jsonl", "log_params_norm", "log_num_zeros_in_grad",
     "softmax_over_padded_vocab",
     // Pipeline and data parallelism (in-process ranks).
     "world_size", "pipeline_schedule", "pipeline_channel_slots", "dynamic_pipeline",
@@ -360,10 +360,11 @@ absl::StatusOr<actors::TrainingSummary> Train(
           "--trace-file, --rebalance-threshold and --force-layer-move run in one process only "
           "(use --world-size N without a launcher)");
     }
-    if (args.log_params_norm) {
-      return absl::UnimplementedError(
-          "--log-params-norm runs in one process only (the norm is summed over the ranks of "
-          "this process); use --world-size N without a launcher, or drop the flag");
+    if (args.log_params_norm || args.log_num_zeros_in_grad) {
+      return absl::UnimplementedError(absl::StrCat(
+          args.log_params_norm ? "--log-params-norm" : "--log-num-zeros-in-grad",
+          " runs in one process only (summed over the ranks of this process); use "
+          "--world-size N without a launcher, or drop the flag"));
     }
     const absl::Duration timeout = absl::Minutes(args.distributed_timeout_minutes);
     MXMACA_ASSIGN_OR_RETURN(ProcessJob joined, JoinProcessJob(*launch, timeout, timeout));
@@ -633,6 +634,16 @@ absl::StatusOr<actors::TrainingSummary> Train(
     }
     cc->params_norm_squared =
         ParamsNormSquaredOf(ranks, static_cast<int32_t>(args.context_parallel_size), exec);
+  }
+  if (args.log_num_zeros_in_grad) {
+    if (cc->rebalance || args.optimizer_post_validation) {
+      return absl::UnimplementedError(
+          "--log-num-zeros-in-grad with --rebalance-threshold / --force-layer-move or "
+          "--optimizer-post-validation: the count reads the stages' gradients between their "
+          "report and their step, which those change; drop one of them");
+    }
+    cc->num_zeros_in_grad =
+        GradZerosOf(ranks, static_cast<int32_t>(args.context_parallel_size));
   }
   cc->trace_file = args.trace_file;
   if (model.moe) {

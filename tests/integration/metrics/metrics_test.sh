@@ -114,19 +114,39 @@ echo "ok   resumed: the JSONL continues, a second event file holds iterations 4.
 # overlapped parameter gather): the logged norm is the norm of the checkpointed parameters,
 # and TensorBoard's 'params-norm' is the logged one.
 "$mxmaca" train "${base[@]}" --tensor-model-parallel-size 2 --world-size 4 --log-params-norm \
+    --log-num-zeros-in-grad \
     --save pn1 --save-interval 6 --tensorboard-dir tbp > run4a.log 2>&1 ||
   { echo "FAIL: run 4a failed"; tail -20 run4a.log; exit 1; }
 $py "$here/check_params_norm.py" run4a.log pn1
 echo '{"tags": ["learning-rate", "learning-rate vs samples", "batch-size", "batch-size vs samples",
   "lm loss", "lm loss vs samples", "loss-scale", "loss-scale vs samples", "grad-norm",
-  "grad-norm vs samples", "params-norm", "params-norm vs samples", "lm loss validation",
+  "grad-norm vs samples", "num-zeros", "num-zeros vs samples", "params-norm",
+  "params-norm vs samples", "lm loss validation",
   "lm loss validation vs samples"], "tb_interval": 1, "world_size": 4, "first_iteration": 1}' > expect4.json
 $py "$here/read_tensorboard.py" "$here/tensorboard_event.proto" tbp run4a.log expect4.json
 "$mxmaca" train "${base[@]:0:${#base[@]}-2}" --world-size 2 \
-    --log-params-norm --use-distributed-optimizer --overlap-param-gather --overlap-grad-reduce \
+    --log-params-norm --log-num-zeros-in-grad --use-distributed-optimizer \
+    --overlap-param-gather --overlap-grad-reduce \
     --save pn2 --save-interval 6 > run4b.log 2>&1 ||
   { echo "FAIL: run 4b failed"; tail -20 run4b.log; exit 1; }
 $py "$here/check_params_norm.py" run4b.log pn2
+# --log-num-zeros-in-grad: the word embedding's padded rows (Megatron's V_pad = V rounded up
+# to 128 x TP, V = 4096 + the NullTokenizer's eod) never get a gradient; every other element
+# of this model almost surely does. So per iteration: (V_pad - V) x hidden zeros, plus at
+# most a handful of exact zeros, each logical element counted once (TP, DP, the
+# distributed optimizer's shards).
+$py - run4a.log 2 run4b.log 1 <<'PY'
+import re, sys
+for log, tp in zip(sys.argv[1::2], sys.argv[2::2]):
+    v = 4096 + 1
+    mult = 128 * int(tp)
+    padded = (v + mult - 1) // mult * mult
+    want = (padded - v) * 32
+    zeros = [int(z) for z in re.findall(r" num zeros: (\d+) \|", open(log).read())]
+    assert len(zeros) == 6, (log, zeros)
+    assert all(want <= z <= want + 64 for z in zeros), (log, want, zeros)
+    print("ok   %s: num zeros %s, padded vocab rows give %d" % (log, zeros, want))
+PY
 
 # Bad values are errors naming them.
 if "$mxmaca" train "${base[@]}" --world-size 2 --tensorboard-dir tb3 --tensorboard-log-interval 0 > bad.log 2>&1; then

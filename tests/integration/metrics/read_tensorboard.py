@@ -142,6 +142,7 @@ def main():
     check_series("lm loss", lambda i: float(train[i]["lm loss"]), rel=1e-6)
     check_series("learning-rate", lambda i: float(train[i]["learning rate"]), rel=1e-6)
     check_series("grad-norm", lambda i: float(train[i]["grad norm"]), rel=1e-6, abs_=5.1e-4)
+    check_series("num-zeros", lambda i: float(train[i]["num zeros"]))
     check_series("params-norm", lambda i: float(train[i]["params norm"]), rel=1e-6, abs_=5.1e-4)
     check_series("loss-scale", lambda i: float(train[i]["loss scale"]), abs_=0.051)
     check_series("batch-size", lambda i: float(train[i]["global batch size"]))
