@@ -52,8 +52,7 @@ nlohmann::json TrainJson(const IterationLogRecord& r) {
       sum += b;
     }
     j["stage_bubble_fraction"] = bubbles;
-    j["bubble_percent"] =
-        Number(100.0 * sum / static_cast<double>(r.stage_bubble_fraction.size()));
+    j["bubble_percent"] = Number(100.0 * sum / static_cast<double>(r.stage_bubble_fraction.size()));
   }
   if (!r.stage_busy_ms.empty()) {
     nlohmann::json busy = nlohmann::json::array();

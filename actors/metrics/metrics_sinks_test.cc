@@ -7,11 +7,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "actors/metrics/metrics_jsonl.h"
 #include "actors/metrics/tensorboard_logger.h"
@@ -161,9 +160,9 @@ TEST_CASE("the optional switches and the TensorBoard interval") {
   const std::vector<Scalar> s = Scalars((*tb)->path());
   // Iteration 1: not a TensorBoard iteration, and the run's first (no iteration-time).
   CHECK(Tags(s) == std::vector<std::string>{
-                       "throughput", "mem-peak-activation-bytes",
-                       "batch-size", "batch-size vs samples", "lm loss", "lm loss vs samples",
-                       "world-size", "world-size vs samples", "grad-norm", "grad-norm vs samples",
+                       "throughput", "mem-peak-activation-bytes", "batch-size",
+                       "batch-size vs samples", "lm loss", "lm loss vs samples", "world-size",
+                       "world-size vs samples", "grad-norm", "grad-norm vs samples",
                        "iteration-time", "throughput", "mem-peak-activation-bytes",
                        "lm loss validation", "lm loss validation vs samples",
                        "lm loss validation ppl", "lm loss validation ppl vs samples"});
@@ -171,7 +170,7 @@ TEST_CASE("the optional switches and the TensorBoard interval") {
   CHECK(s[0].value == 0.5f);
   CHECK(s[1].value == 2.0f * 1024 * 1024);
   CHECK(s[6].value == 4.0f);
-  CHECK(s[10].value == 0.25f);  // seconds
+  CHECK(s[10].value == 0.25f);                               // seconds
   CHECK(s[15].value == static_cast<float>(std::exp(20.0)));  // the exponent is capped at 20
 }
 
@@ -181,7 +180,8 @@ TEST_CASE("bad TensorBoard settings are errors naming the flag") {
   o.log_interval = 0;
   auto tb = TensorBoardLogger::Create(o);
   REQUIRE(!tb.ok());
-  CHECK(std::string(tb.status().message()).find("--tensorboard-log-interval 0") != std::string::npos);
+  CHECK(std::string(tb.status().message()).find("--tensorboard-log-interval 0") !=
+        std::string::npos);
 }
 
 TEST_CASE("the JSONL file has one object per log line and evaluation") {

@@ -122,14 +122,14 @@ absl::StatusOr<std::unique_ptr<EventFileWriter>> EventFileWriter::Create(const s
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec || !std::filesystem::is_directory(dir)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--tensorboard-dir ", dir, ": cannot create the directory",
-        ec ? absl::StrCat(" (", ec.message(), ")") : ""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tensorboard-dir ", dir, ": cannot create the directory",
+                     ec ? absl::StrCat(" (", ec.message(), ")") : ""));
   }
   const double now = WallTime();
-  const std::string path = absl::StrFormat(
-      "%s/events.out.tfevents.%010d.%s.%d.%d", dir, static_cast<int64_t>(std::floor(now)),
-      HostName(), static_cast<int64_t>(getpid()), next_uid.fetch_add(1));
+  const std::string path = absl::StrFormat("%s/events.out.tfevents.%010d.%s.%d.%d", dir,
+                                           static_cast<int64_t>(std::floor(now)), HostName(),
+                                           static_cast<int64_t>(getpid()), next_uid.fetch_add(1));
   std::FILE* file = std::fopen(path.c_str(), "wb");
   if (file == nullptr) {
     return absl::InvalidArgumentError(
@@ -158,8 +158,8 @@ absl::Status EventFileWriter::AddScalar(std::string_view tag, double value, int6
 absl::Status EventFileWriter::Flush() {
   if (file_ == nullptr) return absl::OkStatus();
   const size_t n = pending_.size();
-  const bool ok = (n == 0 || std::fwrite(pending_.data(), 1, n, file_) == n) &&
-                  std::fflush(file_) == 0;
+  const bool ok =
+      (n == 0 || std::fwrite(pending_.data(), 1, n, file_) == n) && std::fflush(file_) == 0;
   pending_.clear();
   pending_count_ = 0;
   if (!ok) {

@@ -18,7 +18,8 @@ namespace {
 
 uint64_t LittleEndian(const std::string& s, size_t at, int bytes) {
   uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(s[at + i])) << (8 * i);
+  for (int i = 0; i < bytes; ++i)
+    v |= static_cast<uint64_t>(static_cast<uint8_t>(s[at + i])) << (8 * i);
   return v;
 }
 
@@ -54,12 +55,12 @@ TEST_CASE("scalar and file-version events have the protobuf bytes worked out by 
   // Event{wall_time: 1.5 (field 1, fixed64), step: 3 (field 2, varint),
   //       summary (field 5): Summary{value (field 1): Value{tag "a" (1), simple_value 2.0f (2)}}}
   const std::string expected_scalar =
-      Bytes({0x09, 0, 0, 0, 0, 0, 0, 0xF8, 0x3F,   // 1.5 as a little-endian double
-             0x10, 0x03,                           // step 3
-             0x2A, 0x0A,                           // summary, 10 bytes
-             0x0A, 0x08,                           //   value, 8 bytes
-             0x0A, 0x01, 'a',                      //     tag "a"
-             0x15, 0x00, 0x00, 0x00, 0x40});       //     simple_value 2.0f
+      Bytes({0x09, 0,    0,    0,    0,   0, 0, 0xF8, 0x3F,  // 1.5 as a little-endian double
+             0x10, 0x03,                                     // step 3
+             0x2A, 0x0A,                                     // summary, 10 bytes
+             0x0A, 0x08,                                     //   value, 8 bytes
+             0x0A, 0x01, 'a',                                //     tag "a"
+             0x15, 0x00, 0x00, 0x00, 0x40});                 //     simple_value 2.0f
   CHECK(EncodeScalarEvent(1.5, 3, "a", 2.0f) == expected_scalar);
   // A step over 127 takes two varint bytes; step 0 is not written (proto3 default).
   CHECK(EncodeScalarEvent(1.5, 300, "a", 2.0f).substr(9, 3) == Bytes({0x10, 0xAC, 0x02}));
@@ -97,7 +98,8 @@ TEST_CASE("an event file is named as SummaryWriter names it and starts with the 
 TEST_CASE("bad event-file arguments are errors naming the value") {
   auto queue = EventFileWriter::Create(TempDir() + "/q", 0);
   REQUIRE(!queue.ok());
-  CHECK(std::string(queue.status().message()).find("--tensorboard-queue-size 0") != std::string::npos);
+  CHECK(std::string(queue.status().message()).find("--tensorboard-queue-size 0") !=
+        std::string::npos);
   const std::string file = TempDir() + "/a_file";
   std::filesystem::create_directories(TempDir());
   std::ofstream(file) << "x";

@@ -13,8 +13,8 @@ namespace mxmaca::actors::metrics {
 absl::StatusOr<std::unique_ptr<TensorBoardLogger>> TensorBoardLogger::Create(
     const TensorBoardOptions& options) {
   if (options.log_interval < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--tensorboard-log-interval ",
-                                                   options.log_interval, ": expected >= 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tensorboard-log-interval ", options.log_interval, ": expected >= 1"));
   }
   MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<EventFileWriter> writer,
                           EventFileWriter::Create(options.dir, options.queue_size));
@@ -39,9 +39,11 @@ absl::Status TensorBoardLogger::OnIteration(const IterationLogRecord& r) {
   if (options_.log_learning_rate) {
     MXMACA_RETURN_IF_ERROR(Scalar("learning-rate", r.learning_rate, it, samples));
   }
-  MXMACA_RETURN_IF_ERROR(Scalar("batch-size", static_cast<double>(r.global_batch_size), it, samples));
+  MXMACA_RETURN_IF_ERROR(
+      Scalar("batch-size", static_cast<double>(r.global_batch_size), it, samples));
   MXMACA_RETURN_IF_ERROR(Scalar("lm loss", r.lm_loss, it, samples));
-  if (options_.log_loss_scale) MXMACA_RETURN_IF_ERROR(Scalar("loss-scale", r.loss_scale, it, samples));
+  if (options_.log_loss_scale)
+    MXMACA_RETURN_IF_ERROR(Scalar("loss-scale", r.loss_scale, it, samples));
   if (options_.log_world_size) {
     MXMACA_RETURN_IF_ERROR(
         Scalar("world-size", static_cast<double>(options_.world_size), it, samples));

@@ -37,17 +37,17 @@ namespace mxmaca::actors::metrics {
 
 // TensorBoardOptions: Megatron's logging flags that shape the event file.
 struct TensorBoardOptions {
-  std::string dir;                    // --tensorboard-dir
-  int64_t log_interval = 1;           // --tensorboard-log-interval (>= 1)
-  int64_t queue_size = 1000;          // --tensorboard-queue-size (>= 1)
-  bool log_learning_rate = true;      // --no-log-learnig-rate-to-tensorboard clears it
-  bool log_loss_scale = true;         // --no-log-loss-scale-to-tensorboard clears it
-  bool log_world_size = false;        // --log-world-size-to-tensorboard
-  bool log_timers = false;            // --log-timers-to-tensorboard
-  bool log_throughput = false;        // --log-throughput
-  bool log_memory = false;            // --log-memory-to-tensorboard
-  bool log_validation_ppl = false;    // --log-validation-ppl-to-tensorboard
-  int64_t world_size = 1;             // Megatron's args.world_size
+  std::string dir;                  // --tensorboard-dir
+  int64_t log_interval = 1;         // --tensorboard-log-interval (>= 1)
+  int64_t queue_size = 1000;        // --tensorboard-queue-size (>= 1)
+  bool log_learning_rate = true;    // --no-log-learnig-rate-to-tensorboard clears it
+  bool log_loss_scale = true;       // --no-log-loss-scale-to-tensorboard clears it
+  bool log_world_size = false;      // --log-world-size-to-tensorboard
+  bool log_timers = false;          // --log-timers-to-tensorboard
+  bool log_throughput = false;      // --log-throughput
+  bool log_memory = false;          // --log-memory-to-tensorboard
+  bool log_validation_ppl = false;  // --log-validation-ppl-to-tensorboard
+  int64_t world_size = 1;           // Megatron's args.world_size
 };
 
 // TensorBoardLogger: the sink that writes the scalars above into one event file.

@@ -4,9 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <utility>
-
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -21,7 +20,8 @@ constexpr double kLeft = 90, kRight = 24, kTop = 30, kBottom = 46;
 constexpr const char* kColors[] = {"#1f77b4", "#d62728"};
 
 std::string Escape(const std::string& text) {
-  return absl::StrReplaceAll(text, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
+  return absl::StrReplaceAll(text,
+                             {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
 }
 
 // Label: a tick value as text that parses back to it: ticks are multiples of a step of
@@ -41,9 +41,9 @@ struct Panel {
 void AppendPanel(std::string* svg, const Panel& p, double top) {
   const double x0 = kLeft, x1 = kWidth - kRight, y0 = top + kTop, y1 = top + kPanelHeight - kBottom;
   absl::StrAppendFormat(svg, "<g class=\"panel\" id=\"%s\">\n", p.id);
-  absl::StrAppendFormat(svg,
-                        "<text x=\"%.2f\" y=\"%.2f\" font-size=\"14\" font-weight=\"bold\">%s</text>\n",
-                        x0, top + 20, Escape(p.title));
+  absl::StrAppendFormat(
+      svg, "<text x=\"%.2f\" y=\"%.2f\" font-size=\"14\" font-weight=\"bold\">%s</text>\n", x0,
+      top + 20, Escape(p.title));
   absl::StrAppendFormat(svg,
                         "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"none\" "
                         "stroke=\"#444\"/>\n",
@@ -68,19 +68,21 @@ void AppendPanel(std::string* svg, const Panel& p, double top) {
   auto py = [&](double v) { return y1 - (v - ay) / (by - ay) * (y1 - y0); };
   const double xstep = xt.size() > 1 ? xt[1] - xt[0] : 1, ystep = yt.size() > 1 ? yt[1] - yt[0] : 1;
   for (double v : xt) {
-    absl::StrAppendFormat(svg, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#444\"/>\n",
-                          px(v), y1, px(v), y1 + 5);
+    absl::StrAppendFormat(
+        svg, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#444\"/>\n", px(v), y1,
+        px(v), y1 + 5);
     absl::StrAppendFormat(svg,
                           "<text class=\"xtick\" x=\"%.2f\" y=\"%.2f\" font-size=\"11\" "
                           "text-anchor=\"middle\">%s</text>\n",
                           px(v), y1 + 18, Label(v, xstep));
   }
   for (double v : yt) {
-    absl::StrAppendFormat(svg, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#444\"/>\n",
-                          x0 - 5, py(v), x0, py(v));
-    absl::StrAppendFormat(svg,
-                          "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#ddd\"/>\n",
-                          x0, py(v), x1, py(v));
+    absl::StrAppendFormat(
+        svg, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#444\"/>\n", x0 - 5,
+        py(v), x0, py(v));
+    absl::StrAppendFormat(
+        svg, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#ddd\"/>\n", x0, py(v),
+        x1, py(v));
     absl::StrAppendFormat(svg,
                           "<text class=\"ytick\" x=\"%.2f\" y=\"%.2f\" font-size=\"11\" "
                           "text-anchor=\"end\" dominant-baseline=\"middle\">%s</text>\n",
@@ -181,7 +183,9 @@ std::string RenderMetricsSvg(const MetricsSeries& series, const std::string& tit
   const std::vector<Panel> panels = {
       {"loss", "lm loss", "lm loss", {{"lm_loss", &series.lm_loss}}},
       {"throughput", "throughput", "tokens/s", {{"tokens_per_second", &series.tokens_per_second}}},
-      {"bubble", "pipeline bubble (mean over stages)", "bubble %",
+      {"bubble",
+       "pipeline bubble (mean over stages)",
+       "bubble %",
        {{"bubble_percent", &series.bubble_percent}}},
   };
   std::vector<Panel> with_validation = panels;

@@ -30,13 +30,13 @@ TEST_CASE("nice ticks cover the range with steps of 1, 2 or 5 x 10^k") {
 }
 
 TEST_CASE("a metrics file's series, with nulls left out") {
-  const std::string path = TempFile(
-      "metrics_plot_test.jsonl",
-      "{\"type\":\"train\",\"iteration\":1,\"lm_loss\":9.5,\"tokens_per_second\":100}\n"
-      "{\"type\":\"train\",\"iteration\":2,\"lm_loss\":null,\"tokens_per_second\":120,"
-      "\"bubble_percent\":40}\n"
-      "\n"
-      "{\"type\":\"validation\",\"iteration\":2,\"lm_loss\":9.0}\n");
+  const std::string path =
+      TempFile("metrics_plot_test.jsonl",
+               "{\"type\":\"train\",\"iteration\":1,\"lm_loss\":9.5,\"tokens_per_second\":100}\n"
+               "{\"type\":\"train\",\"iteration\":2,\"lm_loss\":null,\"tokens_per_second\":120,"
+               "\"bubble_percent\":40}\n"
+               "\n"
+               "{\"type\":\"validation\",\"iteration\":2,\"lm_loss\":9.0}\n");
   auto s = ReadMetricsJsonl(path);
   REQUIRE(s.ok());
   CHECK(s->lm_loss.size() == 1);

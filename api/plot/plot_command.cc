@@ -21,7 +21,7 @@ absl::Status RunPlot(const std::vector<std::string>& argv) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
     }
-    std::string* target = flag == "--metrics" ? &metrics
+    std::string* target = flag == "--metrics"  ? &metrics
                           : flag == "--output" ? &output
                           : flag == "--title"  ? &title
                                                : nullptr;
@@ -38,9 +38,9 @@ absl::Status RunPlot(const std::vector<std::string>& argv) {
     *target = value;
   }
   if (!unknown.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown argument(s) ", absl::StrJoin(unknown, " "),
-        "; usage: mxmaca plot --metrics FILE.jsonl --output OUT.svg [--title TEXT]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown argument(s) ", absl::StrJoin(unknown, " "),
+                     "; usage: mxmaca plot --metrics FILE.jsonl --output OUT.svg [--title TEXT]"));
   }
   if (metrics.empty() || output.empty()) {
     return absl::InvalidArgumentError(
@@ -51,7 +51,8 @@ absl::Status RunPlot(const std::vector<std::string>& argv) {
   const std::string svg = RenderMetricsSvg(series, title.empty() ? metrics : title);
   std::FILE* f = std::fopen(output.c_str(), "wb");
   if (f == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("--output ", output, ": cannot create the file"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--output ", output, ": cannot create the file"));
   }
   const bool ok = std::fwrite(svg.data(), 1, svg.size(), f) == svg.size();
   if (std::fclose(f) != 0 || !ok) {

@@ -9,9 +9,8 @@
 namespace mxmaca::api {
 
 absl::StatusOr<std::vector<std::shared_ptr<actors::metrics::TrainingMetricsSink>>>
-MetricsSinksFromArgs(const MegatronArgs& args, int64_t world_size, int64_t rank,
-                     bool in_process, bool resuming,
-                     const std::function<void(const std::string&)>& print) {
+MetricsSinksFromArgs(const MegatronArgs& args, int64_t world_size, int64_t rank, bool in_process,
+                     bool resuming, const std::function<void(const std::string&)>& print) {
   std::vector<std::shared_ptr<actors::metrics::TrainingMetricsSink>> sinks;
   const bool last_rank = in_process || rank == world_size - 1;
   if (args.tensorboard_dir && !args.tensorboard_dir->empty() && last_rank) {
@@ -37,9 +36,9 @@ MetricsSinksFromArgs(const MegatronArgs& args, int64_t world_size, int64_t rank,
     if (args.metrics_jsonl->empty()) {
       return absl::InvalidArgumentError("--metrics-jsonl: expected a file path, got ''");
     }
-    MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<actors::metrics::MetricsJsonlWriter> jsonl,
-                            actors::metrics::MetricsJsonlWriter::Create(*args.metrics_jsonl,
-                                                                        resuming));
+    MXMACA_ASSIGN_OR_RETURN(
+        std::unique_ptr<actors::metrics::MetricsJsonlWriter> jsonl,
+        actors::metrics::MetricsJsonlWriter::Create(*args.metrics_jsonl, resuming));
     sinks.push_back(std::move(jsonl));
   }
   return sinks;

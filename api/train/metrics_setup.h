@@ -27,9 +27,8 @@ namespace mxmaca::api {
 // also the last). Errors: the writers' (a directory or file that cannot be created, an
 // interval or queue size < 1), naming the flag.
 absl::StatusOr<std::vector<std::shared_ptr<actors::metrics::TrainingMetricsSink>>>
-MetricsSinksFromArgs(const MegatronArgs& args, int64_t world_size, int64_t rank,
-                     bool in_process, bool resuming,
-                     const std::function<void(const std::string&)>& print);
+MetricsSinksFromArgs(const MegatronArgs& args, int64_t world_size, int64_t rank, bool in_process,
+                     bool resuming, const std::function<void(const std::string&)>& print);
 
 }  // namespace mxmaca::api
 

@@ -50,7 +50,8 @@ double RankParamsNormSquared(const kernels::ExecContext& exec, actors::StageProg
 }
 
 int64_t RankGradZeros(actors::StageProgram& program,
-                      const std::vector<layers::DataParallelBuckets>& buckets, int grad_group_rank) {
+                      const std::vector<layers::DataParallelBuckets>& buckets,
+                      int grad_group_rank) {
   int64_t zeros = 0;
   ForEachCountedPiece(program, buckets, grad_group_rank,
                       [&](const float*, const float* grad, int64_t n) {
@@ -82,8 +83,8 @@ std::function<int64_t()> GradZerosOf(const std::vector<StageRank>& ranks,
   return [ranks, cp]() {
     int64_t total = 0;
     for (const StageRank& r : ranks) {
-      total += RankGradZeros(*r.program, r.buckets,
-                             r.data_parallel_rank * cp + r.context_parallel_rank);
+      total +=
+          RankGradZeros(*r.program, r.buckets, r.data_parallel_rank * cp + r.context_parallel_rank);
     }
     return total;
   };
