@@ -153,4 +153,10 @@ if "$mxmaca" train "${base[@]}" --world-size 2 --tensorboard-dir tb3 --tensorboa
   echo "FAIL: --tensorboard-log-interval 0 was accepted"; exit 1
 fi
 grep -q -- '--tensorboard-log-interval 0: expected >= 1' bad.log || { echo "FAIL: bad message"; cat bad.log; exit 1; }
+# A metrics file that cannot be written mid-run (/dev/full) ends the run with the error.
+if "$mxmaca" train "${base[@]}" --world-size 2 --metrics-jsonl /dev/full > full.log 2>&1; then
+  echo "FAIL: --metrics-jsonl /dev/full did not fail the run"; exit 1
+fi
+grep -q -- 'error: writing --metrics-jsonl /dev/full: No space left on device' full.log ||
+  { echo "FAIL: no clear write error"; tail -3 full.log; exit 1; }
 echo "ok   all metrics checks"
