@@ -113,6 +113,33 @@ std::string EncodeScalarEvent(double wall_time, int64_t step, std::string_view t
   return event;
 }
 
+std::string EncodeTextEvent(double wall_time, int64_t step, std::string_view tag,
+                            std::string_view text) {
+  std::string plugin_data;
+  PutBytes(&plugin_data, 1, "text");
+  std::string metadata;
+  PutBytes(&metadata, 1, plugin_data);
+  std::string dim;
+  PutKey(&dim, 1, kVarint);
+  PutVarint(&dim, 1);
+  std::string shape;
+  PutBytes(&shape, 2, dim);
+  std::string tensor;
+  PutKey(&tensor, 1, kVarint);
+  PutVarint(&tensor, 7);  // DT_STRING
+  PutBytes(&tensor, 2, shape);
+  PutBytes(&tensor, 8, text);
+  std::string summary_value;
+  PutBytes(&summary_value, 1, std::string(tag) + "/text_summary");
+  PutBytes(&summary_value, 8, tensor);
+  PutBytes(&summary_value, 9, metadata);
+  std::string summary;
+  PutBytes(&summary, 1, summary_value);
+  std::string event = EventHeader(wall_time, step);
+  PutBytes(&event, 5, summary);
+  return event;
+}
+
 absl::StatusOr<std::unique_ptr<EventFileWriter>> EventFileWriter::Create(const std::string& dir,
                                                                          int64_t max_queue) {
   if (max_queue < 1) {
@@ -151,6 +178,15 @@ absl::Status EventFileWriter::AddScalar(std::string_view tag, double value, int6
     return absl::FailedPreconditionError(absl::StrCat(path_, ": the event file is closed"));
   }
   pending_ += FrameTfRecord(EncodeScalarEvent(WallTime(), step, tag, static_cast<float>(value)));
+  if (++pending_count_ >= max_queue_) return Flush();
+  return absl::OkStatus();
+}
+
+absl::Status EventFileWriter::AddText(std::string_view tag, std::string_view text, int64_t step) {
+  if (file_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(path_, ": the event file is closed"));
+  }
+  pending_ += FrameTfRecord(EncodeTextEvent(WallTime(), step, tag, text));
   if (++pending_count_ >= max_queue_) return Flush();
   return absl::OkStatus();
 }

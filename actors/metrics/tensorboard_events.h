@@ -43,6 +43,16 @@ std::string EncodeFileVersionEvent(double wall_time);
 // simple_value}}}. `value` is stored as a float (as SummaryWriter.add_scalar does).
 std::string EncodeScalarEvent(double wall_time, int64_t step, std::string_view tag, float value);
 
+// EncodeTextEvent: the serialized Event of SummaryWriter.add_text(tag, text, step)
+// (torch/utils/tensorboard/summary.py text()): Value{tag: tag + "/text_summary",
+// metadata (9): SummaryMetadata{plugin_data (1): PluginData{plugin_name (1): "text"}},
+// tensor (8): TensorProto{dtype (1): DT_STRING = 7, tensor_shape (2): TensorShapeProto{
+// dim (2): Dim{size (1): 1}}, string_val (8): text}} (tensorboard/compat/proto/summary.proto,
+// tensor.proto, tensor_shape.proto, types.proto; TextPluginData{version: 0} serializes to
+// nothing, so PluginData.content is empty and not written).
+std::string EncodeTextEvent(double wall_time, int64_t step, std::string_view tag,
+                            std::string_view text);
+
 // EventFileWriter: one event file, records buffered in memory and written out by Flush
 // (SummaryWriter's max_queue: after `max_queue` pending scalars the writer flushes itself).
 // Not thread-safe; the coordinator owns it.
@@ -60,6 +70,8 @@ class EventFileWriter {
   // AddScalar: queues one scalar event at the current wall time; flushes when max_queue
   // events are pending. Errors: as Flush.
   absl::Status AddScalar(std::string_view tag, double value, int64_t step);
+  // AddText: queues one text event (EncodeTextEvent) at the current wall time, as AddScalar.
+  absl::Status AddText(std::string_view tag, std::string_view text, int64_t step);
   // Flush: writes the pending records and flushes the file. Errors: a failed write
   // (DataLoss naming the file and errno's text).
   absl::Status Flush();

@@ -70,6 +70,23 @@ TEST_CASE("scalar and file-version events have the protobuf bytes worked out by 
   CHECK(EncodeFileVersionEvent(1.5) == expected_version);
 }
 
+TEST_CASE("a text event has add_text's protobuf bytes worked out by hand") {
+  // Event{wall_time 1.5, step 3, summary{value{tag "a/text_summary" (1), tensor (8):
+  // TensorProto{dtype DT_STRING = 7 (1), tensor_shape (2){dim (2){size 1 (1)}},
+  // string_val "x" (8)}, metadata (9): SummaryMetadata{plugin_data (1){plugin_name "text"}}}}}
+  const std::string tensor =
+      Bytes({0x08, 0x07, 0x12, 0x04, 0x12, 0x02, 0x08, 0x01, 0x42, 0x01, 'x'});
+  const std::string metadata = Bytes({0x0A, 0x06, 0x0A, 0x04, 't', 'e', 'x', 't'});
+  const std::string value = std::string(Bytes({0x0A, 14})) + "a/text_summary" +
+                            Bytes({0x42, static_cast<int>(tensor.size())}) + tensor +
+                            Bytes({0x4A, static_cast<int>(metadata.size())}) + metadata;
+  const std::string summary = Bytes({0x0A, static_cast<int>(value.size())}) + value;
+  const std::string expected = std::string(Bytes({0x09, 0, 0, 0, 0, 0, 0, 0xF8, 0x3F, 0x10, 0x03,
+                                                  0x2A, static_cast<int>(summary.size())})) +
+                               summary;
+  CHECK(EncodeTextEvent(1.5, 3, "a", "x") == expected);
+}
+
 TEST_CASE("an event file is named as SummaryWriter names it and starts with the version") {
   const std::string dir = TempDir() + "/named";
   std::filesystem::remove_all(dir);

@@ -84,6 +84,13 @@ absl::Status TensorBoardLogger::OnValidation(const ValidationLogRecord& v) {
   return writer_->Flush();
 }
 
+absl::Status TensorBoardLogger::WriteArgs(
+    const std::vector<std::pair<std::string, std::string>>& args, int64_t iteration) {
+  for (const auto& [name, value] : args)
+    MXMACA_RETURN_IF_ERROR(writer_->AddText(name, value, iteration));
+  return writer_->Flush();
+}
+
 absl::Status TensorBoardLogger::Close() { return writer_->Close(); }
 
 }  // namespace mxmaca::actors::metrics

@@ -28,6 +28,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "actors/metrics/metrics_sink.h"
@@ -62,6 +64,11 @@ class TensorBoardLogger : public TrainingMetricsSink {
   absl::Status OnLogInterval(const IterationLogRecord& interval) override;
   absl::Status OnValidation(const ValidationLogRecord& validation) override;
   absl::Status Close() override;
+  // WriteArgs: Megatron's write_args_to_tensorboard (megatron/training/initialize.py): one
+  // text summary per (name, str(value)) at step `iteration` (the iteration the run starts
+  // from), then a flush.
+  absl::Status WriteArgs(const std::vector<std::pair<std::string, std::string>>& args,
+                         int64_t iteration);
   // path: the event file's path.
   const std::string& path() const { return writer_->path(); }
 

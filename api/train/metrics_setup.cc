@@ -1,16 +1,39 @@
 // api/train/metrics_setup.cc: see metrics_setup.h.
 #include "api/train/metrics_setup.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "actors/metrics/metrics_jsonl.h"
 #include "actors/metrics/tensorboard_logger.h"
 #include "base/status_macros.h"
 
 namespace mxmaca::api {
+namespace {
+
+// PythonStr: str(value) from repr(value): the same except for a string, whose quotes and
+// escapes repr adds (MegatronArgRepr quotes with ' or ").
+std::string PythonStr(const std::string& repr) {
+  if (repr.size() < 2 || (repr[0] != '\'' && repr[0] != '"') || repr.back() != repr[0]) return repr;
+  std::string out;
+  for (size_t i = 1; i + 1 < repr.size(); ++i) {
+    if (repr[i] == '\\' && i + 2 < repr.size()) {
+      const char c = repr[++i];
+      out += c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c;
+    } else {
+      out += repr[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<std::shared_ptr<actors::metrics::TrainingMetricsSink>>>
 MetricsSinksFromArgs(const MegatronArgs& args, int64_t world_size, int64_t rank, bool in_process,
-                     bool resuming, const std::function<void(const std::string&)>& print) {
+                     int64_t start_iteration,
+                     const std::function<void(const std::string&)>& print) {
   std::vector<std::shared_ptr<actors::metrics::TrainingMetricsSink>> sinks;
   const bool last_rank = in_process || rank == world_size - 1;
   if (args.tensorboard_dir && !args.tensorboard_dir->empty() && last_rank) {
@@ -30,6 +53,12 @@ MetricsSinksFromArgs(const MegatronArgs& args, int64_t world_size, int64_t rank,
     MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<actors::metrics::TensorBoardLogger> tb,
                             actors::metrics::TensorBoardLogger::Create(o));
     print(absl::StrCat(" > TensorBoard event file: ", tb->path()));
+    std::vector<std::pair<std::string, std::string>> text;
+    for (const std::string& dest : MegatronArgsBoundDests()) {
+      text.emplace_back(dest, PythonStr(MegatronArgRepr(args, dest).value_or("None")));
+    }
+    std::sort(text.begin(), text.end());
+    MXMACA_RETURN_IF_ERROR(tb->WriteArgs(text, start_iteration));
     sinks.push_back(std::move(tb));
   }
   if (args.metrics_jsonl && (in_process || rank == 0)) {
@@ -38,7 +67,7 @@ MetricsSinksFromArgs(const MegatronArgs& args, int64_t world_size, int64_t rank,
     }
     MXMACA_ASSIGN_OR_RETURN(
         std::unique_ptr<actors::metrics::MetricsJsonlWriter> jsonl,
-        actors::metrics::MetricsJsonlWriter::Create(*args.metrics_jsonl, resuming));
+        actors::metrics::MetricsJsonlWriter::Create(*args.metrics_jsonl, start_iteration > 0));
     sinks.push_back(std::move(jsonl));
   }
   return sinks;

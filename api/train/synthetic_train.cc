@@ -247,7 +247,7 @@ absl::StatusOr<actors::TrainingSummary> TrainSynthetic(
   o.log_interval = args.log_interval;
   o.on_iteration = std::move(on_iteration);
   MXMACA_ASSIGN_OR_RETURN(o.metrics, MetricsSinksFromArgs(args, world_size, 0, /*in_process=*/true,
-                                                          /*resuming=*/false, print));
+                                                          /*start_iteration=*/0, print));
   o.clip_grad = args.clip_grad;
   MXMACA_ASSIGN_OR_RETURN(layers::OptimizerParamSchedulerConfig sched_config,
                           SchedulerConfigFromArgs(args));

@@ -625,7 +625,7 @@ absl::StatusOr<actors::TrainingSummary> Train(
   cc->on_iteration = std::move(on_iteration);
   MXMACA_ASSIGN_OR_RETURN(cc->metrics,
                           MetricsSinksFromArgs(args, world_size, launch ? launch->rank : 0,
-                                               !launch, resume.iteration > 0, print));
+                                               !launch, resume.iteration, print));
   if (args.log_params_norm) {
     if (cc->rebalance) {
       return absl::UnimplementedError(

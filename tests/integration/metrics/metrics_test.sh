@@ -67,7 +67,9 @@ fi
     --log-world-size-to-tensorboard --log-memory-to-tensorboard > run1.log 2>&1 ||
   { echo "FAIL: run 1 failed"; tail -20 run1.log; exit 1; }
 grep -q '^> setting tensorboard \.\.\.$' run1.log || { echo "FAIL: no '> setting tensorboard ...'"; exit 1; }
-echo "{\"tags\": $all_tags, \"tb_interval\": 1, \"world_size\": 2, \"first_iteration\": 1}" > expect1.json
+echo "{\"tags\": $all_tags, \"tb_interval\": 1, \"world_size\": 2, \"first_iteration\": 1,
+  \"text\": {\"tensorboard_dir\": \"tb1\", \"num_layers\": \"4\", \"lr\": \"0.001\",
+  \"tokenizer_type\": \"NullTokenizer\", \"load\": \"None\", \"log_throughput\": \"True\"}}" > expect1.json
 $py "$here/read_tensorboard.py" "$here/tensorboard_event.proto" tb1 run1.log expect1.json
 $py "$here/check_metrics_files.py" jsonl run1.log m/metrics.jsonl
 "$mxmaca" plot --metrics m/metrics.jsonl --output plot.svg --title "metrics_test" > plot.log
@@ -106,7 +108,7 @@ mkdir -p tbr_resumed && mv "tbr/$(ls -t tbr | head -1)" tbr_resumed/  # the newe
 echo '{"tags": ["learning-rate", "learning-rate vs samples", "batch-size", "batch-size vs samples",
   "lm loss", "lm loss vs samples", "loss-scale", "loss-scale vs samples", "grad-norm",
   "grad-norm vs samples", "lm loss validation", "lm loss validation vs samples"],
-  "tb_interval": 1, "world_size": 2, "first_iteration": 4}' > expect3.json
+  "tb_interval": 1, "world_size": 2, "first_iteration": 4, "text": {"load": "ck"}}' > expect3.json
 $py "$here/read_tensorboard.py" "$here/tensorboard_event.proto" tbr_resumed run3b.log expect3.json
 echo "ok   resumed: the JSONL continues, a second event file holds iterations 4..6"
 

@@ -9,7 +9,8 @@ run (the log's printed precision is the tolerance).
 usage: read_tensorboard.py PROTO EVENT_DIR LOG EXPECTATIONS_JSON
 EXPECTATIONS_JSON: {"tags": [...] (exact set), "tb_interval": N, "world_size": W,
                     "first_iteration": F, "same_clock": false when the log comes from
-                    another process (timings then not compared)}
+                    another process (timings then not compared), "text": {arg: str(value)}
+                    (some of the args written as text summaries, at step F - 1)}
 """
 import glob
 import json
@@ -106,14 +107,27 @@ def main():
     events = [Event.FromString(r) for r in read_records(files[0])]
     assert events[0].WhichOneof("what") == "file_version", events[0]
     assert events[0].file_version == "brain.Event:2", events[0].file_version
-    scalars = {}
+    scalars, texts = {}, {}
     for e in events[1:]:
         assert e.WhichOneof("what") == "summary", e
         assert len(e.summary.value) == 1
         v = e.summary.value[0]
-        assert v.WhichOneof("value") == "simple_value", v
         assert abs(e.wall_time - int(m.group(1))) < 3600, e.wall_time
+        if v.WhichOneof("value") == "tensor":  # SummaryWriter.add_text
+            assert v.metadata.plugin_data.plugin_name == "text", v
+            assert v.tensor.dtype == Event.DESCRIPTOR.file.enum_types_by_name[
+                "DataType"].values_by_name["DT_STRING"].number, v
+            assert [d.size for d in v.tensor.tensor_shape.dim] == [1], v
+            assert len(v.tensor.string_val) == 1 and v.tag.endswith("/text_summary"), v
+            texts[v.tag[:-len("/text_summary")]] = (e.step, v.tensor.string_val[0].decode())
+            continue
+        assert v.WhichOneof("value") == "simple_value", v
         scalars.setdefault(v.tag, []).append((e.step, v.simple_value))
+    # Megatron's write_args_to_tensorboard: every arg as text, at the starting iteration.
+    want_text = expect.get("text", {})
+    assert len(texts) >= 100, "%d args as text" % len(texts)
+    for name, value in want_text.items():
+        assert texts.get(name) == (expect["first_iteration"] - 1, value), (name, texts.get(name), value)
     got_tags = sorted(scalars)
     assert got_tags == sorted(expect["tags"]), "tags %s, expected %s" % (got_tags, sorted(expect["tags"]))
 
