@@ -172,6 +172,8 @@ struct CoordinatorState {
   bool step_skip = false;
   double step_loss = 0.0;
   double step_grad_norm = 0.0;
+  std::optional<double> step_params_norm;  // --log-params-norm
+  std::optional<int64_t> step_num_zeros;   // --log-num-zeros-in-grad
   // Evaluation in progress.
   int64_t eval_done = 0;
   double eval_loss_sum = 0.0;
@@ -211,6 +213,7 @@ struct CoordinatorState {
   std::function<void(const ControlPlane::Blocks&)> control_next;
   int32_t agreed_exit_flags = 0;
   std::string save_error;
+  std::string metrics_error;  // the first error of a metrics sink (CoordinatorConfig::metrics)
   // --optimizer-post-validation: the partial reduction of this iteration's reports so far
   // (arrival order; it only picks the optimistic step, never the final one), and the final
   // steps still in flight of an iteration whose successor already started.
@@ -231,6 +234,20 @@ using CoordinatorPointer = CoordinatorActor::stateful_pointer<CoordinatorState>;
 
 void Print(CoordinatorState& st, const std::string& text) {
   if (st.cfg->print) st.cfg->print(text);
+}
+
+// ToMetrics: hands `send` every metrics sink until one fails; the first error is kept and
+// ends the run at the next step boundary (AfterStep) or in Finish.
+template <typename Send>
+void ToMetrics(CoordinatorState& st, Send send) {
+  if (!st.metrics_error.empty()) return;
+  for (const auto& sink : st.cfg->metrics) {
+    absl::Status s = send(*sink);
+    if (!s.ok()) {
+      st.metrics_error = std::string(s.message());
+      return;
+    }
+  }
 }
 
 // LocalStages: the stage actors of this process (all of them in a one-process job).
@@ -311,6 +328,14 @@ void Finish(CoordinatorPointer self, bool ok, std::string error) {
     }
     st.trace.reset();
   }
+  for (const auto& sink : st.cfg->metrics) {
+    absl::Status closed = sink->Close();
+    if (st.metrics_error.empty() && !closed.ok()) st.metrics_error = std::string(closed.message());
+  }
+  if (ok && !st.metrics_error.empty()) {
+    ok = false;
+    error = st.metrics_error;
+  }
   if (st.cfg->optimizer_post_validation) {
     Print(st, absl::StrCat(" optimizer post-validation: ", st.summary.optimistic_steps_confirmed,
                            " optimistic steps confirmed, ",
@@ -368,6 +393,10 @@ void FinishTraining(CoordinatorPointer self) {
 // back here to continue.
 void AfterStep(CoordinatorPointer self) {
   auto& st = self->state;
+  if (!st.metrics_error.empty()) {
+    Finish(self, false, st.metrics_error);
+    return;
+  }
   const CoordinatorConfig& c = *st.cfg;
   if (st.pending_eval) {
     st.pending_eval = false;
@@ -432,6 +461,8 @@ void LogIfDue(CoordinatorPointer self) {
   r.lm_loss = iv.counted_losses > 0 ? iv.loss_total / iv.counted_losses
                                     : std::numeric_limits<double>::quiet_NaN();
   r.grad_norm = st.step_grad_norm;
+  r.params_norm = st.step_params_norm;
+  r.num_zeros_in_grad = st.step_num_zeros;
   r.skipped_iterations = iv.skipped;
   r.nan_iterations = iv.nan;
   r.tokens_per_second = static_cast<double>(c.global_batch_size * c.seq_length) / per_iter;
@@ -442,6 +473,9 @@ void LogIfDue(CoordinatorPointer self) {
     for (double busy : iv.stage_busy) {
       r.stage_bubble_fraction.push_back(std::max(0.0, 1.0 - busy / iv.stage_wall));
     }
+  }
+  for (double busy : iv.stage_busy) {
+    r.stage_busy_ms.push_back(1e3 * busy / static_cast<double>(std::max<int64_t>(1, iv.iterations)));
   }
   // MoE: Megatron's load_balancing_loss / z_loss (mean over layers and micro-batches), then
   // one line per MoE layer with its expert load over the interval.
@@ -473,6 +507,7 @@ void LogIfDue(CoordinatorPointer self) {
   }
   Print(st, FormatIterationLog(r));
   for (const std::string& line : moe_lines) Print(st, line);
+  ToMetrics(st, [&r](metrics::TrainingMetricsSink& sink) { return sink.OnLogInterval(r); });
   iv = LogInterval();
 }
 
@@ -692,7 +727,10 @@ void MaybeSendOptimisticStep(CoordinatorPointer self, const StageIterationDone& 
 bool CanStartNextIteration(const CoordinatorState& st) {
   const CoordinatorConfig& c = *st.cfg;
   const int64_t it = st.iteration;
-  if (!c.optimizer_post_validation || c.rebalance || st.overlap_pending > 0) return false;
+  if (!c.optimizer_post_validation || c.rebalance || c.params_norm_squared ||
+      st.overlap_pending > 0) {
+    return false;
+  }
   if (it >= c.train_iters) return false;
   if (c.do_valid && c.eval_interval > 0 && it % c.eval_interval == 0) return false;
   if (c.save_dir && c.save_interval > 0 && it % c.save_interval == 0) return false;
@@ -748,6 +786,8 @@ void OnTrainReports(CoordinatorPointer self) {
     }
   }
   st.step_skip = step.skip;
+  st.step_num_zeros.reset();  // Megatron: None for a skipped step
+  if (c.num_zeros_in_grad && !step.skip) st.step_num_zeros = c.num_zeros_in_grad();
   st.phase = Phase::kStep;
   st.reports.pending = LocalStages(c);
   for (const StageActorHandle& stage : c.stages) {
@@ -777,6 +817,7 @@ void RecordStep(CoordinatorPointer self) {
     st.timed_seconds += seconds;
     ++st.timed_iterations;
   }
+  if (c.params_norm_squared) st.step_params_norm = std::sqrt(c.params_norm_squared());
   st.summary.train_losses.push_back(st.step_skip ? std::nan("") : st.step_loss);
   st.summary.grad_norms.push_back(st.step_grad_norm);
   LogInterval& iv = st.interval;
@@ -805,7 +846,7 @@ void RecordStep(CoordinatorPointer self) {
     for (size_t i = 0; i < st.bubble_busy.size(); ++i) st.bubble_busy[i] += st.reports.stage_busy[i];
     st.bubble_wall += st.reports.wall;
   }
-  if (c.on_iteration) {
+  if (c.on_iteration || !c.metrics.empty()) {
     IterationLogRecord r;
     r.now = absl::Now();
     r.iteration = st.iteration;
@@ -816,9 +857,12 @@ void RecordStep(CoordinatorPointer self) {
     r.global_batch_size = c.global_batch_size;
     r.lm_loss = st.step_loss;
     r.grad_norm = st.step_grad_norm;
+    r.params_norm = st.step_params_norm;
+    r.num_zeros_in_grad = st.step_num_zeros;
     r.skipped_iterations = st.step_skip ? 1 : 0;
     r.tokens_per_second = static_cast<double>(c.global_batch_size * c.seq_length) / seconds;
-    c.on_iteration(r);
+    if (c.on_iteration) c.on_iteration(r);
+    ToMetrics(st, [&r](metrics::TrainingMetricsSink& sink) { return sink.OnIteration(r); });
   }
   LogIfDue(self);
 }
@@ -868,6 +912,9 @@ void OnEvalReports(CoordinatorPointer self) {
   const double loss = st.eval_loss_sum / std::max(1.0, st.eval_tokens);
   st.summary.valid_losses.emplace_back(st.iteration, loss);
   Print(st, FormatValidationLog(st.eval_where, loss));
+  const ValidationLogRecord v{absl::Now(), st.iteration, c.consumed_train_samples, st.eval_where,
+                              loss};
+  ToMetrics(st, [&v](metrics::TrainingMetricsSink& sink) { return sink.OnValidation(v); });
   if (st.eval_then_finish) {
     FinishTraining(self);
     return;

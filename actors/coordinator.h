@@ -41,6 +41,7 @@
 #include "actors/checkpoint/checkpoint_writer.h"
 #include "actors/control_plane.h"
 #include "actors/messages.h"
+#include "actors/metrics/metrics_sink.h"
 #include "actors/training_log.h"
 #include "layers/lr_schedule.h"
 #include "scheduler/pipeline_schedule.h"
@@ -160,6 +161,20 @@ struct CoordinatorConfig {
   std::optional<std::string> trace_file;
   // Called after every iteration with its record (for embedding callers); may be empty.
   std::function<void(const IterationLogRecord&)> on_iteration;
+  // metrics: --tensorboard-dir, --metrics-jsonl (actors/metrics): each gets every
+  // iteration's record, every log line's record and every evaluation, in that order, and
+  // is closed when the run ends; an error from one ends the run with that error.
+  std::vector<std::shared_ptr<metrics::TrainingMetricsSink>> metrics;
+  // params_norm_squared: --log-params-norm: the squared L2 norm of the parameters, called
+  // once every stage applied the iteration's step (before the next iteration starts, so
+  // it may read the stages' parameters); its root goes into the iteration's records and
+  // the log line. Set, the post-validation overlap of iterations is off. May be empty.
+  std::function<double()> params_norm_squared;
+  // num_zeros_in_grad: --log-num-zeros-in-grad: the zero gradient elements, called once
+  // every stage reported (gradients reduced, the stages waiting for the step; not with
+  // --optimizer-post-validation, whose optimistic steps may have consumed them). May be
+  // empty.
+  std::function<int64_t()> num_zeros_in_grad;
 };
 
 // SpawnCoordinator: spawns the actor. Send it RunTraining (once) to start; it answers

@@ -350,6 +350,7 @@ absl::StatusOr<TrainingSummary> RunSyntheticJob(const SyntheticJobOptions& o) {
   cc->pipeline_channel_slots = o.channel_slots;
   cc->dynamic_pipeline = o.dynamic;
   cc->on_iteration = o.on_iteration;
+  cc->metrics = o.metrics;
   cc->optimizer_post_validation = o.optimizer_post_validation;
   cc->synthetic_optimizer_seconds = o.optimizer_seconds;
   cc->max_stashed_microbatches = o.max_stashed_microbatches;

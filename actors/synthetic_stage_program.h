@@ -40,6 +40,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "actors/messages.h"
+#include "actors/metrics/metrics_sink.h"
 #include "actors/pipeline_runtime.h"
 #include "actors/stage_program.h"
 #include "actors/training_log.h"
@@ -204,6 +205,8 @@ struct SyntheticJobOptions {
   std::function<void(const std::string&)> print;  // coordinator log sink (may be empty)
   int64_t log_interval = 0;                        // 0: no log lines
   std::function<void(const IterationLogRecord&)> on_iteration;  // may be empty
+  // --tensorboard-dir / --metrics-jsonl sinks (CoordinatorConfig::metrics); may be empty.
+  std::vector<std::shared_ptr<metrics::TrainingMetricsSink>> metrics;
   // The optimizer step (CoordinatorConfig): --optimizer-post-validation; a declared step
   // time in seconds (>= 0, finite; CoordinatorConfig::synthetic_optimizer_seconds); the
   // gradient clip; the learning-rate schedule (empty: constant 1e-4, no weight decay).

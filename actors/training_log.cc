@@ -25,6 +25,8 @@ std::string FormatIterationLog(const IterationLogRecord& r) {
   }
   absl::StrAppendFormat(&line, " loss scale: %.1f |", r.loss_scale);
   absl::StrAppendFormat(&line, " grad norm: %.3f |", r.grad_norm);
+  if (r.num_zeros_in_grad) absl::StrAppendFormat(&line, " num zeros: %d |", *r.num_zeros_in_grad);
+  if (r.params_norm) absl::StrAppendFormat(&line, " params norm: %.3f |", *r.params_norm);
   absl::StrAppendFormat(&line, " number of skipped iterations: %3d |", r.skipped_iterations);
   absl::StrAppendFormat(&line, " number of nan iterations: %3d |", r.nan_iterations);
   absl::StrAppendFormat(&line, " tokens/s: %.0f |", r.tokens_per_second);

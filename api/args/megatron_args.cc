@@ -280,6 +280,15 @@ const absl::flat_hash_map<std::string, Binding>& Bindings() {
       MXMACA_BIND(mid_level_dataset_surplus),
       MXMACA_BIND(log_params_norm),
       MXMACA_BIND(log_num_zeros_in_grad),
+      MXMACA_BIND(tensorboard_log_interval),
+      MXMACA_BIND(tensorboard_queue_size),
+      MXMACA_BIND(log_timers_to_tensorboard),
+      MXMACA_BIND(log_loss_scale_to_tensorboard),
+      MXMACA_BIND(log_validation_ppl_to_tensorboard),
+      MXMACA_BIND(log_memory_to_tensorboard),
+      MXMACA_BIND(log_world_size_to_tensorboard),
+      MXMACA_BIND(log_throughput),
+      MXMACA_BIND(log_learning_rate_to_tensorboard),
       // MoE.
       MXMACA_BIND(num_experts),
       MXMACA_BIND(moe_router_topk),
@@ -303,6 +312,7 @@ const absl::flat_hash_map<std::string, Binding>& Bindings() {
       // MXMACA's own.
       MXMACA_BIND(max_consecutive_nan_iterations),
       MXMACA_BIND(trace_file),
+      MXMACA_BIND(metrics_jsonl),
       MXMACA_BIND(num_threads),
       // dest "world_size" (the flag); MegatronArgs::world_size is the derived value.
       {"world_size", Binding{&Set<&MegatronArgs::world_size_flag>,

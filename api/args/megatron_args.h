@@ -193,6 +193,17 @@ struct MegatronArgs {
   bool log_params_norm = false;                // --log-params-norm
   bool log_num_zeros_in_grad = false;          // --log-num-zeros-in-grad
   std::optional<std::string> tensorboard_dir;  // --tensorboard-dir
+  int64_t tensorboard_log_interval = 1;        // --tensorboard-log-interval
+  int64_t tensorboard_queue_size = 1000;       // --tensorboard-queue-size
+  bool log_timers_to_tensorboard = false;      // --log-timers-to-tensorboard
+  bool log_loss_scale_to_tensorboard = true;   // --no-log-loss-scale-to-tensorboard
+  bool log_validation_ppl_to_tensorboard = false;  // --log-validation-ppl-to-tensorboard
+  bool log_memory_to_tensorboard = false;          // --log-memory-to-tensorboard
+  bool log_world_size_to_tensorboard = false;      // --log-world-size-to-tensorboard
+  bool log_throughput = false;                     // --log-throughput
+  // --no-log-learnig-rate-to-tensorboard (Megatron before 2024; alias
+  // --no-log-learning-rate-to-tensorboard)
+  bool log_learning_rate_to_tensorboard = true;
 
   // ---- MoE (_add_moe_args) ----
   std::optional<int64_t> num_experts;              // --num-experts
@@ -225,6 +236,9 @@ struct MegatronArgs {
   int64_t max_consecutive_nan_iterations = 1;
   // --trace-file PATH: write a Chrome/Perfetto JSON trace of every actor's F/B/W.
   std::optional<std::string> trace_file;
+  // --metrics-jsonl PATH: one JSON object per log line and evaluation
+  // (actors/metrics/metrics_jsonl.h); `mxmaca plot` draws it.
+  std::optional<std::string> metrics_jsonl;
   // --num-threads N: CPU compute threads; derived = std::thread::hardware_concurrency().
   std::optional<int64_t> num_threads;
   // --world-size N: ranks run in this process; None = tp * pp * cp (DP 1).

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "api/train/metrics_setup.h"
 #include "api/train/train_setup.h"
 #include "base/status_macros.h"
 #include "layers/lr_schedule.h"
@@ -34,7 +35,13 @@ constexpr std::string_view kSyntheticEffective[] = {
     "min_lr", "lr_decay_style", "lr_decay_iters", "lr_decay_samples", "lr_warmup_fraction",
     "lr_warmup_iters", "lr_warmup_samples", "lr_warmup_init", "weight_decay",
     "start_weight_decay", "end_weight_decay", "weight_decay_incr_style", "seq_length",
-    "hidden_size", "help"};
+    "hidden_size", "help",
+    // --tensorboard-dir / --metrics-jsonl (api/train/metrics_setup.h): the synthetic run's
+    // log-line numbers (its loss is synthetic; its timings and bubble are the point).
+    "tensorboard_dir", "tensorboard_log_interval", "tensorboard_queue_size",
+    "log_timers_to_tensorboard", "log_loss_scale_to_tensorboard", "log_memory_to_tensorboard",
+    "log_world_size_to_tensorboard", "log_throughput", "log_learning_rate_to_tensorboard",
+    "metrics_jsonl"};
 
 // Dests a synthetic run cannot honour: checkpoints, exits, layer moves and MoE need a real
 // model; uneven or explicit layouts change layers per chunk, which per-chunk op times
@@ -240,6 +247,8 @@ absl::StatusOr<actors::TrainingSummary> TrainSynthetic(
   o.print = print;
   o.log_interval = args.log_interval;
   o.on_iteration = std::move(on_iteration);
+  MXMACA_ASSIGN_OR_RETURN(o.metrics, MetricsSinksFromArgs(args, world_size, 0, /*in_process=*/true,
+                                                          /*start_iteration=*/0, print));
   o.clip_grad = args.clip_grad;
   MXMACA_ASSIGN_OR_RETURN(layers::OptimizerParamSchedulerConfig sched_config,
                           SchedulerConfigFromArgs(args));

@@ -3,7 +3,10 @@
 #include "api/train/synthetic_train.h"
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -155,6 +158,34 @@ TEST_CASE("what the synthetic backend cannot honour is an error naming the flag"
   const Run sl = RunSynthetic(slow);
   REQUIRE_FALSE(sl.summary.ok());
   CHECK(absl::StrContains(sl.summary.status().message(), "--inject-stage-slowdown 5:2"));
+}
+
+}  // namespace
+}  // namespace mxmaca::api
+
+namespace mxmaca::api {
+namespace {
+
+TEST_CASE("--metrics-jsonl on the synthetic backend: one object per log line with the bubble") {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/synthetic_metrics.jsonl";
+  const Run run = RunSynthetic({"--synthetic-op-ms", "2,2,2", "--pipeline-model-parallel-size",
+                                "2", "--micro-batch-size", "1", "--global-batch-size", "4",
+                                "--train-iters", "4", "--log-interval", "2", "--metrics-jsonl",
+                                path});
+  REQUIRE(run.summary.ok());
+  std::ifstream in(path);
+  std::vector<nlohmann::json> objects;
+  for (std::string line; std::getline(in, line);) objects.push_back(nlohmann::json::parse(line));
+  REQUIRE(objects.size() == 2);  // iterations 2 and 4
+  CHECK(objects[1]["iteration"] == 4);
+  CHECK(objects[1]["stage_bubble_fraction"].size() == 2);
+  CHECK(objects[1]["stage_busy_ms"].size() == 2);
+  // The mean bubble % is what the log line's per-stage numbers average to.
+  const double mean = 50.0 * (objects[1]["stage_bubble_fraction"][0].get<double>() +
+                              objects[1]["stage_bubble_fraction"][1].get<double>());
+  CHECK(objects[1]["bubble_percent"].get<double>() == Approx(mean));
+  CHECK(CountLines(run.lines, "bubble per stage:") == 2);
 }
 
 }  // namespace

@@ -40,6 +40,8 @@
 #include "api/train/exit_signal.h"
 #include "api/train/heartbeat.h"
 #include "api/train/memory_admission.h"
+#include "api/train/metrics_setup.h"
+#include "api/train/params_norm.h"
 #include "api/train/rebalance.h"
 #include "api/train/resume_rules.h"
 #include "api/train/stage_ranks.h"
@@ -96,6 +98,12 @@ constexpr const char* kHonouredDests[] = {
     "vocab_size", "reset_position_ids", "reset_attention_mask", "eod_mask_loss",
     "create_attention_mask_in_dataloader", "num_workers", "dataloader_type", "log_interval",
     "max_consecutive_nan_iterations", "num_threads", "trace_file", "help",
+    // TensorBoard and metrics (api/train/metrics_setup.h).
+    "tensorboard_dir", "tensorboard_log_interval", "tensorboard_queue_size",
+    "log_timers_to_tensorboard", "log_loss_scale_to_tensorboard",
+    "log_validation_ppl_to_tensorboard", "log_memory_to_tensorboard",
+    "log_world_size_to_tensorboard", "log_throughput", "log_learning_rate_to_tensorboard",
+    "metrics_jsonl", "log_params_norm", "log_num_zeros_in_grad",
     "softmax_over_padded_vocab",
     // Pipeline and data parallelism (in-process ranks).
     "world_size", "pipeline_schedule", "pipeline_channel_slots", "dynamic_pipeline",
@@ -432,6 +440,12 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
       return absl::UnimplementedError(
           "--trace-file, --rebalance-threshold and --force-layer-move run in one process only "
           "(use --world-size N without a launcher)");
+    }
+    if (args.log_params_norm || args.log_num_zeros_in_grad) {
+      return absl::UnimplementedError(absl::StrCat(
+          args.log_params_norm ? "--log-params-norm" : "--log-num-zeros-in-grad",
+          " runs in one process only (summed over the ranks of this process); use "
+          "--world-size N without a launcher, or drop the flag"));
     }
     const absl::Duration timeout = absl::Minutes(args.distributed_timeout_minutes);
     // Every 10 s while ranks are missing, each process says which and how long it waits.
@@ -784,6 +798,28 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
   cc->num_devices = process_job ? world_size : 1;  // a process per device
   cc->print = print;
   cc->on_iteration = std::move(on_iteration);
+  MXMACA_ASSIGN_OR_RETURN(cc->metrics,
+                          MetricsSinksFromArgs(args, world_size, launch ? launch->rank : 0,
+                                               !launch, resume.iteration, print));
+  if (args.log_params_norm) {
+    if (cc->rebalance) {
+      return absl::UnimplementedError(
+          "--log-params-norm with --rebalance-threshold / --force-layer-move: a layer move "
+          "replaces the stages' programs the norm reads; drop one of them");
+    }
+    cc->params_norm_squared =
+        ParamsNormSquaredOf(ranks, static_cast<int32_t>(args.context_parallel_size), exec);
+  }
+  if (args.log_num_zeros_in_grad) {
+    if (cc->rebalance || args.optimizer_post_validation) {
+      return absl::UnimplementedError(
+          "--log-num-zeros-in-grad with --rebalance-threshold / --force-layer-move or "
+          "--optimizer-post-validation: the count reads the stages' gradients between their "
+          "report and their step, which those change; drop one of them");
+    }
+    cc->num_zeros_in_grad =
+        GradZerosOf(ranks, static_cast<int32_t>(args.context_parallel_size));
+  }
   cc->trace_file = args.trace_file;
   if (model.moe) {
     for (int64_t l = 0; l < model.num_layers; ++l) {
