@@ -870,7 +870,9 @@ void OnShardsSaved(CoordinatorPointer self) {
     return;
   }
   absl::Status s = st.writer->Commit(c.checkpoint_args, TrainingStateJson(st));
+  const std::string committed_dir = st.writer->final_dir();
   st.writer.reset();
+  if (s.ok() && c.after_commit) s = c.after_commit(st.iteration, committed_dir);
   if (!s.ok()) {
     Finish(self, false, absl::StrCat("saving checkpoint at iteration ", st.iteration, ": ",
                                      s.message()));

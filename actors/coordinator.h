@@ -70,6 +70,10 @@ struct CoordinatorConfig {
   std::optional<std::string> save_dir;
   int64_t save_interval = 0;                // 0: save only at the end (when save_dir)
   nlohmann::json checkpoint_args;           // stored in every checkpoint's metadata
+  // after_commit: called by the process that committed a save (rank 0) with the iteration
+  // and the published iter_{:07d} directory; an error fails the save (--ckpt-format torch
+  // converts the checkpoint to Megatron's legacy format here: api/train/megatron_format.h).
+  std::function<absl::Status(int64_t iteration, const std::string& iter_dir)> after_commit;
   std::optional<layers::OptimizerParamScheduler> scheduler;  // required
   // stages: every stage actor, by global rank
   // (rank = (pipeline rank * dp + dp rank) * tp + tp rank); with `control`, only this

@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "actors/checkpoint/checkpoint_reader.h"
+#include "actors/checkpoint/megatron/megatron_checkpoint.h"
 #include "actors/control_plane.h"
 #include "actors/coordinator.h"
 #include "actors/data_actor.h"
@@ -32,6 +33,7 @@
 #include "api/train/cp_setup.h"
 #include "api/train/device_setup.h"
 #include "api/train/gemm_peak.h"
+#include "api/train/megatron_format.h"
 #include "api/train/moe_setup.h"
 #include "api/train/parallel_setup.h"
 #include "api/train/process_job.h"
@@ -78,7 +80,7 @@ constexpr const char* kHonouredDests[] = {
     "seed", "init_method_std", "lr", "lr_decay_style", "lr_decay_iters", "lr_decay_samples",
     "lr_warmup_fraction", "lr_warmup_iters", "lr_warmup_samples", "lr_warmup_init", "min_lr",
     "override_opt_param_scheduler", "use_checkpoint_opt_param_scheduler", "save",
-    "save_interval", "load", "no_load_optim", "no_load_rng", "finetune", "bf16",
+    "save_interval", "load", "no_load_optim", "no_load_rng", "finetune", "bf16", "ckpt_format",
     "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
     "expert_model_parallel_size", "sequence_parallel", "use_distributed_optimizer",
     "overlap_grad_reduce", "overlap_param_gather", "eval_iters", "eval_interval", "data_path",
@@ -188,7 +190,8 @@ struct ResumePoint {
 // error.
 absl::StatusOr<ResumePoint> MaybeLoad(const MegatronArgs& a, const layers::GptConfig& model,
                                       std::vector<StageRank>& ranks,
-                                      const std::function<void(const std::string&)>& print) {
+                                      const std::function<void(const std::string&)>& print,
+                                      const nlohmann::json& checkpoint_args) {
   ResumePoint rp;
   if (!a.load) return rp;
   const std::string dir = *a.load;
@@ -199,8 +202,19 @@ absl::StatusOr<ResumePoint> MaybeLoad(const MegatronArgs& a, const layers::GptCo
                            "; will not load any checkpoints and will start from random"));
     return rp;
   }
+  // A Megatron legacy checkpoint (iter_*/mp_rank_*/model_optim_rng.pt) is staged as an
+  // MXMACA checkpoint in a temporary directory first (megatron_format.h).
+  std::string open_dir = dir;
+  std::shared_ptr<void> staged;
+  if (actors::checkpoint::megatron::IsMegatronLegacyCheckpoint(dir)) {
+    MXMACA_ASSIGN_OR_RETURN(open_dir, StageMegatronLoad(dir, model, checkpoint_args, print));
+    staged.reset(static_cast<void*>(nullptr), [open_dir](void*) {
+      std::error_code ec;
+      std::filesystem::remove_all(open_dir, ec);
+    });
+  }
   MXMACA_ASSIGN_OR_RETURN(actors::checkpoint::CheckpointReader reader,
-                          actors::checkpoint::CheckpointReader::Open(dir));
+                          actors::checkpoint::CheckpointReader::Open(open_dir));
   MXMACA_RETURN_IF_ERROR(CheckModelMatchesCheckpoint(model, reader.args(), reader.dir()));
   MXMACA_RETURN_IF_ERROR(reader.VerifyChecksums());  // silent data corruption -> error
   for (StageRank& r : ranks) {
@@ -225,7 +239,9 @@ absl::StatusOr<ResumePoint> MaybeLoad(const MegatronArgs& a, const layers::GptCo
       if (!a.override_opt_param_scheduler) {
         rp.scheduler_num_steps = st.at("opt_param_scheduler").at("num_steps").get<int64_t>();
       }
-      if (!a.no_load_optim) {
+      if (!st.value("has_optimizer_state", true)) {
+        print(" WARNING: the checkpoint has no optimizer state that maps; Adam starts from zero");
+      } else if (!a.no_load_optim) {
         for (StageRank& r : ranks) {
           for (int c = 0; c < r.program->num_chunks(); ++c) {
             MXMACA_RETURN_IF_ERROR(actors::LoadOptimizerState(reader, *r.optimizers[c],
@@ -314,6 +330,7 @@ absl::StatusOr<actors::TrainingSummary> Train(
     return actors::TrainingSummary{};
   }
   MXMACA_RETURN_IF_ERROR(CheckHonouredFlags(args));
+  MXMACA_RETURN_IF_ERROR(CheckCkptFormat(args, argv));  // megatron_format.h
   MXMACA_RETURN_IF_ERROR(CheckDeviceArgs(args));  // --device: device_setup.h
   // --synthetic-op-ms: the same pipeline layout on synthetic stages (synthetic_train.h).
   if (args.synthetic_op_ms) return TrainSynthetic(std::move(args), print, std::move(on_iteration));
@@ -468,7 +485,8 @@ absl::StatusOr<actors::TrainingSummary> Train(
                           SchedulerConfigFromArgs(args));
   MXMACA_ASSIGN_OR_RETURN(layers::OptimizerParamScheduler scheduler,
                           layers::OptimizerParamScheduler::Create(sched_config));
-  MXMACA_ASSIGN_OR_RETURN(ResumePoint resume, MaybeLoad(args, model, ranks, print));
+  MXMACA_ASSIGN_OR_RETURN(ResumePoint resume,
+                          MaybeLoad(args, model, ranks, print, CheckpointArgsJson(argv, args, model)));
   if (resume.scheduler_num_steps >= 0) scheduler.SetNumSteps(resume.scheduler_num_steps);
 
   // Data.
@@ -601,6 +619,11 @@ absl::StatusOr<actors::TrainingSummary> Train(
     cc->exit_signal_received = [] { return ExitSignalReceived(); };
   }
   cc->save_dir = args.save;
+  if (args.save && args.ckpt_format == "torch") {
+    // Megatron's legacy format: stage MXMACA's checkpoint, convert after each commit.
+    cc->save_dir = *args.save + "/" + kMegatronStagingDir;
+    cc->after_commit = MegatronSaveHook(*args.save, args, model, parallel.placement, argv, print);
+  }
   cc->save_interval = args.save_interval.value_or(0);
   cc->checkpoint_args = CheckpointArgsJson(argv, args, model);
   cc->scheduler = scheduler;
