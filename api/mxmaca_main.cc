@@ -10,6 +10,7 @@
 #include "api/calibrate/calibrate_command.h"
 #include "api/generate/generate_command.h"
 #include "api/launch/launch_command.h"
+#include "api/inspect/inspect_checkpoint_command.h"
 #include "api/inspect/inspect_data_command.h"
 #include "api/plan/plan_command.h"
 #include "api/preprocess/preprocess_command.h"
@@ -26,6 +27,7 @@ constexpr char kUsage[] =
     "  train          train a GPT with Megatron-LM's pretrain_gpt.py flags\n"
     "  preprocess     JSONL -> Megatron .bin/.idx (tools/preprocess_data.py flags)\n"
     "  inspect-data   show the documents, samples and epochs training will read\n"
+    "  inspect-checkpoint  show a checkpoint's format, iteration, layout and tensors (DIR [--verify])\n"
     "  generate       sample text from a checkpoint (--load DIR --prompt TEXT)\n"
     "  launch         start N local processes (torchrun variables) running a subcommand\n"
     "  simulate       cost-model a training step on a cluster (train flags + --cluster --world-size)\n"
@@ -59,6 +61,8 @@ int main(int argc, char** argv) {
     status = mxmaca::api::RunPreprocess(args);
   } else if (command == "inspect-data") {
     status = mxmaca::api::RunInspectData(args);
+  } else if (command == "inspect-checkpoint") {
+    status = mxmaca::api::RunInspectCheckpoint(args);
   } else if (command == "generate") {
     status = mxmaca::api::RunGenerate(args);
   } else if (command == "simulate") {
