@@ -880,7 +880,7 @@ void OnShardsSaved(CoordinatorPointer self) {
   }
   st.last_saved_iteration = st.iteration;
   Print(st, absl::StrFormat("  successfully saved checkpoint from iteration %7d to %s",
-                            st.iteration, *c.save_dir));
+                            st.iteration, c.save_log_dir.value_or(*c.save_dir)));
   if (st.save_then_finish) {
     Finish(self, true, "");
     return;

@@ -55,9 +55,10 @@ std::string TensorBytes(const mg::TorchFile& f, const mg::TorchTensor& t) {
   return out;
 }
 
-absl::Status InspectMegatron(const std::string& dir, bool verify, std::ostream& out) {
+absl::Status InspectMegatron(const std::string& dir, std::optional<int64_t> iteration, bool verify,
+                             std::ostream& out) {
   // The merged reading validates the whole checkpoint and gives the layout.
-  MXMACA_ASSIGN_OR_RETURN(mg::MegatronState st, mg::ReadMegatronCheckpoint(dir));
+  MXMACA_ASSIGN_OR_RETURN(mg::MegatronState st, mg::ReadMegatronCheckpoint(dir, iteration));
   const mg::MegatronLayout& L = st.layout;
   out << "format: megatron-legacy (--ckpt-format torch; torch.save zip archives)\n";
   out << "iteration: " << (st.release ? std::string("release") : std::to_string(st.iteration)) << "\n";
@@ -166,7 +167,14 @@ absl::Status RunInspectCheckpoint(const std::vector<std::string>& args, std::ost
   }
   if (dir.empty()) return absl::InvalidArgumentError("usage: mxmaca inspect-checkpoint DIR [--iteration N] [--verify]");
   if (!fs::is_directory(dir)) return absl::NotFoundError(absl::StrCat("checkpoint directory '", dir, "' does not exist"));
-  if (!iteration && mg::IsMegatronLegacyCheckpoint(dir)) return InspectMegatron(dir, verify, out);
+  bool megatron = !iteration && mg::IsMegatronLegacyCheckpoint(dir);
+  if (iteration) {  // a Megatron iteration dir holds mp_rank_* directories
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(absl::StrFormat("%s/iter_%07d", dir, *iteration), ec)) {
+      megatron = megatron || e.path().filename().string().rfind("mp_rank_", 0) == 0;
+    }
+  }
+  if (megatron) return InspectMegatron(dir, iteration, verify, out);
   return InspectMxmaca(dir, iteration, verify, out);
 }
 

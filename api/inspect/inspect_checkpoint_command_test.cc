@@ -51,6 +51,9 @@ TEST_CASE("inspect-checkpoint: Megatron legacy format") {
   REQUIRE(text.find("model/embedding.word_embeddings.weight  float32 [4, 4] crc32 ") != std::string::npos);
   REQUIRE(text.find("model/decoder.layers.1.input_layernorm.weight  float32 [4]") != std::string::npos);
   REQUIRE(text.find("verify: every archive entry's CRC-32 matches") != std::string::npos);
+  std::ostringstream by_iteration;
+  REQUIRE(RunInspectCheckpoint({dir, "--iteration", "3"}, by_iteration).ok());
+  REQUIRE(by_iteration.str().find("format: megatron-legacy") != std::string::npos);
 }
 
 TEST_CASE("inspect-checkpoint: MXMACA format and errors") {

@@ -193,8 +193,7 @@ absl::StatusOr<std::string> StageMegatronLoad(const std::string& load_dir,
 
 std::function<absl::Status(int64_t, const std::string&)> MegatronSaveHook(
     const std::string& save_dir, const MegatronArgs& args, const layers::GptConfig& model,
-    const layers::PipelinePlacement& placement, const std::vector<std::string>& argv,
-    std::function<void(const std::string&)> print) {
+    const layers::PipelinePlacement& placement, const std::vector<std::string>& argv) {
   mg::PyRef ns = MegatronArgsNamespace(args, model, argv);
   mg::MegatronLayout layout;
   layout.tp = static_cast<int>(args.tensor_model_parallel_size);
@@ -248,10 +247,6 @@ std::function<absl::Status(int64_t, const std::string&)> MegatronSaveHook(
     MXMACA_RETURN_IF_ERROR(mg::WriteMegatronCheckpoint(save_dir, st));
     std::error_code ec;
     fs::remove_all(staging, ec);
-    if (print) {
-      print(absl::StrCat("  wrote Megatron legacy checkpoint (--ckpt-format torch) of iteration ", iteration,
-                         " to ", save_dir));
-    }
     return absl::OkStatus();
   };
 }

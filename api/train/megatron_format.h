@@ -64,8 +64,7 @@ absl::StatusOr<std::string> StageMegatronLoad(const std::string& load_dir,
 // `save_dir` with this run's layout, then removes the staged directory.
 std::function<absl::Status(int64_t iteration, const std::string& iter_dir)> MegatronSaveHook(
     const std::string& save_dir, const MegatronArgs& args, const layers::GptConfig& model,
-    const layers::PipelinePlacement& placement, const std::vector<std::string>& argv,
-    std::function<void(const std::string&)> print);
+    const layers::PipelinePlacement& placement, const std::vector<std::string>& argv);
 
 }  // namespace mxmaca::api
 

@@ -622,7 +622,8 @@ absl::StatusOr<actors::TrainingSummary> Train(
   if (args.save && args.ckpt_format == "torch") {
     // Megatron's legacy format: stage MXMACA's checkpoint, convert after each commit.
     cc->save_dir = *args.save + "/" + kMegatronStagingDir;
-    cc->after_commit = MegatronSaveHook(*args.save, args, model, parallel.placement, argv, print);
+    cc->after_commit = MegatronSaveHook(*args.save, args, model, parallel.placement, argv);
+    cc->save_log_dir = *args.save + " (Megatron legacy format, --ckpt-format torch)";
   }
   cc->save_interval = args.save_interval.value_or(0);
   cc->checkpoint_args = CheckpointArgsJson(argv, args, model);

@@ -224,9 +224,8 @@ absl::StatusOr<MegatronState> ReadMegatronCheckpoint(const std::string& load_dir
   if (args == nullptr || args->kind != PyKind::kObject) {
     return absl::DataLossError(absl::StrCat(first_path, ": no 'args' Namespace"));
   }
-  st.args = first->root_ref();  // replaced below by the args object itself
   for (const auto& [k, v] : first->root().entries) {
-    if (k->is_str() && k->s == "args") st.args = v;
+    if (k->is_str() && k->s == "args") st.args = v;  // the shared value, not a copy
   }
   MegatronLayout& L = st.layout;
   L.tp = static_cast<int>(IntArg(args, "tensor_model_parallel_size", 1));
