@@ -119,6 +119,12 @@ mg::PyRef MegatronArgsNamespace(const MegatronArgs& args, const layers::GptConfi
   ns->Set("transformer_impl", mg::PyStr(impl.empty() ? "transformer_engine" : impl));
   ns->Set("moe_grouped_gemm", mg::PyBool(HasFlag(argv, "--moe-grouped-gemm")));
   ns->Set("ckpt_format", mg::PyStr("torch"));
+  // Fields Megatron's load_checkpoint / check_checkpoint_args read without a default.
+  ns->Set("data_parallel_size", mg::PyInt(args.data_parallel_size));
+  ns->Set("world_size", mg::PyInt(args.data_parallel_size * args.tensor_model_parallel_size *
+                                  args.pipeline_model_parallel_size * args.context_parallel_size));
+  ns->Set("data_parallel_random_init", mg::PyBool(false));
+  ns->Set("fp16", mg::PyBool(false));
   return ns;
 }
 
@@ -214,6 +220,12 @@ std::function<absl::Status(int64_t, const std::string&)> MegatronSaveHook(
   naming.grouped_gemm = HasFlag(argv, "--moe-grouped-gemm");
   naming.expert_parallel_size = layout.ep;
   const bool bf16 = args.bf16;
+  const std::string lr_decay_style = args.lr_decay_style;
+  const double start_wd = args.start_weight_decay.value_or(args.weight_decay);
+  const double end_wd = args.end_weight_decay.value_or(args.weight_decay);
+  const std::string wd_incr_style = args.weight_decay_incr_style;
+  const int64_t wd_incr_steps =  // Megatron: train samples (train_iters x global batch)
+      args.train_samples.value_or(args.train_iters.value_or(0) * args.global_batch_size.value_or(0));
   const bool tied = model.tied_embeddings();
   return [=](int64_t iteration, const std::string& iter_dir) -> absl::Status {
     const std::string staging = fs::path(iter_dir).parent_path().string();
@@ -243,6 +255,16 @@ std::function<absl::Status(int64_t, const std::string&)> MegatronSaveHook(
         else if (v.is_string()) sched->Set(k, mg::PyStr(v.get<std::string>()));
       }
     }
+    // Megatron's OptimizerParamScheduler.state_dict keys; those MXMACA's state lacks come
+    // from the run's flags (load_state_dict requires lr_decay_style).
+    auto fill = [&](const char* key, mg::PyRef v) {
+      if (sched->Get(key) == nullptr) sched->Set(key, std::move(v));
+    };
+    fill("lr_decay_style", mg::PyStr(lr_decay_style));
+    fill("start_wd", mg::PyFloat(start_wd));
+    fill("end_wd", mg::PyFloat(end_wd));
+    fill("wd_incr_style", mg::PyStr(wd_incr_style));
+    fill("wd_incr_steps", mg::PyInt(wd_incr_steps));
     st.opt_param_scheduler = sched;
     MXMACA_RETURN_IF_ERROR(mg::WriteMegatronCheckpoint(save_dir, st));
     std::error_code ec;

@@ -68,6 +68,10 @@ void CheckWithTorch(const std::string& iter_dir, const std::vector<std::string>&
         "assert all(k in sd for k in need), list(sd)\n"
         "assert sd[\"checkpoint_version\"] == 3.0 and sd[\"iteration\"] == 4\n"
         "assert sd[\"args\"].consumed_train_samples == 16, sd[\"args\"].consumed_train_samples\n"
+        "sched = [\"max_lr\", \"lr_warmup_steps\", \"num_steps\", \"lr_decay_style\", \"lr_decay_steps\",\n"
+        "         \"min_lr\", \"start_wd\", \"end_wd\", \"wd_incr_style\", \"wd_incr_steps\"]\n"
+        "assert set(sched) <= set(sd[\"opt_param_scheduler\"]), sd[\"opt_param_scheduler\"]\n"
+        "assert sd[\"opt_param_scheduler\"][\"num_steps\"] == 16\n"
         "keys = list(sd[\"model\"])\n"
         "print(\"KEYS\", \" \".join(keys))\n",
         &code);
