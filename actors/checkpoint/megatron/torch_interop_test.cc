@@ -26,6 +26,7 @@
 
 #include "actors/checkpoint/megatron/pickle_reader.h"
 #include "actors/checkpoint/megatron/torch_file.h"
+#include "actors/checkpoint/megatron/zip_archive.h"
 #include "actors/checkpoint/test_util.h"
 
 namespace mxmaca::actors::checkpoint::megatron {
@@ -255,6 +256,39 @@ TEST_CASE("files written here load with torch.load, same keys, shapes and values
   auto back = TorchFile::Open(file);
   REQUIRE(back.ok());
   REQUIRE(back->root().Get("model")->cls == "collections.OrderedDict");
+}
+
+TEST_CASE("zip64 archives (past 65,535 entries) interoperate with Python's zipfile") {
+  const std::string dir = testing::MakeTempDir();
+  // Python writes one; we read it.
+  int code = 0;
+  std::string out = Run("/usr/bin/python3 -c \"import zipfile\n"
+                        "z = zipfile.ZipFile('" + dir + "/py.zip', 'w', zipfile.ZIP_STORED)\n"
+                        "[z.writestr('a/%d' % i, str(i)) for i in range(70000)]\n"
+                        "z.close()\" 2>&1", &code);
+  INFO(out);
+  REQUIRE(code == 0);
+  std::ifstream f(dir + "/py.zip", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), {});
+  auto r = ZipReader::Open(bytes.data(), bytes.size(), "py.zip");
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  REQUIRE(r->entries().size() == 70000);
+  REQUIRE(r->Data(*r->Find("a/69999")) == "69999");
+  REQUIRE(r->VerifyCrc(*r->Find("a/12345")).ok());
+  // We write one; Python reads and CRC-checks it.
+  auto w = ZipWriter::Create(dir + "/ours.zip");
+  REQUIRE(w.ok());
+  for (int i = 0; i < 70000; ++i) REQUIRE(w->Add("b/" + std::to_string(i), std::to_string(i * 7)).ok());
+  REQUIRE(w->Finish().ok());
+  out = Run("/usr/bin/python3 -c \"import zipfile\n"
+            "z = zipfile.ZipFile('" + dir + "/ours.zip')\n"
+            "assert z.testzip() is None\n"
+            "assert len(z.infolist()) == 70000 and z.read('b/69999') == b'489993'\n"
+            "print('ok')\" 2>&1", &code);
+  INFO(out);
+  REQUIRE(code == 0);
+  REQUIRE(out.find("ok") != std::string::npos);
 }
 
 }  // namespace
