@@ -50,10 +50,10 @@ double FloatArg(const PyValue* args, const char* name, double dflt) {
   return dflt;
 }
 
+// NoDecay: Megatron's default no-weight-decay rule (get_standard_config_overrides):
+// biases and 1-D tensors.
 bool NoDecay(const std::string& logical, const std::vector<int64_t>& shape) {
-  return absl::EndsWith(logical, ".bias") || shape.size() == 1 ||
-         (logical.find(".mlp.experts.linear_fc") != std::string::npos &&
-          logical.find(".bias") != std::string::npos);
+  return absl::EndsWith(logical, ".bias") || shape.size() == 1;
 }
 
 bool IsBuffer(const std::string& logical) { return absl::EndsWith(logical, ".mlp.router.expert_bias"); }

@@ -83,7 +83,7 @@ struct MegatronState {
   std::vector<std::string> notes;  // what reading skipped, for the log
 };
 
-// FindMegatronCheckpoint: whether `load_dir` holds a legacy checkpoint: a tracker file
+// IsMegatronLegacyCheckpoint: whether `load_dir` holds a legacy checkpoint: a tracker file
 // naming an iteration (or release) whose directory has mp_rank_*/model_optim_rng.pt.
 bool IsMegatronLegacyCheckpoint(const std::string& load_dir);
 
