@@ -5,7 +5,8 @@
 //    iterations 5..8 equal the uninterrupted run's losses bit for bit (weights, Adam
 //    moments and step, iteration, consumed samples and the scheduler from the Megatron
 //    files) — single device, TP2 x PP2 with SwiGLU and the local layer spec, and MoE
-//    (TEGroupedMLP keys, the router's expert bias); the TP2 x PP2 files also load into a
+//    (TEGroupedMLP keys, the router's expert bias), and PP2 with virtual stages (model0,
+//    model1); the TP2 x PP2 files also load into a
 //    single-device run, whose losses match within 1e-5 relative;
 //  - --ckpt-format torch_dist given explicitly is refused by name; loading a Megatron
 //    checkpoint into a model of another size names the field.
@@ -64,7 +65,8 @@ void CheckWithTorch(const std::string& iter_dir, const std::vector<std::string>&
     const std::string out = Python(
         "import torch, sys\n"
         "sd = torch.load(\"" + file + "\")\n"
-        "need = [\"args\", \"checkpoint_version\", \"iteration\", \"model\", \"optimizer\", \"opt_param_scheduler\"]\n"
+        "need = [\"args\", \"checkpoint_version\", \"iteration\", \"optimizer\", \"opt_param_scheduler\"]\n"
+        "assert (\"model\" in sd) != (\"model0\" in sd and \"model1\" in sd), list(sd)\n"
         "assert all(k in sd for k in need), list(sd)\n"
         "assert sd[\"checkpoint_version\"] == 3.0 and sd[\"iteration\"] == 4\n"
         "assert sd[\"args\"].consumed_train_samples == 16, sd[\"args\"].consumed_train_samples\n"
@@ -72,7 +74,8 @@ void CheckWithTorch(const std::string& iter_dir, const std::vector<std::string>&
         "         \"min_lr\", \"start_wd\", \"end_wd\", \"wd_incr_style\", \"wd_incr_steps\"]\n"
         "assert set(sched) <= set(sd[\"opt_param_scheduler\"]), sd[\"opt_param_scheduler\"]\n"
         "assert sd[\"opt_param_scheduler\"][\"num_steps\"] == 16\n"
-        "keys = list(sd[\"model\"])\n"
+        "chunks = [sd[\"model\"]] if \"model\" in sd else [sd[\"model0\"], sd[\"model1\"]]\n"
+        "keys = [k for c in chunks for k in c]\n"
         "print(\"KEYS\", \" \".join(keys))\n",
         &code);
     INFO(file << "\n" << out);
@@ -136,6 +139,19 @@ TEST_CASE("Megatron legacy checkpoint: TP2 x PP2, SwiGLU, local spec, resume bit
     INFO("iteration " << 5 + i);
     CHECK(std::abs(merged.train_losses[i] - full[4 + i]) <= 1e-5 * std::abs(full[4 + i]));
   }
+}
+
+TEST_CASE("Megatron legacy checkpoint: virtual pipeline stages (model0, model1), resume bit for bit") {
+  const std::string dir = TempDir("megatron_ckpt_vp");
+  const std::string prefix = dir + "/tiny";
+  MakeTinyCorpus(prefix, 300, 11);
+  std::vector<std::string> args = TinyTrainArgs(prefix, dir + "/cache");
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == "--num-layers") args[i + 1] = "4";
+  }
+  ResumeMatches(With(args, {"--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1",
+                            "--world-size", "2", "--micro-batch-size", "1"}),
+                dir, {"mp_rank_00_000", "mp_rank_00_001"}, "decoder.layers.0.self_attention.linear_qkv.weight");
 }
 
 // (EP 1: a resume with --expert-model-parallel-size > 1 fails in ModelConfigFromCheckpointArgs
