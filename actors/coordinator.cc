@@ -969,7 +969,9 @@ void OnShardsSaved(CoordinatorPointer self) {
     return;
   }
   absl::Status s = st.writer->Commit(c.checkpoint_args, TrainingStateJson(st));
+  const std::string committed_dir = st.writer->final_dir();
   st.writer.reset();
+  if (s.ok() && c.after_commit) s = c.after_commit(st.iteration, committed_dir);
   if (!s.ok()) {
     Finish(self, false, absl::StrCat("saving checkpoint at iteration ", st.iteration, ": ",
                                      s.message()));
@@ -979,7 +981,8 @@ void OnShardsSaved(CoordinatorPointer self) {
       st.iteration;
   Print(st, absl::StrFormat("  successfully saved %scheckpoint from iteration %7d to %s",
                             st.saving_non_persistent ? "non-persistent " : "", st.iteration,
-                            SaveDir(c, st.saving_non_persistent)));
+                            st.saving_non_persistent ? SaveDir(c, true)
+                                                     : c.save_log_dir.value_or(*c.save_dir)));
   if (st.save_then_finish) {
     Finish(self, true, "");
     return;

@@ -81,6 +81,13 @@ struct CoordinatorConfig {
   // checkpoint's RNG state (state.rng.seed).
   int64_t rng_seed = 0;
   nlohmann::json checkpoint_args;           // stored in every checkpoint's metadata
+  // after_commit: called by the process that committed a save (rank 0) with the iteration
+  // and the published iter_{:07d} directory; an error fails the save (--ckpt-format torch
+  // converts the checkpoint to Megatron's legacy format here: api/train/megatron_format.h).
+  std::function<absl::Status(int64_t iteration, const std::string& iter_dir)> after_commit;
+  // save_log_dir: the directory the "successfully saved checkpoint" line names, when it is
+  // not save_dir (--ckpt-format torch: the --save directory rather than the staging one).
+  std::optional<std::string> save_log_dir;
   std::optional<layers::OptimizerParamScheduler> scheduler;  // required
   // stages: every stage actor, by global rank
   // (rank = (pipeline rank * dp + dp rank) * tp + tp rank); with `control`, only this

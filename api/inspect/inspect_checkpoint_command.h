@@ -1,60 +1,34 @@
-// api/inspect/inspect_checkpoint_command.h: `mxmaca inspect-checkpoint --load DIR` (or
-// --save DIR): what a checkpoint directory holds, as the trainer and the writer see it
-// (docs/CHECKPOINTS.md "Directory layout"):
-//   - the tracker file latest_checkpointed_iteration.txt and what it names;
-//   - every iter_{:07d} directory: complete (metadata.json present; shard files, bytes) or
-//     half-written;
-//   - the --save lock (mxmaca-save.lock): held by a live job, left by one that is gone, or
-//     free;
-//   - temp entries of saves that never committed (iter_*.tmp-*), with their writer and
-//     whether it is gone (then the next save removes them; actors/checkpoint/temp_dirs.h).
-// It reads only names, sizes and the two small files: no shard is opened. Kept small so
-// that other checkpoint formats (e.g. Megatron's) can add their own section.
+// api/inspect/inspect_checkpoint_command.h: `mxmaca inspect-checkpoint DIR` (or --load DIR /
+// --save DIR) [--iteration N] [--verify]: what a checkpoint directory holds, for either format
+// MXMACA reads:
+//   MXMACA's own (iter_*/metadata.json + shard_*.safetensors, docs/CHECKPOINTS.md): first the
+//     directory (checkpoint_dir_report.h: the tracker file, every iter_* directory complete
+//     or half-written, the --save lock and its holder, temp entries of saves that never
+//     committed and whether the next save removes them), then for the latest (or --iteration)
+//     committed checkpoint: format, iteration, shard files, and per logical tensor its dtype
+//     (F32), full shape and the CRC-32C of its values in C order;
+//   Megatron's legacy (--ckpt-format torch, iter_*/mp_rank_*/model_optim_rng.pt): format,
+//     iteration, the TP/PP/EP layout and each model chunk's layers, the top-level entries and
+//     the args' model fields, then per rank file and state-dict key its dtype, shape and the
+//     CRC-32 (zip's) of its element bytes in C order.
+// A directory with no committed checkpoint prints the directory section alone.
+// --verify also checks every stored checksum (MXMACA: CRC-32C per box; Megatron: the zip
+// CRC-32 of every archive entry).
 #ifndef MXMACA_API_INSPECT_INSPECT_CHECKPOINT_COMMAND_H_
 #define MXMACA_API_INSPECT_INSPECT_CHECKPOINT_COMMAND_H_
 
-#include <cstdint>
-#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
-#include "actors/checkpoint/save_lock.h"
-#include "actors/checkpoint/temp_dirs.h"
 
 namespace mxmaca::api {
 
-// CheckpointDirReport: the contents of one checkpoint directory.
-struct CheckpointDirReport {
-  std::string dir;
-  // tracker: the tracker file's text (trimmed); nullopt when there is none.
-  std::optional<std::string> tracker;
-  struct Iteration {
-    int64_t iteration = 0;
-    std::string name;       // iter_{:07d}
-    bool complete = false;  // metadata.json present
-    int shard_files = 0;    // shard_*.safetensors
-    uint64_t bytes = 0;     // all files in it
-  };
-  std::vector<Iteration> iterations;                              // ascending
-  std::optional<actors::checkpoint::SaveLockHolder> lock_holder;  // the line in the lock file
-  bool lock_held = false;  // a live process holds the flock now
-  std::vector<actors::checkpoint::TempEntry> temp_entries;
-};
-
-// InspectCheckpointDir: reads `dir`. Errors: NotFound (naming it) when it does not exist or
-// is not a directory; the file system's otherwise. A garbled lock file is reported in the
-// lock line, not as an error.
-absl::StatusOr<CheckpointDirReport> InspectCheckpointDir(const std::string& dir);
-
-// RenderCheckpointDirReport: the report as text, one fact per line.
-std::string RenderCheckpointDirReport(const CheckpointDirReport& report);
-
-// RunInspectCheckpoint: the subcommand on `args` (the words after `inspect-checkpoint`):
-// exactly one of --load DIR / --save DIR (also --flag=DIR); prints to `out`.
-// Errors: InvalidArgument for a missing, repeated or unknown flag; InspectCheckpointDir's.
+// RunInspectCheckpoint: runs the command on `args` (the words after `inspect-checkpoint`),
+// printing to `out`. Errors: InvalidArgument for an unknown flag, a flag without its value,
+// or no directory or two; NotFound "<DIR> does not exist" when DIR is not a directory; the
+// readers' errors (naming the file) otherwise.
 absl::Status RunInspectCheckpoint(const std::vector<std::string>& args, std::ostream& out);
 absl::Status RunInspectCheckpoint(const std::vector<std::string>& args);  // to stdout
 

@@ -1,109 +1,77 @@
-// api/inspect/inspect_checkpoint_command_test.cc: `mxmaca inspect-checkpoint` on directories
-// built here with the checkpoint writer: complete and half-written iterations, the tracker,
-// the --save lock (held, left by a dead job, free) and the temp dir of a killed save.
-#include "api/inspect/inspect_checkpoint_command.h"
-
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
+// api/inspect/inspect_checkpoint_command_test.cc: `mxmaca inspect-checkpoint` on a
+// checkpoint of each format written here, and its errors.
 #include <catch2/catch.hpp>
-#include <cstdlib>
-#include <filesystem>
-#include <sstream>
-#include <string>
 
-#include "absl/strings/str_cat.h"
+#include <stdlib.h>
+
+#include <sstream>
+
 #include "actors/checkpoint/checkpoint_writer.h"
-#include "actors/checkpoint/save_lock.h"
+#include "actors/checkpoint/megatron/megatron_checkpoint.h"
+#include "api/inspect/inspect_checkpoint_command.h"
 
 namespace mxmaca::api {
 namespace {
 
-namespace fs = std::filesystem;
-using Catch::Matchers::Contains;
-namespace ckpt = actors::checkpoint;
+namespace mg = actors::checkpoint::megatron;
 
-std::string FreshDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
+std::string TempDir() {
+  const char* base = getenv("TEST_TMPDIR");
   std::string templ = std::string(base != nullptr ? base : "/tmp") + "/inspect_XXXXXX";
-  REQUIRE(::mkdtemp(templ.data()) != nullptr);
+  REQUIRE(mkdtemp(templ.data()) != nullptr);
   return templ;
 }
 
-const std::vector<float> kValues = {1, 2, 3, 4};
-
-void Save(const std::string& dir, int64_t it) {
-  auto w = ckpt::CheckpointWriter::Begin(dir, it);
-  REQUIRE(w.ok());
-  REQUIRE(w->WriteShard("tp0", {{"model/w", {2, 2}, {0, 0}, {2, 2}, kValues.data()}}).ok());
-  REQUIRE(w->Commit({{"seed", 1}}, {{"it", it}}).ok());
-}
-
-std::string Inspect(const std::string& dir) {
+TEST_CASE("inspect-checkpoint: Megatron legacy format") {
+  const std::string dir = TempDir();
+  mg::MegatronState st;
+  st.iteration = 3;
+  st.args = mg::PyObject("argparse.Namespace");
+  st.args->Set("num_layers", mg::PyInt(2));
+  st.args->Set("hidden_size", mg::PyInt(4));
+  auto layout = mg::UniformLayout(2, 1, 1, 2);
+  REQUIRE(layout.ok());
+  st.layout = *layout;
+  st.naming.spec = mg::LayerSpec::kLocal;
+  std::vector<float> emb(8 * 4);
+  for (size_t i = 0; i < emb.size(); ++i) emb[i] = 0.25f * static_cast<float>(i);
+  st.tensors["model/embedding.word_embeddings.weight"] = {{8, 4}, emb};
+  st.tensors["model/decoder.layers.1.input_layernorm.weight"] = {{4}, {1, 2, 3, 4}};
+  st.tensors["model/decoder.final_layernorm.weight"] = {{4}, {1, 1, 1, 1}};
+  REQUIRE(mg::WriteMegatronCheckpoint(dir, st).ok());
   std::ostringstream out;
-  absl::Status s = RunInspectCheckpoint({"--load", dir}, out);
-  INFO(s.ToString());
+  absl::Status s = RunInspectCheckpoint({dir, "--verify"}, out);
+  INFO(s.ToString() << "\n" << out.str());
   REQUIRE(s.ok());
-  return out.str();
+  const std::string text = out.str();
+  REQUIRE(text.find("format: megatron-legacy") != std::string::npos);
+  REQUIRE(text.find("iteration: 3") != std::string::npos);
+  REQUIRE(text.find("layout: tensor 2 x pipeline 1 x expert 1") != std::string::npos);
+  REQUIRE(text.find("mp_rank_01/model_optim_rng.pt") != std::string::npos);
+  REQUIRE(text.find("model/embedding.word_embeddings.weight  float32 [4, 4] crc32 ") != std::string::npos);
+  REQUIRE(text.find("model/decoder.layers.1.input_layernorm.weight  float32 [4]") != std::string::npos);
+  REQUIRE(text.find("verify: every archive entry's CRC-32 matches") != std::string::npos);
+  std::ostringstream by_iteration;
+  REQUIRE(RunInspectCheckpoint({dir, "--iteration", "3"}, by_iteration).ok());
+  REQUIRE(by_iteration.str().find("format: megatron-legacy") != std::string::npos);
 }
 
-TEST_CASE("iterations, tracker, a held lock, then a dead job's lock and temp dir") {
-  const std::string dir = FreshDir();
-  Save(dir, 10);
-  Save(dir, 20);
-  fs::create_directory(dir + "/iter_0000030");  // half-written
-  {
-    auto lock = ckpt::SaveLock::Acquire(dir);
-    REQUIRE(lock.ok());
-    const std::string text = Inspect(dir);
-    CHECK_THAT(text, Contains("tracker latest_checkpointed_iteration.txt: iteration 20\n"));
-    CHECK_THAT(text, Contains("iterations: 3\n"));
-    CHECK_THAT(text, Contains("  iter_0000010  complete, 1 shard file, "));
-    CHECK_THAT(text, Contains("  <- latest\n"));
-    CHECK_THAT(text, Contains("  iter_0000030  half-written (no metadata.json), 0 shard files"));
-    CHECK_THAT(text, Contains(absl::StrCat("save lock mxmaca-save.lock: held by a running job "
-                                           "(host ")));
-    CHECK_THAT(text, Contains(absl::StrCat("pid ", ::getpid())));
-    CHECK_THAT(text, Contains("temp entries (saves that did not commit): 0\n"));
-  }
-  // A job killed mid-save, holding the lock: both are left behind.
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    auto lock = ckpt::SaveLock::Acquire(dir);
-    auto w = ckpt::CheckpointWriter::Begin(dir, 40);
-    if (!lock.ok() || !w.ok()) ::_exit(2);
-    ::raise(SIGKILL);
-  }
-  REQUIRE(::waitpid(child, nullptr, 0) == child);
-  const std::string text = Inspect(dir);
-  CHECK_THAT(text, Contains(absl::StrCat("save lock mxmaca-save.lock: free; last held by a job "
-                                         "that is gone (host ")));
-  CHECK_THAT(text, Contains(absl::StrCat("pid ", child)));
-  CHECK_THAT(text, Contains("temp entries (saves that did not commit): 1\n"));
-  CHECK_THAT(text, Contains(absl::StrCat("  iter_0000040.tmp-", child, "-")));
-  CHECK_THAT(text, Contains(absl::StrCat("(a save of iteration 40 by pid ", child)));
-  CHECK_THAT(text, Contains("writer gone): the next save removes it\n"));
-  // ... and the next save does.
-  Save(dir, 50);
-  CHECK_THAT(Inspect(dir), Contains("temp entries (saves that did not commit): 0\n"));
-}
-
-TEST_CASE("an empty directory, a missing one, bad flags") {
-  const std::string dir = FreshDir();
-  const std::string text = Inspect(dir);
-  CHECK_THAT(text, Contains("tracker latest_checkpointed_iteration.txt: none\n"));
-  CHECK_THAT(text, Contains("iterations: 0\n"));
-  CHECK_THAT(text, Contains("save lock mxmaca-save.lock: free\n"));
+TEST_CASE("inspect-checkpoint: MXMACA format and errors") {
+  const std::string dir = TempDir();
+  auto w = actors::checkpoint::CheckpointWriter::Begin(dir, 2);
+  REQUIRE(w.ok());
+  std::vector<float> v = {1, 2, 3, 4, 5, 6};
+  REQUIRE(w->WriteShard("stage0", {{"model/output_layer.weight", {2, 3}, {0, 0}, {2, 3}, v.data()}}).ok());
+  REQUIRE(w->Commit(nlohmann::json::object(), {{"consumed_train_samples", 8}}).ok());
   std::ostringstream out;
-  absl::Status missing = RunInspectCheckpoint({"--save=" + dir + "/nope"}, out);
-  CHECK(absl::IsNotFound(missing));
-  CHECK_THAT(std::string(missing.message()), Contains(dir + "/nope does not exist"));
-  CHECK(absl::IsInvalidArgument(RunInspectCheckpoint({}, out)));
-  CHECK(absl::IsInvalidArgument(RunInspectCheckpoint({"--loda", dir}, out)));
-  CHECK(absl::IsInvalidArgument(RunInspectCheckpoint({"--load", dir, "--save", dir}, out)));
-  CHECK(absl::IsInvalidArgument(RunInspectCheckpoint({"--load"}, out)));
+  REQUIRE(RunInspectCheckpoint({dir, "--verify"}, out).ok());
+  REQUIRE(out.str().find("format: mxmaca-checkpoint") != std::string::npos);
+  REQUIRE(out.str().find("model/output_layer.weight  F32 [2, 3] crc32c ") != std::string::npos);
+  REQUIRE(out.str().find("state.consumed_train_samples: 8") != std::string::npos);
+  std::ostringstream ignored;
+  REQUIRE(absl::IsNotFound(RunInspectCheckpoint({dir + "/nope"}, ignored)));
+  REQUIRE(absl::IsInvalidArgument(RunInspectCheckpoint({}, ignored)));
+  REQUIRE(absl::IsInvalidArgument(RunInspectCheckpoint({dir, "--bogus"}, ignored)));
 }
 
 }  // namespace

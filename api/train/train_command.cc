@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "actors/checkpoint/checkpoint_reader.h"
+#include "actors/checkpoint/megatron/megatron_checkpoint.h"
 #include "actors/control_plane.h"
 #include "actors/coordinator.h"
 #include "actors/data_actor.h"
@@ -33,6 +34,7 @@
 #include "api/train/cp_setup.h"
 #include "api/train/device_setup.h"
 #include "api/train/gemm_peak.h"
+#include "api/train/megatron_format.h"
 #include "api/train/moe_setup.h"
 #include "api/train/parallel_setup.h"
 #include "api/train/process_job.h"
@@ -85,7 +87,7 @@ constexpr const char* kHonouredDests[] = {
     "seed", "init_method_std", "lr", "lr_decay_style", "lr_decay_iters", "lr_decay_samples",
     "lr_warmup_fraction", "lr_warmup_iters", "lr_warmup_samples", "lr_warmup_init", "min_lr",
     "override_opt_param_scheduler", "use_checkpoint_opt_param_scheduler", "save",
-    "save_interval", "load", "no_load_optim", "no_load_rng", "finetune", "bf16",
+    "save_interval", "load", "no_load_optim", "no_load_rng", "finetune", "bf16", "ckpt_format",
     // Resume rules (api/train/resume_rules.h) and the decoupled learning rate.
     "ckpt_step", "use_checkpoint_args", "use_tokenizer_model_from_checkpoint_args",
     "non_persistent_save_interval", "non_persistent_ckpt_type", "non_persistent_global_ckpt_dir",
@@ -214,10 +216,25 @@ struct ResumePoint {
 // OpenCheckpointToLoad: the checkpoint --load (with --ckpt-step and the non-persistent
 // flags) names, opened (resume_rules.h LocateCheckpoint). Megatron's behaviour: a --load
 // directory without any checkpoint starts from scratch (with a notice); a half-written or
-// unreadable one is an error.
+// unreadable one is an error. A Megatron legacy checkpoint (iter_*/mp_rank_*/
+// model_optim_rng.pt) is first staged as an MXMACA checkpoint in a temporary directory
+// (megatron_format.h StageMegatronLoad, checked against `model`); `staged` then holds the
+// handle whose release removes that directory: keep it until the reader is closed.
 absl::StatusOr<std::optional<actors::checkpoint::CheckpointReader>> OpenCheckpointToLoad(
-    const MegatronArgs& a, const std::function<void(const std::string&)>& print) {
+    const MegatronArgs& a, const layers::GptConfig& model, const nlohmann::json& checkpoint_args,
+    const std::function<void(const std::string&)>& print, std::shared_ptr<void>* staged) {
   if (!a.load) return std::optional<actors::checkpoint::CheckpointReader>();
+  if (actors::checkpoint::megatron::IsMegatronLegacyCheckpoint(*a.load)) {
+    MXMACA_ASSIGN_OR_RETURN(std::string open_dir,
+                            StageMegatronLoad(*a.load, model, checkpoint_args, print));
+    staged->reset(static_cast<void*>(nullptr), [open_dir](void*) {
+      std::error_code ec;
+      std::filesystem::remove_all(open_dir, ec);
+    });
+    MXMACA_ASSIGN_OR_RETURN(actors::checkpoint::CheckpointReader reader,
+                            actors::checkpoint::CheckpointReader::Open(open_dir));
+    return std::optional<actors::checkpoint::CheckpointReader>(std::move(reader));
+  }
   std::vector<std::string> notices;
   absl::StatusOr<std::optional<CheckpointToLoad>> where = LocateCheckpoint(a, &notices);
   for (const std::string& n : notices) print(n);
@@ -304,6 +321,12 @@ absl::StatusOr<ResumePoint> MaybeLoad(const MegatronArgs& a, const layers::GptCo
                                                       a, reader.dir(), &log));
         for (const std::string& line : log) print(line);
         rp.scheduler = std::move(restored);
+      }
+      if (!a.no_load_optim && !st.value("has_optimizer_state", true)) {
+        // A converted checkpoint (Megatron's, actors/checkpoint/megatron) without optimizer
+        // state that maps onto this model.
+        print(" WARNING: the checkpoint has no optimizer state that maps; Adam starts from zero");
+      } else if (!a.no_load_optim) {
         for (StageRank& r : ranks) {
           for (int c = 0; c < r.program->num_chunks(); ++c) {
             MXMACA_RETURN_IF_ERROR(actors::LoadOptimizerState(reader, *r.optimizers[c],
@@ -394,6 +417,7 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
     return actors::TrainingSummary{};
   }
   MXMACA_RETURN_IF_ERROR(CheckHonouredFlags(args));
+  MXMACA_RETURN_IF_ERROR(CheckCkptFormat(args, argv));  // megatron_format.h
   MXMACA_RETURN_IF_ERROR(CheckDeviceArgs(args));  // --device: device_setup.h
   // --synthetic-op-ms: the same pipeline layout on synthetic stages (synthetic_train.h).
   if (args.synthetic_op_ms) return TrainSynthetic(std::move(args), print, std::move(on_iteration));
@@ -526,8 +550,10 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
   // The checkpoint to resume from, opened before the ranks are built: its RNG state (the
   // seed of every random draw) replaces --seed's unless --no-load-rng or --finetune, as
   // Megatron restores its generators (the data order stays --seed's in both).
+  std::shared_ptr<void> staged_megatron_load;  // removes a staged Megatron checkpoint
   MXMACA_ASSIGN_OR_RETURN(std::optional<actors::checkpoint::CheckpointReader> opened,
-                          OpenCheckpointToLoad(args, print));
+                          OpenCheckpointToLoad(args, model, CheckpointArgsJson(argv, args, model),
+                                               print, &staged_megatron_load));
   if (opened && !args.finetune && !args.no_load_rng) {
     const std::optional<int64_t> seed = CheckpointRngSeed(*opened);
     if (seed && static_cast<uint64_t>(*seed) != model.seed) {
@@ -650,6 +676,7 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
     scheduler.SetNumSteps(resume.scheduler->num_steps);
   }
   opened.reset();  // unmap the checkpoint's files
+  staged_megatron_load.reset();
 
   // Data.
   MXMACA_ASSIGN_OR_RETURN(data::GptDataConfig data_config, GptDataConfigFromArgs(args));
@@ -781,6 +808,12 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
     cc->exit_signal_received = [] { return ExitSignalReceived(); };
   }
   cc->save_dir = args.save;
+  if (args.save && args.ckpt_format == "torch") {
+    // Megatron's legacy format: stage MXMACA's checkpoint, convert after each commit.
+    cc->save_dir = *args.save + "/" + kMegatronStagingDir;
+    cc->after_commit = MegatronSaveHook(*args.save, args, model, parallel.placement, argv);
+    cc->save_log_dir = *args.save + " (Megatron legacy format, --ckpt-format torch)";
+  }
   cc->save_interval = args.save_interval.value_or(0);
   if (args.save && args.non_persistent_save_interval) {
     cc->non_persistent_save_interval = *args.non_persistent_save_interval;
