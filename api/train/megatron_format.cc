@@ -227,6 +227,7 @@ std::function<absl::Status(int64_t, const std::string&)> MegatronSaveHook(
   const int64_t wd_incr_steps =  // Megatron: train samples (train_iters x global batch)
       args.train_samples.value_or(args.train_iters.value_or(0) * args.global_batch_size.value_or(0));
   const bool tied = model.tied_embeddings();
+  const int64_t vocab_size = model.vocab_size, padded_vocab_size = model.padded_vocab_size;
   return [=](int64_t iteration, const std::string& iter_dir) -> absl::Status {
     const std::string staging = fs::path(iter_dir).parent_path().string();
     MXMACA_ASSIGN_OR_RETURN(actors::checkpoint::CheckpointReader reader,
@@ -234,6 +235,19 @@ std::function<absl::Status(int64_t, const std::string&)> MegatronSaveHook(
     mg::MegatronState st;
     st.iteration = iteration;
     MXMACA_ASSIGN_OR_RETURN(st.tensors, mg::ReadLogicalTensors(reader));
+    // MXMACA stores the vocabulary tensors' true-vocabulary rows [V, h] (docs/CHECKPOINTS.md
+    // "Vocabulary-padded tensors"); Megatron stores the padded table [V_pad, h], split over
+    // TP: the padding rows are written as zeros (they are never a label, and MXMACA's
+    // default softmax leaves them out; a run here re-initialises them on load).
+    for (auto& [name, t] : st.tensors) {
+      const bool vocab_tensor = absl::EndsWith(name, "embedding.word_embeddings.weight") ||
+                                absl::EndsWith(name, "output_layer.weight");
+      if (vocab_tensor && t.shape.size() == 2 && t.shape[0] == vocab_size &&
+          padded_vocab_size > vocab_size) {
+        t.data.resize(static_cast<size_t>(padded_vocab_size * t.shape[1]), 0.0f);
+        t.shape[0] = padded_vocab_size;
+      }
+    }
     st.layout = layout;
     st.naming = naming;
     st.bf16 = bf16;
