@@ -1,5 +1,5 @@
 // actors/activation_pool.h: the memory pool that activation and gradient messages point
-// into (DESIGN.md "Messages reference pooled memory").
+// into (docs/ARCHITECTURE.md "Messages reference pooled memory").
 //
 // A producer StageActor owns one pool. Before an op that sends (F to the next virtual
 // stage, B to the previous), it takes a buffer from the pool and the op writes its output

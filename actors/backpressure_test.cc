@@ -1,4 +1,4 @@
-// Back-pressure on pipeline channels (DESIGN.md "Each edge has a slot quota"): with a slow
+// Back-pressure on pipeline channels (docs/ARCHITECTURE.md "Each edge has a slot quota"): with a slow
 // consumer, a producer stage may run at most `quota` payloads ahead on a channel. With
 // --pipeline-channel-slots 2, GPipe's forward channels get 2 slots (scheduler/edge_slots.h:
 // GPipe could otherwise put all m in flight), so on stage 0, F(j) starts only after

@@ -1,6 +1,6 @@
 // actors/compute_pool.h: the pool of compute threads and per-actor strands.
 //
-// DESIGN.md, "Threads": CAF workers handle messages only; compute runs on per-actor
+// docs/ARCHITECTURE.md, "Threads": CAF workers handle messages only; compute runs on per-actor
 // strands of a pool sized to the cores. A Strand is a FIFO of tasks that never runs two
 // of its tasks at once (an actor's device "stream" on CPU); the pool runs ready strands
 // on its threads, one task at a time per strand, round-robin across strands. A task that

@@ -1,7 +1,7 @@
 // actors/messages.h: the typed messages between MXMACA's actors, and the actors'
 // typed interfaces.
 //
-// DESIGN.md, "Messages": small typed structs; every message about a micro-batch names
+// docs/ARCHITECTURE.md, "Messages": small typed structs; every message about a micro-batch names
 // its iteration, micro-batch, model chunk and direction, so the receiver checks that what
 // arrived is what it expected and fails loudly otherwise. Payloads are shared_ptrs to
 // immutable data: within a process CAF hands the same address to the receiver (zero copy).

@@ -1,5 +1,5 @@
 // actors/remote_stage_link.h: activations and input gradients between stage actors in
-// different processes (DESIGN.md "between processes the bytes go over UCX (host memory)";
+// different processes (docs/ARCHITECTURE.md "between processes the bytes go over UCX (host memory)";
 // docs/MULTIPROCESS.md "How training runs across processes").
 //
 // Within a process a stage actor sends its neighbour an ActivationMessage whose payload

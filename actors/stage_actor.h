@@ -1,6 +1,6 @@
 // actors/stage_actor.h: StageActor, one pipeline stage of one data-parallel replica.
 //
-// DESIGN.md: an actor owns its parameters, its optimizer state and its device stream
+// docs/ARCHITECTURE.md: an actor owns its parameters, its optimizer state and its device stream
 // (here a compute Strand of the process's ComputePool). It executes exactly the op list
 // (F/B/W per micro-batch and model chunk) the coordinator hands it for an iteration: an op
 // starts when it is next in the list and its inputs have arrived — the micro-batch's data

@@ -4,7 +4,7 @@
 //
 // The paper notes that a rollback can also be computed by inverting the update; MXMACA
 // keeps copies instead, because the redone step must give the bits of the synchronous
-// step (DESIGN.md "Numerics") and inverse arithmetic is not exact in fp32. Cost: per model
+// step (docs/ARCHITECTURE.md "Numerics") and inverse arithmetic is not exact in fp32. Cost: per model
 // chunk, one copy of the parameter and gradient arenas and of AdamW's exp_avg /
 // exp_avg_sq (4 x the parameter bytes), held from the optimistic step to its validation.
 #ifndef MXMACA_ACTORS_STEP_BACKUP_H_

@@ -1,6 +1,6 @@
 // kernels/exec_context.h: the execution context every kernel call takes.
 //
-// DESIGN.md, "Kernel calls only enqueue": a kernel call gets an explicit context
+// docs/ARCHITECTURE.md, "Kernel calls only enqueue": a kernel call gets an explicit context
 // (stream or CPU executor, workspace, RNG key, precision policy) and does no host
 // synchronisation, no allocation visible to the caller, and no host read of device data,
 // so a stage's work can be captured into a CUDA graph as it is. On CPU "enqueue" means
@@ -20,7 +20,7 @@ namespace mxmaca::kernels {
 //          (Megatron's --bf16 structure; oneDNN bf16 matmul on CPU, cuBLASLt on GPU).
 enum class Precision { kFp32, kBf16 };
 
-// RngKey: the key of a counter-based random stream (DESIGN.md, "Randomness is a
+// RngKey: the key of a counter-based random stream (docs/ARCHITECTURE.md, "Randomness is a
 // function, not a stream"). The value drawn for element i of a tensor is
 // f(seed, stream, i) — independent of thread count, layout or schedule. `stream`
 // identifies the use (layer, dropout site, iteration, micro-batch), built by

@@ -6,7 +6,7 @@
 // curand_Philox4x32_10 and torch's CUDA generator, so a CUDA backend can reproduce
 // every value bit for bit.
 //
-// DESIGN.md, "Randomness is a function, not a stream": the value for element `index` of
+// docs/ARCHITECTURE.md, "Randomness is a function, not a stream": the value for element `index` of
 // a tensor is UniformAt(key, index), a pure function of (seed, stream, index). Any
 // sharding, thread count or schedule that computes the same global element index gets the
 // same number.

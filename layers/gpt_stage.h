@@ -4,7 +4,7 @@
 // Source: megatron/core/models/gpt/gpt_model.py (GPTModel: LanguageModelEmbedding ->
 // TransformerBlock -> final_layernorm -> output_layer -> cross-entropy),
 // megatron/core/transformer/transformer_block.py (_checkpointed_forward for
-// --recompute-granularity full with --recompute-method uniform|block) and DESIGN.md
+// --recompute-granularity full with --recompute-method uniform|block) and docs/ARCHITECTURE.md
 // ("Layers expose F, B and W"; "Order is defined where numerics depend on it").
 // A single device is one stage with layers [0, L), has_embedding and has_loss_head.
 //

@@ -1,7 +1,7 @@
 // layers/micro_batch_stash.h: what a stage's forward saves for its backward, per
 // micro-batch, with exact byte accounting.
 //
-// DESIGN.md, "Layers expose F, B and W": each micro-batch in flight on a stage owns one
+// docs/ARCHITECTURE.md, "Layers expose F, B and W": each micro-batch in flight on a stage owns one
 // MicroBatchStash. F fills it; B (backward-input) consumes the forward tensors it no longer
 // needs and adds the output gradients of every linear/norm that W (backward-weight) needs;
 // W computes the weight gradients and the stash is dropped. Every buffer is allocated
@@ -34,7 +34,7 @@ struct MoEStash;  // layers/moe/moe_layer.h
 
 // MemoryTracker: live and peak bytes of the stash buffers that report to it, and a cache
 // of released blocks so that the next micro-batch reuses them (no page faults, no
-// re-zeroing of fresh pages; DESIGN.md "Messages reference pooled memory"). A released
+// re-zeroing of fresh pages; docs/ARCHITECTURE.md "Messages reference pooled memory"). A released
 // block is cached while the cache holds at most peak() bytes; a request takes the smallest
 // cached block of at least its size and at most twice it. Counts requested bytes (not
 // block sizes). Not thread-safe (one stage, one caller).

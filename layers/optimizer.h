@@ -6,7 +6,7 @@
 // group; its fused Adam in adam_w_mode performs torch.optim.AdamW's update, which
 // kernels::cpu::AdamWStep implements. Optimizer state (exp_avg, exp_avg_sq) is fp32 and
 // stored per tensor under the tensor's logical name, so a checkpoint can hold it as
-// logical tensors (DESIGN.md).
+// logical tensors (docs/ARCHITECTURE.md).
 #ifndef MXMACA_LAYERS_OPTIMIZER_H_
 #define MXMACA_LAYERS_OPTIMIZER_H_
 

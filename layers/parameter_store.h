@@ -1,7 +1,7 @@
 // layers/parameter_store.h: a stage's parameters and gradients as two flat fp32 arenas,
 // each tensor registered under its Megatron logical name.
 //
-// DESIGN.md: "Checkpoints store logical tensors" and "Randomness is a function, not a
+// docs/ARCHITECTURE.md: "Checkpoints store logical tensors" and "Randomness is a function, not a
 // stream". Every tensor carries its logical name (MEGATRON_FORMATS.md, GPT parameter
 // names), its full logical shape and the offsets of the shard held here (the whole
 // tensor until tensor parallelism shards it), so checkpoints and the optimizer can address

@@ -1,7 +1,7 @@
 // layers/pipeline_placement.h: which transformer layers (and the embedding / loss head)
 // each pipeline rank and model chunk owns, from Megatron-LM's layer-split flags.
 //
-// DESIGN.md, "Placement is data": a placement is a table layouts[rank][chunk] of
+// docs/ARCHITECTURE.md, "Placement is data": a placement is a table layouts[rank][chunk] of
 // StageLayout, printable in Megatron's --pipeline-model-parallel-layout syntax.
 //
 // Semantics follow Megatron-Core core_v0.15:

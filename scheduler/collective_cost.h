@@ -15,7 +15,7 @@
 // n = 1 costs 0. Source: Thakur, Rabenseifner, Gropp, "Optimization of collective
 // communication operations in MPICH" (2005); NCCL's tuning model (ring vs tree).
 //
-// Rank layout: Megatron-Core's RankGenerator order tp-cp-ep-dp-pp (DESIGN.md): TP varies
+// Rank layout: Megatron-Core's RankGenerator order tp-cp-ep-dp-pp (docs/ARCHITECTURE.md): TP varies
 // fastest, so a TP group is `tp` consecutive ranks (stride 1), a CP group has stride tp,
 // a DP group stride tp*cp, a PP group stride tp*cp*dp. With gpus_per_node G and ranks
 // numbered node by node, a group of `size` ranks with `stride` stays inside one node iff
@@ -24,7 +24,7 @@
 // ring sets its pace).
 //
 // Expert layers use a second grid over the same ranks (Megatron-Core's "MoE parallel
-// folding", DESIGN.md): etp-ep-edp-pp, ETP fastest, with ETP x EP x EDP = TP x CP x DP.
+// folding", docs/ARCHITECTURE.md): etp-ep-edp-pp, ETP fastest, with ETP x EP x EDP = TP x CP x DP.
 // An EP group is `ep` ranks `etp` apart; an expert-data-parallel (EDP) group `edp` ranks
 // etp x ep apart. An all-to-all over a group that spans nodes is modelled as the pairwise
 // exchange it is: each rank sends bytes / n to every peer at once, the peers in its own

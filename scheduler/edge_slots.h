@@ -1,5 +1,5 @@
 // scheduler/edge_slots.h: how many payload slots each pipeline channel needs — the
-// per-edge quotas of DESIGN.md "Messages reference pooled memory".
+// per-edge quotas of docs/ARCHITECTURE.md "Messages reference pooled memory".
 //
 // A stage's F sends its output activation to the next virtual stage and its B sends the
 // input gradient to the previous one; each stage has two outgoing channels, one for

@@ -1,6 +1,6 @@
 // scheduler/pipeline_schedule.h: pipeline schedules as data.
 //
-// DESIGN.md: for each stage an ordered list of operations — F (forward), B (input-
+// docs/ARCHITECTURE.md: for each stage an ordered list of operations — F (forward), B (input-
 // gradient backward), W (weight-gradient backward) — each naming its micro-batch and
 // model chunk. A StageActor executes exactly the list it is given; the runtime can inspect,
 // validate and change it. Generators for the published schedules (GPipe, 1F1B,

@@ -1,7 +1,7 @@
 // scheduler/schedule_validator.h: proves a PipelineSchedule complete and deadlock-free
 // before a runtime executes it.
 //
-// DESIGN.md / issue 4: a StageActor executes exactly the op list it is given, so a bad
+// docs/ARCHITECTURE.md / issue 4: a StageActor executes exactly the op list it is given, so a bad
 // list must be rejected up front with a message that names the stage and op, never left
 // to hang. The dependency and message model is SimulateSchedule's
 // (schedule_simulator.h): in-order stages, non-blocking sends, one FIFO channel per

@@ -1,5 +1,5 @@
 // transport/collective_watchdog.h: a thread that periodically asks a backend for
-// collectives past their timeout (DESIGN.md "Collectives ... time out with a report of
+// collectives past their timeout (docs/ARCHITECTURE.md "Collectives ... time out with a report of
 // (group, op, sequence, bytes) on every rank").
 //
 // The backend does the bookkeeping (InProcessHub::CheckTimeouts fails the stuck operation

@@ -1,5 +1,5 @@
 // transport/communicator.h: the Communicator interface, one rank's endpoint for
-// collectives and point-to-point transfers (DESIGN.md "Collectives never block a thread").
+// collectives and point-to-point transfers (docs/ARCHITECTURE.md "Collectives never block a thread").
 //
 // Every call only enqueues: it returns at once with the CollectiveInfo it was assigned and
 // later calls `done` exactly once, with OkStatus when this rank's output buffer holds the

@@ -1,5 +1,5 @@
 // transport/inprocess_communicator.h: the in-process Communicator backend — many ranks in
-// one process (DESIGN.md "A rank is an actor's place in this grid, not a process").
+// one process (docs/ARCHITECTURE.md "A rank is an actor's place in this grid, not a process").
 //
 // An InProcessHub matches the posts of all ranks of a world. Each rank posts its
 // contribution through its own endpoint (ForRank); the post is recorded under

@@ -1,4 +1,4 @@
-// transport/rank_grid.h: the rank layout of Megatron-Core (DESIGN.md "Rank layout").
+// transport/rank_grid.h: the rank layout of Megatron-Core (docs/ARCHITECTURE.md "Rank layout").
 //
 // Ranks are ordered `tp-cp-ep-dp-pp` as Megatron-Core's RankGenerator orders them
 // (megatron/core/parallel_state.py): TP varies fastest, PP slowest. Two grids cover the

@@ -1,5 +1,5 @@
 // actors/checkpoint/checkpoint_reader.h: loads a checkpoint written by CheckpointWriter
-// into any sharding (DESIGN.md "Checkpoints store logical tensors"; format in
+// into any sharding (docs/ARCHITECTURE.md "Checkpoints store logical tensors"; format in
 // checkpoint_format.h and docs/CHECKPOINTS.md).
 //
 // Usage:

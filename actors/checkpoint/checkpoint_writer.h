@@ -1,5 +1,5 @@
 // actors/checkpoint/checkpoint_writer.h: saves a checkpoint of logical tensors
-// atomically (DESIGN.md "Checkpoints store logical tensors"; format in
+// atomically (docs/ARCHITECTURE.md "Checkpoints store logical tensors"; format in
 // checkpoint_format.h and docs/CHECKPOINTS.md).
 //
 // Usage (one writer per save, shared by the stage actors of a process):

@@ -1,5 +1,5 @@
 // api/launch/launch_command.h: `mxmaca launch`, a torchrun-style launcher for one node
-// (DESIGN.md "What users do" 3).
+// (docs/ARCHITECTURE.md "What users do" 3).
 //
 //   mxmaca launch --nproc-per-node N [--nnodes M --node-rank K --master-addr A
 //                 --master-port P --max-restarts R] -- <mxmaca subcommand and its flags>

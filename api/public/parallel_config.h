@@ -2,7 +2,7 @@
 //
 // ParallelConfig holds the sizes of Megatron's parallel dimensions and the pipeline
 // schedule. World size = tensor x context x data x pipeline; ranks are ordered
-// tp-cp-ep-dp-pp as in Megatron-Core's RankGenerator (DESIGN.md, "Rank layout"). A rank
+// tp-cp-ep-dp-pp as in Megatron-Core's RankGenerator (docs/ARCHITECTURE.md, "Rank layout"). A rank
 // is an actor's place in that grid, not necessarily a process. Each field names the
 // Megatron flag it becomes (megatron/training/arguments.py, core_v0.15.0); whether a
 // layout is accepted is decided by the runtime when the job runs (the same checks as

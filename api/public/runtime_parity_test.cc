@@ -1,6 +1,6 @@
 // api/public/runtime_parity_test.cc: a ParallelConfig reaches the runtime: pipeline- and
 // data-parallel jobs created through the API give the single-device job's losses (bit for
-// bit where the arithmetic order is the same, else within DESIGN.md's 1e-5 relative).
+// bit where the arithmetic order is the same, else within docs/ARCHITECTURE.md's 1e-5 relative).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -47,11 +47,11 @@ JobResult RunTiny(const ParallelConfig& parallel, int64_t seed, bool tied = true
 TEST_CASE("a ParallelConfig reaches the runtime: PP and DP runs match the single-device run") {
   std::mt19937 rng(4242);
   const int64_t seed = 1 + rng() % 100000;
-  // Relative per-step loss bound where the summation order changes (DESIGN.md, Numerics).
+  // Relative per-step loss bound where the summation order changes (docs/ARCHITECTURE.md, Numerics).
   constexpr double kReassociatedRel = 1e-5;
 
   // Two pipeline stages (one layer each), GPipe and the default 1F1B. Untied: every sum
-  // keeps its order, so DESIGN.md's "bit-identical under any schedule" applies. Tied:
+  // keeps its order, so docs/ARCHITECTURE.md's "bit-identical under any schedule" applies. Tied:
   // the shared word-embedding weight's gradient is the sum of the first stage's and the
   // last stage's parts (as Megatron all-reduces them), an order the single stage does not
   // use, so the reassociation bound applies (measured: 1 float ulp from iteration 2).

@@ -121,7 +121,7 @@ absl::Status AddMoEConfig(const MegatronArgs& a, layers::GptConfig* config) {
   const int64_t ep = a.expert_model_parallel_size;
   const int64_t tp = a.tensor_model_parallel_size;
   if (ep > 1) {
-    // The expert grid of DESIGN.md with ETP = 1: EP = k x TP (k dividing DP), so an EP
+    // The expert grid of docs/ARCHITECTURE.md with ETP = 1: EP = k x TP (k dividing DP), so an EP
     // group is the TP groups of k consecutive DP replicas and the expert-data-parallel
     // group the remaining DP / k replicas (k = 1: the TP group and the DP group; k > 1:
     // the experts sit in their own arena region reduced over EDP, layers/gpt_stage.h).

@@ -1,5 +1,5 @@
 // kernels/cuda/arena_plan.h: the host-only bookkeeping of a device memory arena and of
-// the message slots carved from it (DESIGN.md, "Messages reference pooled memory").
+// the message slots carved from it (docs/ARCHITECTURE.md, "Messages reference pooled memory").
 //
 // ArenaPlan lays out one contiguous region (bytes) with a bump allocator: every
 // reservation starts at a multiple of kArenaAlignment and is never moved or freed until

@@ -1,7 +1,7 @@
 // kernels/cuda/device_arena.h: one actor's device memory: a single cudaMalloc'd region
 // carved by a bump allocator (DeviceArena), and per-edge message slots on top (SlotPool).
 //
-// DESIGN.md, "Messages reference pooled memory": an activation or gradient message
+// docs/ARCHITECTURE.md, "Messages reference pooled memory": an activation or gradient message
 // points into a slot of the producer's pool; the consumer returns the slot by message;
 // each edge has a slot quota (back-pressure). Addresses never move for the arena's
 // lifetime, so a CUDA graph captured with them can be replayed (graph_cache.h). The

@@ -66,7 +66,7 @@ class StreamSet {
   // comm_ctx: the same for the comm stream (reductions fused into communication).
   ExecContext comm_ctx(Precision precision = Precision::kFp32) const;
   // Synchronize: blocks the host until both streams are idle. Not for per-micro-batch
-  // paths (DESIGN.md: collectives never block a thread); illegal during capture.
+  // paths (docs/ARCHITECTURE.md: collectives never block a thread); illegal during capture.
   CudaStatus Synchronize() const;
 
  private:

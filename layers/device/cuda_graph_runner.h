@@ -1,5 +1,5 @@
 // layers/device/cuda_graph_runner.h: the SegmentRunner that captures a device stage's op
-// segments into CUDA graphs and replays them (issue 8; DESIGN.md "Kernel calls only
+// segments into CUDA graphs and replays them (issue 8; docs/ARCHITECTURE.md "Kernel calls only
 // enqueue"), over kernels/cuda/graph_cache.h.
 //
 // Each stage actor gets one runner per model chunk, over the CudaGraphCache its rank owns

@@ -23,7 +23,7 @@
 // micro-batch SLOTS: each slot holds every activation one micro-batch keeps from F to W
 // (the stash of transformer_layer.h, sized for options.micro_batch_size x
 // options.seq_length), at fixed device addresses for the slot's lifetime, so the device
-// work of an op on a slot can be captured into a CUDA graph once and replayed (DESIGN.md
+// work of an op on a slot can be captured into a CUDA graph once and replayed (docs/ARCHITECTURE.md
 // "slots have fixed addresses that captured graphs can reuse"). A micro-batch takes the
 // first free slot at F and frees it at W; a new slot is allocated when all are busy
 // (pipeline depth), so a 1F1B stage with p micro-batches in flight holds p slots.

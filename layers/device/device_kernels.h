@@ -3,7 +3,7 @@
 // (cuda_device_kernels.h, kernels/cuda) and on the CPU (cpu_device_kernels.h,
 // kernels/cpu) — the CPU instance is how CI tests the GPU path's logic without a GPU.
 //
-// DESIGN.md "Kernel calls only enqueue": every compute call enqueues on the instance's
+// docs/ARCHITECTURE.md "Kernel calls only enqueue": every compute call enqueues on the instance's
 // stream (CUDA) or runs now on the calling thread (CPU), allocates nothing and reads no
 // device data on the host, so a sequence of calls can be captured into a CUDA graph.
 // Only Allocate/Free, the Copy* calls with host memory, and Synchronize are not

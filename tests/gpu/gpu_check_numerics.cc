@@ -562,7 +562,7 @@ void CheckFusedAttention(Table* t, std::mt19937_64& rng) {
   }
 }
 
-// DESIGN.md "Kernel calls only enqueue": a training-step-like sequence captured into a
+// docs/ARCHITECTURE.md "Kernel calls only enqueue": a training-step-like sequence captured into a
 // CUDA graph (strict global capture mode: any synchronising or allocating call inside
 // fails the capture) and replayed must give the eager run's bits (which also checks
 // run-to-run determinism).

@@ -8,7 +8,7 @@
 // Hidden dropout 0.1 (its masks are keyed by unsharded positions, so they do not depend
 // on CP); attention dropout 0, which CP needs (cp_setup.h).
 //
-// Tolerances (DESIGN.md "Numerics"): per-step training loss and the evaluation loss within
+// Tolerances (docs/ARCHITECTURE.md "Numerics"): per-step training loss and the evaluation loss within
 // 1e-5 relative over 10 steps; per-tensor weight change within 1e-3 relative, norm-wise.
 // In fp32, CP changes summation orders only: the attention softmax is accumulated block
 // by block around the ring (online, in ring order) instead of over the whole row, each

@@ -131,7 +131,7 @@ TEST_CASE("Megatron legacy checkpoint: TP2 x PP2, SwiGLU, local spec, resume bit
       dir, {"mp_rank_00_000", "mp_rank_00_001", "mp_rank_01_000", "mp_rank_01_001"},
       "decoder.layers.0.input_layernorm.weight");
   // The TP2 x PP2 files merge into a single-device run: the same losses up to the
-  // arithmetic order of the TP reductions (DESIGN.md: 1e-5 relative per step).
+  // arithmetic order of the TP reductions (docs/ARCHITECTURE.md: 1e-5 relative per step).
   const actors::TrainingSummary merged = MustTrain(With(single, {"--load", dir + "/megatron"}));
   REQUIRE(merged.first_iteration == 4);
   REQUIRE(merged.train_losses.size() == 4);

@@ -17,7 +17,7 @@
 //  - Within tolerance where it is not: DP 2 against DP 1 (each replica sums its own
 //    micro-batches, then the replicas are added; DP 1 sums all in one order) — per-step
 //    loss within 1e-5 relative over 10 steps and, per parameter tensor, the change from
-//    the initial weights (w10 - w0) within 1e-3 relative norm-wise (DESIGN.md
+//    the initial weights (w10 - w0) within 1e-3 relative norm-wise (docs/ARCHITECTURE.md
 //    "Numerics"): fp32 reassociation of ~8 micro-batch terms moves gradients by a few
 //    ulp (~1e-7 relative); Adam's update divides by sqrt(v) ~ |g|, so it carries that
 //    relative error into the step, and 10 steps of a chaotic optimiser grow it by at most

@@ -813,7 +813,7 @@ TEST_CASE("8-rank PP x DP grids match the single-device run") {
     REQUIRE(r.summary->ok);
     REQUIRE(r.summary->train_losses.size() == 3);
     for (size_t i = 0; i < 3; ++i) {
-      // DESIGN.md: per-step loss within 1e-5 relative (DP sums gradients in a different
+      // docs/ARCHITECTURE.md: per-step loss within 1e-5 relative (DP sums gradients in a different
       // association than one device does, so later steps differ by rounding).
       const double a = r.summary->train_losses[i], b = ref.summary->train_losses[i];
       INFO("iteration " << i + 1 << ": " << a << " vs " << b);

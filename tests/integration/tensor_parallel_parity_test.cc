@@ -6,7 +6,7 @@
 // depend on TP — LayerNorm, GELU, learned positions, tied embeddings) and a Llama-like one
 // (RMSNorm, SwiGLU, RoPE, GQA, untied, no biases).
 //
-// Tolerances (DESIGN.md "Numerics"): per-step loss within 1e-5 relative (2e-5 for the
+// Tolerances (docs/ARCHITECTURE.md "Numerics"): per-step loss within 1e-5 relative (2e-5 for the
 // 16-rank runs) over 10 steps and per-tensor weight change (w10 - w0) within 1e-3
 // relative, norm-wise. TP changes the summation order of every row-parallel GEMM (tp
 // partial sums of k/tp terms, then the all-reduce) and of the vocab-parallel softmax

@@ -102,7 +102,7 @@ done
 # under `mxmaca launch` (one rank per process, UCX over the veth) and as one process
 # (`--world-size 4`, in-process ranks). The UCX all-reduce sums in the same (rank) order as
 # the in-process one and pipeline transfers are exact, so the printed "lm loss:" of every
-# iteration must be the same string (DESIGN.md "Numerics": in-process vs UCX bit-identical).
+# iteration must be the same string (docs/ARCHITECTURE.md "Numerics": in-process vs UCX bit-identical).
 train_flags=(--tokenizer-type NullTokenizer --vocab-size 4096 --mock-data
   --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32
   --max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 8 --train-iters 4

@@ -1,5 +1,5 @@
 // transport/ucx/launch_env.h: which rank this process is, read from the launcher's
-// environment (DESIGN.md "What users do": `mxmaca launch`, torchrun, Slurm `srun`, `mpirun`).
+// environment (docs/ARCHITECTURE.md "What users do": `mxmaca launch`, torchrun, Slurm `srun`, `mpirun`).
 //
 // Sources, first match wins:
 //   torchrun   RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (torch.distributed's

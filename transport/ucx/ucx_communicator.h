@@ -1,5 +1,5 @@
 // transport/ucx/ucx_communicator.h: the multi-process Communicator backend — one process
-// per rank, host memory, UCX tagged messages (DESIGN.md "between processes the bytes go
+// per rank, host memory, UCX tagged messages (docs/ARCHITECTURE.md "between processes the bytes go
 // over UCX (host memory)").
 //
 // Start-up: UcxCommunicator::Create meets the other ranks at the TCP rendezvous

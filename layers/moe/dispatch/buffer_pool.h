@@ -1,5 +1,5 @@
 // layers/moe/dispatch/buffer_pool.h: BufferPool, recycled fp32 row buffers for the token
-// dispatchers (DESIGN.md "Messages reference pooled memory").
+// dispatchers (docs/ARCHITECTURE.md "Messages reference pooled memory").
 //
 // Fresh multi-MiB vectors come from mmap and cost a page fault per 4 KiB on first touch
 // (moe_dispatch_bench: 1.3-2.8x of the dispatch + combine time at 8 MiB per rank);

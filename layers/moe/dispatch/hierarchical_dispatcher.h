@@ -4,7 +4,7 @@
 // crossing the network"), built on Send/Recv of the EP group only.
 //
 // Nodes. A member of the EP group with global rank r is on node r / ranks_per_node (the
-// launcher's node rank when every node runs ranks_per_node processes; DESIGN.md "Rank
+// launcher's node rank when every node runs ranks_per_node processes; docs/ARCHITECTURE.md "Rank
 // layout"). The EP members of one node are contiguous in the group (ranks ascend); the
 // first of them is the node's leader. K = number of nodes the EP group spans.
 //

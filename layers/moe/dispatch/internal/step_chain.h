@@ -1,5 +1,5 @@
 // layers/moe/dispatch/internal/step_chain.h: runs a short program of communication steps
-// without blocking a thread (DESIGN.md "Collectives never block a thread").
+// without blocking a thread (docs/ARCHITECTURE.md "Collectives never block a thread").
 //
 // A step is a function that posts any number of Communicator operations (taking a
 // DoneCallback from StepContext::Done() for each) and may do local work (copies) before
