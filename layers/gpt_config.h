@@ -82,6 +82,10 @@ struct GptConfig {
   bool gelu_tanh_approximation = false;
   bool untie_embeddings_and_output_weights = false;  // --untie-embeddings-and-output-weights
   bool add_bias_linear = true;                       // false with --disable-bias-linear
+  // --add-qkv-bias: linear_qkv has a bias even without add_bias_linear (Megatron-Core's
+  // attention.py: bias=add_bias_linear or add_qkv_bias; Qwen2). Megatron's validate_args
+  // sets it whenever add_bias_linear is on; qkv_has_bias() is the rule.
+  bool add_qkv_bias = false;
   float hidden_dropout = 0.1f;     // --hidden-dropout (embedding, after linear_proj and fc2)
   float attention_dropout = 0.1f;  // --attention-dropout (on the softmax probabilities)
   float init_method_std = 0.02f;   // --init-method-std
@@ -136,6 +140,8 @@ struct GptConfig {
   int64_t rotary_dim() const {
     return static_cast<int64_t>(static_cast<double>(head_dim()) * rotary_percent);
   }
+  // Whether linear_qkv has a bias: add_bias_linear || add_qkv_bias.
+  bool qkv_has_bias() const { return add_bias_linear || add_qkv_bias; }
   bool tied_embeddings() const { return !untie_embeddings_and_output_weights; }
 
   // Validate: InvalidArgument naming the first offending field and value (non-positive

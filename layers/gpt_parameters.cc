@@ -118,7 +118,7 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
         RegisterSplit(store,
                       Weight(name("self_attention.linear_qkv.weight"), {config.qkv_size(), h}, std),
                       Split::kRows, r, p));
-    if (bias) {
+    if (config.qkv_has_bias()) {
       MXMACA_ASSIGN_OR_RETURN(
           ids_l.qkv_bias,
           RegisterSplit(store, Bias(name("self_attention.linear_qkv.bias"), config.qkv_size()),

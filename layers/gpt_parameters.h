@@ -22,7 +22,7 @@
 //   decoder.layers.N.mlp.linear_fc2.bias          [h]               0
 //   decoder.final_layernorm.{weight,bias}         [h]               1 / 0
 //   output_layer.weight                           [V_pad, h]        normal(0, std)   (untied only)
-// Biases of linears exist only with add_bias_linear.
+// Biases of linears exist only with add_bias_linear (linear_qkv.bias also with add_qkv_bias).
 // std = --init-method-std, L = --num-layers (megatron/core/utils.py init_method_normal,
 // scaled_init_method_normal). No-decay: biases and 1-D tensors (_get_param_groups).
 //

@@ -223,12 +223,14 @@ std::vector<float> ExpectedShard(const ParameterInfo& info, const float* full) {
 }
 
 // CompareWithSingle: everything each TP rank produced against the single device.
+// `mutate` edits the parameters of every run (single and TP) after initialisation.
 void CompareWithSingle(const GptConfig& c, const StageLayout& layout,
-                       const std::vector<Batch>& batches, int p, bool sp) {
+                       const std::vector<Batch>& batches, int p, bool sp,
+                       const std::function<void(GptStage&)>& mutate = nullptr) {
   RankResult single;
-  Run(c, layout, batches, nullptr, &single);
+  Run(c, layout, batches, nullptr, &single, mutate);
   REQUIRE(single.error.empty());
-  std::vector<RankResult> ranks = RunTp(c, layout, batches, p, sp);
+  std::vector<RankResult> ranks = RunTp(c, layout, batches, p, sp, mutate);
   const int64_t h = c.hidden_size;
   for (int r = 0; r < p; ++r) {
     INFO("TP rank " << r << " of " << p << (sp ? " with SP" : ""));
@@ -308,6 +310,53 @@ TEST_CASE("TP stage matches single device: RMSNorm, SwiGLU, RoPE, GQA, untied") 
       CompareWithSingle(c, whole, batches, p, sp);
     }
   }
+}
+
+// SetByFullIndex: every tensor whose name ends in `suffix` gets value(full element index)
+// at each of its (shard's) elements, so single-device and TP runs hold the same values.
+std::function<void(GptStage&)> SetByFullIndex(const std::string& suffix,
+                                              std::function<float(int64_t)> value) {
+  return [suffix, value](GptStage& st) {
+    ParameterStore& store = st.parameters();
+    for (int i = 0; i < store.size(); ++i) {
+      const ParameterInfo& info = store.info(i);
+      const std::string& n = info.spec.name;
+      if (n.size() < suffix.size() || n.compare(n.size() - suffix.size(), suffix.size(), suffix))
+        continue;
+      for (int64_t e = 0; e < info.numel; ++e) store.param(i)[e] = value(info.FullIndex(e));
+    }
+  };
+}
+
+TEST_CASE("TP stage matches single device: --add-qkv-bias without other biases (Qwen2)") {
+  GptConfig c = SwigluConfig();
+  c.add_qkv_bias = true;  // add_bias_linear stays false
+  const auto batches = Batches(c);
+  // Non-zero biases (they start at 0), different per row, so a wrong row split of the
+  // column-parallel bias (rows grouped per query group, like the weight) changes q, k, v.
+  const auto bias = SetByFullIndex("self_attention.linear_qkv.bias",
+                                   [](int64_t e) { return 0.05f * std::sin(0.7f * e + 0.3f); });
+  for (int p : {2, 4}) {
+    for (bool sp : {false, true}) {
+      INFO("p " << p << " sp " << sp);
+      CompareWithSingle(c, {0, c.num_layers, true, true}, batches, p, sp, bias);
+    }
+  }
+  auto created = GptStage::Create(c, {0, c.num_layers, true, true});
+  REQUIRE(created.ok());
+  const ParameterStore& store = (*created)->parameters();
+  int qkv_biases = 0, other_biases = 0;
+  for (int i = 0; i < store.size(); ++i) {
+    const std::string& n = store.info(i).spec.name;
+    if (n.find("linear_qkv.bias") != std::string::npos) {
+      ++qkv_biases;
+      CHECK(store.info(i).spec.shape == std::vector<int64_t>{c.qkv_size()});
+    } else if (n.find("linear") != std::string::npos && n.find(".bias") != std::string::npos) {
+      ++other_biases;
+    }
+  }
+  CHECK(qkv_biases == c.num_layers);
+  CHECK(other_biases == 0);
 }
 
 TEST_CASE("TP pipeline stages (first / middle / last) match their single-device stages") {

@@ -44,6 +44,7 @@ absl::StatusOr<layers::GptConfig> GptConfigFromArgs(const MegatronArgs& a, int64
   c.gelu_tanh_approximation = a.bias_gelu_fusion && a.add_bias_linear && !a.swiglu;
   c.untie_embeddings_and_output_weights = a.untie_embeddings_and_output_weights;
   c.add_bias_linear = a.add_bias_linear;
+  c.add_qkv_bias = a.add_qkv_bias;  // validate_args sets it with add_bias_linear
   c.hidden_dropout = static_cast<float>(a.hidden_dropout);
   c.attention_dropout = static_cast<float>(a.attention_dropout);
   c.init_method_std = static_cast<float>(a.init_method_std);

@@ -2,7 +2,8 @@
 // trainer's optimizer pieces, exporting everything gpt_reference.py needs to repeat the
 // run in PyTorch.
 //
-// Usage: gpt_parity_driver --preset {gpt2|llama|eod|gpt2_vocab} --out DIR [--steps N]
+// Usage: gpt_parity_driver --preset {gpt2|llama|eod|gpt2_vocab|qwen} --out DIR [--steps N]
+// (qwen: the llama preset with --add-qkv-bias)
 // Writes into DIR:
 //   config.json             model and training settings (the reference builds from these)
 //   init_weights.safetensors every parameter before training, under its Megatron name
@@ -86,7 +87,7 @@ absl::StatusOr<Preset> MakePreset(const std::string& name) {
     }
     return p;
   }
-  if (name == "llama") {
+  if (name == "llama" || name == "qwen") {
     // RoPE, RMSNorm, SwiGLU, untied, no biases, GQA (4 heads in 2 groups).
     c.position_embedding_type = layers::PositionEmbeddingType::kRope;
     c.normalization = layers::Normalization::kRmsNorm;
@@ -96,10 +97,13 @@ absl::StatusOr<Preset> MakePreset(const std::string& name) {
     c.add_bias_linear = false;
     c.num_query_groups = 2;
     c.rotary_percent = 0.5f;
+    // Qwen2: a bias on linear_qkv only (--disable-bias-linear --add-qkv-bias). The bias
+    // starts at zero, so its effect on the loss shows from iteration 2 on.
+    c.add_qkv_bias = name == "qwen";
     return p;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("--preset: got '", name, "', expected gpt2, llama, eod or gpt2_vocab"));
+      absl::StrCat("--preset: got '", name, "', expected gpt2, llama, eod, gpt2_vocab or qwen"));
 }
 
 // Megatron's _get_ltor_masks_and_position_ids for one row of s input tokens.
@@ -127,6 +131,7 @@ nlohmann::json ConfigJson(const Preset& p) {
   j["num_query_groups"] = c.query_groups();
   j["kv_channels"] = c.head_dim();
   j["seq_length"] = c.seq_length;
+  j["max_position_embeddings"] = c.max_position_embeddings;
   j["vocab_size"] = c.vocab_size;
   j["padded_vocab_size"] = c.padded_vocab_size;
   j["position_embedding_type"] =
@@ -141,6 +146,7 @@ nlohmann::json ConfigJson(const Preset& p) {
   j["gelu_tanh_approximation"] = c.gelu_tanh_approximation;
   j["untie_embeddings_and_output_weights"] = c.untie_embeddings_and_output_weights;
   j["add_bias_linear"] = c.add_bias_linear;
+  j["add_qkv_bias"] = c.add_qkv_bias;
   j["micro_batch_size"] = p.micro_batch_size;
   j["num_microbatches"] = p.num_microbatches;
   j["train_iters"] = p.steps;

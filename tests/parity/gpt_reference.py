@@ -87,6 +87,12 @@ class Gpt(torch.nn.Module):
     def P(self, name):
         return self.params.get(name)
 
+    def need(self, name):
+        """A tensor the model must have (a KeyError naming it otherwise)."""
+        if name not in self.params:
+            raise KeyError("the driver exported no %s" % name)
+        return self.params[name]
+
     def norm(self, x, prefix):
         cfg = self.cfg
         w = self.P(prefix + ".weight")
@@ -117,8 +123,10 @@ class Gpt(torch.nn.Module):
         np_, ng, hn = cfg["num_attention_heads"], cfg["num_query_groups"], cfg["kv_channels"]
         hpg = np_ // ng
         ln1 = self.norm(x, pre + "input_layernorm")
-        qkv = F.linear(ln1, self.P(pre + "self_attention.linear_qkv.weight"),
-                       self.P(pre + "self_attention.linear_qkv.bias"))
+        # Megatron-Core attention.py: linear_qkv has bias=add_bias_linear or add_qkv_bias.
+        qkv_bias = (self.need(pre + "self_attention.linear_qkv.bias")
+                    if cfg["add_bias_linear"] or cfg.get("add_qkv_bias", False) else None)
+        qkv = F.linear(ln1, self.need(pre + "self_attention.linear_qkv.weight"), qkv_bias)
         qkv = qkv.view(b, s, ng, hpg + 2, hn)
         q = qkv[:, :, :, :hpg, :].reshape(b, s, np_, hn).transpose(1, 2)  # [b, np, s, hn]
         k = qkv[:, :, :, hpg, :].transpose(1, 2)                           # [b, ng, s, hn]
@@ -158,6 +166,47 @@ class Gpt(torch.nn.Module):
         logits = F.linear(x, out_w)[..., :cfg["vocab_size"]]
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
                                reduction="none").view(labels.shape)
+
+
+def megatron_parameter_shapes(cfg):
+    """{name: shape} of the tensors Megatron-Core's GPTModel registers for cfg (one stage,
+    TP 1): gpt_model.py, transformer_layer.py, attention.py (linear_qkv bias =
+    add_bias_linear or add_qkv_bias), mlp.py, LayerNorm bias only for LayerNorm."""
+    h, L = cfg["hidden_size"], cfg["num_layers"]
+    np_, ng, hn = cfg["num_attention_heads"], cfg["num_query_groups"], cfg["kv_channels"]
+    f = cfg["ffn_hidden_size"]
+    bias, ln = cfg["add_bias_linear"], cfg["normalization"] == "LayerNorm"
+    out = {"embedding.word_embeddings.weight": [cfg["padded_vocab_size"], h]}
+    if cfg["position_embedding_type"] == "learned_absolute":
+        out["embedding.position_embeddings.weight"] = [cfg["max_position_embeddings"], h]
+
+    def norm(prefix):
+        out[prefix + ".weight"] = [h]
+        if ln:
+            out[prefix + ".bias"] = [h]
+
+    for i in range(L):
+        pre = "decoder.layers.%d." % i
+        norm(pre + "input_layernorm")
+        qkv = (np_ + 2 * ng) * hn
+        out[pre + "self_attention.linear_qkv.weight"] = [qkv, h]
+        if bias or cfg.get("add_qkv_bias", False):
+            out[pre + "self_attention.linear_qkv.bias"] = [qkv]
+        out[pre + "self_attention.linear_proj.weight"] = [h, np_ * hn]
+        if bias:
+            out[pre + "self_attention.linear_proj.bias"] = [h]
+        norm(pre + "pre_mlp_layernorm")
+        f1 = 2 * f if cfg["swiglu"] else f
+        out[pre + "mlp.linear_fc1.weight"] = [f1, h]
+        if bias:
+            out[pre + "mlp.linear_fc1.bias"] = [f1]
+        out[pre + "mlp.linear_fc2.weight"] = [h, f]
+        if bias:
+            out[pre + "mlp.linear_fc2.bias"] = [h]
+    norm("decoder.final_layernorm")
+    if cfg["untie_embeddings_and_output_weights"]:
+        out["output_layer.weight"] = [cfg["padded_vocab_size"], h]
+    return out
 
 
 def megatron_lr(cfg, num_steps, global_batch):
@@ -247,6 +296,14 @@ def main():
         ours = json.load(f)
     weights = read_safetensors(os.path.join(d, "init_weights.safetensors"))
     data = read_safetensors(os.path.join(d, "batches.safetensors"))["tokens"]
+    # The exported tensors are exactly Megatron's, by name and shape.
+    want = megatron_parameter_shapes(cfg)
+    got = {n: list(w.shape) for n, w in weights.items()}
+    if got != want:
+        print("FAILED: parameters differ from Megatron-Core's: missing %s, unexpected %s, "
+              "shape %s" % (sorted(set(want) - set(got)), sorted(set(got) - set(want)),
+                            sorted(n for n in got if n in want and got[n] != want[n])))
+        return 1
     our_grads = read_safetensors(os.path.join(d, "step1_grads.safetensors"))
 
     l64, n64, g64 = train(cfg, weights, data, torch.float64)
