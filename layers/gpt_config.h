@@ -73,6 +73,11 @@ struct GptConfig {
   float rotary_seq_len_interpolation_factor = 0.0f;
   Normalization normalization = Normalization::kLayerNorm;  // --normalization
   float norm_epsilon = 1e-5f;                               // --norm-epsilon
+  // --apply-layernorm-1p (Megatron-Core layernorm_zero_centered_gamma): every norm's weight
+  // w stores gamma - 1, starts at 0 and is applied as x_hat * (1 + w) (+ b for LayerNorm).
+  // LayerNorm and RMSNorm alike, as Megatron's default Transformer Engine norms do
+  // (Megatron's --transformer-impl local refuses it for RMSNorm: torch_norm.py).
+  bool apply_layernorm_1p = false;
   bool swiglu = false;  // --swiglu (linear_fc1 produces [gate; up], 2f wide)
   // GELU as Megatron's fused bias-GELU computes it: the tanh approximation
   // (megatron/core/fusions/fused_bias_gelu.py). Megatron uses it when --bias-gelu-fusion is

@@ -21,8 +21,11 @@ ParameterSpec Weight(std::string name, std::vector<int64_t> shape, float std) {
 ParameterSpec Bias(std::string name, int64_t n) {
   return {std::move(name), {n}, ParameterInit::kZeros, 0.0f, false, false};
 }
-ParameterSpec NormWeight(std::string name, int64_t n) {
-  return {std::move(name), {n}, ParameterInit::kOnes, 0.0f, false, false};
+// NormWeight: 1, or 0 with --apply-layernorm-1p (the weight stores gamma - 1;
+// Megatron-Core FusedLayerNorm.reset_parameters / TE's zero_centered_gamma init).
+ParameterSpec NormWeight(std::string name, int64_t n, bool zero_centered) {
+  return {std::move(name), {n}, zero_centered ? ParameterInit::kZeros : ParameterInit::kOnes,
+          0.0f, false, false};
 }
 
 // Split: how a tensor is divided over the TP ranks (tensor_parallel.h).
@@ -108,7 +111,7 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
     LayerParameterIds ids_l;
     auto name = [l](const char* suffix) { return LayerParameterName(l, suffix); };
     MXMACA_ASSIGN_OR_RETURN(ids_l.input_norm_weight,
-                            store->Register(NormWeight(name("input_layernorm.weight"), h)));
+                            store->Register(NormWeight(name("input_layernorm.weight"), h, config.apply_layernorm_1p)));
     if (layer_norm) {
       MXMACA_ASSIGN_OR_RETURN(ids_l.input_norm_bias,
                               store->Register(Bias(name("input_layernorm.bias"), h)));
@@ -134,7 +137,7 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
                               store->Register(Bias(name("self_attention.linear_proj.bias"), h)));
     }
     MXMACA_ASSIGN_OR_RETURN(ids_l.mlp_norm_weight,
-                            store->Register(NormWeight(name("pre_mlp_layernorm.weight"), h)));
+                            store->Register(NormWeight(name("pre_mlp_layernorm.weight"), h, config.apply_layernorm_1p)));
     if (layer_norm) {
       MXMACA_ASSIGN_OR_RETURN(ids_l.mlp_norm_bias,
                               store->Register(Bias(name("pre_mlp_layernorm.bias"), h)));
@@ -171,7 +174,7 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
   }
   if (layout.has_loss_head) {
     MXMACA_ASSIGN_OR_RETURN(ids.final_norm_weight,
-                            store->Register(NormWeight("decoder.final_layernorm.weight", h)));
+                            store->Register(NormWeight("decoder.final_layernorm.weight", h, config.apply_layernorm_1p)));
     if (layer_norm) {
       MXMACA_ASSIGN_OR_RETURN(ids.final_norm_bias,
                               store->Register(Bias("decoder.final_layernorm.bias", h)));

@@ -23,6 +23,7 @@
 // gradient under SP), so kTol leaves a 30x margin while a wrong slice, a missing
 // all-reduce or a wrong dropout mask gives O(1e-2..1) (checked by breaking each once).
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -357,6 +358,34 @@ TEST_CASE("TP stage matches single device: --add-qkv-bias without other biases (
   }
   CHECK(qkv_biases == c.num_layers);
   CHECK(other_biases == 0);
+}
+
+TEST_CASE("TP stage matches single device: --apply-layernorm-1p, LayerNorm and RMSNorm") {
+  // Non-zero stored weights (they start at 0), so 1 + w differs per element.
+  const auto norms = SetByFullIndex("layernorm.weight",
+                                    [](int64_t e) { return 0.2f * std::sin(1.3f * e + 0.1f); });
+  for (GptConfig c : {GeluConfig(), SwigluConfig()}) {
+    c.apply_layernorm_1p = true;
+    const auto batches = Batches(c);
+    for (int p : {2, 4}) {
+      for (bool sp : {false, true}) {
+        INFO("p " << p << " sp " << sp << " swiglu " << c.swiglu);
+        CompareWithSingle(c, {0, c.num_layers, true, true}, batches, p, sp, norms);
+      }
+    }
+    auto created = GptStage::Create(c, {0, c.num_layers, true, true});
+    REQUIRE(created.ok());
+    (*created)->InitializeParameters();
+    const ParameterStore& store = (*created)->parameters();
+    int zero_norms = 0;
+    for (int i = 0; i < store.size(); ++i) {
+      if (store.info(i).spec.name.find("layernorm.weight") == std::string::npos) continue;
+      const float* w = store.param(i);
+      CHECK(std::all_of(w, w + store.info(i).numel, [](float x) { return x == 0.0f; }));
+      ++zero_norms;
+    }
+    CHECK(zero_norms == 2 * c.num_layers + 1);
+  }
 }
 
 TEST_CASE("TP pipeline stages (first / middle / last) match their single-device stages") {

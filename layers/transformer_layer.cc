@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "base/status_macros.h"
 #include "kernels/cpu/attention.h"
@@ -26,9 +27,26 @@ kernels::RngKey DropoutKey(uint64_t seed, int64_t layer, DropoutSite site, int64
                     static_cast<uint64_t>(iteration), static_cast<uint64_t>(micro_batch_id))};
 }
 
+namespace {
+
+// EffectiveGamma: the norm's multiplier: `w` itself, or 1 + w with --apply-layernorm-1p
+// (Megatron-Core layernorm_zero_centered_gamma: the weight stores gamma - 1; FusedLayerNorm
+// and Transformer Engine's LayerNorm / RMSNorm apply weight + 1). The 1 + w copy lives in
+// a per-thread buffer until the next call on this thread.
+const float* EffectiveGamma(const GptConfig& config, const float* w, int64_t h) {
+  if (!config.apply_layernorm_1p) return w;
+  thread_local std::vector<float> buffer;
+  buffer.resize(static_cast<size_t>(h));
+  for (int64_t i = 0; i < h; ++i) buffer[i] = 1.0f + w[i];
+  return buffer.data();
+}
+
+}  // namespace
+
 void NormForward(const GptConfig& config, const ExecContext& ctx, const float* x,
-                 const float* gamma, const float* beta, int64_t n, int64_t h, float* y, float* mean,
-                 float* rstd) {
+                 const float* weight, const float* beta, int64_t n, int64_t h, float* y,
+                 float* mean, float* rstd) {
+  const float* gamma = EffectiveGamma(config, weight, h);
   if (config.normalization == Normalization::kLayerNorm) {
     cpu::LayerNormForward(ctx, x, gamma, beta, config.norm_epsilon, n, h, y, mean, rstd);
   } else {
@@ -37,8 +55,9 @@ void NormForward(const GptConfig& config, const ExecContext& ctx, const float* x
 }
 
 void NormBackwardInput(const GptConfig& config, const ExecContext& ctx, const float* dy,
-                       const float* x, const float* gamma, const float* mean, const float* rstd,
+                       const float* x, const float* weight, const float* mean, const float* rstd,
                        int64_t n, int64_t h, float* dx) {
+  const float* gamma = EffectiveGamma(config, weight, h);
   if (config.normalization == Normalization::kLayerNorm) {
     cpu::LayerNormBackwardInput(ctx, dy, x, gamma, mean, rstd, n, h, dx);
   } else {

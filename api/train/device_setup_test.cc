@@ -43,6 +43,9 @@ TEST_CASE("the device backends refuse what they do not run, by flag", "[device]"
   MegatronArgs moe = a;
   moe.num_experts = 4;
   refused(moe, "--num-experts");
+  MegatronArgs one_p = a;
+  one_p.apply_layernorm_1p = true;
+  refused(one_p, "--apply-layernorm-1p");
 }
 
 TEST_CASE("CUDA graphs: on by default with cuda (dropout too), off elsewhere", "[device]") {

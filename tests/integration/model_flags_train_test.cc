@@ -87,5 +87,48 @@ TEST_CASE("mxmaca train honours --add-qkv-bias (linear_qkv bias only, Qwen2)") {
   CheckClose(tp1, corpus.Train("qkv bias device-on-cpu", dev, 4), w0);
 }
 
+TEST_CASE("mxmaca train honours --apply-layernorm-1p (zero-centred norm weights)") {
+  ParityCorpus corpus("layernorm_1p");
+  for (const char* norm : {"RMSNorm", "LayerNorm"}) {
+    INFO(norm);
+    const std::vector<std::string> args =
+        Args(corpus, {"--apply-layernorm-1p", "--normalization", norm});
+    const Weights w0 = corpus.InitialWeights(args, kVocab);
+    const Run plain = corpus.Train(std::string(norm), Args(corpus, {"--normalization", norm}), 4);
+    const Run tp1 = corpus.Train(std::string(norm) + " 1p tp1", args, 4);
+    // Same names as without the flag (Megatron keeps them); weights start at 0, not 1.
+    REQUIRE(tp1.weights.size() == plain.weights.size());
+    int norms = 0;
+    for (const auto& [name, w] : w0) {
+      if (name.find("layernorm.weight") == std::string::npos) continue;
+      ++norms;
+      for (float x : w) CHECK(x == 0.0f);
+    }
+    CHECK(norms == 5);  // 2 per layer + final
+    // gamma = 1 + w starts at 1 like the plain run's gamma, and norm weights get no weight
+    // decay (1-D), so the two runs are the same model up to fp32 rounding: losses agree
+    // closely and the trained w equals the plain run's gamma - 1. (A flag that were
+    // ignored would start w at 1 and fail the zero check above.)
+    for (size_t i = 0; i < plain.summary.train_losses.size(); ++i) {
+      CHECK(std::abs(tp1.summary.train_losses[i] - plain.summary.train_losses[i]) <=
+            1e-5 * std::abs(plain.summary.train_losses[i]));
+    }
+    for (const auto& [name, w] : tp1.weights) {
+      if (name.find("layernorm.weight") == std::string::npos) continue;
+      INFO(name);
+      const std::vector<float>& g = plain.weights.at(name);
+      REQUIRE(g.size() == w.size());
+      double moved = 0;
+      for (size_t i = 0; i < w.size(); ++i) {
+        CHECK(std::abs((1.0 + w[i]) - g[i]) <= 1e-4);
+        moved = std::max(moved, std::abs(double(w[i])));
+      }
+      CHECK(moved > 1e-4);  // it trained
+    }
+    const Run tp2 = corpus.Train(std::string(norm) + " 1p tp2", Tp2(args), 4);
+    CheckClose(tp1, tp2, w0);
+  }
+}
+
 }  // namespace
 }  // namespace mxmaca::testing

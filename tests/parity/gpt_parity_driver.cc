@@ -3,7 +3,8 @@
 // run in PyTorch.
 //
 // Usage: gpt_parity_driver --preset {gpt2|llama|eod|gpt2_vocab|qwen} --out DIR [--steps N]
-// (qwen: the llama preset with --add-qkv-bias)
+// (qwen: the llama preset with --add-qkv-bias; layernorm_1p / rmsnorm_1p: the gpt2 /
+// llama presets with --apply-layernorm-1p)
 // Writes into DIR:
 //   config.json             model and training settings (the reference builds from these)
 //   init_weights.safetensors every parameter before training, under its Megatron name
@@ -71,7 +72,8 @@ absl::StatusOr<Preset> MakePreset(const std::string& name) {
   c.attention_dropout = 0.0f;
   c.init_method_std = 0.02f;
   c.seed = 1234;
-  if (name == "gpt2" || name == "gpt2_vocab" || name == "eod") {
+  c.apply_layernorm_1p = name == "layernorm_1p" || name == "rmsnorm_1p";
+  if (name == "gpt2" || name == "gpt2_vocab" || name == "eod" || name == "layernorm_1p") {
     // GPT-2 layout: learned positions, LayerNorm, GELU, biases, tied embeddings.
     if (name == "gpt2_vocab") {
       c.vocab_size = 50257;
@@ -87,7 +89,7 @@ absl::StatusOr<Preset> MakePreset(const std::string& name) {
     }
     return p;
   }
-  if (name == "llama" || name == "qwen") {
+  if (name == "llama" || name == "qwen" || name == "rmsnorm_1p") {
     // RoPE, RMSNorm, SwiGLU, untied, no biases, GQA (4 heads in 2 groups).
     c.position_embedding_type = layers::PositionEmbeddingType::kRope;
     c.normalization = layers::Normalization::kRmsNorm;
@@ -103,7 +105,7 @@ absl::StatusOr<Preset> MakePreset(const std::string& name) {
     return p;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("--preset: got '", name, "', expected gpt2, llama, eod, gpt2_vocab or qwen"));
+      absl::StrCat("--preset: got '", name, "', expected gpt2, llama, eod, gpt2_vocab, qwen, layernorm_1p or rmsnorm_1p"));
 }
 
 // Megatron's _get_ltor_masks_and_position_ids for one row of s input tokens.
@@ -142,6 +144,7 @@ nlohmann::json ConfigJson(const Preset& p) {
   j["rotary_percent"] = c.rotary_percent;
   j["normalization"] = c.normalization == layers::Normalization::kRmsNorm ? "RMSNorm" : "LayerNorm";
   j["norm_epsilon"] = c.norm_epsilon;
+  j["apply_layernorm_1p"] = c.apply_layernorm_1p;
   j["swiglu"] = c.swiglu;
   j["gelu_tanh_approximation"] = c.gelu_tanh_approximation;
   j["untie_embeddings_and_output_weights"] = c.untie_embeddings_and_output_weights;

@@ -96,6 +96,10 @@ class Gpt(torch.nn.Module):
     def norm(self, x, prefix):
         cfg = self.cfg
         w = self.P(prefix + ".weight")
+        if cfg.get("apply_layernorm_1p", False):
+            # Megatron-Core layernorm_zero_centered_gamma (FusedLayerNorm / TE LayerNorm and
+            # RMSNorm): the stored weight is gamma - 1.
+            w = w + 1
         if cfg["normalization"] == "LayerNorm":
             return F.layer_norm(x, (x.shape[-1],), w, self.P(prefix + ".bias"), cfg["norm_epsilon"])
         # Megatron's RMSNorm: x * rsqrt(mean(x^2) + eps) * weight.
@@ -304,6 +308,12 @@ def main():
               "shape %s" % (sorted(set(want) - set(got)), sorted(set(got) - set(want)),
                             sorted(n for n in got if n in want and got[n] != want[n])))
         return 1
+    if cfg.get("apply_layernorm_1p", False):
+        # Zero-centred gamma starts at 0 (FusedLayerNorm.reset_parameters: zeros_(weight)).
+        bad = [n for n, w in weights.items() if "layernorm.weight" in n and np.any(w != 0)]
+        if bad:
+            print("FAILED: --apply-layernorm-1p norm weights not initialised to 0: %s" % bad)
+            return 1
     our_grads = read_safetensors(os.path.join(d, "step1_grads.safetensors"))
 
     l64, n64, g64 = train(cfg, weights, data, torch.float64)
