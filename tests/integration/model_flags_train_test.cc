@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "api/train/train_command.h"
 #include "tests/integration/parity_fixture.h"
 
 namespace mxmaca::testing {
@@ -128,6 +129,26 @@ TEST_CASE("mxmaca train honours --apply-layernorm-1p (zero-centred norm weights)
     const Run tp2 = corpus.Train(std::string(norm) + " 1p tp2", Tp2(args), 4);
     CheckClose(tp1, tp2, w0);
   }
+}
+
+TEST_CASE("mxmaca train takes --no-position-embedding as Megatron does") {
+  ParityCorpus corpus("no_position_embedding");
+  // With rope Megatron accepts it (backward compatibility) and it changes nothing: the
+  // embedding adds a position table only for learned_absolute.
+  const Run plain = corpus.Train("rope", Args(corpus, {}), 4);
+  const Run flag = corpus.Train("rope --no-position-embedding",
+                                Args(corpus, {"--no-position-embedding"}), 4);
+  CheckBitIdentical(plain, flag);
+  CHECK(Count(flag.weights, "position_embeddings") == 0);
+  // Otherwise validate_args' RuntimeError, word for word.
+  std::vector<std::string> learned = Args(corpus, {"--no-position-embedding"});
+  for (size_t i = 0; i + 1 < learned.size(); ++i) {
+    if (learned[i] == "--position-embedding-type") learned[i + 1] = "learned_absolute";
+  }
+  auto s = api::Train(learned, [](const std::string&) {});
+  const std::string e = !s.ok() ? std::string(s.status().message()) : s->ok ? "" : s->error;
+  CHECK(e.find("--no-position-embedding is deprecated, use --position-embedding-type") !=
+        std::string::npos);
 }
 
 }  // namespace
