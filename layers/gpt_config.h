@@ -65,6 +65,9 @@ struct GptConfig {
   PositionEmbeddingType position_embedding_type = PositionEmbeddingType::kLearnedAbsolute;
   float rotary_base = 10000.0f;                             // --rotary-base
   float rotary_percent = 1.0f;                              // --rotary-percent
+  // --rotary-interleaved: RoPE rotates adjacent pairs (x0, x1), (x2, x3), ... instead of
+  // the two halves (kernels/cpu/rope.h RopeFrequencies::interleaved).
+  bool rotary_interleaved = false;
   // Long-context RoPE (kernels/cpu/rope.h RopeFrequencies): --use-rope-scaling (Llama 3.x
   // frequency scaling) with --rope-scaling-factor; --rotary-seq-len-interpolation-factor
   // (positions divided by it; 0 = none).

@@ -388,6 +388,18 @@ TEST_CASE("TP stage matches single device: --apply-layernorm-1p, LayerNorm and R
   }
 }
 
+TEST_CASE("TP stage matches single device: --rotary-interleaved") {
+  GptConfig c = SwigluConfig();
+  c.rotary_interleaved = true;
+  const auto batches = Batches(c);
+  for (int p : {2, 4}) {
+    for (bool sp : {false, true}) {
+      INFO("p " << p << " sp " << sp);
+      CompareWithSingle(c, {0, c.num_layers, true, true}, batches, p, sp);
+    }
+  }
+}
+
 TEST_CASE("TP pipeline stages (first / middle / last) match their single-device stages") {
   for (const GptConfig& c : {GeluConfig(), SwigluConfig()}) {
     const auto batches = Batches(c);

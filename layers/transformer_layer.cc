@@ -113,6 +113,7 @@ cpu::RopeFrequencies RopeFrequenciesOf(const GptConfig& c) {
   cpu::RopeFrequencies f;
   f.base = c.rotary_base;
   f.llama3_scaling = c.rope_scaling;
+  f.interleaved = c.rotary_interleaved;
   f.scaling_factor = c.rope_scaling_factor;
   f.seq_len_interpolation_factor = c.rotary_seq_len_interpolation_factor;
   return f;

@@ -178,6 +178,8 @@ nlohmann::json CheckpointArgsJson(const std::vector<std::string>& argv, const Me
   model["untie_embeddings_and_output_weights"] = m.untie_embeddings_and_output_weights;
   model["add_bias_linear"] = m.add_bias_linear;
   model["add_qkv_bias"] = m.add_qkv_bias;
+  model["apply_layernorm_1p"] = m.apply_layernorm_1p;
+  model["rotary_interleaved"] = m.rotary_interleaved;
   model["init_method_std"] = m.init_method_std;
   model["seed"] = m.seed;
   nlohmann::json j;
@@ -218,6 +220,8 @@ absl::StatusOr<layers::GptConfig> ModelConfigFromCheckpointArgs(const nlohmann::
     c.add_bias_linear = m.at("add_bias_linear").get<bool>();
     // Absent in checkpoints written before --add-qkv-bias: Megatron's rule (with the biases).
     c.add_qkv_bias = m.value("add_qkv_bias", c.add_bias_linear);
+    c.apply_layernorm_1p = m.value("apply_layernorm_1p", false);
+    c.rotary_interleaved = m.value("rotary_interleaved", false);
     c.init_method_std = m.at("init_method_std").get<float>();
     c.seed = m.at("seed").get<uint64_t>();
   } catch (const nlohmann::json::exception& e) {

@@ -46,6 +46,9 @@ TEST_CASE("the device backends refuse what they do not run, by flag", "[device]"
   MegatronArgs one_p = a;
   one_p.apply_layernorm_1p = true;
   refused(one_p, "--apply-layernorm-1p");
+  MegatronArgs interleaved = a;
+  interleaved.rotary_interleaved = true;
+  refused(interleaved, "--rotary-interleaved");
 }
 
 TEST_CASE("CUDA graphs: on by default with cuda (dropout too), off elsewhere", "[device]") {

@@ -33,6 +33,7 @@ absl::StatusOr<layers::GptConfig> GptConfigFromArgs(const MegatronArgs& a, int64
   c.rotary_base = static_cast<float>(a.rotary_base);
   c.rotary_percent = static_cast<float>(a.rotary_percent);
   c.rope_scaling = a.use_rope_scaling;
+  c.rotary_interleaved = a.rotary_interleaved;
   c.rope_scaling_factor = static_cast<float>(a.rope_scaling_factor);
   c.rotary_seq_len_interpolation_factor =
       static_cast<float>(a.rotary_seq_len_interpolation_factor.value_or(0));

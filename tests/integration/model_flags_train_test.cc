@@ -131,6 +131,24 @@ TEST_CASE("mxmaca train honours --apply-layernorm-1p (zero-centred norm weights)
   }
 }
 
+TEST_CASE("mxmaca train honours --rotary-interleaved") {
+  ParityCorpus corpus("rotary_interleaved");
+  const std::vector<std::string> args = Args(corpus, {"--rotary-interleaved"});
+  const Weights w0 = corpus.InitialWeights(args, kVocab);
+  const Run plain = corpus.Train("half-split rope", Args(corpus, {}), 4);
+  const Run tp1 = corpus.Train("interleaved tp1", args, 4);
+  // Same tensors; a different rotation changes every loss.
+  CHECK(tp1.weights.size() == plain.weights.size());
+  CHECK(tp1.summary.train_losses[0] != plain.summary.train_losses[0]);
+  const Run tp2 = corpus.Train("interleaved tp2", Tp2(args), 4);
+  CheckClose(tp1, tp2, w0);
+  // Context parallelism: the same rotation at the original positions.
+  std::vector<std::string> cp = args;
+  cp.insert(cp.end(), {"--context-parallel-size", "2", "--world-size", "2"});
+  const Run cp2 = corpus.Train("interleaved cp2", cp, 4);
+  CHECK(MaxRelDiff(cp2, tp1) <= 1e-5);
+}
+
 TEST_CASE("mxmaca train takes --no-position-embedding as Megatron does") {
   ParityCorpus corpus("no_position_embedding");
   // With rope Megatron accepts it (backward compatibility) and it changes nothing: the

@@ -4,7 +4,7 @@
 //
 // Usage: gpt_parity_driver --preset {gpt2|llama|eod|gpt2_vocab|qwen} --out DIR [--steps N]
 // (qwen: the llama preset with --add-qkv-bias; layernorm_1p / rmsnorm_1p: the gpt2 /
-// llama presets with --apply-layernorm-1p)
+// llama presets with --apply-layernorm-1p; rope_interleaved: llama with --rotary-interleaved)
 // Writes into DIR:
 //   config.json             model and training settings (the reference builds from these)
 //   init_weights.safetensors every parameter before training, under its Megatron name
@@ -89,7 +89,7 @@ absl::StatusOr<Preset> MakePreset(const std::string& name) {
     }
     return p;
   }
-  if (name == "llama" || name == "qwen" || name == "rmsnorm_1p") {
+  if (name == "llama" || name == "qwen" || name == "rmsnorm_1p" || name == "rope_interleaved") {
     // RoPE, RMSNorm, SwiGLU, untied, no biases, GQA (4 heads in 2 groups).
     c.position_embedding_type = layers::PositionEmbeddingType::kRope;
     c.normalization = layers::Normalization::kRmsNorm;
@@ -102,10 +102,11 @@ absl::StatusOr<Preset> MakePreset(const std::string& name) {
     // Qwen2: a bias on linear_qkv only (--disable-bias-linear --add-qkv-bias). The bias
     // starts at zero, so its effect on the loss shows from iteration 2 on.
     c.add_qkv_bias = name == "qwen";
+    c.rotary_interleaved = name == "rope_interleaved";
     return p;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("--preset: got '", name, "', expected gpt2, llama, eod, gpt2_vocab, qwen, layernorm_1p or rmsnorm_1p"));
+      absl::StrCat("--preset: got '", name, "', expected gpt2, llama, eod, gpt2_vocab, qwen, layernorm_1p, rmsnorm_1p or rope_interleaved"));
 }
 
 // Megatron's _get_ltor_masks_and_position_ids for one row of s input tokens.
@@ -142,6 +143,7 @@ nlohmann::json ConfigJson(const Preset& p) {
                                                                           : "learned_absolute";
   j["rotary_base"] = c.rotary_base;
   j["rotary_percent"] = c.rotary_percent;
+  j["rotary_interleaved"] = c.rotary_interleaved;
   j["normalization"] = c.normalization == layers::Normalization::kRmsNorm ? "RMSNorm" : "LayerNorm";
   j["norm_epsilon"] = c.norm_epsilon;
   j["apply_layernorm_1p"] = c.apply_layernorm_1p;

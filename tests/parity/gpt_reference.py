@@ -113,11 +113,18 @@ class Gpt(torch.nn.Module):
         s = x.shape[2]
         inv_freq = 1.0 / (cfg["rotary_base"] ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
         freqs = torch.outer(torch.arange(s, dtype=torch.float64), inv_freq)
-        emb = torch.cat((freqs, freqs), dim=-1).to(x.dtype)  # [s, dim]
-        cos, sin = emb.cos(), emb.sin()
         x_rot, x_pass = x[..., :dim], x[..., dim:]
-        x1, x2 = torch.chunk(x_rot, 2, dim=-1)
-        rotated = torch.cat((-x2, x1), dim=-1)
+        if not cfg.get("rotary_interleaved", False):
+            emb = torch.cat((freqs, freqs), dim=-1).to(x.dtype)  # [s, dim]
+            x1, x2 = torch.chunk(x_rot, 2, dim=-1)
+            rotated = torch.cat((-x2, x1), dim=-1)
+        else:
+            # rotary_pos_embedding.py: emb = stack((freqs, freqs), -1).view(s, -1), i.e.
+            # [f0, f0, f1, f1, ...]; rope_utils._rotate_half(interleaved): [-x1, x0, -x3, x2, ...].
+            emb = torch.stack((freqs.view(-1, 1), freqs.view(-1, 1)), dim=-1).view(s, -1).to(x.dtype)
+            x1, x2 = x_rot[..., ::2], x_rot[..., 1::2]
+            rotated = torch.stack((-x2, x1), dim=-1).view(x_rot.shape)
+        cos, sin = emb.cos(), emb.sin()
         return torch.cat((x_rot * cos + rotated * sin, x_pass), dim=-1)
 
     def layer(self, i, x, allowed):
