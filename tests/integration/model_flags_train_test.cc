@@ -129,6 +129,15 @@ TEST_CASE("mxmaca train honours --apply-layernorm-1p (zero-centred norm weights)
     const Run tp2 = corpus.Train(std::string(norm) + " 1p tp2", Tp2(args), 4);
     CheckClose(tp1, tp2, w0);
   }
+  // A checkpoint's norm weights mean gamma - 1 or gamma: resuming across the flag is refused.
+  const std::string ckpt = corpus.dir() + "/ckpt_1p";
+  (void)corpus.Train("1p save", Args(corpus, {"--apply-layernorm-1p", "--save", ckpt, "--save-interval", "4"}),
+                     4);
+  std::vector<std::string> load = Args(corpus, {"--load", ckpt, "--train-iters", "6"});
+  auto s = api::Train(load, [](const std::string&) {});
+  const std::string e = !s.ok() ? std::string(s.status().message()) : s->ok ? "" : s->error;
+  INFO(e);
+  CHECK(e.find("--apply-layernorm-1p") != std::string::npos);
 }
 
 TEST_CASE("mxmaca train honours --rotary-interleaved") {
