@@ -81,6 +81,10 @@ struct GptConfig {
   // LayerNorm and RMSNorm alike, as Megatron's default Transformer Engine norms do
   // (Megatron's --transformer-impl local refuses it for RMSNorm: torch_norm.py).
   bool apply_layernorm_1p = false;
+  // --qk-layernorm (Megatron-Core SelfAttention q_layernorm / k_layernorm): a norm of the
+  // --normalization type over each head's hn values of q and of k, after the linear_qkv
+  // split and before RoPE; weights [hn] replicated over TP, gradients summed over TP.
+  bool qk_layernorm = false;
   bool swiglu = false;  // --swiglu (linear_fc1 produces [gate; up], 2f wide)
   // GELU as Megatron's fused bias-GELU computes it: the tanh approximation
   // (megatron/core/fusions/fused_bias_gelu.py). Megatron uses it when --bias-gelu-fusion is

@@ -127,6 +127,25 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
           RegisterSplit(store, Bias(name("self_attention.linear_qkv.bias"), config.qkv_size()),
                         Split::kRows, r, p));
     }
+    if (config.qk_layernorm) {
+      // Megatron-Core SelfAttention: q_layernorm / k_layernorm over hidden_size_per_head,
+      // replicated on every TP rank (their gradients are summed over TP).
+      const int64_t hn = config.head_dim();
+      MXMACA_ASSIGN_OR_RETURN(ids_l.q_norm_weight,
+                              store->Register(NormWeight(name("self_attention.q_layernorm.weight"),
+                                                         hn, config.apply_layernorm_1p)));
+      if (layer_norm) {
+        MXMACA_ASSIGN_OR_RETURN(ids_l.q_norm_bias,
+                                store->Register(Bias(name("self_attention.q_layernorm.bias"), hn)));
+      }
+      MXMACA_ASSIGN_OR_RETURN(ids_l.k_norm_weight,
+                              store->Register(NormWeight(name("self_attention.k_layernorm.weight"),
+                                                         hn, config.apply_layernorm_1p)));
+      if (layer_norm) {
+        MXMACA_ASSIGN_OR_RETURN(ids_l.k_norm_bias,
+                                store->Register(Bias(name("self_attention.k_layernorm.bias"), hn)));
+      }
+    }
     MXMACA_ASSIGN_OR_RETURN(ids_l.proj_weight,
                             RegisterSplit(store,
                                           Weight(name("self_attention.linear_proj.weight"),

@@ -64,6 +64,8 @@ struct StageLayout {
 struct LayerParameterIds {
   int input_norm_weight = -1, input_norm_bias = -1;
   int qkv_weight = -1, qkv_bias = -1;
+  // --qk-layernorm: self_attention.{q,k}_layernorm.{weight,bias} [hn] (bias for LayerNorm).
+  int q_norm_weight = -1, q_norm_bias = -1, k_norm_weight = -1, k_norm_bias = -1;
   int proj_weight = -1, proj_bias = -1;
   int mlp_norm_weight = -1, mlp_norm_bias = -1;
   int fc1_weight = -1, fc1_bias = -1;

@@ -400,6 +400,58 @@ TEST_CASE("TP stage matches single device: --rotary-interleaved") {
   }
 }
 
+TEST_CASE("TP stage matches single device: --qk-layernorm, LayerNorm and RMSNorm") {
+  // Non-trivial norm weights and biases (they start at 1 / 0): per-element values, so a
+  // missing TP sum of the replicated q/k norm gradients or a wrong head shows.
+  const auto weights = SetByFullIndex("k_layernorm.weight",
+                                      [](int64_t e) { return 1.0f + 0.3f * std::sin(0.9f * e); });
+  const auto qw = SetByFullIndex("q_layernorm.weight",
+                                 [](int64_t e) { return 1.0f + 0.3f * std::cos(1.1f * e); });
+  const auto qb = SetByFullIndex("q_layernorm.bias",
+                                 [](int64_t e) { return 0.1f * std::sin(0.5f * e + 1.0f); });
+  const auto kb = SetByFullIndex("k_layernorm.bias",
+                                 [](int64_t e) { return 0.1f * std::cos(0.6f * e); });
+  const std::function<void(GptStage&)> mutate = [&](GptStage& st) {
+    weights(st);
+    qw(st);
+    qb(st);
+    kb(st);
+  };
+  GptConfig ln = GeluConfig();
+  ln.position_embedding_type = PositionEmbeddingType::kRope;
+  for (GptConfig c : {ln, SwigluConfig()}) {
+    c.qk_layernorm = true;
+    const auto batches = Batches(c);
+    for (int p : {2, 4}) {
+      for (bool sp : {false, true}) {
+        INFO("p " << p << " sp " << sp << " swiglu " << c.swiglu);
+        CompareWithSingle(c, {0, c.num_layers, true, true}, batches, p, sp, mutate);
+      }
+    }
+    auto created = GptStage::Create(c, {0, c.num_layers, true, true});
+    REQUIRE(created.ok());
+    const ParameterStore& store = (*created)->parameters();
+    int qk = 0;
+    for (int i = 0; i < store.size(); ++i) {
+      const ParameterInfo& info = store.info(i);
+      if (info.spec.name.find("self_attention.q_layernorm") == std::string::npos &&
+          info.spec.name.find("self_attention.k_layernorm") == std::string::npos)
+        continue;
+      ++qk;
+      CHECK(info.spec.shape == std::vector<int64_t>{c.head_dim()});
+    }
+    CHECK(qk == c.num_layers * (c.normalization == Normalization::kLayerNorm ? 4 : 2));
+  }
+  // Recomputation recomputes the norms too.
+  GptConfig c = SwigluConfig();
+  c.qk_layernorm = true;
+  c.recompute_granularity = RecomputeGranularity::kFull;
+  c.recompute_num_layers = 2;
+  CompareWithSingle(c, {0, c.num_layers, true, true}, Batches(c), 2, true, mutate);
+  c.recompute_granularity = RecomputeGranularity::kSelective;
+  CompareWithSingle(c, {0, c.num_layers, true, true}, Batches(c), 2, false, mutate);
+}
+
 TEST_CASE("TP pipeline stages (first / middle / last) match their single-device stages") {
   for (const GptConfig& c : {GeluConfig(), SwigluConfig()}) {
     const auto batches = Batches(c);

@@ -180,6 +180,7 @@ nlohmann::json CheckpointArgsJson(const std::vector<std::string>& argv, const Me
   model["add_qkv_bias"] = m.add_qkv_bias;
   model["apply_layernorm_1p"] = m.apply_layernorm_1p;
   model["rotary_interleaved"] = m.rotary_interleaved;
+  model["qk_layernorm"] = m.qk_layernorm;
   model["init_method_std"] = m.init_method_std;
   model["seed"] = m.seed;
   nlohmann::json j;
@@ -222,6 +223,7 @@ absl::StatusOr<layers::GptConfig> ModelConfigFromCheckpointArgs(const nlohmann::
     c.add_qkv_bias = m.value("add_qkv_bias", c.add_bias_linear);
     c.apply_layernorm_1p = m.value("apply_layernorm_1p", false);
     c.rotary_interleaved = m.value("rotary_interleaved", false);
+    c.qk_layernorm = m.value("qk_layernorm", false);
     c.init_method_std = m.at("init_method_std").get<float>();
     c.seed = m.at("seed").get<uint64_t>();
   } catch (const nlohmann::json::exception& e) {

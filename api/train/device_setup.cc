@@ -48,6 +48,7 @@ absl::Status CheckDeviceArgs(const MegatronArgs& a) {
   }
   if (a.apply_layernorm_1p) return refuse("--apply-layernorm-1p");
   if (a.rotary_interleaved) return refuse("--rotary-interleaved");
+  if (a.qk_layernorm) return refuse("--qk-layernorm");
   if (a.memory_cap_per_shard) return refuse("--memory-cap-per-shard");
   if (a.synthetic_op_ms) return refuse("--synthetic-op-ms");  // synthetic stages: no device
   return absl::OkStatus();

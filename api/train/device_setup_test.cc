@@ -49,6 +49,9 @@ TEST_CASE("the device backends refuse what they do not run, by flag", "[device]"
   MegatronArgs interleaved = a;
   interleaved.rotary_interleaved = true;
   refused(interleaved, "--rotary-interleaved");
+  MegatronArgs qk = a;
+  qk.qk_layernorm = true;
+  refused(qk, "--qk-layernorm");
 }
 
 TEST_CASE("CUDA graphs: on by default with cuda (dropout too), off elsewhere", "[device]") {

@@ -74,7 +74,7 @@ constexpr const char* kHonouredDests[] = {
     // --no-position-embedding: validate_args refuses it unless --position-embedding-type is
     // rope, where (as in Megatron-Core, whose embedding adds a position table only for
     // learned_absolute) it changes nothing.
-    "add_position_embedding", "rotary_interleaved",
+    "add_position_embedding", "rotary_interleaved", "qk_layernorm",
     "make_vocab_size_divisible_by", "attention_softmax_in_fp32", "hidden_dropout",
     "attention_dropout", "weight_decay", "start_weight_decay", "end_weight_decay",
     "weight_decay_incr_style", "clip_grad", "adam_beta1", "adam_beta2", "adam_eps",

@@ -39,7 +39,8 @@ absl::StatusOr<layers::GptConfig> GptConfigFromArgs(const MegatronArgs& a, int64
       static_cast<float>(a.rotary_seq_len_interpolation_factor.value_or(0));
   MXMACA_ASSIGN_OR_RETURN(c.normalization, layers::ParseNormalization(a.normalization));
   c.norm_epsilon = static_cast<float>(a.norm_epsilon);
-  c.apply_layernorm_1p = a.apply_layernorm_1p;  // LayerNorm and RMSNorm (gpt_config.h)
+  c.apply_layernorm_1p = a.apply_layernorm_1p;
+  c.qk_layernorm = a.qk_layernorm;  // LayerNorm and RMSNorm (gpt_config.h)
   c.swiglu = a.swiglu;
   // Megatron's MLP (megatron/core/transformer/mlp.py) with bias_activation_fusion applies
   // bias_gelu_impl, the tanh approximation, when there are biases and no gated unit.

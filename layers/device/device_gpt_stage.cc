@@ -69,6 +69,10 @@ absl::StatusOr<std::unique_ptr<DeviceGptStage>> DeviceGptStage::Create(
         "the device backend has only plain RoPE (--rotary-base): --use-rope-scaling and "
         "--rotary-seq-len-interpolation-factor need --device cpu");
   }
+  if (config.qk_layernorm) {
+    return absl::InvalidArgumentError(
+        "the device backend has no q/k layernorms yet (--qk-layernorm); use --device cpu");
+  }
   if (config.rotary_interleaved) {
     return absl::InvalidArgumentError(
         "the device backend has only the non-interleaved RoPE (--rotary-interleaved); use "

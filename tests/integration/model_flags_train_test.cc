@@ -158,6 +158,30 @@ TEST_CASE("mxmaca train honours --rotary-interleaved") {
   CHECK(MaxRelDiff(cp2, tp1) <= 1e-5);
 }
 
+TEST_CASE("mxmaca train honours --qk-layernorm") {
+  ParityCorpus corpus("qk_layernorm");
+  for (const char* norm : {"RMSNorm", "LayerNorm"}) {
+    INFO(norm);
+    const std::vector<std::string> args = Args(corpus, {"--qk-layernorm", "--normalization", norm});
+    const Weights w0 = corpus.InitialWeights(args, kVocab);
+    const Run plain = corpus.Train(std::string(norm), Args(corpus, {"--normalization", norm}), 4);
+    const Run tp1 = corpus.Train(std::string(norm) + " qk tp1", args, 4);
+    // Megatron-Core's names, [hn] = [8] each; the bias only for LayerNorm.
+    const bool ln = std::string(norm) == "LayerNorm";
+    CHECK(tp1.weights.size() == plain.weights.size() + 2 * (ln ? 4 : 2));
+    for (const char* n : {"decoder.layers.1.self_attention.q_layernorm.weight",
+                          "decoder.layers.1.self_attention.k_layernorm.weight"}) {
+      INFO(n);
+      REQUIRE(tp1.weights.count(n) == 1);
+      CHECK(tp1.weights.at(n).size() == 8);
+    }
+    CHECK(tp1.weights.count("decoder.layers.0.self_attention.k_layernorm.bias") == (ln ? 1 : 0));
+    CHECK(tp1.summary.train_losses[0] != plain.summary.train_losses[0]);
+    const Run tp2 = corpus.Train(std::string(norm) + " qk tp2", Tp2(args), 4);
+    CheckClose(tp1, tp2, w0);
+  }
+}
+
 TEST_CASE("mxmaca train takes --no-position-embedding as Megatron does") {
   ParityCorpus corpus("no_position_embedding");
   // With rope Megatron accepts it (backward compatibility) and it changes nothing: the

@@ -95,13 +95,13 @@ class Gpt(torch.nn.Module):
 
     def norm(self, x, prefix):
         cfg = self.cfg
-        w = self.P(prefix + ".weight")
+        w = self.need(prefix + ".weight")
         if cfg.get("apply_layernorm_1p", False):
             # Megatron-Core layernorm_zero_centered_gamma (FusedLayerNorm / TE LayerNorm and
             # RMSNorm): the stored weight is gamma - 1.
             w = w + 1
         if cfg["normalization"] == "LayerNorm":
-            return F.layer_norm(x, (x.shape[-1],), w, self.P(prefix + ".bias"), cfg["norm_epsilon"])
+            return F.layer_norm(x, (x.shape[-1],), w, self.need(prefix + ".bias"), cfg["norm_epsilon"])
         # Megatron's RMSNorm: x * rsqrt(mean(x^2) + eps) * weight.
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + cfg["norm_epsilon"]) * w
 
@@ -142,6 +142,11 @@ class Gpt(torch.nn.Module):
         q = qkv[:, :, :, :hpg, :].reshape(b, s, np_, hn).transpose(1, 2)  # [b, np, s, hn]
         k = qkv[:, :, :, hpg, :].transpose(1, 2)                           # [b, ng, s, hn]
         v = qkv[:, :, :, hpg + 1, :].transpose(1, 2)
+        if cfg.get("qk_layernorm", False):
+            # Megatron-Core SelfAttention.get_query_key_value_tensors: q_layernorm /
+            # k_layernorm over each head's hn values, before the rotary embedding.
+            q = self.norm(q, pre + "self_attention.q_layernorm")
+            k = self.norm(k, pre + "self_attention.k_layernorm")
         if cfg["position_embedding_type"] == "rope":
             q, k = self.rope(q), self.rope(k)
         k = k.repeat_interleave(hpg, dim=1)
@@ -203,6 +208,11 @@ def megatron_parameter_shapes(cfg):
         out[pre + "self_attention.linear_qkv.weight"] = [qkv, h]
         if bias or cfg.get("add_qkv_bias", False):
             out[pre + "self_attention.linear_qkv.bias"] = [qkv]
+        if cfg.get("qk_layernorm", False):
+            for qk in ("q", "k"):
+                out[pre + "self_attention.%s_layernorm.weight" % qk] = [hn]
+                if ln:
+                    out[pre + "self_attention.%s_layernorm.bias" % qk] = [hn]
         out[pre + "self_attention.linear_proj.weight"] = [h, np_ * hn]
         if bias:
             out[pre + "self_attention.linear_proj.bias"] = [h]
