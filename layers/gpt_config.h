@@ -65,6 +65,9 @@ struct GptConfig {
   PositionEmbeddingType position_embedding_type = PositionEmbeddingType::kLearnedAbsolute;
   float rotary_base = 10000.0f;                             // --rotary-base
   float rotary_percent = 1.0f;                              // --rotary-percent
+  // --rotary-interleaved: RoPE rotates adjacent pairs (x0, x1), (x2, x3), ... instead of
+  // the two halves (kernels/cpu/rope.h RopeFrequencies::interleaved).
+  bool rotary_interleaved = false;
   // Long-context RoPE (kernels/cpu/rope.h RopeFrequencies): --use-rope-scaling (Llama 3.x
   // frequency scaling) with --rope-scaling-factor; --rotary-seq-len-interpolation-factor
   // (positions divided by it; 0 = none).
@@ -73,6 +76,15 @@ struct GptConfig {
   float rotary_seq_len_interpolation_factor = 0.0f;
   Normalization normalization = Normalization::kLayerNorm;  // --normalization
   float norm_epsilon = 1e-5f;                               // --norm-epsilon
+  // --apply-layernorm-1p (Megatron-Core layernorm_zero_centered_gamma): every norm's weight
+  // w stores gamma - 1, starts at 0 and is applied as x_hat * (1 + w) (+ b for LayerNorm).
+  // LayerNorm and RMSNorm alike, as Megatron's default Transformer Engine norms do
+  // (Megatron's --transformer-impl local refuses it for RMSNorm: torch_norm.py).
+  bool apply_layernorm_1p = false;
+  // --qk-layernorm (Megatron-Core SelfAttention q_layernorm / k_layernorm): a norm of the
+  // --normalization type over each head's hn values of q and of k, after the linear_qkv
+  // split and before RoPE; weights [hn] replicated over TP, gradients summed over TP.
+  bool qk_layernorm = false;
   bool swiglu = false;  // --swiglu (linear_fc1 produces [gate; up], 2f wide)
   // GELU as Megatron's fused bias-GELU computes it: the tanh approximation
   // (megatron/core/fusions/fused_bias_gelu.py). Megatron uses it when --bias-gelu-fusion is
@@ -82,6 +94,10 @@ struct GptConfig {
   bool gelu_tanh_approximation = false;
   bool untie_embeddings_and_output_weights = false;  // --untie-embeddings-and-output-weights
   bool add_bias_linear = true;                       // false with --disable-bias-linear
+  // --add-qkv-bias: linear_qkv has a bias even without add_bias_linear (Megatron-Core's
+  // attention.py: bias=add_bias_linear or add_qkv_bias; Qwen2). Megatron's validate_args
+  // sets it whenever add_bias_linear is on; qkv_has_bias() is the rule.
+  bool add_qkv_bias = false;
   float hidden_dropout = 0.1f;     // --hidden-dropout (embedding, after linear_proj and fc2)
   float attention_dropout = 0.1f;  // --attention-dropout (on the softmax probabilities)
   float init_method_std = 0.02f;   // --init-method-std
@@ -136,6 +152,8 @@ struct GptConfig {
   int64_t rotary_dim() const {
     return static_cast<int64_t>(static_cast<double>(head_dim()) * rotary_percent);
   }
+  // Whether linear_qkv has a bias: add_bias_linear || add_qkv_bias.
+  bool qkv_has_bias() const { return add_bias_linear || add_qkv_bias; }
   bool tied_embeddings() const { return !untie_embeddings_and_output_weights; }
 
   // Validate: InvalidArgument naming the first offending field and value (non-positive

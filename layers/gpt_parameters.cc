@@ -21,8 +21,11 @@ ParameterSpec Weight(std::string name, std::vector<int64_t> shape, float std) {
 ParameterSpec Bias(std::string name, int64_t n) {
   return {std::move(name), {n}, ParameterInit::kZeros, 0.0f, false, false};
 }
-ParameterSpec NormWeight(std::string name, int64_t n) {
-  return {std::move(name), {n}, ParameterInit::kOnes, 0.0f, false, false};
+// NormWeight: 1, or 0 with --apply-layernorm-1p (the weight stores gamma - 1;
+// Megatron-Core FusedLayerNorm.reset_parameters / TE's zero_centered_gamma init).
+ParameterSpec NormWeight(std::string name, int64_t n, bool zero_centered) {
+  return {std::move(name), {n}, zero_centered ? ParameterInit::kZeros : ParameterInit::kOnes,
+          0.0f, false, false};
 }
 
 // VocabWeight: a [V_pad, h] tensor whose rows are the vocabulary (word embeddings, output
@@ -116,7 +119,7 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
     LayerParameterIds ids_l;
     auto name = [l](const char* suffix) { return LayerParameterName(l, suffix); };
     MXMACA_ASSIGN_OR_RETURN(ids_l.input_norm_weight,
-                            store->Register(NormWeight(name("input_layernorm.weight"), h)));
+                            store->Register(NormWeight(name("input_layernorm.weight"), h, config.apply_layernorm_1p)));
     if (layer_norm) {
       MXMACA_ASSIGN_OR_RETURN(ids_l.input_norm_bias,
                               store->Register(Bias(name("input_layernorm.bias"), h)));
@@ -126,11 +129,30 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
         RegisterSplit(store,
                       Weight(name("self_attention.linear_qkv.weight"), {config.qkv_size(), h}, std),
                       Split::kRows, r, p));
-    if (bias) {
+    if (config.qkv_has_bias()) {
       MXMACA_ASSIGN_OR_RETURN(
           ids_l.qkv_bias,
           RegisterSplit(store, Bias(name("self_attention.linear_qkv.bias"), config.qkv_size()),
                         Split::kRows, r, p));
+    }
+    if (config.qk_layernorm) {
+      // Megatron-Core SelfAttention: q_layernorm / k_layernorm over hidden_size_per_head,
+      // replicated on every TP rank (their gradients are summed over TP).
+      const int64_t hn = config.head_dim();
+      MXMACA_ASSIGN_OR_RETURN(ids_l.q_norm_weight,
+                              store->Register(NormWeight(name("self_attention.q_layernorm.weight"),
+                                                         hn, config.apply_layernorm_1p)));
+      if (layer_norm) {
+        MXMACA_ASSIGN_OR_RETURN(ids_l.q_norm_bias,
+                                store->Register(Bias(name("self_attention.q_layernorm.bias"), hn)));
+      }
+      MXMACA_ASSIGN_OR_RETURN(ids_l.k_norm_weight,
+                              store->Register(NormWeight(name("self_attention.k_layernorm.weight"),
+                                                         hn, config.apply_layernorm_1p)));
+      if (layer_norm) {
+        MXMACA_ASSIGN_OR_RETURN(ids_l.k_norm_bias,
+                                store->Register(Bias(name("self_attention.k_layernorm.bias"), hn)));
+      }
     }
     MXMACA_ASSIGN_OR_RETURN(ids_l.proj_weight,
                             RegisterSplit(store,
@@ -142,7 +164,7 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
                               store->Register(Bias(name("self_attention.linear_proj.bias"), h)));
     }
     MXMACA_ASSIGN_OR_RETURN(ids_l.mlp_norm_weight,
-                            store->Register(NormWeight(name("pre_mlp_layernorm.weight"), h)));
+                            store->Register(NormWeight(name("pre_mlp_layernorm.weight"), h, config.apply_layernorm_1p)));
     if (layer_norm) {
       MXMACA_ASSIGN_OR_RETURN(ids_l.mlp_norm_bias,
                               store->Register(Bias(name("pre_mlp_layernorm.bias"), h)));
@@ -179,7 +201,7 @@ absl::StatusOr<GptParameterIds> RegisterGptParameters(const GptConfig& config,
   }
   if (layout.has_loss_head) {
     MXMACA_ASSIGN_OR_RETURN(ids.final_norm_weight,
-                            store->Register(NormWeight("decoder.final_layernorm.weight", h)));
+                            store->Register(NormWeight("decoder.final_layernorm.weight", h, config.apply_layernorm_1p)));
     if (layer_norm) {
       MXMACA_ASSIGN_OR_RETURN(ids.final_norm_bias,
                               store->Register(Bias("decoder.final_layernorm.bias", h)));

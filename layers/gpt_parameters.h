@@ -22,7 +22,7 @@
 //   decoder.layers.N.mlp.linear_fc2.bias          [h]               0
 //   decoder.final_layernorm.{weight,bias}         [h]               1 / 0
 //   output_layer.weight                           [V_pad, h]        normal(0, std)   (untied only)
-// Biases of linears exist only with add_bias_linear.
+// Biases of linears exist only with add_bias_linear (linear_qkv.bias also with add_qkv_bias).
 // std = --init-method-std, L = --num-layers (megatron/core/utils.py init_method_normal,
 // scaled_init_method_normal). No-decay: biases and 1-D tensors (_get_param_groups).
 //
@@ -64,6 +64,8 @@ struct StageLayout {
 struct LayerParameterIds {
   int input_norm_weight = -1, input_norm_bias = -1;
   int qkv_weight = -1, qkv_bias = -1;
+  // --qk-layernorm: self_attention.{q,k}_layernorm.{weight,bias} [hn] (bias for LayerNorm).
+  int q_norm_weight = -1, q_norm_bias = -1, k_norm_weight = -1, k_norm_bias = -1;
   int proj_weight = -1, proj_bias = -1;
   int mlp_norm_weight = -1, mlp_norm_bias = -1;
   int fc1_weight = -1, fc1_bias = -1;

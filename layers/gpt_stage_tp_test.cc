@@ -23,6 +23,7 @@
 // gradient under SP), so kTol leaves a 30x margin while a wrong slice, a missing
 // all-reduce or a wrong dropout mask gives O(1e-2..1) (checked by breaking each once).
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -223,12 +224,14 @@ std::vector<float> ExpectedShard(const ParameterInfo& info, const float* full) {
 }
 
 // CompareWithSingle: everything each TP rank produced against the single device.
+// `mutate` edits the parameters of every run (single and TP) after initialisation.
 void CompareWithSingle(const GptConfig& c, const StageLayout& layout,
-                       const std::vector<Batch>& batches, int p, bool sp) {
+                       const std::vector<Batch>& batches, int p, bool sp,
+                       const std::function<void(GptStage&)>& mutate = nullptr) {
   RankResult single;
-  Run(c, layout, batches, nullptr, &single);
+  Run(c, layout, batches, nullptr, &single, mutate);
   REQUIRE(single.error.empty());
-  std::vector<RankResult> ranks = RunTp(c, layout, batches, p, sp);
+  std::vector<RankResult> ranks = RunTp(c, layout, batches, p, sp, mutate);
   const int64_t h = c.hidden_size;
   for (int r = 0; r < p; ++r) {
     INFO("TP rank " << r << " of " << p << (sp ? " with SP" : ""));
@@ -308,6 +311,145 @@ TEST_CASE("TP stage matches single device: RMSNorm, SwiGLU, RoPE, GQA, untied") 
       CompareWithSingle(c, whole, batches, p, sp);
     }
   }
+}
+
+// SetByFullIndex: every tensor whose name ends in `suffix` gets value(full element index)
+// at each of its (shard's) elements, so single-device and TP runs hold the same values.
+std::function<void(GptStage&)> SetByFullIndex(const std::string& suffix,
+                                              std::function<float(int64_t)> value) {
+  return [suffix, value](GptStage& st) {
+    ParameterStore& store = st.parameters();
+    for (int i = 0; i < store.size(); ++i) {
+      const ParameterInfo& info = store.info(i);
+      const std::string& n = info.spec.name;
+      if (n.size() < suffix.size() || n.compare(n.size() - suffix.size(), suffix.size(), suffix))
+        continue;
+      for (int64_t e = 0; e < info.numel; ++e) store.param(i)[e] = value(info.FullIndex(e));
+    }
+  };
+}
+
+TEST_CASE("TP stage matches single device: --add-qkv-bias without other biases (Qwen2)") {
+  GptConfig c = SwigluConfig();
+  c.add_qkv_bias = true;  // add_bias_linear stays false
+  const auto batches = Batches(c);
+  // Non-zero biases (they start at 0), different per row, so a wrong row split of the
+  // column-parallel bias (rows grouped per query group, like the weight) changes q, k, v.
+  const auto bias = SetByFullIndex("self_attention.linear_qkv.bias",
+                                   [](int64_t e) { return 0.05f * std::sin(0.7f * e + 0.3f); });
+  for (int p : {2, 4}) {
+    for (bool sp : {false, true}) {
+      INFO("p " << p << " sp " << sp);
+      CompareWithSingle(c, {0, c.num_layers, true, true}, batches, p, sp, bias);
+    }
+  }
+  auto created = GptStage::Create(c, {0, c.num_layers, true, true});
+  REQUIRE(created.ok());
+  const ParameterStore& store = (*created)->parameters();
+  int qkv_biases = 0, other_biases = 0;
+  for (int i = 0; i < store.size(); ++i) {
+    const std::string& n = store.info(i).spec.name;
+    if (n.find("linear_qkv.bias") != std::string::npos) {
+      ++qkv_biases;
+      CHECK(store.info(i).spec.shape == std::vector<int64_t>{c.qkv_size()});
+    } else if (n.find("linear") != std::string::npos && n.find(".bias") != std::string::npos) {
+      ++other_biases;
+    }
+  }
+  CHECK(qkv_biases == c.num_layers);
+  CHECK(other_biases == 0);
+}
+
+TEST_CASE("TP stage matches single device: --apply-layernorm-1p, LayerNorm and RMSNorm") {
+  // Non-zero stored weights (they start at 0), so 1 + w differs per element.
+  const auto norms = SetByFullIndex("layernorm.weight",
+                                    [](int64_t e) { return 0.2f * std::sin(1.3f * e + 0.1f); });
+  for (GptConfig c : {GeluConfig(), SwigluConfig()}) {
+    c.apply_layernorm_1p = true;
+    const auto batches = Batches(c);
+    for (int p : {2, 4}) {
+      for (bool sp : {false, true}) {
+        INFO("p " << p << " sp " << sp << " swiglu " << c.swiglu);
+        CompareWithSingle(c, {0, c.num_layers, true, true}, batches, p, sp, norms);
+      }
+    }
+    auto created = GptStage::Create(c, {0, c.num_layers, true, true});
+    REQUIRE(created.ok());
+    (*created)->InitializeParameters();
+    const ParameterStore& store = (*created)->parameters();
+    int zero_norms = 0;
+    for (int i = 0; i < store.size(); ++i) {
+      if (store.info(i).spec.name.find("layernorm.weight") == std::string::npos) continue;
+      const float* w = store.param(i);
+      CHECK(std::all_of(w, w + store.info(i).numel, [](float x) { return x == 0.0f; }));
+      ++zero_norms;
+    }
+    CHECK(zero_norms == 2 * c.num_layers + 1);
+  }
+}
+
+TEST_CASE("TP stage matches single device: --rotary-interleaved") {
+  GptConfig c = SwigluConfig();
+  c.rotary_interleaved = true;
+  const auto batches = Batches(c);
+  for (int p : {2, 4}) {
+    for (bool sp : {false, true}) {
+      INFO("p " << p << " sp " << sp);
+      CompareWithSingle(c, {0, c.num_layers, true, true}, batches, p, sp);
+    }
+  }
+}
+
+TEST_CASE("TP stage matches single device: --qk-layernorm, LayerNorm and RMSNorm") {
+  // Non-trivial norm weights and biases (they start at 1 / 0): per-element values, so a
+  // missing TP sum of the replicated q/k norm gradients or a wrong head shows.
+  const auto weights = SetByFullIndex("k_layernorm.weight",
+                                      [](int64_t e) { return 1.0f + 0.3f * std::sin(0.9f * e); });
+  const auto qw = SetByFullIndex("q_layernorm.weight",
+                                 [](int64_t e) { return 1.0f + 0.3f * std::cos(1.1f * e); });
+  const auto qb = SetByFullIndex("q_layernorm.bias",
+                                 [](int64_t e) { return 0.1f * std::sin(0.5f * e + 1.0f); });
+  const auto kb = SetByFullIndex("k_layernorm.bias",
+                                 [](int64_t e) { return 0.1f * std::cos(0.6f * e); });
+  const std::function<void(GptStage&)> mutate = [&](GptStage& st) {
+    weights(st);
+    qw(st);
+    qb(st);
+    kb(st);
+  };
+  GptConfig ln = GeluConfig();
+  ln.position_embedding_type = PositionEmbeddingType::kRope;
+  for (GptConfig c : {ln, SwigluConfig()}) {
+    c.qk_layernorm = true;
+    const auto batches = Batches(c);
+    for (int p : {2, 4}) {
+      for (bool sp : {false, true}) {
+        INFO("p " << p << " sp " << sp << " swiglu " << c.swiglu);
+        CompareWithSingle(c, {0, c.num_layers, true, true}, batches, p, sp, mutate);
+      }
+    }
+    auto created = GptStage::Create(c, {0, c.num_layers, true, true});
+    REQUIRE(created.ok());
+    const ParameterStore& store = (*created)->parameters();
+    int qk = 0;
+    for (int i = 0; i < store.size(); ++i) {
+      const ParameterInfo& info = store.info(i);
+      if (info.spec.name.find("self_attention.q_layernorm") == std::string::npos &&
+          info.spec.name.find("self_attention.k_layernorm") == std::string::npos)
+        continue;
+      ++qk;
+      CHECK(info.spec.shape == std::vector<int64_t>{c.head_dim()});
+    }
+    CHECK(qk == c.num_layers * (c.normalization == Normalization::kLayerNorm ? 4 : 2));
+  }
+  // Recomputation recomputes the norms too.
+  GptConfig c = SwigluConfig();
+  c.qk_layernorm = true;
+  c.recompute_granularity = RecomputeGranularity::kFull;
+  c.recompute_num_layers = 2;
+  CompareWithSingle(c, {0, c.num_layers, true, true}, Batches(c), 2, true, mutate);
+  c.recompute_granularity = RecomputeGranularity::kSelective;
+  CompareWithSingle(c, {0, c.num_layers, true, true}, Batches(c), 2, false, mutate);
 }
 
 TEST_CASE("TP pipeline stages (first / middle / last) match their single-device stages") {

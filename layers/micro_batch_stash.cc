@@ -70,14 +70,18 @@ int64_t LayerStash::bytes() const {
          k.bytes() + v.bytes() + probs.bytes() + context.bytes() + residual2.bytes() +
          ln2_out.bytes() + ln2_mean.bytes() + ln2_rstd.bytes() + fc1_out.bytes() + act_out.bytes() +
          d_qkv.bytes() + d_ln1_out.bytes() + d_proj.bytes() + d_ln2_out.bytes() + d_fc1.bytes() +
-         d_fc2.bytes() + moe_bytes.bytes();
+         d_fc2.bytes() + moe_bytes.bytes() + q_pre.bytes() + k_pre.bytes() + q_mean.bytes() +
+         q_rstd.bytes() + k_mean.bytes() + k_rstd.bytes() + d_q_norm.bytes() +
+         d_k_norm.bytes();
 }
 
 void LayerStash::FreeAllButInput() {
   for (StashBuffer<float>* buf :
        {&ln1_out, &ln1_mean,  &ln1_rstd, &q,         &k,        &v,       &probs,
         &context, &residual2, &ln2_out,  &ln2_mean,  &ln2_rstd, &fc1_out, &act_out,
-        &d_qkv,   &d_ln1_out, &d_proj,   &d_ln2_out, &d_fc1,    &d_fc2}) {
+        &d_qkv,   &d_ln1_out, &d_proj,   &d_ln2_out, &d_fc1,    &d_fc2,
+        &q_pre,   &k_pre,     &q_mean,   &q_rstd,    &k_mean,   &k_rstd,  &d_q_norm,
+        &d_k_norm}) {
     buf->Free();
   }
   moe.reset();

@@ -218,6 +218,9 @@ struct LayerStash {
   StashBuffer<float> ln1_mean, ln1_rstd;  // [T] (mean only for LayerNorm)
   StashBuffer<float> q;                   // [b, np, s, hn] after RoPE
   StashBuffer<float> k, v;                // [b, ng, s, hn] (k after RoPE)
+  // --qk-layernorm: q and k before their norms, the norms' statistics ([b, np|ng, s]) and
+  // (saved by B for W) the gradients w.r.t. the norms' outputs.
+  StashBuffer<float> q_pre, k_pre, q_mean, q_rstd, k_mean, k_rstd, d_q_norm, d_k_norm;
   StashBuffer<float>
       probs;  // [b, np, s, s] softmax before dropout; absent under selective recompute
   StashBuffer<float> context;             // [T, np hn] attention output, input of linear_proj

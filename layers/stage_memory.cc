@@ -83,7 +83,8 @@ int64_t CountStageParameters(const GptConfig& c, const StageLayout& layout) {
     }
   }
   int64_t per_layer = (ln ? 4 : 2) * h;                             // two norms
-  per_layer += c.qkv_size() * h + (bias ? c.qkv_size() : 0);        // linear_qkv
+  per_layer += c.qkv_size() * h + (c.qkv_has_bias() ? c.qkv_size() : 0);        // linear_qkv
+  if (c.qk_layernorm) per_layer += (ln ? 4 : 2) * c.head_dim();      // q/k_layernorm
   per_layer += h * c.attention_projection_size() + (bias ? h : 0);  // linear_proj
   per_layer += c.fc1_size() * h + (bias ? c.fc1_size() : 0);        // linear_fc1
   per_layer += h * c.ffn_hidden_size + (bias ? h : 0);              // linear_fc2

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <tuple>
+#include <vector>
 
 #include "base/status_macros.h"
 #include "kernels/cpu/attention.h"
@@ -26,9 +28,26 @@ kernels::RngKey DropoutKey(uint64_t seed, int64_t layer, DropoutSite site, int64
                     static_cast<uint64_t>(iteration), static_cast<uint64_t>(micro_batch_id))};
 }
 
+namespace {
+
+// EffectiveGamma: the norm's multiplier: `w` itself, or 1 + w with --apply-layernorm-1p
+// (Megatron-Core layernorm_zero_centered_gamma: the weight stores gamma - 1; FusedLayerNorm
+// and Transformer Engine's LayerNorm / RMSNorm apply weight + 1). The 1 + w copy lives in
+// a per-thread buffer until the next call on this thread.
+const float* EffectiveGamma(const GptConfig& config, const float* w, int64_t h) {
+  if (!config.apply_layernorm_1p) return w;
+  thread_local std::vector<float> buffer;
+  buffer.resize(static_cast<size_t>(h));
+  for (int64_t i = 0; i < h; ++i) buffer[i] = 1.0f + w[i];
+  return buffer.data();
+}
+
+}  // namespace
+
 void NormForward(const GptConfig& config, const ExecContext& ctx, const float* x,
-                 const float* gamma, const float* beta, int64_t n, int64_t h, float* y, float* mean,
-                 float* rstd) {
+                 const float* weight, const float* beta, int64_t n, int64_t h, float* y,
+                 float* mean, float* rstd) {
+  const float* gamma = EffectiveGamma(config, weight, h);
   if (config.normalization == Normalization::kLayerNorm) {
     cpu::LayerNormForward(ctx, x, gamma, beta, config.norm_epsilon, n, h, y, mean, rstd);
   } else {
@@ -37,8 +56,9 @@ void NormForward(const GptConfig& config, const ExecContext& ctx, const float* x
 }
 
 void NormBackwardInput(const GptConfig& config, const ExecContext& ctx, const float* dy,
-                       const float* x, const float* gamma, const float* mean, const float* rstd,
+                       const float* x, const float* weight, const float* mean, const float* rstd,
                        int64_t n, int64_t h, float* dx) {
+  const float* gamma = EffectiveGamma(config, weight, h);
   if (config.normalization == Normalization::kLayerNorm) {
     cpu::LayerNormBackwardInput(ctx, dy, x, gamma, mean, rstd, n, h, dx);
   } else {
@@ -94,6 +114,7 @@ cpu::RopeFrequencies RopeFrequenciesOf(const GptConfig& c) {
   cpu::RopeFrequencies f;
   f.base = c.rotary_base;
   f.llama3_scaling = c.rope_scaling;
+  f.interleaved = c.rotary_interleaved;
   f.scaling_factor = c.rope_scaling_factor;
   f.seq_len_interpolation_factor = c.rotary_seq_len_interpolation_factor;
   return f;
@@ -266,6 +287,22 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
   st->k.Allocate(tr, call.b * ng * call.s * hn);
   st->v.Allocate(tr, call.b * ng * call.s * hn);
   cpu::SplitQkv(ctx, shape, qkv, st->q.data(), st->k.data(), st->v.data());
+  if (c.qk_layernorm) {
+    // Per-head norms of q and k (rows of hn), before RoPE; the inputs are kept for B/W.
+    const int64_t nq = call.b * np * call.s, nk = call.b * ng * call.s;
+    st->q_pre.Allocate(tr, nq * hn);
+    st->k_pre.Allocate(tr, nk * hn);
+    std::memcpy(st->q_pre.data(), st->q.data(), sizeof(float) * nq * hn);
+    std::memcpy(st->k_pre.data(), st->k.data(), sizeof(float) * nk * hn);
+    if (ln) st->q_mean.Allocate(tr, nq);
+    if (ln) st->k_mean.Allocate(tr, nk);
+    st->q_rstd.Allocate(tr, nq);
+    st->k_rstd.Allocate(tr, nk);
+    NormForward(c, ctx, st->q_pre.data(), P(ids_.q_norm_weight), P(ids_.q_norm_bias), nq, hn,
+                st->q.data(), ln ? st->q_mean.data() : nullptr, st->q_rstd.data());
+    NormForward(c, ctx, st->k_pre.data(), P(ids_.k_norm_weight), P(ids_.k_norm_bias), nk, hn,
+                st->k.data(), ln ? st->k_mean.data() : nullptr, st->k_rstd.data());
+  }
   if (c.position_embedding_type == PositionEmbeddingType::kRope) {
     cpu::RopeForward(ctx, st->q.data(), call.rope_positions, call.b, call.s, np, hn, c.rotary_dim(),
                      RopeFrequenciesOf(c));
@@ -452,6 +489,18 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
     cpu::RopeBackward(ctx, dk, call.rope_positions, call.b, call.s, ng, hn, c.rotary_dim(),
                       RopeFrequenciesOf(c));
   }
+  if (c.qk_layernorm) {
+    // Through the per-head norms; their output gradients are kept for W.
+    const int64_t nq = call.b * np * call.s, nk = call.b * ng * call.s;
+    st->d_q_norm.Allocate(tr, nq * hn);
+    st->d_k_norm.Allocate(tr, nk * hn);
+    std::memcpy(st->d_q_norm.data(), dq, sizeof(float) * nq * hn);
+    std::memcpy(st->d_k_norm.data(), dk, sizeof(float) * nk * hn);
+    NormBackwardInput(c, ctx, st->d_q_norm.data(), st->q_pre.data(), P(ids_.q_norm_weight),
+                      ln ? st->q_mean.data() : nullptr, st->q_rstd.data(), nq, hn, dq);
+    NormBackwardInput(c, ctx, st->d_k_norm.data(), st->k_pre.data(), P(ids_.k_norm_weight),
+                      ln ? st->k_mean.data() : nullptr, st->k_rstd.data(), nk, hn, dk);
+  }
   st->d_qkv.Allocate(tr, t * qkv_n);
   cpu::MergeQkvGrad(ctx, shape, dq, dk, dv, st->d_qkv.data());
   // linear_qkv (column-parallel): input gradient summed over TP (or reduce-scattered).
@@ -515,6 +564,28 @@ absl::Status TransformerLayer::BackwardWeight(const LayerCall& call, LayerStash*
                        ids_.proj_bias, sink);
   LinearBackwardWeight(ctx, st->d_qkv.data(), st->ln1_out.data(), t, h, qkv_n, ids_.qkv_weight,
                        ids_.qkv_bias, sink);
+  if (c.qk_layernorm) {
+    // Each TP rank saw its own heads: the gradients are summed over TP (Megatron's
+    // finalize_model_grads sums q_layernorm / k_layernorm grads over the TP group).
+    const int64_t hn = c.head_dim();
+    const int64_t nq = call.b * c.num_attention_heads * call.s, nk = call.b * c.query_groups() * call.s;
+    for (const auto& [d, x, mean, rstd, w_id, b_id, n] :
+         {std::tuple{&st->d_q_norm, &st->q_pre, &st->q_mean, &st->q_rstd, ids_.q_norm_weight,
+                     ids_.q_norm_bias, nq},
+          std::tuple{&st->d_k_norm, &st->k_pre, &st->k_mean, &st->k_rstd, ids_.k_norm_weight,
+                     ids_.k_norm_bias, nk}}) {
+      float* dg = sink->Begin(w_id);
+      float* db = ln ? sink->Begin(b_id) : nullptr;
+      NormBackwardWeight(c, ctx, d->data(), x->data(), ln ? mean->data() : nullptr, rstd->data(),
+                         n, hn, dg, db);
+      if (call.tp != nullptr && call.tp->size > 1) {
+        MXMACA_RETURN_IF_ERROR(AllReduceSum(*call.tp, dg, hn));
+        if (db != nullptr) MXMACA_RETURN_IF_ERROR(AllReduceSum(*call.tp, db, hn));
+      }
+      sink->End(w_id);
+      if (ln) sink->End(b_id);
+    }
+  }
   {
     float* dg = sink->Begin(ids_.input_norm_weight);
     float* db = ln ? sink->Begin(ids_.input_norm_bias) : nullptr;

@@ -128,11 +128,14 @@ struct LayerScratch {
 // NormForward / NormBackwardInput / NormBackwardWeight: LayerNorm or RMSNorm per
 // config.normalization over rows of width h. mean is unused (may be nullptr) for RMSNorm;
 // beta/dbeta nullptr when the norm has no bias. NormBackwardWeight accumulates.
+// `weight` is the stored norm weight: the multiplier is weight itself, or 1 + weight with
+// config.apply_layernorm_1p (--apply-layernorm-1p, Megatron's zero-centred gamma; the
+// weight gradient is the same either way, d/dw = d/dgamma).
 void NormForward(const GptConfig& config, const kernels::ExecContext& ctx, const float* x,
-                 const float* gamma, const float* beta, int64_t n, int64_t h, float* y, float* mean,
+                 const float* weight, const float* beta, int64_t n, int64_t h, float* y, float* mean,
                  float* rstd);
 void NormBackwardInput(const GptConfig& config, const kernels::ExecContext& ctx, const float* dy,
-                       const float* x, const float* gamma, const float* mean, const float* rstd,
+                       const float* x, const float* weight, const float* mean, const float* rstd,
                        int64_t n, int64_t h, float* dx);
 void NormBackwardWeight(const GptConfig& config, const kernels::ExecContext& ctx, const float* dy,
                         const float* x, const float* mean, const float* rstd, int64_t n, int64_t h,

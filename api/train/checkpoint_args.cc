@@ -177,6 +177,10 @@ nlohmann::json CheckpointArgsJson(const std::vector<std::string>& argv, const Me
   model["gelu_tanh_approximation"] = m.gelu_tanh_approximation;
   model["untie_embeddings_and_output_weights"] = m.untie_embeddings_and_output_weights;
   model["add_bias_linear"] = m.add_bias_linear;
+  model["add_qkv_bias"] = m.add_qkv_bias;
+  model["apply_layernorm_1p"] = m.apply_layernorm_1p;
+  model["rotary_interleaved"] = m.rotary_interleaved;
+  model["qk_layernorm"] = m.qk_layernorm;
   model["init_method_std"] = m.init_method_std;
   model["seed"] = m.seed;
   nlohmann::json j;
@@ -215,6 +219,11 @@ absl::StatusOr<layers::GptConfig> ModelConfigFromCheckpointArgs(const nlohmann::
     c.gelu_tanh_approximation = m.at("gelu_tanh_approximation").get<bool>();
     c.untie_embeddings_and_output_weights = m.at("untie_embeddings_and_output_weights").get<bool>();
     c.add_bias_linear = m.at("add_bias_linear").get<bool>();
+    // Absent in checkpoints written before --add-qkv-bias: Megatron's rule (with the biases).
+    c.add_qkv_bias = m.value("add_qkv_bias", c.add_bias_linear);
+    c.apply_layernorm_1p = m.value("apply_layernorm_1p", false);
+    c.rotary_interleaved = m.value("rotary_interleaved", false);
+    c.qk_layernorm = m.value("qk_layernorm", false);
     c.init_method_std = m.at("init_method_std").get<float>();
     c.seed = m.at("seed").get<uint64_t>();
   } catch (const nlohmann::json::exception& e) {
@@ -272,10 +281,14 @@ absl::Status CheckModelMatchesCheckpoint(const layers::GptConfig& model,
   }
   if (model.swiglu != stored->swiglu || model.normalization != stored->normalization ||
       model.add_bias_linear != stored->add_bias_linear ||
+      model.qkv_has_bias() != stored->qkv_has_bias() ||
+      model.apply_layernorm_1p != stored->apply_layernorm_1p ||
+      model.rotary_interleaved != stored->rotary_interleaved ||
       model.untie_embeddings_and_output_weights != stored->untie_embeddings_and_output_weights ||
       model.position_embedding_type != stored->position_embedding_type) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the model's layout (--swiglu/--normalization/--disable-bias-linear/"
+        "the model's layout (--swiglu/--normalization/--disable-bias-linear/--add-qkv-bias/"
+        "--apply-layernorm-1p/--rotary-interleaved/"
         "--untie-embeddings-and-output-weights/--position-embedding-type) differs from the "
         "checkpoint in ", dir));
   }

@@ -37,7 +37,7 @@ absl::StatusOr<Device> ParseDevice(const std::optional<std::string>& value);
 // --context-parallel-size, --expert-model-parallel-size or --num-experts > 1,
 // --dynamic-pipeline, --rebalance-threshold / --force-layer-move, --recompute-granularity,
 // --use-rope-scaling / --rotary-seq-len-interpolation-factor, --memory-cap-per-shard,
-// --synthetic-op-ms.
+// --synthetic-op-ms, --apply-layernorm-1p, --rotary-interleaved, --qk-layernorm.
 absl::Status CheckDeviceArgs(const MegatronArgs& args);
 
 // MakeDeviceKernels: one stage actor's device: CudaDeviceKernels on GPU `gpu` with a new

@@ -43,6 +43,15 @@ TEST_CASE("the device backends refuse what they do not run, by flag", "[device]"
   MegatronArgs moe = a;
   moe.num_experts = 4;
   refused(moe, "--num-experts");
+  MegatronArgs one_p = a;
+  one_p.apply_layernorm_1p = true;
+  refused(one_p, "--apply-layernorm-1p");
+  MegatronArgs interleaved = a;
+  interleaved.rotary_interleaved = true;
+  refused(interleaved, "--rotary-interleaved");
+  MegatronArgs qk = a;
+  qk.qk_layernorm = true;
+  refused(qk, "--qk-layernorm");
 }
 
 TEST_CASE("CUDA graphs: on by default with cuda (dropout too), off elsewhere", "[device]") {

@@ -78,6 +78,11 @@ constexpr const char* kHonouredDests[] = {
     "position_embedding_type", "rotary_base", "rotary_percent", "normalization",
     "use_rope_scaling", "rope_scaling_factor", "rotary_seq_len_interpolation_factor",
     "norm_epsilon", "swiglu", "bias_gelu_fusion", "untie_embeddings_and_output_weights", "add_bias_linear",
+    "add_qkv_bias", "apply_layernorm_1p",
+    // --no-position-embedding: validate_args refuses it unless --position-embedding-type is
+    // rope, where (as in Megatron-Core, whose embedding adds a position table only for
+    // learned_absolute) it changes nothing.
+    "add_position_embedding", "rotary_interleaved", "qk_layernorm",
     "make_vocab_size_divisible_by", "attention_softmax_in_fp32", "hidden_dropout",
     "attention_dropout", "weight_decay", "start_weight_decay", "end_weight_decay",
     "weight_decay_incr_style", "clip_grad", "adam_beta1", "adam_beta2", "adam_eps",

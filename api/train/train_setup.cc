@@ -33,17 +33,21 @@ absl::StatusOr<layers::GptConfig> GptConfigFromArgs(const MegatronArgs& a, int64
   c.rotary_base = static_cast<float>(a.rotary_base);
   c.rotary_percent = static_cast<float>(a.rotary_percent);
   c.rope_scaling = a.use_rope_scaling;
+  c.rotary_interleaved = a.rotary_interleaved;
   c.rope_scaling_factor = static_cast<float>(a.rope_scaling_factor);
   c.rotary_seq_len_interpolation_factor =
       static_cast<float>(a.rotary_seq_len_interpolation_factor.value_or(0));
   MXMACA_ASSIGN_OR_RETURN(c.normalization, layers::ParseNormalization(a.normalization));
   c.norm_epsilon = static_cast<float>(a.norm_epsilon);
+  c.apply_layernorm_1p = a.apply_layernorm_1p;
+  c.qk_layernorm = a.qk_layernorm;  // LayerNorm and RMSNorm (gpt_config.h)
   c.swiglu = a.swiglu;
   // Megatron's MLP (megatron/core/transformer/mlp.py) with bias_activation_fusion applies
   // bias_gelu_impl, the tanh approximation, when there are biases and no gated unit.
   c.gelu_tanh_approximation = a.bias_gelu_fusion && a.add_bias_linear && !a.swiglu;
   c.untie_embeddings_and_output_weights = a.untie_embeddings_and_output_weights;
   c.add_bias_linear = a.add_bias_linear;
+  c.add_qkv_bias = a.add_qkv_bias;  // validate_args sets it with add_bias_linear
   c.hidden_dropout = static_cast<float>(a.hidden_dropout);
   c.attention_dropout = static_cast<float>(a.attention_dropout);
   c.init_method_std = static_cast<float>(a.init_method_std);

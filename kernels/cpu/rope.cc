@@ -46,12 +46,16 @@ void Rotate(const ExecContext& ctx, float* x, const int32_t* positions, int64_t 
       float* row = x + (bh * s + si) * d;
       const float* cosv = cs + (bi * s + si) * 2 * half;
       const float* sinv = cosv + half;
+      // Pair j: (row[j], row[j + half]), or (row[2j], row[2j + 1]) interleaved.
+      const int64_t first = f.interleaved ? 2 : 1, second = f.interleaved ? 1 : half;
       for (int64_t j = 0; j < half; ++j) {
-        const float x1 = row[j], x2 = row[j + half];
+        float* a = row + j * first;
+        float* c = a + second;
+        const float x1 = *a, x2 = *c;
         const float sn = sign * sinv[j];
         // [x1 | x2] * cos + [-x2 | x1] * sin
-        row[j] = x1 * cosv[j] - x2 * sn;
-        row[j + half] = x2 * cosv[j] + x1 * sn;
+        *a = x1 * cosv[j] - x2 * sn;
+        *c = x2 * cosv[j] + x1 * sn;
       }
     }
   });

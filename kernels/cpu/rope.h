@@ -1,7 +1,7 @@
 // kernels/cpu/rope.h: rotary position embedding (RoPE) on CPU.
 //
 // Su et al., "RoFormer: Enhanced Transformer with Rotary Position Embedding" (2021), in
-// Megatron's non-interleaved form (megatron/core/models/common/embeddings/
+// Megatron's non-interleaved form (the interleaved one: RopeFrequencies::interleaved) (megatron/core/models/common/embeddings/
 // rotary_pos_embedding.py and rope_utils.py, apply_rotary_pos_emb_bshd with
 // rotary_interleaved = False):
 //   inv_freq[j] = base^(-2j / rotary_dim), j < rotary_dim / 2;
@@ -47,6 +47,11 @@ struct RopeFrequencies {
   float high_freq_factor = 4.0f;
   float original_max_position = 8192.0f;
   float seq_len_interpolation_factor = 0.0f;
+  // --rotary-interleaved (rope_utils.py _rotate_half with rotary_interleaved, emb =
+  // stack(freqs, freqs) interleaved): pair j is (x[2j], x[2j + 1]) instead of
+  // (x[j], x[j + rotary_dim/2]); both rotate by theta[p, j]:
+  //   x'[2j] = x[2j] cos - x[2j+1] sin,  x'[2j+1] = x[2j+1] cos + x[2j] sin.
+  bool interleaved = false;
 };
 
 // RopeInvFreq: inv_freq'[j] for j < rotary_dim / 2 (as above; rotary_dim even).

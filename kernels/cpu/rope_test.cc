@@ -77,6 +77,45 @@ TEST_CASE("RoPE forward matches fp64; backward is its adjoint", "[rope]") {
   CHECK(RelError(back, x) < 8 * kU32);
 }
 
+// fp64 interleaved rotation (rope_utils.py _rotate_half with rotary_interleaved: the last
+// dim becomes [-x1, x0, -x3, x2, ...]; emb repeats each frequency twice in place).
+std::vector<double> RopeInterleavedRef(const std::vector<double>& x,
+                                       const std::vector<int32_t>& pos, const Shape& sh) {
+  std::vector<double> y = x;
+  for (int64_t r = 0; r < sh.b * sh.heads * sh.s; ++r) {
+    const int64_t b = r / (sh.heads * sh.s), s = r % sh.s, row = r * sh.d;
+    for (int64_t c = 0; c < sh.rd; ++c) {
+      const int64_t j = c / 2;
+      const float inv = 1.0f / std::pow(sh.base, float(2 * j) / float(sh.rd));
+      const double a = static_cast<float>(static_cast<float>(pos[b * sh.s + s]) * inv);
+      const double rotated = c % 2 == 0 ? -x[row + c + 1] : x[row + c - 1];
+      y[row + c] = x[row + c] * std::cos(a) + rotated * std::sin(a);
+    }
+  }
+  return y;
+}
+
+TEST_CASE("Interleaved RoPE (--rotary-interleaved) matches fp64; backward is its adjoint",
+          "[rope]") {
+  const Shape sh{2, 19, 3, 24, 16, 10000.0f};
+  const int64_t total = sh.b * sh.heads * sh.s * sh.d;
+  std::vector<int32_t> pos = RandomInts(sh.b * sh.s, 11, 0, 300);
+  const std::vector<float> x = RandomNormal(total, 12), dy = RandomNormal(total, 13);
+  RopeFrequencies f;
+  f.base = sh.base;
+  f.interleaved = true;
+  std::vector<float> y = x, dx = dy;
+  RopeForward(Ctx(2), y.data(), pos.data(), sh.b, sh.s, sh.heads, sh.d, sh.rd, f);
+  RopeBackward(Ctx(2), dx.data(), pos.data(), sh.b, sh.s, sh.heads, sh.d, sh.rd, f);
+  CHECK(RelError(y, RopeInterleavedRef(ToDouble(x), pos, sh)) < 8 * kU32);
+  const auto fn = [&](const std::vector<double>& xx) { return RopeInterleavedRef(xx, pos, sh); };
+  CHECK(RelError(dx, NumericalVjp(fn, ToDouble(x), ToDouble(dy), 1e-3)) < 8 * kU32);
+  for (int64_t r = 0; r < total / sh.d; ++r)
+    for (int64_t c = sh.rd; c < sh.d; ++c) REQUIRE(y[r * sh.d + c] == x[r * sh.d + c]);
+  // Not the half-split rotation.
+  CHECK(RelError(y, RopeRef(ToDouble(x), pos, sh)) > 1e-2);
+}
+
 TEST_CASE("RoPE matches PyTorch (Megatron formula)", "[rope][parity]") {
   const Shape sh{2, 64, 4, 32, 32, 10000.0f};
   const int64_t total = sh.b * sh.heads * sh.s * sh.d;

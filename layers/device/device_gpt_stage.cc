@@ -69,6 +69,20 @@ absl::StatusOr<std::unique_ptr<DeviceGptStage>> DeviceGptStage::Create(
         "the device backend has only plain RoPE (--rotary-base): --use-rope-scaling and "
         "--rotary-seq-len-interpolation-factor need --device cpu");
   }
+  if (config.qk_layernorm) {
+    return absl::InvalidArgumentError(
+        "the device backend has no q/k layernorms yet (--qk-layernorm); use --device cpu");
+  }
+  if (config.rotary_interleaved) {
+    return absl::InvalidArgumentError(
+        "the device backend has only the non-interleaved RoPE (--rotary-interleaved); use "
+        "--device cpu");
+  }
+  if (config.apply_layernorm_1p) {
+    return absl::InvalidArgumentError(
+        "the device backend has no zero-centred norm weights yet (--apply-layernorm-1p); "
+        "use --device cpu");
+  }
   if (config.apply_residual_connection_post_layernorm) {
     return absl::InvalidArgumentError(
         "--apply-residual-connection-post-layernorm is not supported");

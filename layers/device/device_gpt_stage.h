@@ -16,7 +16,8 @@
 // attention, with or without linear biases, tied or untied embeddings, hidden and
 // attention dropout, --reset-attention-mask document masks, fp32 or bf16 GEMM inputs.
 // Create refuses, by name: MoE layers, activation recomputation, RoPE scaling or
-// sequence-length interpolation (kernels/cuda has only the base form).
+// sequence-length interpolation (kernels/cuda has only the base form), --rotary-interleaved, --apply-layernorm-1p,
+// --qk-layernorm.
 //
 // Memory. The stage owns one device arena each for parameters, gradients, exp_avg and
 // exp_avg_sq (the layout of the host ParameterStore: the same arena offsets), and a set of

@@ -55,9 +55,9 @@ TEST_CASE("invalid configurations are rejected with the values named") {
   CHECK(e.find(dir + "/missing") != std::string::npos);
 
   // A Megatron flag the parser knows but this training path does not honour is an error.
-  e = ErrorOf(With(base, {"--qk-layernorm"}));
+  e = ErrorOf(With(base, {"--apply-query-key-layer-scaling"}));
   INFO(e);
-  CHECK(e.find("--qk-layernorm") != std::string::npos);
+  CHECK(e.find("--apply-query-key-layer-scaling") != std::string::npos);
 
   e = ErrorOf(With(base, {"--no-such-flag", "1"}));
   INFO(e);

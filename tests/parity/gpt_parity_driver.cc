@@ -2,7 +2,10 @@
 // trainer's optimizer pieces, exporting everything gpt_reference.py needs to repeat the
 // run in PyTorch.
 //
-// Usage: gpt_parity_driver --preset {gpt2|llama|eod|gpt2_vocab} --out DIR [--steps N]
+// Usage: gpt_parity_driver --preset {gpt2|llama|eod|gpt2_vocab|qwen} --out DIR [--steps N]
+// (qwen: the llama preset with --add-qkv-bias; layernorm_1p / rmsnorm_1p: the gpt2 /
+// llama presets with --apply-layernorm-1p; rope_interleaved: llama with --rotary-interleaved;
+// qk_layernorm / qk_layernorm_ln: llama / gpt2 with --qk-layernorm)
 // Writes into DIR:
 //   config.json             model and training settings (the reference builds from these)
 //   init_weights.safetensors every parameter before training, under its Megatron name
@@ -70,7 +73,10 @@ absl::StatusOr<Preset> MakePreset(const std::string& name) {
   c.attention_dropout = 0.0f;
   c.init_method_std = 0.02f;
   c.seed = 1234;
-  if (name == "gpt2" || name == "gpt2_vocab" || name == "eod") {
+  c.apply_layernorm_1p = name == "layernorm_1p" || name == "rmsnorm_1p";
+  c.qk_layernorm = name == "qk_layernorm" || name == "qk_layernorm_ln";
+  if (name == "gpt2" || name == "gpt2_vocab" || name == "eod" || name == "layernorm_1p" ||
+      name == "qk_layernorm_ln") {
     // GPT-2 layout: learned positions, LayerNorm, GELU, biases, tied embeddings.
     if (name == "gpt2_vocab") {
       c.vocab_size = 50257;
@@ -84,9 +90,16 @@ absl::StatusOr<Preset> MakePreset(const std::string& name) {
       p.eod_probability = 0.08;
       c.gelu_tanh_approximation = true;  // Megatron's fused bias-GELU
     }
+    if (name == "qk_layernorm_ln") {
+      // RoPE: with learned positions the k_layernorm bias gradient is exactly 0 (a bias
+      // shared by all keys shifts every score of a query equally), so its relative error
+      // would compare rounding noise; rotated per position it is not.
+      c.position_embedding_type = layers::PositionEmbeddingType::kRope;
+    }
     return p;
   }
-  if (name == "llama") {
+  if (name == "llama" || name == "qwen" || name == "rmsnorm_1p" || name == "rope_interleaved" ||
+      name == "qk_layernorm") {
     // RoPE, RMSNorm, SwiGLU, untied, no biases, GQA (4 heads in 2 groups).
     c.position_embedding_type = layers::PositionEmbeddingType::kRope;
     c.normalization = layers::Normalization::kRmsNorm;
@@ -96,10 +109,14 @@ absl::StatusOr<Preset> MakePreset(const std::string& name) {
     c.add_bias_linear = false;
     c.num_query_groups = 2;
     c.rotary_percent = 0.5f;
+    // Qwen2: a bias on linear_qkv only (--disable-bias-linear --add-qkv-bias). The bias
+    // starts at zero, so its effect on the loss shows from iteration 2 on.
+    c.add_qkv_bias = name == "qwen";
+    c.rotary_interleaved = name == "rope_interleaved";
     return p;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("--preset: got '", name, "', expected gpt2, llama, eod or gpt2_vocab"));
+      absl::StrCat("--preset: got '", name, "', expected gpt2, llama, eod, gpt2_vocab, qwen, layernorm_1p, rmsnorm_1p, rope_interleaved, qk_layernorm or qk_layernorm_ln"));
 }
 
 // Megatron's _get_ltor_masks_and_position_ids for one row of s input tokens.
@@ -127,6 +144,7 @@ nlohmann::json ConfigJson(const Preset& p) {
   j["num_query_groups"] = c.query_groups();
   j["kv_channels"] = c.head_dim();
   j["seq_length"] = c.seq_length;
+  j["max_position_embeddings"] = c.max_position_embeddings;
   j["vocab_size"] = c.vocab_size;
   j["padded_vocab_size"] = c.padded_vocab_size;
   j["position_embedding_type"] =
@@ -135,12 +153,16 @@ nlohmann::json ConfigJson(const Preset& p) {
                                                                           : "learned_absolute";
   j["rotary_base"] = c.rotary_base;
   j["rotary_percent"] = c.rotary_percent;
+  j["rotary_interleaved"] = c.rotary_interleaved;
   j["normalization"] = c.normalization == layers::Normalization::kRmsNorm ? "RMSNorm" : "LayerNorm";
   j["norm_epsilon"] = c.norm_epsilon;
+  j["apply_layernorm_1p"] = c.apply_layernorm_1p;
+  j["qk_layernorm"] = c.qk_layernorm;
   j["swiglu"] = c.swiglu;
   j["gelu_tanh_approximation"] = c.gelu_tanh_approximation;
   j["untie_embeddings_and_output_weights"] = c.untie_embeddings_and_output_weights;
   j["add_bias_linear"] = c.add_bias_linear;
+  j["add_qkv_bias"] = c.add_qkv_bias;
   j["micro_batch_size"] = p.micro_batch_size;
   j["num_microbatches"] = p.num_microbatches;
   j["train_iters"] = p.steps;

@@ -87,11 +87,21 @@ class Gpt(torch.nn.Module):
     def P(self, name):
         return self.params.get(name)
 
+    def need(self, name):
+        """A tensor the model must have (a KeyError naming it otherwise)."""
+        if name not in self.params:
+            raise KeyError("the driver exported no %s" % name)
+        return self.params[name]
+
     def norm(self, x, prefix):
         cfg = self.cfg
-        w = self.P(prefix + ".weight")
+        w = self.need(prefix + ".weight")
+        if cfg.get("apply_layernorm_1p", False):
+            # Megatron-Core layernorm_zero_centered_gamma (FusedLayerNorm / TE LayerNorm and
+            # RMSNorm): the stored weight is gamma - 1.
+            w = w + 1
         if cfg["normalization"] == "LayerNorm":
-            return F.layer_norm(x, (x.shape[-1],), w, self.P(prefix + ".bias"), cfg["norm_epsilon"])
+            return F.layer_norm(x, (x.shape[-1],), w, self.need(prefix + ".bias"), cfg["norm_epsilon"])
         # Megatron's RMSNorm: x * rsqrt(mean(x^2) + eps) * weight.
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + cfg["norm_epsilon"]) * w
 
@@ -103,11 +113,18 @@ class Gpt(torch.nn.Module):
         s = x.shape[2]
         inv_freq = 1.0 / (cfg["rotary_base"] ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
         freqs = torch.outer(torch.arange(s, dtype=torch.float64), inv_freq)
-        emb = torch.cat((freqs, freqs), dim=-1).to(x.dtype)  # [s, dim]
-        cos, sin = emb.cos(), emb.sin()
         x_rot, x_pass = x[..., :dim], x[..., dim:]
-        x1, x2 = torch.chunk(x_rot, 2, dim=-1)
-        rotated = torch.cat((-x2, x1), dim=-1)
+        if not cfg.get("rotary_interleaved", False):
+            emb = torch.cat((freqs, freqs), dim=-1).to(x.dtype)  # [s, dim]
+            x1, x2 = torch.chunk(x_rot, 2, dim=-1)
+            rotated = torch.cat((-x2, x1), dim=-1)
+        else:
+            # rotary_pos_embedding.py: emb = stack((freqs, freqs), -1).view(s, -1), i.e.
+            # [f0, f0, f1, f1, ...]; rope_utils._rotate_half(interleaved): [-x1, x0, -x3, x2, ...].
+            emb = torch.stack((freqs.view(-1, 1), freqs.view(-1, 1)), dim=-1).view(s, -1).to(x.dtype)
+            x1, x2 = x_rot[..., ::2], x_rot[..., 1::2]
+            rotated = torch.stack((-x2, x1), dim=-1).view(x_rot.shape)
+        cos, sin = emb.cos(), emb.sin()
         return torch.cat((x_rot * cos + rotated * sin, x_pass), dim=-1)
 
     def layer(self, i, x, allowed):
@@ -117,12 +134,19 @@ class Gpt(torch.nn.Module):
         np_, ng, hn = cfg["num_attention_heads"], cfg["num_query_groups"], cfg["kv_channels"]
         hpg = np_ // ng
         ln1 = self.norm(x, pre + "input_layernorm")
-        qkv = F.linear(ln1, self.P(pre + "self_attention.linear_qkv.weight"),
-                       self.P(pre + "self_attention.linear_qkv.bias"))
+        # Megatron-Core attention.py: linear_qkv has bias=add_bias_linear or add_qkv_bias.
+        qkv_bias = (self.need(pre + "self_attention.linear_qkv.bias")
+                    if cfg["add_bias_linear"] or cfg.get("add_qkv_bias", False) else None)
+        qkv = F.linear(ln1, self.need(pre + "self_attention.linear_qkv.weight"), qkv_bias)
         qkv = qkv.view(b, s, ng, hpg + 2, hn)
         q = qkv[:, :, :, :hpg, :].reshape(b, s, np_, hn).transpose(1, 2)  # [b, np, s, hn]
         k = qkv[:, :, :, hpg, :].transpose(1, 2)                           # [b, ng, s, hn]
         v = qkv[:, :, :, hpg + 1, :].transpose(1, 2)
+        if cfg.get("qk_layernorm", False):
+            # Megatron-Core SelfAttention.get_query_key_value_tensors: q_layernorm /
+            # k_layernorm over each head's hn values, before the rotary embedding.
+            q = self.norm(q, pre + "self_attention.q_layernorm")
+            k = self.norm(k, pre + "self_attention.k_layernorm")
         if cfg["position_embedding_type"] == "rope":
             q, k = self.rope(q), self.rope(k)
         k = k.repeat_interleave(hpg, dim=1)
@@ -158,6 +182,52 @@ class Gpt(torch.nn.Module):
         logits = F.linear(x, out_w)[..., :cfg["vocab_size"]]
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
                                reduction="none").view(labels.shape)
+
+
+def megatron_parameter_shapes(cfg):
+    """{name: shape} of the tensors Megatron-Core's GPTModel registers for cfg (one stage,
+    TP 1): gpt_model.py, transformer_layer.py, attention.py (linear_qkv bias =
+    add_bias_linear or add_qkv_bias), mlp.py, LayerNorm bias only for LayerNorm."""
+    h, L = cfg["hidden_size"], cfg["num_layers"]
+    np_, ng, hn = cfg["num_attention_heads"], cfg["num_query_groups"], cfg["kv_channels"]
+    f = cfg["ffn_hidden_size"]
+    bias, ln = cfg["add_bias_linear"], cfg["normalization"] == "LayerNorm"
+    out = {"embedding.word_embeddings.weight": [cfg["padded_vocab_size"], h]}
+    if cfg["position_embedding_type"] == "learned_absolute":
+        out["embedding.position_embeddings.weight"] = [cfg["max_position_embeddings"], h]
+
+    def norm(prefix):
+        out[prefix + ".weight"] = [h]
+        if ln:
+            out[prefix + ".bias"] = [h]
+
+    for i in range(L):
+        pre = "decoder.layers.%d." % i
+        norm(pre + "input_layernorm")
+        qkv = (np_ + 2 * ng) * hn
+        out[pre + "self_attention.linear_qkv.weight"] = [qkv, h]
+        if bias or cfg.get("add_qkv_bias", False):
+            out[pre + "self_attention.linear_qkv.bias"] = [qkv]
+        if cfg.get("qk_layernorm", False):
+            for qk in ("q", "k"):
+                out[pre + "self_attention.%s_layernorm.weight" % qk] = [hn]
+                if ln:
+                    out[pre + "self_attention.%s_layernorm.bias" % qk] = [hn]
+        out[pre + "self_attention.linear_proj.weight"] = [h, np_ * hn]
+        if bias:
+            out[pre + "self_attention.linear_proj.bias"] = [h]
+        norm(pre + "pre_mlp_layernorm")
+        f1 = 2 * f if cfg["swiglu"] else f
+        out[pre + "mlp.linear_fc1.weight"] = [f1, h]
+        if bias:
+            out[pre + "mlp.linear_fc1.bias"] = [f1]
+        out[pre + "mlp.linear_fc2.weight"] = [h, f]
+        if bias:
+            out[pre + "mlp.linear_fc2.bias"] = [h]
+    norm("decoder.final_layernorm")
+    if cfg["untie_embeddings_and_output_weights"]:
+        out["output_layer.weight"] = [cfg["padded_vocab_size"], h]
+    return out
 
 
 def megatron_lr(cfg, num_steps, global_batch):
@@ -247,6 +317,20 @@ def main():
         ours = json.load(f)
     weights = read_safetensors(os.path.join(d, "init_weights.safetensors"))
     data = read_safetensors(os.path.join(d, "batches.safetensors"))["tokens"]
+    # The exported tensors are exactly Megatron's, by name and shape.
+    want = megatron_parameter_shapes(cfg)
+    got = {n: list(w.shape) for n, w in weights.items()}
+    if got != want:
+        print("FAILED: parameters differ from Megatron-Core's: missing %s, unexpected %s, "
+              "shape %s" % (sorted(set(want) - set(got)), sorted(set(got) - set(want)),
+                            sorted(n for n in got if n in want and got[n] != want[n])))
+        return 1
+    if cfg.get("apply_layernorm_1p", False):
+        # Zero-centred gamma starts at 0 (FusedLayerNorm.reset_parameters: zeros_(weight)).
+        bad = [n for n, w in weights.items() if "layernorm.weight" in n and np.any(w != 0)]
+        if bad:
+            print("FAILED: --apply-layernorm-1p norm weights not initialised to 0: %s" % bad)
+            return 1
     our_grads = read_safetensors(os.path.join(d, "step1_grads.safetensors"))
 
     l64, n64, g64 = train(cfg, weights, data, torch.float64)

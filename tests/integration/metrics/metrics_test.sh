@@ -117,7 +117,7 @@ echo "ok   resumed: the JSONL continues, a second event file holds iterations 4.
 # and TensorBoard's 'params-norm' is the logged one.
 "$mxmaca" train "${base[@]}" --tensor-model-parallel-size 2 --world-size 4 --log-params-norm \
     --log-num-zeros-in-grad \
-    --save pn1 --save-interval 6 --tensorboard-dir tbp > run4a.log 2>&1 ||
+    --save pn1 --save-interval 3 --tensorboard-dir tbp > run4a.log 2>&1 ||
   { echo "FAIL: run 4a failed"; tail -20 run4a.log; exit 1; }
 $py "$here/check_params_norm.py" run4a.log pn1
 echo '{"tags": ["learning-rate", "learning-rate vs samples", "batch-size", "batch-size vs samples",
@@ -129,7 +129,7 @@ $py "$here/read_tensorboard.py" "$here/tensorboard_event.proto" tbp run4a.log ex
 "$mxmaca" train "${base[@]:0:${#base[@]}-2}" --world-size 2 \
     --log-params-norm --log-num-zeros-in-grad --use-distributed-optimizer \
     --overlap-param-gather --overlap-grad-reduce \
-    --save pn2 --save-interval 6 > run4b.log 2>&1 ||
+    --save pn2 --save-interval 3 > run4b.log 2>&1 ||
   { echo "FAIL: run 4b failed"; tail -20 run4b.log; exit 1; }
 $py "$here/check_params_norm.py" run4b.log pn2
 # --log-num-zeros-in-grad: the word embedding's padded rows (Megatron's V_pad = V rounded up
