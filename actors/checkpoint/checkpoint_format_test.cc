@@ -158,6 +158,30 @@ TEST_CASE("tensor index validation: exact coverage", "[checkpoint]") {
   CHECK_THAT(std::string(ValidateTensorIndex(grid).message()), Contains("[17, 5]"));
 }
 
+TEST_CASE("tensor index validation: overlapping shards of a huge tensor", "[checkpoint]") {
+  // Regression (found while writing checkpoint_format_fuzz; its UBSan build reports it on
+  // the unfixed code): eight full-size boxes of a 2^60-element tensor made the
+  // stored-element sum overflow int64 before the overlap check ran. Now the overlap is
+  // reported and nothing is summed past the tensor's size. The overflow itself shows only
+  // under -fsanitize=undefined (run_checkpoint_format_fuzz.sh seeds with
+  // fuzz_corpus/regress_stored_overflow).
+  const int64_t n = int64_t{1} << 60;
+  TensorIndex index;
+  index["w"].full_shape = {n};
+  for (int i = 0; i < 8; ++i) {
+    index["w"].shards.push_back({"shard_" + std::to_string(i) + ".safetensors", "w", {0}, {n}});
+  }
+  absl::Status st = ValidateTensorIndex(index);
+  CHECK(absl::IsFailedPrecondition(st));
+  CHECK_THAT(std::string(st.message()), Contains("overlaps"));
+  // Disjoint boxes that cover only part of it still report the coverage.
+  index["w"].shards.resize(1);
+  index["w"].shards[0].shape = {n / 2};
+  st = ValidateTensorIndex(index);
+  CHECK_THAT(std::string(st.message()),
+             Contains("cover " + std::to_string(n / 2) + " of " + std::to_string(n)));
+}
+
 TEST_CASE("tensor index survives JSON and rejects malformed JSON", "[checkpoint]") {
   const TensorIndex index = TwoShardIndex({3, 0}, {3, 4});
   const nlohmann::json j = TensorIndexToJson(index);
