@@ -284,11 +284,12 @@ absl::Status CheckModelMatchesCheckpoint(const layers::GptConfig& model,
       model.qkv_has_bias() != stored->qkv_has_bias() ||
       model.apply_layernorm_1p != stored->apply_layernorm_1p ||
       model.rotary_interleaved != stored->rotary_interleaved ||
+      model.qk_layernorm != stored->qk_layernorm ||
       model.untie_embeddings_and_output_weights != stored->untie_embeddings_and_output_weights ||
       model.position_embedding_type != stored->position_embedding_type) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the model's layout (--swiglu/--normalization/--disable-bias-linear/--add-qkv-bias/"
-        "--apply-layernorm-1p/--rotary-interleaved/"
+        "--apply-layernorm-1p/--rotary-interleaved/--qk-layernorm/"
         "--untie-embeddings-and-output-weights/--position-embedding-type) differs from the "
         "checkpoint in ", dir));
   }
