@@ -36,30 +36,18 @@ PY
 printf '{"text": "a b", "title": "t"}\n{"title": "x", "text": ["s1", ""]}\r\n' > "$OUT/corpus_jsonl/seed1"
 printf '{"text": "\\u00e9\\ud83d\\ude00\\n", "title": "", "n": [1, {"a": null}]}' > "$OUT/corpus_jsonl/seed2"
 
-ABSL_LIBS=(-labsl_statusor -labsl_status -labsl_cord -labsl_cord_internal
-  -labsl_cordz_functions -labsl_cordz_handle -labsl_cordz_info -labsl_str_format_internal
-  -labsl_strings -labsl_strings_internal -labsl_strerror -labsl_int128 -labsl_throw_delegate
-  -labsl_synchronization -labsl_graphcycles_internal -labsl_time -labsl_time_zone
-  -labsl_hash -labsl_city -labsl_low_level_hash -labsl_raw_hash_set -labsl_stacktrace
-  -labsl_symbolize -labsl_debugging_internal -labsl_demangle_internal -labsl_malloc_internal
-  -labsl_spinlock_wait -labsl_raw_logging_internal -labsl_log_severity -labsl_base
-  -labsl_bad_optional_access -labsl_bad_variant_access -labsl_exponential_biased)
-FLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer -DMXMACA_LIBFUZZER
-  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I.)
-
 cd "$ROOT"
-clang++ "${FLAGS[@]}" data/fuzz/indexed_dataset_fuzz.cc data/indexed_dataset.cc \
-  "${ABSL_LIBS[@]}" -o "$OUT/indexed_dataset_fuzz"
-clang++ "${FLAGS[@]}" data/fuzz/jsonl_fuzz.cc data/jsonl_reader.cc data/json_line_parser.cc \
-  "${ABSL_LIBS[@]}" -o "$OUT/jsonl_fuzz"
+source tools/libfuzzer.sh
+libfuzzer_build "$OUT/indexed_dataset_fuzz" data/fuzz/indexed_dataset_fuzz.cc data/indexed_dataset.cc
+libfuzzer_build "$OUT/jsonl_fuzz" data/fuzz/jsonl_fuzz.cc data/jsonl_reader.cc \
+  data/json_line_parser.cc
 
 status=0
 for target in ${FUZZ_TARGETS:-indexed_dataset jsonl}; do
   corpus="$OUT/corpus_idx"
   [ "$target" = jsonl ] && corpus="$OUT/corpus_jsonl"
   echo "=== ${target}_fuzz for ${SECONDS_TO_RUN}s ==="
-  TMPDIR="$OUT/tmp" "$OUT/${target}_fuzz" -max_total_time="$SECONDS_TO_RUN" -max_len=4096 \
-    -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
-    -artifact_prefix="$OUT/artifacts/${target}-" "$corpus" || status=1
+  TMPDIR="$OUT/tmp" libfuzzer_run "$OUT/${target}_fuzz" "$SECONDS_TO_RUN" 4096 \
+    "$OUT/artifacts/${target}-" "$corpus" || status=1
 done
 exit $status

@@ -41,20 +41,9 @@ SRCS=(
   actors/checkpoint/megatron/pickle_writer.cc
   actors/checkpoint/file_util.cc
 )
-ABSL_LIBS=(-labsl_statusor -labsl_status -labsl_cord -labsl_cord_internal
-  -labsl_cordz_functions -labsl_cordz_handle -labsl_cordz_info -labsl_str_format_internal
-  -labsl_strings -labsl_strings_internal -labsl_strerror -labsl_int128 -labsl_throw_delegate
-  -labsl_synchronization -labsl_graphcycles_internal -labsl_time -labsl_time_zone
-  -labsl_hash -labsl_city -labsl_low_level_hash -labsl_raw_hash_set -labsl_stacktrace
-  -labsl_symbolize -labsl_debugging_internal -labsl_demangle_internal -labsl_malloc_internal
-  -labsl_spinlock_wait -labsl_raw_logging_internal -labsl_log_severity -labsl_base
-  -labsl_bad_optional_access -labsl_bad_variant_access -labsl_exponential_biased)
 
 cd "$ROOT"
-clang++ -std=c++17 -O1 -g -fno-omit-frame-pointer -DMXMACA_LIBFUZZER \
-  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. \
-  "${SRCS[@]}" "${ABSL_LIBS[@]}" -o "$OUT/torch_file_fuzz"
+source tools/libfuzzer.sh
+libfuzzer_build "$OUT/torch_file_fuzz" "${SRCS[@]}"
 
-"$OUT/torch_file_fuzz" -max_total_time="$SECONDS_TO_RUN" -max_len=65536 -timeout=10 \
-  -rss_limit_mb=4096 -print_final_stats=1 \
-  -artifact_prefix="$OUT/artifacts/" "$OUT/corpus"
+libfuzzer_run "$OUT/torch_file_fuzz" "$SECONDS_TO_RUN" 65536 "$OUT/artifacts/" "$OUT/corpus"
