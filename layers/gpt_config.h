@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/exec_context.h"
+#include "kernels/rope_frequencies.h"
 
 namespace mxmaca::layers {
 
@@ -151,6 +152,17 @@ struct GptConfig {
   // Rotated dims per head (Megatron's RotaryEmbedding: kv_channels * rotary_percent).
   int64_t rotary_dim() const {
     return static_cast<int64_t>(static_cast<double>(head_dim()) * rotary_percent);
+  }
+  // The RoPE angles (kernels/rope_frequencies.h): --rotary-base, --use-rope-scaling,
+  // --rope-scaling-factor, --rotary-seq-len-interpolation-factor, --rotary-interleaved.
+  kernels::RopeFrequencies rope_frequencies() const {
+    kernels::RopeFrequencies f;
+    f.base = rotary_base;
+    f.llama3_scaling = rope_scaling;
+    f.interleaved = rotary_interleaved;
+    f.scaling_factor = rope_scaling_factor;
+    f.seq_len_interpolation_factor = rotary_seq_len_interpolation_factor;
+    return f;
   }
   // Whether linear_qkv has a bias: add_bias_linear || add_qkv_bias.
   bool qkv_has_bias() const { return add_bias_linear || add_qkv_bias; }

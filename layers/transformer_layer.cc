@@ -108,18 +108,6 @@ bool IsLayerNorm(const GptConfig& c) { return c.normalization == Normalization::
 
 int TpSize(const LayerCall& call) { return call.tp != nullptr ? call.tp->size : 1; }
 bool Sp(const LayerCall& call) { return call.tp != nullptr && call.tp->sp(); }
-// RopeFrequenciesOf: the config's RoPE angles (--rotary-base, --use-rope-scaling,
-// --rope-scaling-factor, --rotary-seq-len-interpolation-factor).
-cpu::RopeFrequencies RopeFrequenciesOf(const GptConfig& c) {
-  cpu::RopeFrequencies f;
-  f.base = c.rotary_base;
-  f.llama3_scaling = c.rope_scaling;
-  f.interleaved = c.rotary_interleaved;
-  f.scaling_factor = c.rope_scaling_factor;
-  f.seq_len_interpolation_factor = c.rotary_seq_len_interpolation_factor;
-  return f;
-}
-
 // LocalTokens: rows of the layer's input/output on this rank: b s, or b s/p with SP.
 int64_t LocalTokens(const LayerCall& call) {
   return Sp(call) ? call.b * (call.s / call.tp->size) : call.b * call.s;
@@ -305,9 +293,9 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
   }
   if (c.position_embedding_type == PositionEmbeddingType::kRope) {
     cpu::RopeForward(ctx, st->q.data(), call.rope_positions, call.b, call.s, np, hn, c.rotary_dim(),
-                     RopeFrequenciesOf(c));
+                     c.rope_frequencies());
     cpu::RopeForward(ctx, st->k.data(), call.rope_positions, call.b, call.s, ng, hn, c.rotary_dim(),
-                     RopeFrequenciesOf(c));
+                     c.rope_frequencies());
   }
   float* o = LayerScratch::Get(scratch->b, call.b * np * call.s * hn);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hn)));
@@ -485,9 +473,9 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
   st->v.Free();
   if (c.position_embedding_type == PositionEmbeddingType::kRope) {
     cpu::RopeBackward(ctx, dq, call.rope_positions, call.b, call.s, np, hn, c.rotary_dim(),
-                      RopeFrequenciesOf(c));
+                      c.rope_frequencies());
     cpu::RopeBackward(ctx, dk, call.rope_positions, call.b, call.s, ng, hn, c.rotary_dim(),
-                      RopeFrequenciesOf(c));
+                      c.rope_frequencies());
   }
   if (c.qk_layernorm) {
     // Through the per-head norms; their output gradients are kept for W.

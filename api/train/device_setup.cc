@@ -43,11 +43,7 @@ absl::Status CheckDeviceArgs(const MegatronArgs& a) {
     return refuse("--rebalance-threshold / --force-layer-move (moving layers between stages)");
   }
   if (a.recompute_granularity.has_value()) return refuse("--recompute-granularity");
-  if (a.use_rope_scaling || a.rotary_seq_len_interpolation_factor.has_value()) {
-    return refuse("--use-rope-scaling / --rotary-seq-len-interpolation-factor");
-  }
   if (a.apply_layernorm_1p) return refuse("--apply-layernorm-1p");
-  if (a.rotary_interleaved) return refuse("--rotary-interleaved");
   if (a.qk_layernorm) return refuse("--qk-layernorm");
   if (a.memory_cap_per_shard) return refuse("--memory-cap-per-shard");
   if (a.synthetic_op_ms) return refuse("--synthetic-op-ms");  // synthetic stages: no device

@@ -46,9 +46,13 @@ TEST_CASE("the device backends refuse what they do not run, by flag", "[device]"
   MegatronArgs one_p = a;
   one_p.apply_layernorm_1p = true;
   refused(one_p, "--apply-layernorm-1p");
-  MegatronArgs interleaved = a;
-  interleaved.rotary_interleaved = true;
-  refused(interleaved, "--rotary-interleaved");
+  // RoPE scaling, interpolation and interleaved pairs run on the device backends
+  // (kernels/rope_frequencies.h; device_gpt_stage_test compares them with GptStage).
+  MegatronArgs rope = a;
+  rope.rotary_interleaved = true;
+  rope.use_rope_scaling = true;
+  rope.rotary_seq_len_interpolation_factor = 2;
+  CHECK(CheckDeviceArgs(rope).ok());
   MegatronArgs qk = a;
   qk.qk_layernorm = true;
   refused(qk, "--qk-layernorm");

@@ -64,6 +64,12 @@ void Scale(const ExecContext& ctx, float* x, int64_t n, float s) {
   });
 }
 
+void AddScalar(const ExecContext& ctx, const float* x, float c, float* y, int64_t n) {
+  ParallelForRange(ctx, n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) y[i] = x[i] + c;
+  });
+}
+
 double SumSquares(const ExecContext& ctx, const float* x, int64_t n) {
   if (n <= 0) return 0.0;
   const int64_t blocks = (n + kSumSquaresBlock - 1) / kSumSquaresBlock;

@@ -30,6 +30,9 @@ void Add(const ExecContext& ctx, const float* a, const float* b, float* out, int
 // Scale: x[i] *= s, i < n.
 void Scale(const ExecContext& ctx, float* x, int64_t n, float s);
 
+// AddScalar: y[i] = x[i] + c in fp32, i < n (y may alias x).
+void AddScalar(const ExecContext& ctx, const float* x, float c, float* y, int64_t n);
+
 // SumSquares: sum_i x[i]^2 accumulated in fp64 (for gradient-norm clipping). Fixed order:
 // blocks of 4096 elements, each summed with 8 interleaved fp64 lanes then combined;
 // block sums added in block order. Independent of thread count.

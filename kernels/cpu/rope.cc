@@ -16,10 +16,7 @@ void FillTable(const ExecContext& ctx, const int32_t* positions, int64_t bs,
   float* inv_freq = ThreadScratch(half, 1);
   RopeInvFreq(f, rotary_dim, inv_freq);
   const bool interpolate = f.seq_len_interpolation_factor > 0.0f;
-  // Megatron: seq *= 1 / seq_len_interpolation_factor (fp32 tensor times the scalar).
-  const float pos_scale =
-      interpolate ? static_cast<float>(1.0 / static_cast<double>(f.seq_len_interpolation_factor))
-                  : 1.0f;
+  const float pos_scale = RopePositionScale(f);
   ParallelForRows(ctx, bs, half * 8, [&](int64_t t) {
     float pos = static_cast<float>(positions[t]);
     if (interpolate) pos *= pos_scale;
@@ -62,34 +59,6 @@ void Rotate(const ExecContext& ctx, float* x, const int32_t* positions, int64_t 
 }
 
 }  // namespace
-
-void RopeInvFreq(const RopeFrequencies& f, int64_t rotary_dim, float* inv_freq) {
-  const int64_t half = rotary_dim / 2;
-  for (int64_t j = 0; j < half; ++j) {
-    // Megatron: 1.0 / (base ** (torch.arange(0, dim, 2, dtype=float32) / dim)), fp32.
-    const float e = static_cast<float>(2 * j) / static_cast<float>(rotary_dim);
-    inv_freq[j] = 1.0f / std::pow(f.base, e);
-  }
-  if (!f.llama3_scaling) return;
-  // RotaryEmbedding._apply_scaling, op by op in fp32. Python scalars enter torch's fp32
-  // ops as fp32; `scalar / tensor` is torch's reciprocal(tensor) * scalar.
-  const float two_pi = static_cast<float>(2.0 * 3.14159265358979323846);
-  const float old_len = f.original_max_position;
-  const float low_wavelen = static_cast<float>(static_cast<double>(old_len) / f.low_freq_factor);
-  const float high_wavelen =
-      static_cast<float>(static_cast<double>(old_len) / f.high_freq_factor);
-  const float factor_span = f.high_freq_factor - f.low_freq_factor;
-  for (int64_t j = 0; j < half; ++j) {
-    const float freq = inv_freq[j];
-    const float wavelen = (1.0f / freq) * two_pi;
-    float llama = wavelen > low_wavelen ? freq / f.scaling_factor : freq;
-    const float smooth = ((1.0f / wavelen) * old_len - f.low_freq_factor) / factor_span;
-    const float smoothed = (1.0f - smooth) * llama / f.scaling_factor + smooth * llama;
-    const bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
-    if (medium) llama = smoothed;
-    inv_freq[j] = llama;
-  }
-}
 
 void RopeForward(const ExecContext& ctx, float* x, const int32_t* positions, int64_t b,
                  int64_t s, int64_t heads, int64_t d, int64_t rotary_dim,

@@ -22,40 +22,14 @@
 #include <cstdint>
 
 #include "kernels/exec_context.h"
+#include "kernels/rope_frequencies.h"
 
 namespace mxmaca::kernels::cpu {
 
-// RopeFrequencies: how the angles theta[p, j] = p' * inv_freq'[j] are formed (Megatron's
-// RotaryEmbedding, megatron/core/models/common/embeddings/rotary_pos_embedding.py):
-//   inv_freq[j] = 1 / base^(2j / rotary_dim) (fp32) as above;
-//   llama3_scaling (--use-rope-scaling; RotaryEmbedding._apply_scaling, Llama 3.x): with
-//     wavelen = 2 pi / inv_freq, lo = original_max_position / low_freq_factor, hi =
-//     original_max_position / high_freq_factor: inv_freq / scaling_factor where wavelen >
-//     lo (low frequencies), inv_freq where wavelen < hi (high frequencies), and between
-//     them (1 - a) inv_freq / scaling_factor + a inv_freq with a = (original_max_position /
-//     wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor); fp32 arithmetic in
-//     torch's order (a scalar over a tensor is reciprocal(tensor) * scalar);
-//   seq_len_interpolation_factor (--rotary-seq-len-interpolation-factor; 0 = none):
-//     p' = fp32(p) * fp32(1 / factor) (linear position interpolation), else p' = p.
-// Megatron's _apply_scaling keeps low_freq_factor 1, high_freq_factor 4 and
-// original_max_position 8192 fixed (no flags), as the defaults here.
-struct RopeFrequencies {
-  float base = 10000.0f;  // --rotary-base
-  bool llama3_scaling = false;
-  float scaling_factor = 8.0f;  // --rope-scaling-factor
-  float low_freq_factor = 1.0f;
-  float high_freq_factor = 4.0f;
-  float original_max_position = 8192.0f;
-  float seq_len_interpolation_factor = 0.0f;
-  // --rotary-interleaved (rope_utils.py _rotate_half with rotary_interleaved, emb =
-  // stack(freqs, freqs) interleaved): pair j is (x[2j], x[2j + 1]) instead of
-  // (x[j], x[j + rotary_dim/2]); both rotate by theta[p, j]:
-  //   x'[2j] = x[2j] cos - x[2j+1] sin,  x'[2j+1] = x[2j+1] cos + x[2j] sin.
-  bool interleaved = false;
-};
-
-// RopeInvFreq: inv_freq'[j] for j < rotary_dim / 2 (as above; rotary_dim even).
-void RopeInvFreq(const RopeFrequencies& f, int64_t rotary_dim, float* inv_freq);
+// RopeFrequencies, RopeInvFreq: kernels/rope_frequencies.h (the angles every backend uses).
+using ::mxmaca::kernels::RopeFrequencies;
+using ::mxmaca::kernels::RopeInvFreq;
+using ::mxmaca::kernels::RopePositionScale;
 
 // RopeForward: rotates x in place by +theta as above.
 void RopeForward(const ExecContext& ctx, float* x, const int32_t* positions, int64_t b,

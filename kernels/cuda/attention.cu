@@ -93,7 +93,7 @@ __global__ void SoftmaxForwardKernel(AttentionShape sh, const int32_t* doc_start
   const uint64_t seed = key.Seed(), stream = key.Stream();
   const int64_t row = blockIdx.x;  // ((b * NH + h) * S + i)
   const int64_t S = sh.s, i = row % S, b = row / (sh.heads * S);
-  const int64_t lo = KeyLo(doc_start, b, S, i);
+  const int64_t lo = KeyLo(doc_start, b, S, i), mask_row = DropoutMaskRow(sh, row);
   float* p = probs + row * S;
   float m = -INFINITY;
   for (int64_t j = lo + threadIdx.x; j <= i; j += blockDim.x) m = fmaxf(m, p[j]);
@@ -105,21 +105,23 @@ __global__ void SoftmaxForwardKernel(AttentionShape sh, const int32_t* doc_start
     const float val = (j >= lo && j <= i) ? expf(p[j] - m) / sum : 0.0f;
     p[j] = val;
     if (dropped != nullptr) {
-      const bool keep =
-          internal::UniformAt(seed, stream, static_cast<uint64_t>(row * S + j)) >= dropout_p;
+      const bool keep = internal::UniformAt(seed, stream,
+                                            static_cast<uint64_t>(mask_row * S + j)) >= dropout_p;
       dropped[row * S + j] = keep ? val * drop_scale : 0.0f;
     }
   }
 }
 
 // dropped = dropout(probs) with the forward's mask (for the dv GEMM).
-__global__ void DropProbsKernel(int64_t total, const float* probs, float dropout_p,
-                                float drop_scale, internal::RngKeyArg key,
+__global__ void DropProbsKernel(AttentionShape sh, int64_t total, const float* probs,
+                                float dropout_p, float drop_scale, internal::RngKeyArg key,
                                 float* dropped) {
   const uint64_t seed = key.Seed(), stream = key.Stream();
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
        idx < total; idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const bool keep = internal::UniformAt(seed, stream, static_cast<uint64_t>(idx)) >= dropout_p;
+    const uint64_t mask_idx =
+        static_cast<uint64_t>(DropoutMaskRow(sh, idx / sh.s) * sh.s + idx % sh.s);
+    const bool keep = internal::UniformAt(seed, stream, mask_idx) >= dropout_p;
     dropped[idx] = keep ? probs[idx] * drop_scale : 0.0f;
   }
 }
@@ -133,15 +135,15 @@ __global__ void SoftmaxBackwardKernel(AttentionShape sh, const int32_t* doc_star
   const uint64_t seed = key.Seed(), stream = key.Stream();
   const int64_t row = blockIdx.x;
   const int64_t S = sh.s, i = row % S, b = row / (sh.heads * S);
-  const int64_t lo = KeyLo(doc_start, b, S, i);
+  const int64_t lo = KeyLo(doc_start, b, S, i), mask_row = DropoutMaskRow(sh, row);
   const float* p = probs + row * S;
   float* d = dp + row * S;
   float dot = 0.0f;
   for (int64_t j = lo + threadIdx.x; j <= i; j += blockDim.x) {
     float g = d[j];
     if (dropout_p > 0.0f) {
-      const bool keep =
-          internal::UniformAt(seed, stream, static_cast<uint64_t>(row * S + j)) >= dropout_p;
+      const bool keep = internal::UniformAt(seed, stream,
+                                            static_cast<uint64_t>(mask_row * S + j)) >= dropout_p;
       g = keep ? g * drop_scale : 0.0f;
       d[j] = g;
     }
@@ -246,7 +248,7 @@ CudaStatus AttentionBackwardImpl(const ExecContext& ctx, GemmHandle& gemm,
   if (dropout_p > 0.0f) {
     const int64_t total = sh.b * sh.heads * S * S;
     DropProbsKernel<<<internal::GridFor(total, kThreads), kThreads, 0, StreamOf(ctx)>>>(
-        total, probs, dropout_p, drop_scale, key, scratch);
+        sh, total, probs, dropout_p, drop_scale, key, scratch);
     MXMACA_CUDA_CHECK_LAUNCH();
     pd = scratch;
   }

@@ -22,13 +22,27 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/exec_context.h"
+#include "kernels/host_device.h"
 
 namespace mxmaca::kernels::cuda {
 
 // AttentionShape: b = B, s = S, heads = NH, groups = NG (heads % groups == 0), head_dim = D.
+// dropout_heads / dropout_head_offset: as kernels/cpu/attention.h (tensor parallelism:
+// this rank's heads are [offset, offset + heads) of dropout_heads, and the probability
+// dropout mask is keyed by the global head, ((b * dropout_heads + offset + h) * S + i) * S
+// + j); 0 / 0 means heads / 0.
 struct AttentionShape {
   int64_t b, s, heads, groups, head_dim;
+  int64_t dropout_head_offset = 0;
+  int64_t dropout_heads = 0;
 };
+
+// DropoutMaskRow: the dropout-mask row of attention row `row` = (b * NH + h) * S + i.
+MXMACA_HOST_DEVICE int64_t DropoutMaskRow(const AttentionShape& sh, int64_t row) {
+  if (sh.dropout_heads == 0) return row;
+  const int64_t i = row % sh.s, bh = row / sh.s, b = bh / sh.heads, h = bh % sh.heads;
+  return (b * sh.dropout_heads + sh.dropout_head_offset + h) * sh.s + i;
+}
 
 // SplitQkv: qkv [B, S, NG*(HPG+2)*D] (per token [NG, HPG+2, D]: a group's HPG query
 // heads, then its key, then its value; Megatron's SelfAttention layout) -> q, k, v.

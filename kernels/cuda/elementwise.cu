@@ -83,6 +83,10 @@ CudaStatus Scale(const ExecContext& ctx, float* x, int64_t n, float s) {
   return LaunchMap(ctx, n, [=] __device__(int64_t i) { x[i] *= s; });
 }
 
+CudaStatus AddScalar(const ExecContext& ctx, const float* x, float c, float* y, int64_t n) {
+  return LaunchMap(ctx, n, [=] __device__(int64_t i) { y[i] = x[i] + c; });
+}
+
 CudaStatus SumSquares(const ExecContext& ctx, const float* x, int64_t n, double* partials,
                       double* out) {
   MXMACA_CUDA_REQUIRE(n >= 0, "SumSquares: n must be >= 0");

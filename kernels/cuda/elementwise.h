@@ -32,6 +32,9 @@ CudaStatus Add(const ExecContext& ctx, const float* a, const float* b, float* ou
 // Scale: x[i] *= s, i < n.
 CudaStatus Scale(const ExecContext& ctx, float* x, int64_t n, float s);
 
+// AddScalar: y[i] = x[i] + c in fp32, i < n (y may alias x).
+CudaStatus AddScalar(const ExecContext& ctx, const float* x, float c, float* y, int64_t n);
+
 // kSumSquaresPartials: the size of SumSquares' `partials` workspace (doubles).
 inline constexpr int kSumSquaresPartials = 1024;
 

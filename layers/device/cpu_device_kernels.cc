@@ -31,6 +31,8 @@ constexpr int64_t kAlignment = 256;
 
 cpu::AttentionShape ShapeOf(const AttentionDims& d) {
   cpu::AttentionShape shape{d.b, d.s, d.heads, d.groups, d.head_dim};
+  shape.dropout_head_offset = d.dropout_head_offset;
+  shape.dropout_heads = d.dropout_heads;
   return shape;
 }
 
@@ -116,6 +118,12 @@ absl::Status CpuDeviceKernels::BiasGrad(const float* dy, int64_t rows, int64_t c
 absl::Status CpuDeviceKernels::Add(const float* a, const float* b, float* out, int64_t n) {
   MXMACA_RETURN_IF_ERROR(CheckSizes("Add", {{"n", n}}));
   cpu::Add(ctx_, a, b, out, n);
+  return absl::OkStatus();
+}
+
+absl::Status CpuDeviceKernels::AddScalar(const float* x, float c, float* y, int64_t n) {
+  MXMACA_RETURN_IF_ERROR(CheckSizes("AddScalar", {{"n", n}}));
+  cpu::AddScalar(ctx_, x, c, y, n);
   return absl::OkStatus();
 }
 
@@ -346,17 +354,17 @@ absl::Status CpuDeviceKernels::FusedAttentionBackward(const AttentionDims&, cons
 
 absl::Status CpuDeviceKernels::RopeForward(float* x, const int32_t* positions, int64_t b, int64_t s,
                                            int64_t heads, int64_t d, int64_t rotary_dim,
-                                           float base) {
-  MXMACA_RETURN_IF_ERROR(CheckRopeArgs("RopeForward", b, s, heads, d, rotary_dim, base));
-  cpu::RopeForward(ctx_, x, positions, b, s, heads, d, rotary_dim, base);
+                                           const kernels::RopeFrequencies& f) {
+  MXMACA_RETURN_IF_ERROR(CheckRopeArgs("RopeForward", b, s, heads, d, rotary_dim, f));
+  cpu::RopeForward(ctx_, x, positions, b, s, heads, d, rotary_dim, f);
   return absl::OkStatus();
 }
 
 absl::Status CpuDeviceKernels::RopeBackward(float* dx, const int32_t* positions, int64_t b,
                                             int64_t s, int64_t heads, int64_t d, int64_t rotary_dim,
-                                            float base) {
-  MXMACA_RETURN_IF_ERROR(CheckRopeArgs("RopeBackward", b, s, heads, d, rotary_dim, base));
-  cpu::RopeBackward(ctx_, dx, positions, b, s, heads, d, rotary_dim, base);
+                                            const kernels::RopeFrequencies& f) {
+  MXMACA_RETURN_IF_ERROR(CheckRopeArgs("RopeBackward", b, s, heads, d, rotary_dim, f));
+  cpu::RopeBackward(ctx_, dx, positions, b, s, heads, d, rotary_dim, f);
   return absl::OkStatus();
 }
 

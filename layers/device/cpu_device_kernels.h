@@ -58,6 +58,7 @@ class CpuDeviceKernels : public DeviceKernels {
   absl::Status BiasGrad(const float* dy, int64_t rows, int64_t cols, float* dbias) override;
   absl::Status Add(const float* a, const float* b, float* out, int64_t n) override;
   absl::Status Scale(float* x, int64_t n, float s) override;
+  absl::Status AddScalar(const float* x, float c, float* y, int64_t n) override;
   absl::Status SumSquares(const float* x, int64_t n, double* out) override;
   absl::Status GeluForward(const float* x, float* y, int64_t n) override;
   absl::Status GeluBackward(const float* x, const float* dy, float* dx, int64_t n) override;
@@ -125,9 +126,10 @@ class CpuDeviceKernels : public DeviceKernels {
                                       float* delta) override;
 
   absl::Status RopeForward(float* x, const int32_t* positions, int64_t b, int64_t s, int64_t heads,
-                           int64_t d, int64_t rotary_dim, float base) override;
+                           int64_t d, int64_t rotary_dim, const kernels::RopeFrequencies& f) override;
   absl::Status RopeBackward(float* dx, const int32_t* positions, int64_t b, int64_t s,
-                            int64_t heads, int64_t d, int64_t rotary_dim, float base) override;
+                            int64_t heads, int64_t d, int64_t rotary_dim,
+                            const kernels::RopeFrequencies& f) override;
 
   absl::Status AdamWStep(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
                          int64_t n, float lr, float beta1, float beta2, float eps,

@@ -370,12 +370,30 @@ TEST_CASE("RoPE and AdamW equal kernels/cpu bit for bit") {
   const auto positions = RandomInts(b * s, 2, 0, 500);
   auto w = x, g = x;
   cpu::RopeForward(ctx, w.data(), positions.data(), b, s, heads, hd, rotary, 10000.0f);
-  REQUIRE_OK(dk.RopeForward(g.data(), positions.data(), b, s, heads, hd, rotary, 10000.0f));
+  REQUIRE_OK(dk.RopeForward(g.data(), positions.data(), b, s, heads, hd, rotary,
+                            kernels::RopeFrequencies{10000.0f}));
   CHECK(SameBits(g, w));
   cpu::RopeBackward(ctx, w.data(), positions.data(), b, s, heads, hd, rotary, 500000.0f);
-  REQUIRE_OK(dk.RopeBackward(g.data(), positions.data(), b, s, heads, hd, rotary, 500000.0f));
+  REQUIRE_OK(dk.RopeBackward(g.data(), positions.data(), b, s, heads, hd, rotary,
+                             kernels::RopeFrequencies{500000.0f}));
   CHECK(SameBits(g, w));
-  CHECK(dk.RopeForward(g.data(), positions.data(), b, s, heads, hd, 7, 10000.0f).code() ==
+  // Llama-3 scaling with interleaved pairs and position interpolation.
+  kernels::RopeFrequencies scaled{500000.0f};
+  scaled.llama3_scaling = true;
+  scaled.scaling_factor = 8.0f;
+  scaled.seq_len_interpolation_factor = 2.0f;
+  scaled.interleaved = true;
+  cpu::RopeForward(ctx, w.data(), positions.data(), b, s, heads, hd, rotary, scaled);
+  REQUIRE_OK(dk.RopeForward(g.data(), positions.data(), b, s, heads, hd, rotary, scaled));
+  CHECK(SameBits(g, w));
+  cpu::RopeBackward(ctx, w.data(), positions.data(), b, s, heads, hd, rotary, scaled);
+  REQUIRE_OK(dk.RopeBackward(g.data(), positions.data(), b, s, heads, hd, rotary, scaled));
+  CHECK(SameBits(g, w));
+  CHECK(dk.RopeForward(g.data(), positions.data(), b, s, heads, hd, 7,
+                       kernels::RopeFrequencies{10000.0f})
+            .code() == absl::StatusCode::kInvalidArgument);
+  scaled.scaling_factor = 0.0f;
+  CHECK(dk.RopeForward(g.data(), positions.data(), b, s, heads, hd, rotary, scaled).code() ==
         absl::StatusCode::kInvalidArgument);
 
   const int64_t n = 777;

@@ -48,7 +48,8 @@ static_assert(std::is_same<CudaStream, cudaStream_t>::value,
               "CudaStream must be the CUDA runtime's cudaStream_t");
 
 cuda::AttentionShape ShapeOf(const AttentionDims& d) {
-  return cuda::AttentionShape{d.b, d.s, d.heads, d.groups, d.head_dim};
+  return cuda::AttentionShape{d.b,       d.s, d.heads, d.groups, d.head_dim, d.dropout_head_offset,
+                              d.dropout_heads};
 }
 
 absl::Status Done(const cuda::CudaStatus& s) { return cuda::ToAbslStatus(s); }
@@ -177,6 +178,12 @@ class CudaDeviceKernelsImpl final : public CudaDeviceKernels {
     MXMACA_RETURN_IF_ERROR(CheckSizes("Add", {{"n", n}}));
     MXMACA_RETURN_IF_ERROR(Enter());
     return Done(cuda::Add(ctx_, a, b, out, n));
+  }
+
+  absl::Status AddScalar(const float* x, float c, float* y, int64_t n) override {
+    MXMACA_RETURN_IF_ERROR(CheckSizes("AddScalar", {{"n", n}}));
+    MXMACA_RETURN_IF_ERROR(Enter());
+    return Done(cuda::AddScalar(ctx_, x, c, y, n));
   }
 
   absl::Status Scale(float* x, int64_t n, float s) override {
@@ -409,17 +416,19 @@ class CudaDeviceKernelsImpl final : public CudaDeviceKernels {
   // ---- rotary position embedding ----
 
   absl::Status RopeForward(float* x, const int32_t* positions, int64_t b, int64_t s, int64_t heads,
-                           int64_t d, int64_t rotary_dim, float base) override {
-    MXMACA_RETURN_IF_ERROR(CheckRopeArgs("RopeForward", b, s, heads, d, rotary_dim, base));
+                           int64_t d, int64_t rotary_dim,
+                           const kernels::RopeFrequencies& f) override {
+    MXMACA_RETURN_IF_ERROR(CheckRopeArgs("RopeForward", b, s, heads, d, rotary_dim, f));
     MXMACA_RETURN_IF_ERROR(Enter());
-    return Done(cuda::RopeForward(ctx_, x, positions, b, s, heads, d, rotary_dim, base));
+    return Done(cuda::RopeForward(ctx_, x, positions, b, s, heads, d, rotary_dim, f));
   }
 
   absl::Status RopeBackward(float* dx, const int32_t* positions, int64_t b, int64_t s,
-                            int64_t heads, int64_t d, int64_t rotary_dim, float base) override {
-    MXMACA_RETURN_IF_ERROR(CheckRopeArgs("RopeBackward", b, s, heads, d, rotary_dim, base));
+                            int64_t heads, int64_t d, int64_t rotary_dim,
+                            const kernels::RopeFrequencies& f) override {
+    MXMACA_RETURN_IF_ERROR(CheckRopeArgs("RopeBackward", b, s, heads, d, rotary_dim, f));
     MXMACA_RETURN_IF_ERROR(Enter());
-    return Done(cuda::RopeBackward(ctx_, dx, positions, b, s, heads, d, rotary_dim, base));
+    return Done(cuda::RopeBackward(ctx_, dx, positions, b, s, heads, d, rotary_dim, f));
   }
 
   // ---- optimizer ----

@@ -423,12 +423,24 @@ TEST_CASE("CUDA RoPE and AdamW match the CPU backend") {
   const int32_t* gpos = k.Up(positions);
   auto want = x;
   float* gx = k.Up(x);
-  REQUIRE_OK(k.cpu().RopeForward(want.data(), positions.data(), b, s, heads, hd, rotary, 10000.0f));
-  REQUIRE_OK(k.gpu().RopeForward(gx, gpos, b, s, heads, hd, rotary, 10000.0f));
+  const kernels::RopeFrequencies plain{10000.0f};
+  REQUIRE_OK(k.cpu().RopeForward(want.data(), positions.data(), b, s, heads, hd, rotary, plain));
+  REQUIRE_OK(k.gpu().RopeForward(gx, gpos, b, s, heads, hd, rotary, plain));
   CHECK(RelErr(k.Down(gx, want.size()), want) < 1e-6);
-  REQUIRE_OK(
-      k.cpu().RopeBackward(want.data(), positions.data(), b, s, heads, hd, rotary, 10000.0f));
-  REQUIRE_OK(k.gpu().RopeBackward(gx, gpos, b, s, heads, hd, rotary, 10000.0f));
+  REQUIRE_OK(k.cpu().RopeBackward(want.data(), positions.data(), b, s, heads, hd, rotary, plain));
+  REQUIRE_OK(k.gpu().RopeBackward(gx, gpos, b, s, heads, hd, rotary, plain));
+  CHECK(RelErr(k.Down(gx, want.size()), want) < 1e-6);
+  // Llama-3 scaling, interleaved pairs, position interpolation: the same host-side
+  // inverse frequencies (kernels/rope_frequencies.h), so the same 1e-6 bound.
+  kernels::RopeFrequencies scaled{500000.0f};
+  scaled.llama3_scaling = true;
+  scaled.seq_len_interpolation_factor = 4.0f;
+  scaled.interleaved = true;
+  REQUIRE_OK(k.cpu().RopeForward(want.data(), positions.data(), b, s, heads, hd, rotary, scaled));
+  REQUIRE_OK(k.gpu().RopeForward(gx, gpos, b, s, heads, hd, rotary, scaled));
+  CHECK(RelErr(k.Down(gx, want.size()), want) < 1e-6);
+  REQUIRE_OK(k.cpu().RopeBackward(want.data(), positions.data(), b, s, heads, hd, rotary, scaled));
+  REQUIRE_OK(k.gpu().RopeBackward(gx, gpos, b, s, heads, hd, rotary, scaled));
   CHECK(RelErr(k.Down(gx, want.size()), want) < 1e-6);
 
   const int64_t n = 10007;

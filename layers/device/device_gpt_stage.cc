@@ -64,19 +64,9 @@ absl::StatusOr<std::unique_ptr<DeviceGptStage>> DeviceGptStage::Create(
         "the device backend has no activation recomputation yet (--recompute-granularity); "
         "use --device cpu");
   }
-  if (config.rope_scaling || config.rotary_seq_len_interpolation_factor > 0.0f) {
-    return absl::InvalidArgumentError(
-        "the device backend has only plain RoPE (--rotary-base): --use-rope-scaling and "
-        "--rotary-seq-len-interpolation-factor need --device cpu");
-  }
   if (config.qk_layernorm) {
     return absl::InvalidArgumentError(
         "the device backend has no q/k layernorms yet (--qk-layernorm); use --device cpu");
-  }
-  if (config.rotary_interleaved) {
-    return absl::InvalidArgumentError(
-        "the device backend has only the non-interleaved RoPE (--rotary-interleaved); use "
-        "--device cpu");
   }
   if (config.apply_layernorm_1p) {
     return absl::InvalidArgumentError(
@@ -530,9 +520,9 @@ absl::Status DeviceGptStage::LayerForward(Slot* slot, int i, bool training, cons
   MXMACA_RETURN_IF_ERROR(k.SplitQkv(d, sc.qkv, l.q, l.k, l.v));
   if (c.position_embedding_type == PositionEmbeddingType::kRope) {
     MXMACA_RETURN_IF_ERROR(
-        k.RopeForward(l.q, slot->rope_positions, b, s, np, hn, c.rotary_dim(), c.rotary_base));
+        k.RopeForward(l.q, slot->rope_positions, b, s, np, hn, c.rotary_dim(), c.rope_frequencies()));
     MXMACA_RETURN_IF_ERROR(k.RopeForward(l.k, slot->rope_positions, b, s, d.groups, hn,
-                                         c.rotary_dim(), c.rotary_base));
+                                         c.rotary_dim(), c.rope_frequencies()));
   }
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hn)));
   const kernels::RngKey* attn_key = slot->rng_keys + KeyIndex(i, DropoutSite::kAttentionProbs);
@@ -710,9 +700,9 @@ absl::Status DeviceGptStage::LayerBackwardInput(Slot* slot, int i, const float* 
   }
   if (c.position_embedding_type == PositionEmbeddingType::kRope) {
     MXMACA_RETURN_IF_ERROR(
-        k.RopeBackward(sc.dq, slot->rope_positions, b, s, np, hn, c.rotary_dim(), c.rotary_base));
+        k.RopeBackward(sc.dq, slot->rope_positions, b, s, np, hn, c.rotary_dim(), c.rope_frequencies()));
     MXMACA_RETURN_IF_ERROR(k.RopeBackward(dk, slot->rope_positions, b, s, d.groups, hn,
-                                          c.rotary_dim(), c.rotary_base));
+                                          c.rotary_dim(), c.rope_frequencies()));
   }
   MXMACA_RETURN_IF_ERROR(k.MergeQkvGrad(d, sc.dq, dk, dv, l.d_qkv));
   MXMACA_RETURN_IF_ERROR(LinearBwdInput(k, l.d_qkv, P(id.qkv_weight), t, h, qkv_n, l.d_ln1_out));

@@ -12,11 +12,11 @@
 //
 // Accepted: layers/gpt_config.h's dense GPT without tensor, context or expert
 // parallelism: LayerNorm or RMSNorm, GELU (exact or tanh) or SwiGLU, learned absolute,
-// RoPE (plain --rotary-base form) or no position embeddings, multi-head or grouped-query
+// RoPE (with Llama-3 scaling, sequence-length interpolation and interleaved pairs;
+// GptConfig::rope_frequencies) or no position embeddings, multi-head or grouped-query
 // attention, with or without linear biases, tied or untied embeddings, hidden and
 // attention dropout, --reset-attention-mask document masks, fp32 or bf16 GEMM inputs.
-// Create refuses, by name: MoE layers, activation recomputation, RoPE scaling or
-// sequence-length interpolation (kernels/cuda has only the base form), --rotary-interleaved, --apply-layernorm-1p,
+// Create refuses, by name: MoE layers, activation recomputation, --apply-layernorm-1p,
 // --qk-layernorm.
 //
 // Memory. The stage owns one device arena each for parameters, gradients, exp_avg and

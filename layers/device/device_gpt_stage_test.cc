@@ -182,6 +182,14 @@ TEST_CASE("device stage on CPU kernels equals GptStage bit for bit", "[device]")
   SECTION("RMSNorm, SwiGLU, RoPE, GQA, no biases, untied") {
     RunAndCompare(RopeConfig(), kernels::Precision::kFp32, false, 0.0);
   }
+  SECTION("Llama-3 RoPE scaling, interleaved pairs, position interpolation") {
+    GptConfig c = RopeConfig();
+    c.rope_scaling = true;
+    c.rope_scaling_factor = 8.0f;
+    c.rotary_seq_len_interpolation_factor = 2.0f;
+    c.rotary_interleaved = true;
+    RunAndCompare(c, kernels::Precision::kFp32, false, 0.0);
+  }
   SECTION("bf16 GEMM inputs") {
     GptConfig c = TinyConfig();
     c.gelu_tanh_approximation = true;

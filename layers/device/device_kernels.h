@@ -28,14 +28,18 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/exec_context.h"
+#include "kernels/rope_frequencies.h"
 
 namespace mxmaca::layers::device {
 
 // AttentionDims: b = micro-batch, s = sequence, heads = np (query heads), groups = ng
-// (query groups, heads % groups == 0), head_dim = hn. kernels/cpu/attention.h
-// AttentionShape without tensor parallelism.
+// (query groups, heads % groups == 0), head_dim = hn: kernels/cpu/attention.h
+// AttentionShape. With tensor parallelism the rank holds heads [dropout_head_offset,
+// dropout_head_offset + heads) of dropout_heads, and the attention-dropout mask is keyed by
+// the global head (0 / 0: heads / 0, no tensor parallelism).
 struct AttentionDims {
   int64_t b = 0, s = 0, heads = 0, groups = 0, head_dim = 0;
+  int64_t dropout_head_offset = 0, dropout_heads = 0;
 };
 
 class DeviceKernels {
@@ -93,6 +97,9 @@ class DeviceKernels {
   // Add: out = a + b (out may alias a or b).
   virtual absl::Status Add(const float* a, const float* b, float* out, int64_t n) = 0;
   virtual absl::Status Scale(float* x, int64_t n, float s) = 0;
+  // AddScalar: y[i] = x[i] + c in fp32 (y may alias x); e.g. the 1 + w norm multiplier of
+  // --apply-layernorm-1p.
+  virtual absl::Status AddScalar(const float* x, float c, float* y, int64_t n) = 0;
   // SumSquares: *out (one device double) = sum of x[i]^2 in fp64.
   virtual absl::Status SumSquares(const float* x, int64_t n, double* out) = 0;
   virtual absl::Status GeluForward(const float* x, float* y, int64_t n) = 0;
@@ -178,13 +185,16 @@ class DeviceKernels {
                                               const kernels::RngKey* key, const float* dout,
                                               float* dq, float* dk, float* dv, float* delta) = 0;
 
-  // ---- rotary position embedding (kernels/cpu/rope.h, Megatron's base-only form) ----
+  // ---- rotary position embedding (kernels/cpu/rope.h) ----
   // In place on x [b, heads, s, d] (SplitQkv's q or k); positions [b, s] (device int32);
-  // the first rotary_dim of d dims rotated with inverse frequencies base^(-2i/rotary_dim).
+  // the first rotary_dim of d dims rotated by the angles of `f` (kernels/rope_frequencies.h:
+  // base, Llama-3 scaling, position interpolation, interleaved pairs).
   virtual absl::Status RopeForward(float* x, const int32_t* positions, int64_t b, int64_t s,
-                                   int64_t heads, int64_t d, int64_t rotary_dim, float base) = 0;
+                                   int64_t heads, int64_t d, int64_t rotary_dim,
+                                   const kernels::RopeFrequencies& f) = 0;
   virtual absl::Status RopeBackward(float* dx, const int32_t* positions, int64_t b, int64_t s,
-                                    int64_t heads, int64_t d, int64_t rotary_dim, float base) = 0;
+                                    int64_t heads, int64_t d, int64_t rotary_dim,
+                                    const kernels::RopeFrequencies& f) = 0;
 
   // ---- optimizer (kernels/cpu/adamw.h): torch.optim.AdamW's update, bias correction
   // with step (1-based) ----

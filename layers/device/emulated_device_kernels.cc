@@ -211,6 +211,12 @@ absl::Status EmulatedDeviceKernels::Add(const float* a, const float* b, float* o
   return cpu_.Add(a, b, out, n);
 }
 
+absl::Status EmulatedDeviceKernels::AddScalar(const float* x, float c, float* y, int64_t n) {
+  MXMACA_RETURN_IF_ERROR(CheckDevicePointers("AddScalar", {{"x", x}, {"y", y}}));
+  const Access access(this);
+  return cpu_.AddScalar(x, c, y, n);
+}
+
 absl::Status EmulatedDeviceKernels::Scale(float* x, int64_t n, float s) {
   MXMACA_RETURN_IF_ERROR(CheckDevicePointers("Scale", {{"x", x}}));
   const Access access(this);
@@ -379,16 +385,16 @@ absl::Status EmulatedDeviceKernels::FusedAttentionBackward(const AttentionDims& 
   return cpu_.FusedAttentionBackward(d, q, k, v, o, lse, doc_start, softmax_scale, dropout_p, key, dout, dq, dk, dv, delta);
 }
 
-absl::Status EmulatedDeviceKernels::RopeForward(float* x, const int32_t* positions, int64_t b, int64_t s, int64_t heads, int64_t d, int64_t rotary_dim, float base) {
+absl::Status EmulatedDeviceKernels::RopeForward(float* x, const int32_t* positions, int64_t b, int64_t s, int64_t heads, int64_t d, int64_t rotary_dim, const kernels::RopeFrequencies& f) {
   MXMACA_RETURN_IF_ERROR(CheckDevicePointers("RopeForward", {{"x", x}, {"positions", positions}}));
   const Access access(this);
-  return cpu_.RopeForward(x, positions, b, s, heads, d, rotary_dim, base);
+  return cpu_.RopeForward(x, positions, b, s, heads, d, rotary_dim, f);
 }
 
-absl::Status EmulatedDeviceKernels::RopeBackward(float* dx, const int32_t* positions, int64_t b, int64_t s, int64_t heads, int64_t d, int64_t rotary_dim, float base) {
+absl::Status EmulatedDeviceKernels::RopeBackward(float* dx, const int32_t* positions, int64_t b, int64_t s, int64_t heads, int64_t d, int64_t rotary_dim, const kernels::RopeFrequencies& f) {
   MXMACA_RETURN_IF_ERROR(CheckDevicePointers("RopeBackward", {{"dx", dx}, {"positions", positions}}));
   const Access access(this);
-  return cpu_.RopeBackward(dx, positions, b, s, heads, d, rotary_dim, base);
+  return cpu_.RopeBackward(dx, positions, b, s, heads, d, rotary_dim, f);
 }
 
 absl::Status EmulatedDeviceKernels::AdamWStep(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step) {

@@ -75,6 +75,9 @@ class ReplayKernels : public CpuDeviceKernels {
     MXMACA_RECORD(Add(a, b, out, n));
   }
   absl::Status Scale(float* x, int64_t n, float s) override { MXMACA_RECORD(Scale(x, n, s)); }
+  absl::Status AddScalar(const float* x, float c, float* y, int64_t n) override {
+    MXMACA_RECORD(AddScalar(x, c, y, n));
+  }
   absl::Status GeluForward(const float* x, float* y, int64_t n) override {
     MXMACA_RECORD(GeluForward(x, y, n));
   }
@@ -171,12 +174,14 @@ class ReplayKernels : public CpuDeviceKernels {
     MXMACA_RECORD(AttentionBackward(d, q, k, v, probs, doc, scale, p, key, dout, dq, dk, dv));
   }
   absl::Status RopeForward(float* x, const int32_t* pos, int64_t b, int64_t s, int64_t heads,
-                           int64_t d, int64_t rotary_dim, float base) override {
-    MXMACA_RECORD(RopeForward(x, pos, b, s, heads, d, rotary_dim, base));
+                           int64_t d, int64_t rotary_dim,
+                           const kernels::RopeFrequencies& f) override {
+    MXMACA_RECORD(RopeForward(x, pos, b, s, heads, d, rotary_dim, f));
   }
   absl::Status RopeBackward(float* dx, const int32_t* pos, int64_t b, int64_t s, int64_t heads,
-                            int64_t d, int64_t rotary_dim, float base) override {
-    MXMACA_RECORD(RopeBackward(dx, pos, b, s, heads, d, rotary_dim, base));
+                            int64_t d, int64_t rotary_dim,
+                            const kernels::RopeFrequencies& f) override {
+    MXMACA_RECORD(RopeBackward(dx, pos, b, s, heads, d, rotary_dim, f));
   }
 #undef MXMACA_RECORD
 };

@@ -74,11 +74,18 @@ absl::Status CheckAttentionDims(const char* call, const AttentionDims& d) {
         call, ": expected positive dims with heads % groups == 0, got b = ", d.b, ", s = ", d.s,
         ", heads = ", d.heads, ", groups = ", d.groups, ", head_dim = ", d.head_dim));
   }
+  if (d.dropout_heads != 0 &&
+      (d.dropout_head_offset < 0 || d.dropout_head_offset + d.heads > d.dropout_heads)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        call, ": heads [", d.dropout_head_offset, ", ", d.dropout_head_offset + d.heads,
+        ") do not lie within the ", d.dropout_heads, " dropout heads"));
+  }
   return absl::OkStatus();
 }
 
 absl::Status CheckRopeArgs(const char* call, int64_t b, int64_t s, int64_t heads, int64_t d,
-                           int64_t rotary_dim, float base) {
+                           int64_t rotary_dim, const kernels::RopeFrequencies& f) {
+  const float base = f.base;
   absl::Status st = CheckSizes(call, {{"b", b}, {"s", s}, {"heads", heads}});
   if (!st.ok()) return st;
   if (d < 1 || rotary_dim < 2 || rotary_dim % 2 != 0 || rotary_dim > d) {
@@ -89,6 +96,15 @@ absl::Status CheckRopeArgs(const char* call, int64_t b, int64_t s, int64_t heads
   if (!(base > 0.0f) || !std::isfinite(base)) {
     return absl::InvalidArgumentError(
         absl::StrCat(call, ": rotary base ", base, " is not a positive number"));
+  }
+  if (f.llama3_scaling && !(f.scaling_factor > 0.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(call, ": RoPE scaling factor ", f.scaling_factor, " is not positive"));
+  }
+  if (!(f.seq_len_interpolation_factor >= 0.0f)) {
+    return absl::InvalidArgumentError(absl::StrCat(call, ": RoPE seq-len interpolation factor ",
+                                                   f.seq_len_interpolation_factor,
+                                                   " is negative"));
   }
   return absl::OkStatus();
 }

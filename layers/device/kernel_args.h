@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kernels/rope_frequencies.h"
 #include "layers/device/device_kernels.h"
 
 namespace mxmaca::layers::device {
@@ -43,13 +44,15 @@ absl::Status CheckRows(const char* call, int64_t n, int64_t h);
 // CheckCrossEntropyArgs: n >= 0 and 1 <= v <= vp.
 absl::Status CheckCrossEntropyArgs(const char* call, int64_t n, int64_t vp, int64_t v);
 
-// CheckAttentionDims: b, s, heads, groups, head_dim > 0 and heads % groups == 0.
+// CheckAttentionDims: b, s, heads, groups, head_dim > 0, heads % groups == 0, and with
+// dropout_heads > 0 the rank's heads [dropout_head_offset, + heads) within dropout_heads.
 absl::Status CheckAttentionDims(const char* call, const AttentionDims& d);
 
 // CheckRopeArgs: b, s, heads >= 0, d > 0, rotary_dim even with 0 < rotary_dim <= d,
-// base > 0.
+// f.base > 0, f.scaling_factor > 0 with Llama-3 scaling, f.seq_len_interpolation_factor
+// >= 0.
 absl::Status CheckRopeArgs(const char* call, int64_t b, int64_t s, int64_t heads, int64_t d,
-                           int64_t rotary_dim, float base);
+                           int64_t rotary_dim, const kernels::RopeFrequencies& f);
 
 // CheckAdamWArgs: n >= 0 and step >= 1 (1-based, after incrementing).
 absl::Status CheckAdamWArgs(int64_t n, int64_t step);

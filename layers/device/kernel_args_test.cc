@@ -54,10 +54,24 @@ TEST_CASE("attention and RoPE shapes") {
   CHECK(*elements == 2 * 4 * 10 * 10);
   CHECK(
       Invalid(AttentionElements(AttentionDims{1 << 20, 1 << 20, 64, 8, 8}).status(), "do not fit"));
-  CHECK(CheckRopeArgs("R", 1, 2, 3, 16, 16, 10000.0f).ok());
-  CHECK(Invalid(CheckRopeArgs("R", 1, 2, 3, 16, 18, 10000.0f), "rotary_dim = 18"));
-  CHECK(Invalid(CheckRopeArgs("R", 1, 2, 3, 16, 5, 10000.0f), "rotary_dim = 5"));
-  CHECK(Invalid(CheckRopeArgs("R", 1, 2, 3, 16, 8, 0.0f), "rotary base 0"));
+  using kernels::RopeFrequencies;
+  CHECK(CheckRopeArgs("R", 1, 2, 3, 16, 16, RopeFrequencies{10000.0f}).ok());
+  CHECK(Invalid(CheckRopeArgs("R", 1, 2, 3, 16, 18, RopeFrequencies{10000.0f}), "rotary_dim = 18"));
+  CHECK(Invalid(CheckRopeArgs("R", 1, 2, 3, 16, 5, RopeFrequencies{10000.0f}), "rotary_dim = 5"));
+  CHECK(Invalid(CheckRopeArgs("R", 1, 2, 3, 16, 8, RopeFrequencies{0.0f}), "rotary base 0"));
+  RopeFrequencies scaled;
+  scaled.llama3_scaling = true;
+  scaled.scaling_factor = -1.0f;
+  CHECK(Invalid(CheckRopeArgs("R", 1, 2, 3, 16, 8, scaled), "scaling factor -1"));
+  RopeFrequencies interpolated;
+  interpolated.seq_len_interpolation_factor = -2.0f;
+  CHECK(Invalid(CheckRopeArgs("R", 1, 2, 3, 16, 8, interpolated), "interpolation factor -2"));
+  AttentionDims tp{1, 4, 2, 2, 8};
+  tp.dropout_heads = 4;
+  tp.dropout_head_offset = 2;
+  CHECK(CheckAttentionDims("A", tp).ok());
+  tp.dropout_head_offset = 3;
+  CHECK(Invalid(CheckAttentionDims("A", tp), "heads [3, 5) do not lie within the 4"));
 }
 
 }  // namespace
