@@ -101,6 +101,8 @@ GptStage::GptStage(const GptConfig& config, const StageLayout& layout)
     : config_(config), layer_config_(config), layout_(layout) {
   ctx_.num_threads = config.num_threads;
   ctx_.precision = config.precision;
+  kernels_ = std::make_unique<device::CpuDeviceKernels>(ctx_);
+  gamma_scratch_.resize(static_cast<size_t>(config.hidden_size));
 }
 
 absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& config,
@@ -329,6 +331,7 @@ absl::Status GptStage::ValidateInput(const MicroBatchInput& in, Mode mode) const
 LayerCall GptStage::MakeCall(const MicroBatchStash& st, int local_layer, bool training) {
   LayerCall call;
   call.config = &layer_config_;
+  call.kernels = kernels_.get();
   call.ctx = ctx_;
   call.tp = &tp_;
   call.global_layer = layout_.first_layer + local_layer;
@@ -570,9 +573,10 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
     lnf_local.resize(tl * h);
     lnf = lnf_local.data();
   }
-  NormForward(config_, ctx_, st->final_input.data(), store_.param(ids_.final_norm_weight),
-              ids_.final_norm_bias >= 0 ? store_.param(ids_.final_norm_bias) : nullptr, tl, h, lnf,
-              ln ? st->lnf_mean.data() : nullptr, st->lnf_rstd.data());
+  MXMACA_RETURN_IF_ERROR(NormForward(
+      config_, *kernels_, st->final_input.data(), store_.param(ids_.final_norm_weight),
+      ids_.final_norm_bias >= 0 ? store_.param(ids_.final_norm_bias) : nullptr, tl, h, lnf,
+      ln ? st->lnf_mean.data() : nullptr, st->lnf_rstd.data(), gamma_scratch_.data()));
   if (tp_.sp()) {
     MXMACA_RETURN_IF_ERROR(GatherFromSequenceParallelRegion(tp_, lnf, b, s, h, st->lnf_out.data()));
   }
@@ -763,10 +767,10 @@ absl::Status GptStage::HeadBackwardInput(MicroBatchStash* st, float loss_grad_sc
   } else {
     MXMACA_RETURN_IF_ERROR(ReduceFromTensorParallelRegion(tp_, partial, t * h));
   }
-  NormBackwardInput(config_, ctx_, st->d_lnf_out.data(), st->final_input.data(),
-                    store_.param(ids_.final_norm_weight), ln ? st->lnf_mean.data() : nullptr,
-                    st->lnf_rstd.data(), tl, h, d_final_input);
-  return absl::OkStatus();
+  return NormBackwardInput(config_, *kernels_, st->d_lnf_out.data(), st->final_input.data(),
+                           store_.param(ids_.final_norm_weight),
+                           ln ? st->lnf_mean.data() : nullptr, st->lnf_rstd.data(), tl, h,
+                           d_final_input, gamma_scratch_.data());
 }
 
 absl::Status GptStage::HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* sink,
@@ -793,8 +797,10 @@ absl::Status GptStage::HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* s
   }
   float* dg = sink->Begin(ids_.final_norm_weight);
   float* db = ln ? sink->Begin(ids_.final_norm_bias) : nullptr;
-  NormBackwardWeight(config_, ctx_, st->d_lnf_out.data(), st->final_input.data(),
-                     ln ? st->lnf_mean.data() : nullptr, st->lnf_rstd.data(), tl, h, dg, db);
+  MXMACA_RETURN_IF_ERROR(NormBackwardWeight(config_, *kernels_, st->d_lnf_out.data(),
+                                            st->final_input.data(),
+                                            ln ? st->lnf_mean.data() : nullptr,
+                                            st->lnf_rstd.data(), tl, h, dg, db));
   if (tp_.sp()) {
     // This rank's rows only: sum over TP so every rank holds the same gradient.
     MXMACA_RETURN_IF_ERROR(AllReduceSum(tp_, dg, h));

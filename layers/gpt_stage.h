@@ -68,6 +68,7 @@
 #include "layers/context_parallel/cp_attention.h"
 #include "layers/context_parallel/cp_context.h"
 #include "layers/context_parallel/cp_layout.h"
+#include "layers/device/cpu_device_kernels.h"
 #include "layers/gpt_config.h"
 #include "layers/gpt_parameters.h"
 #include "layers/micro_batch_stash.h"
@@ -290,6 +291,10 @@ class GptStage {
   int64_t cp_b_ = 0;
   VocabShard vocab_;          // this rank's rows of the padded vocabulary
   kernels::ExecContext ctx_;
+  // The backend the transformer layers compute on (the CPU instance, ctx_'s threads and
+  // precision); the final norm too.
+  std::unique_ptr<device::CpuDeviceKernels> kernels_;
+  std::vector<float> gamma_scratch_;  // the final norm's 1 + w (--apply-layernorm-1p)
   ParameterStore store_;
   GptParameterIds ids_;
   std::vector<TransformerLayer> layers_;

@@ -50,6 +50,7 @@
 #include "absl/status/status.h"
 #include "kernels/exec_context.h"
 #include "layers/context_parallel/cp_attention.h"
+#include "layers/device/device_kernels.h"
 #include "layers/gpt_config.h"
 #include "layers/gpt_parameters.h"
 #include "layers/micro_batch_stash.h"
@@ -76,6 +77,13 @@ kernels::RngKey DropoutKey(uint64_t seed, int64_t layer, DropoutSite site, int64
 // LayerCall: the per-call facts a layer needs.
 struct LayerCall {
   const GptConfig* config = nullptr;
+  // kernels: the backend every dense computation of the layer runs on (required; not
+  // owned). The stash, scratch, parameters and sink buffers are its memory. The TP/SP
+  // mappings, the context-parallel ring and the MoE block still address that memory from
+  // the host, so with tensor, context or expert parallelism it must be host memory (the
+  // CPU backend).
+  device::DeviceKernels* kernels = nullptr;
+  // ctx: threads and precision of the host-side parts (context-parallel ring, MoE).
   kernels::ExecContext ctx;
   int64_t global_layer = 0;
   int64_t b = 0, s = 0;
@@ -119,27 +127,30 @@ class WeightGradSink {
 // LayerScratch: temporaries of one layer call (not stashed, reused across calls).
 struct LayerScratch {
   std::vector<float> a, b, c, d, e;
+  std::vector<float> gamma;  // the 1 + w norm multiplier (--apply-layernorm-1p)
   static float* Get(std::vector<float>& v, int64_t n) {
     if (static_cast<int64_t>(v.size()) < n) v.resize(n);
     return v.data();
   }
 };
 
-// NormForward / NormBackwardInput / NormBackwardWeight: LayerNorm or RMSNorm per
-// config.normalization over rows of width h. mean is unused (may be nullptr) for RMSNorm;
-// beta/dbeta nullptr when the norm has no bias. NormBackwardWeight accumulates.
-// `weight` is the stored norm weight: the multiplier is weight itself, or 1 + weight with
-// config.apply_layernorm_1p (--apply-layernorm-1p, Megatron's zero-centred gamma; the
-// weight gradient is the same either way, d/dw = d/dgamma).
-void NormForward(const GptConfig& config, const kernels::ExecContext& ctx, const float* x,
-                 const float* weight, const float* beta, int64_t n, int64_t h, float* y, float* mean,
-                 float* rstd);
-void NormBackwardInput(const GptConfig& config, const kernels::ExecContext& ctx, const float* dy,
-                       const float* x, const float* weight, const float* mean, const float* rstd,
-                       int64_t n, int64_t h, float* dx);
-void NormBackwardWeight(const GptConfig& config, const kernels::ExecContext& ctx, const float* dy,
-                        const float* x, const float* mean, const float* rstd, int64_t n, int64_t h,
-                        float* dgamma, float* dbeta);
+// NormForward / NormBackwardInput / NormBackwardWeight: layers/modules/norm.h's Norm of
+// `config` (LayerNorm or RMSNorm per config.normalization, over rows of width h) on backend
+// `k`. mean is unused (may be nullptr) for RMSNorm; beta/dbeta nullptr when the norm has no
+// bias. NormBackwardWeight accumulates. `weight` is the stored norm weight: the multiplier
+// is weight itself, or 1 + weight with config.apply_layernorm_1p (--apply-layernorm-1p,
+// Megatron's zero-centred gamma, written into gamma_scratch [h]; the weight gradient is
+// the same either way, d/dw = d/dgamma). Errors: the backend's.
+absl::Status NormForward(const GptConfig& config, device::DeviceKernels& k, const float* x,
+                         const float* weight, const float* beta, int64_t n, int64_t h, float* y,
+                         float* mean, float* rstd, float* gamma_scratch);
+absl::Status NormBackwardInput(const GptConfig& config, device::DeviceKernels& k, const float* dy,
+                               const float* x, const float* weight, const float* mean,
+                               const float* rstd, int64_t n, int64_t h, float* dx,
+                               float* gamma_scratch);
+absl::Status NormBackwardWeight(const GptConfig& config, device::DeviceKernels& k, const float* dy,
+                                const float* x, const float* mean, const float* rstd, int64_t n,
+                                int64_t h, float* dgamma, float* dbeta);
 
 // TransformerLayer: stateless F/B/W of one layer over the parameters `ids` in `store`.
 //
