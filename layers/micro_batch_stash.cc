@@ -2,6 +2,8 @@
 #include "layers/micro_batch_stash.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <new>
 #include <string>
 #include <utility>
@@ -11,6 +13,14 @@ namespace mxmaca::layers {
 namespace {
 constexpr std::align_val_t kBlockAlign{64};
 }  // namespace
+
+void BoundOverflow(int64_t requested, int64_t capacity) {
+  std::fprintf(stderr,
+               "internal error: a bound stash buffer of %lld elements was asked for %lld "
+               "(the slot was planned smaller than the layer's stash)\n",
+               static_cast<long long>(capacity), static_cast<long long>(requested));
+  std::abort();
+}
 
 void* MemoryTracker::NewBlock(int64_t bytes) {
   return ::operator new(static_cast<size_t>(bytes), kBlockAlign);

@@ -103,9 +103,21 @@ class MemoryTracker {
   absl::Status cap_error_;
 };
 
+// BoundOverflow: a bound StashBuffer asked for more than its capacity (a slot planned
+// smaller than the layer's stash: a programming error); prints both and aborts.
+[[noreturn]] void BoundOverflow(int64_t requested, int64_t capacity);
+
 // StashBuffer: an array of T (uninitialised unless AllocateZeroed) whose bytes are
 // reported to a tracker (nullptr: plain allocation, not counted). Move-only; releases on
 // destruction.
+//
+// A BOUND buffer (Bind) is a view of caller-owned memory at a fixed address — a device
+// stage's slot (layers/device/device_gpt_stage.h), whose addresses captured CUDA graphs
+// reuse: Allocate then only sets the size (at most the bound capacity; more is a
+// programming error and aborts with a message), Free only clears it, and data() is the
+// bound address throughout. Nothing is counted by a tracker and nothing is written by the
+// buffer itself, so a bound buffer may be device memory the host cannot touch
+// (AllocateZeroed is not for bound buffers).
 template <typename T>
 class StashBuffer {
  public:
@@ -120,17 +132,32 @@ class StashBuffer {
       size_ = o.size_;
       capacity_ = o.capacity_;
       tracker_ = o.tracker_;
+      bound_ = o.bound_;
       o.data_ = nullptr;
       o.size_ = o.capacity_ = 0;
       o.tracker_ = nullptr;
+      o.bound_ = false;
     }
     return *this;
   }
   ~StashBuffer() { Free(); }
 
+  // Bind: makes this a view of `capacity` elements at `fixed` (see the class comment).
+  void Bind(T* fixed, int64_t capacity) {
+    Free();
+    bound_ = true;
+    data_ = fixed;
+    capacity_ = capacity;
+  }
+  bool bound() const { return bound_; }
   // Allocate: n elements, contents unspecified (frees what was there first).
   void Allocate(MemoryTracker* tracker, int64_t n) {
     Free();
+    if (bound_) {
+      if (n > capacity_) BoundOverflow(n, capacity_);
+      size_ = n > 0 ? n : 0;
+      return;
+    }
     if (n <= 0) return;
     tracker_ = tracker;
     size_ = n;
@@ -148,6 +175,10 @@ class StashBuffer {
     if (n > 0) std::memset(static_cast<void*>(data_), 0, n * sizeof(T));
   }
   void Free() {
+    if (bound_) {
+      size_ = 0;
+      return;
+    }
     if (data_ != nullptr) {
       if (tracker_ != nullptr) {
         tracker_->Return(data_, bytes(), capacity_);
@@ -168,8 +199,9 @@ class StashBuffer {
  private:
   T* data_ = nullptr;
   int64_t size_ = 0;
-  int64_t capacity_ = 0;
+  int64_t capacity_ = 0;  // bytes held (elements when bound)
   MemoryTracker* tracker_ = nullptr;
+  bool bound_ = false;
 };
 
 // TrackedBytes: a byte count held elsewhere (the MoE stash's vectors) reported to a

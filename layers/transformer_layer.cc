@@ -50,13 +50,15 @@ using modules::LinearForward;
 using modules::LinearProduct;
 
 // LinearBackwardWeight: dW [out, in] = dy^T x and dbias [out] = column sums of dy, into the
-// sink's zeroed per-micro-batch buffers.
+// sink's zeroed per-micro-batch buffers (dW added into the arena itself when the sink
+// accumulates, WeightGradSink::accumulates).
 absl::Status LinearBackwardWeight(device::DeviceKernels& k, const float* dy, const float* x,
                                   int64_t t, int64_t in, int64_t out, int w_id, int b_id,
                                   WeightGradSink* sink) {
   float* dw = sink->Begin(w_id);
   float* db = b_id >= 0 ? sink->Begin(b_id) : nullptr;
-  MXMACA_RETURN_IF_ERROR(modules::LinearBackwardWeight(k, dy, x, t, in, out, dw, db));
+  MXMACA_RETURN_IF_ERROR(
+      modules::LinearBackwardWeight(k, dy, x, t, in, out, dw, db, sink->accumulates(w_id)));
   sink->End(w_id);
   if (b_id >= 0) sink->End(b_id);
   return absl::OkStatus();
@@ -90,9 +92,16 @@ float HiddenDropout(const LayerCall& call) {
   return call.training ? call.config->hidden_dropout : 0.0f;
 }
 
-kernels::RngKey KeyOf(const LayerCall& call, DropoutSite site) {
-  return DropoutKey(call.config->seed, call.global_layer, site, call.iteration,
-                    call.micro_batch_id);
+// KeyOf: the dropout key of `site` where the kernels read it: LayerCall::dropout_keys,
+// or `host` (filled here) when the call has none.
+const kernels::RngKey* KeyOf(const LayerCall& call, DropoutSite site, kernels::RngKey* host) {
+  if (call.dropout_keys != nullptr) {
+    const int i = site == DropoutSite::kAttentionProbs ? 0 : site == DropoutSite::kAttentionOutput ? 1 : 2;
+    return call.dropout_keys + i;
+  }
+  *host = DropoutKey(call.config->seed, call.global_layer, site, call.iteration,
+                     call.micro_batch_id);
+  return host;
 }
 
 // CpHiddenDropout: with context parallelism, one call per run of local rows that hold
@@ -122,13 +131,14 @@ absl::Status CpHiddenDropout(const LayerCall& call, bool forward, const float* x
 absl::Status HiddenDropoutForward(const LayerCall& call, const float* x, float* y, int64_t h,
                                   DropoutSite site) {
   const float p = HiddenDropout(call);
-  const kernels::RngKey key = KeyOf(call, site);
+  kernels::RngKey host_key;
+  const kernels::RngKey* key = KeyOf(call, site, &host_key);
   device::DeviceKernels& k = *call.kernels;
-  if (call.cp_attention != nullptr) return CpHiddenDropout(call, true, x, y, h, &key);
-  if (!Sp(call)) return k.DropoutForward(x, y, call.b * call.s * h, p, &key, 0);
+  if (call.cp_attention != nullptr) return CpHiddenDropout(call, true, x, y, h, key);
+  if (!Sp(call)) return k.DropoutForward(x, y, call.b * call.s * h, p, key, 0);
   const int64_t n = (call.s / call.tp->size) * h;
   for (int64_t bi = 0; bi < call.b; ++bi) {
-    MXMACA_RETURN_IF_ERROR(k.DropoutForward(x + bi * n, y + bi * n, n, p, &key,
+    MXMACA_RETURN_IF_ERROR(k.DropoutForward(x + bi * n, y + bi * n, n, p, key,
                                             SequenceShardIndexOffset(*call.tp, bi, call.s, h)));
   }
   return absl::OkStatus();
@@ -136,13 +146,14 @@ absl::Status HiddenDropoutForward(const LayerCall& call, const float* x, float* 
 absl::Status HiddenDropoutBackward(const LayerCall& call, const float* dy, float* dx, int64_t h,
                                    DropoutSite site) {
   const float p = HiddenDropout(call);
-  const kernels::RngKey key = KeyOf(call, site);
+  kernels::RngKey host_key;
+  const kernels::RngKey* key = KeyOf(call, site, &host_key);
   device::DeviceKernels& k = *call.kernels;
-  if (call.cp_attention != nullptr) return CpHiddenDropout(call, false, dy, dx, h, &key);
-  if (!Sp(call)) return k.DropoutBackward(dy, dx, call.b * call.s * h, p, &key, 0);
+  if (call.cp_attention != nullptr) return CpHiddenDropout(call, false, dy, dx, h, key);
+  if (!Sp(call)) return k.DropoutBackward(dy, dx, call.b * call.s * h, p, key, 0);
   const int64_t n = (call.s / call.tp->size) * h;
   for (int64_t bi = 0; bi < call.b; ++bi) {
-    MXMACA_RETURN_IF_ERROR(k.DropoutBackward(dy + bi * n, dx + bi * n, n, p, &key,
+    MXMACA_RETURN_IF_ERROR(k.DropoutBackward(dy + bi * n, dx + bi * n, n, p, key,
                                              SequenceShardIndexOffset(*call.tp, bi, call.s, h)));
   }
   return absl::OkStatus();
@@ -220,7 +231,7 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
   if (ln) st->ln1_mean.Allocate(tr, tl);
   st->ln1_rstd.Allocate(tr, tl);
   float* ln1_local = sp ? LayerScratch::Get(scratch->c, tl * h) : st->ln1_out.data();
-  MXMACA_RETURN_IF_ERROR(NormForward(c, k, x, P(ids_.input_norm_weight), P(ids_.input_norm_bias), tl, h,
+  MXMACA_RETURN_IF_ERROR(NormForward(c, k, x, P(call, ids_.input_norm_weight), P(call, ids_.input_norm_bias), tl, h,
                                      ln1_local, ln ? st->ln1_mean.data() : nullptr,
                                      st->ln1_rstd.data(), LayerScratch::Get(scratch->gamma, h)));
   if (sp) {
@@ -229,7 +240,7 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
   }
   float* qkv = LayerScratch::Get(scratch->a, t * qkv_n);
   MXMACA_RETURN_IF_ERROR(
-      LinearForward(k, st->ln1_out.data(), P(ids_.qkv_weight), P(ids_.qkv_bias), t, h, qkv_n, qkv));
+      LinearForward(k, st->ln1_out.data(), P(call, ids_.qkv_weight), P(call, ids_.qkv_bias), t, h, qkv_n, qkv));
   const device::AttentionDims shape = Shape(call);
   st->q.Allocate(tr, call.b * np * call.s * hn);
   st->k.Allocate(tr, call.b * ng * call.s * hn);
@@ -247,10 +258,10 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
     st->q_rstd.Allocate(tr, nq);
     st->k_rstd.Allocate(tr, nk);
     float* gamma = LayerScratch::Get(scratch->gamma, hn);
-    MXMACA_RETURN_IF_ERROR(NormForward(c, k, st->q_pre.data(), P(ids_.q_norm_weight), P(ids_.q_norm_bias),
+    MXMACA_RETURN_IF_ERROR(NormForward(c, k, st->q_pre.data(), P(call, ids_.q_norm_weight), P(call, ids_.q_norm_bias),
                                        nq, hn, st->q.data(), ln ? st->q_mean.data() : nullptr,
                                        st->q_rstd.data(), gamma));
-    MXMACA_RETURN_IF_ERROR(NormForward(c, k, st->k_pre.data(), P(ids_.k_norm_weight), P(ids_.k_norm_bias),
+    MXMACA_RETURN_IF_ERROR(NormForward(c, k, st->k_pre.data(), P(call, ids_.k_norm_weight), P(call, ids_.k_norm_bias),
                                        nk, hn, st->k.data(), ln ? st->k_mean.data() : nullptr,
                                        st->k_rstd.data(), gamma));
   }
@@ -269,21 +280,31 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
                                                       st->v.data(), call.doc_start, o,
                                                       st->probs.data()));
   } else {
-    st->probs.Allocate(tr, call.b * np * call.s * call.s);
-    const kernels::RngKey key = KeyOf(call, DropoutSite::kAttentionProbs);
-    MXMACA_RETURN_IF_ERROR(k.AttentionForward(shape, st->q.data(), st->k.data(), st->v.data(),
-                                              call.doc_start, scale, AttentionDropout(call), &key,
-                                              st->probs.data(), o));
+    kernels::RngKey host_key;
+    const kernels::RngKey* key = KeyOf(call, DropoutSite::kAttentionProbs, &host_key);
+    if (call.fused_attention) {
+      // Fused attention: `probs` keeps the log-sum-exp [b, np, s].
+      st->probs.Allocate(tr, call.b * np * call.s);
+      MXMACA_RETURN_IF_ERROR(k.FusedAttentionForward(shape, st->q.data(), st->k.data(),
+                                                     st->v.data(), call.doc_start, scale,
+                                                     AttentionDropout(call), key, o,
+                                                     st->probs.data()));
+    } else {
+      st->probs.Allocate(tr, call.b * np * call.s * call.s);
+      MXMACA_RETURN_IF_ERROR(k.AttentionForward(shape, st->q.data(), st->k.data(), st->v.data(),
+                                                call.doc_start, scale, AttentionDropout(call), key,
+                                                st->probs.data(), o));
+    }
   }
   st->context.Allocate(tr, t * pj);
   MXMACA_RETURN_IF_ERROR(k.HeadsToTokens(shape, o, st->context.data()));
   // linear_proj (row-parallel): partial product, sum over TP, then the bias once.
   float* proj_partial = LayerScratch::Get(scratch->a, t * h);
-  MXMACA_RETURN_IF_ERROR(LinearProduct(k, st->context.data(), P(ids_.proj_weight), t, pj, h, proj_partial));
+  MXMACA_RETURN_IF_ERROR(LinearProduct(k, st->context.data(), P(call, ids_.proj_weight), t, pj, h, proj_partial));
   MXMACA_ASSIGN_OR_RETURN(
       float* proj, RowParallelOutput(call, proj_partial,
                                      sp ? LayerScratch::Get(scratch->c, tl * h) : nullptr, h));
-  if (ids_.proj_bias >= 0) MXMACA_RETURN_IF_ERROR(k.AddBias(proj, P(ids_.proj_bias), tl, h));
+  if (ids_.proj_bias >= 0) MXMACA_RETURN_IF_ERROR(k.AddBias(proj, P(call, ids_.proj_bias), tl, h));
   if (HiddenDropout(call) > 0.0f) {
     MXMACA_RETURN_IF_ERROR(HiddenDropoutForward(call, proj, proj, h, DropoutSite::kAttentionOutput));
   }
@@ -295,8 +316,8 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
   if (ln) st->ln2_mean.Allocate(tr, tl);
   st->ln2_rstd.Allocate(tr, tl);
   float* ln2_local = sp ? LayerScratch::Get(scratch->c, tl * h) : st->ln2_out.data();
-  MXMACA_RETURN_IF_ERROR(NormForward(c, k, st->residual2.data(), P(ids_.mlp_norm_weight),
-                                     P(ids_.mlp_norm_bias), tl, h, ln2_local,
+  MXMACA_RETURN_IF_ERROR(NormForward(c, k, st->residual2.data(), P(call, ids_.mlp_norm_weight),
+                                     P(call, ids_.mlp_norm_bias), tl, h, ln2_local,
                                      ln ? st->ln2_mean.data() : nullptr, st->ln2_rstd.data(),
                                      LayerScratch::Get(scratch->gamma, h)));
   if (sp) {
@@ -305,7 +326,7 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
   }
   if (moe_ != nullptr) return MoEForward(call, st, out, keep, scratch);
   st->fc1_out.Allocate(tr, t * f1);
-  MXMACA_RETURN_IF_ERROR(LinearForward(k, st->ln2_out.data(), P(ids_.fc1_weight), P(ids_.fc1_bias), t, h,
+  MXMACA_RETURN_IF_ERROR(LinearForward(k, st->ln2_out.data(), P(call, ids_.fc1_weight), P(call, ids_.fc1_bias), t, h,
                                        f1, st->fc1_out.data()));
   st->act_out.Allocate(tr, t * f);
   if (c.swiglu) {
@@ -317,11 +338,11 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
   }
   // linear_fc2 (row-parallel).
   float* fc2_partial = LayerScratch::Get(scratch->a, t * h);
-  MXMACA_RETURN_IF_ERROR(LinearProduct(k, st->act_out.data(), P(ids_.fc2_weight), t, f, h, fc2_partial));
+  MXMACA_RETURN_IF_ERROR(LinearProduct(k, st->act_out.data(), P(call, ids_.fc2_weight), t, f, h, fc2_partial));
   MXMACA_ASSIGN_OR_RETURN(
       float* fc2, RowParallelOutput(call, fc2_partial,
                                     sp ? LayerScratch::Get(scratch->c, tl * h) : nullptr, h));
-  if (ids_.fc2_bias >= 0) MXMACA_RETURN_IF_ERROR(k.AddBias(fc2, P(ids_.fc2_bias), tl, h));
+  if (ids_.fc2_bias >= 0) MXMACA_RETURN_IF_ERROR(k.AddBias(fc2, P(call, ids_.fc2_bias), tl, h));
   return MlpOutputToResidual(call, st, fc2, out, keep);
 }
 
@@ -350,7 +371,7 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
     MXMACA_RETURN_IF_ERROR(MoEBackwardInput(call, st, scratch));
   } else {
     float* d_act = LayerScratch::Get(scratch->a, t * f);
-    MXMACA_RETURN_IF_ERROR(LinearBackwardInput(k, st->d_fc2.data(), P(ids_.fc2_weight), t, f, h, d_act));
+    MXMACA_RETURN_IF_ERROR(LinearBackwardInput(k, st->d_fc2.data(), P(call, ids_.fc2_weight), t, f, h, d_act));
     st->d_fc1.Allocate(tr, t * f1);
     if (c.swiglu) {
       MXMACA_RETURN_IF_ERROR(k.SwigluBackward(st->fc1_out.data(), d_act, st->d_fc1.data(), t, f));
@@ -364,7 +385,7 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
     st->d_ln2_out.Allocate(tr, tl * h);
     {
       float* partial = sp ? LayerScratch::Get(scratch->a, t * h) : st->d_ln2_out.data();
-      MXMACA_RETURN_IF_ERROR(LinearBackwardInput(k, st->d_fc1.data(), P(ids_.fc1_weight), t, h, f1, partial));
+      MXMACA_RETURN_IF_ERROR(LinearBackwardInput(k, st->d_fc1.data(), P(call, ids_.fc1_weight), t, h, f1, partial));
       MXMACA_ASSIGN_OR_RETURN(float* summed,
                               RowParallelOutput(call, partial, st->d_ln2_out.data(), h));
       (void)summed;  // == st->d_ln2_out.data() in every case
@@ -372,7 +393,7 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
   }
   float* dx2 = LayerScratch::Get(scratch->c, tl * h);
   MXMACA_RETURN_IF_ERROR(NormBackwardInput(c, k, st->d_ln2_out.data(), st->residual2.data(),
-                                           P(ids_.mlp_norm_weight),
+                                           P(call, ids_.mlp_norm_weight),
                                            ln ? st->ln2_mean.data() : nullptr, st->ln2_rstd.data(),
                                            tl, h, dx2, LayerScratch::Get(scratch->gamma, h)));
   MXMACA_RETURN_IF_ERROR(k.Add(dy, dx2, dx2, tl * h));
@@ -386,12 +407,13 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
                                                             h, st->d_proj.data()));
   }
   float* d_context = LayerScratch::Get(scratch->a, t * pj);
-  MXMACA_RETURN_IF_ERROR(LinearBackwardInput(k, st->d_proj.data(), P(ids_.proj_weight), t, pj, h, d_context));
+  MXMACA_RETURN_IF_ERROR(LinearBackwardInput(k, st->d_proj.data(), P(call, ids_.proj_weight), t, pj, h, d_context));
   const device::AttentionDims shape = Shape(call);
   float* d_o = LayerScratch::Get(scratch->b, call.b * np * call.s * hn);
   MXMACA_RETURN_IF_ERROR(k.TokensToHeads(shape, d_context, d_o));
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hn)));
-  const kernels::RngKey attn_key = KeyOf(call, DropoutSite::kAttentionProbs);
+  kernels::RngKey host_key;
+  const kernels::RngKey* attn_key = KeyOf(call, DropoutSite::kAttentionProbs, &host_key);
   float* dq = LayerScratch::Get(scratch->d, call.b * np * call.s * hn);
   float* dkv = LayerScratch::Get(scratch->e, 2 * call.b * ng * call.s * hn);
   float* dk = dkv;
@@ -411,6 +433,23 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
     MXMACA_RETURN_IF_ERROR(call.cp_attention->Backward(call.ctx, st->q.data(), st->k.data(),
                                                        st->v.data(), call.doc_start, o,
                                                        st->probs.data(), d_o, dq, dk, dv));
+  } else if (call.fused_attention) {
+    // Fused attention: the forward's output again (from `context`, or recomputed with the
+    // log-sum-exp under selective recompute); the backward recomputes the probabilities.
+    float* o = LayerScratch::Get(scratch->a, call.b * np * call.s * hn);
+    if (st->probs.empty()) {
+      st->probs.Allocate(tr, call.b * np * call.s);
+      MXMACA_RETURN_IF_ERROR(k.FusedAttentionForward(shape, st->q.data(), st->k.data(),
+                                                     st->v.data(), call.doc_start, scale,
+                                                     AttentionDropout(call), attn_key, o,
+                                                     st->probs.data()));
+    } else {
+      MXMACA_RETURN_IF_ERROR(k.TokensToHeads(shape, st->context.data(), o));
+    }
+    MXMACA_RETURN_IF_ERROR(k.FusedAttentionBackward(
+        shape, st->q.data(), st->k.data(), st->v.data(), o, st->probs.data(), call.doc_start,
+        scale, AttentionDropout(call), attn_key, d_o, dq, dk, dv,
+        LayerScratch::Get(scratch->delta, call.b * np * call.s)));
   } else {
     if (st->probs.empty()) {
       // Selective recompute: the probabilities again, from the stashed q, k, v.
@@ -418,11 +457,11 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
       float* o = LayerScratch::Get(scratch->a, call.b * np * call.s * hn);
       MXMACA_RETURN_IF_ERROR(k.AttentionForward(shape, st->q.data(), st->k.data(), st->v.data(),
                                                 call.doc_start, scale, AttentionDropout(call),
-                                                &attn_key, st->probs.data(), o));
+                                                attn_key, st->probs.data(), o));
     }
     MXMACA_RETURN_IF_ERROR(k.AttentionBackward(shape, st->q.data(), st->k.data(), st->v.data(),
                                                st->probs.data(), call.doc_start, scale,
-                                               AttentionDropout(call), &attn_key, d_o, dq, dk, dv));
+                                               AttentionDropout(call), attn_key, d_o, dq, dk, dv));
   }
   st->probs.Free();
   st->q.Free();
@@ -443,10 +482,10 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
     MXMACA_RETURN_IF_ERROR(k.CopyDeviceToDevice(st->d_k_norm.data(), dk, sizeof(float) * nk * hn));
     float* gamma = LayerScratch::Get(scratch->gamma, hn);
     MXMACA_RETURN_IF_ERROR(NormBackwardInput(c, k, st->d_q_norm.data(), st->q_pre.data(),
-                                             P(ids_.q_norm_weight), ln ? st->q_mean.data() : nullptr,
+                                             P(call, ids_.q_norm_weight), ln ? st->q_mean.data() : nullptr,
                                              st->q_rstd.data(), nq, hn, dq, gamma));
     MXMACA_RETURN_IF_ERROR(NormBackwardInput(c, k, st->d_k_norm.data(), st->k_pre.data(),
-                                             P(ids_.k_norm_weight), ln ? st->k_mean.data() : nullptr,
+                                             P(call, ids_.k_norm_weight), ln ? st->k_mean.data() : nullptr,
                                              st->k_rstd.data(), nk, hn, dk, gamma));
   }
   st->d_qkv.Allocate(tr, t * qkv_n);
@@ -455,13 +494,13 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
   st->d_ln1_out.Allocate(tr, tl * h);
   {
     float* partial = sp ? LayerScratch::Get(scratch->a, t * h) : st->d_ln1_out.data();
-    MXMACA_RETURN_IF_ERROR(LinearBackwardInput(k, st->d_qkv.data(), P(ids_.qkv_weight), t, h, qkv_n, partial));
+    MXMACA_RETURN_IF_ERROR(LinearBackwardInput(k, st->d_qkv.data(), P(call, ids_.qkv_weight), t, h, qkv_n, partial));
     MXMACA_ASSIGN_OR_RETURN(float* summed,
                             RowParallelOutput(call, partial, st->d_ln1_out.data(), h));
     (void)summed;
   }
   MXMACA_RETURN_IF_ERROR(NormBackwardInput(c, k, st->d_ln1_out.data(), st->input.data(),
-                                           P(ids_.input_norm_weight),
+                                           P(call, ids_.input_norm_weight),
                                            ln ? st->ln1_mean.data() : nullptr, st->ln1_rstd.data(),
                                            tl, h, dx, LayerScratch::Get(scratch->gamma, h)));
   MXMACA_RETURN_IF_ERROR(k.Add(dx2, dx, dx, tl * h));

@@ -103,6 +103,17 @@ struct LayerCall {
   // cp_attention: context parallelism (see the file comment); nullptr: none. Not owned;
   // every CP rank of the group must make the same sequence of layer calls.
   cp::ContextParallelAttention* cp_attention = nullptr;
+  // params: the backend's copy of the parameter arena (ParameterStore arena offsets);
+  // nullptr: the store's own (host) arena.
+  const float* params = nullptr;
+  // dropout_keys: this layer's three dropout keys in backend memory, [attention
+  // probabilities, attention output, MLP output] (DropoutKey of each site), read by the
+  // kernels when they run (so a captured CUDA graph replays with the keys the buffer
+  // holds then); nullptr: computed on the host per call (host-addressable backends).
+  const kernels::RngKey* dropout_keys = nullptr;
+  // fused_attention: the backend's fused (flash-style) attention; the stash's `probs`
+  // then holds the log-sum-exp [b, np, s] (DeviceKernels::has_fused_attention).
+  bool fused_attention = false;
 };
 
 // ForwardKeep: what F leaves in the stash.
@@ -117,21 +128,54 @@ enum class ForwardKeep { kAll, kNoProbs, kInputOnly };
 // gradient arena (or leaves it pending). Each tensor's gradient for a micro-batch is
 // therefore computed on its own and then added to the arena: accumulation order across
 // micro-batches is whatever order the End calls (or pending flushes) happen in.
+// accumulates(id): Begin(id) returns the gradient arena itself, holding the earlier
+// micro-batches' sum (Megatron's --gradient-accumulation-fusion): the caller must ADD this
+// micro-batch's gradient (a GEMM with beta = 1). Only for 2-D weights; false by default.
 class WeightGradSink {
  public:
   virtual ~WeightGradSink() = default;
   virtual float* Begin(int param_id) = 0;
   virtual void End(int param_id) = 0;
+  virtual bool accumulates(int param_id) const {
+    (void)param_id;
+    return false;
+  }
 };
 
-// LayerScratch: temporaries of one layer call (not stashed, reused across calls).
-struct LayerScratch {
-  std::vector<float> a, b, c, d, e;
-  std::vector<float> gamma;  // the 1 + w norm multiplier (--apply-layernorm-1p)
-  static float* Get(std::vector<float>& v, int64_t n) {
-    if (static_cast<int64_t>(v.size()) < n) v.resize(n);
-    return v.data();
+// ScratchBuffer: a temporary that grows on the host, or (Bind) a fixed piece of backend
+// memory of a planned capacity (a device stage's scratch; asking for more is a
+// programming error and aborts with a message, as micro_batch_stash.h BoundOverflow).
+class ScratchBuffer {
+ public:
+  float* Get(int64_t n) {
+    if (bound_) {
+      if (n > capacity_) BoundOverflow(n, capacity_);
+      return fixed_;
+    }
+    if (static_cast<int64_t>(host_.size()) < n) host_.resize(n);
+    return host_.data();
   }
+  void Bind(float* fixed, int64_t capacity) {
+    bound_ = true;
+    fixed_ = fixed;
+    capacity_ = capacity;
+  }
+
+ private:
+  std::vector<float> host_;
+  bool bound_ = false;
+  float* fixed_ = nullptr;
+  int64_t capacity_ = 0;
+};
+
+// LayerScratch: temporaries of one layer call (not stashed, reused across calls). Sizes
+// (T = b s, tl = local rows, widths local): a <= T max(qkv, h, f, np hn), b, d <= T
+// max(np hn, h), c <= tl h, e <= 2 b ng s hn, gamma <= max(h, hn), delta <= b np s.
+struct LayerScratch {
+  ScratchBuffer a, b, c, d, e;
+  ScratchBuffer gamma;  // the 1 + w norm multiplier (--apply-layernorm-1p)
+  ScratchBuffer delta;  // the fused attention backward's [b, np, s]
+  static float* Get(ScratchBuffer& v, int64_t n) { return v.Get(n); }
 };
 
 // NormForward / NormBackwardInput / NormBackwardWeight: layers/modules/norm.h's Norm of
@@ -190,7 +234,12 @@ class TransformerLayer {
   absl::Status BackwardWeight(const LayerCall& call, LayerStash* st, WeightGradSink* sink) const;
 
  private:
-  const float* P(int id) const { return id >= 0 ? store_->param(id) : nullptr; }
+  // P: parameter `id` in the call's backend memory (nullptr for id < 0: absent).
+  const float* P(const LayerCall& call, int id) const {
+    if (id < 0) return nullptr;
+    return call.params != nullptr ? call.params + store_->info(id).arena_offset
+                                  : store_->param(id);
+  }
   // The MLP block of a MoE layer (see the class comment).
   absl::Status MoEForward(const LayerCall& call, LayerStash* st, float* out, ForwardKeep keep,
                           LayerScratch* scratch) const;

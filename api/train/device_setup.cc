@@ -43,8 +43,6 @@ absl::Status CheckDeviceArgs(const MegatronArgs& a) {
     return refuse("--rebalance-threshold / --force-layer-move (moving layers between stages)");
   }
   if (a.recompute_granularity.has_value()) return refuse("--recompute-granularity");
-  if (a.apply_layernorm_1p) return refuse("--apply-layernorm-1p");
-  if (a.qk_layernorm) return refuse("--qk-layernorm");
   if (a.memory_cap_per_shard) return refuse("--memory-cap-per-shard");
   if (a.synthetic_op_ms) return refuse("--synthetic-op-ms");  // synthetic stages: no device
   return absl::OkStatus();

@@ -43,19 +43,16 @@ TEST_CASE("the device backends refuse what they do not run, by flag", "[device]"
   MegatronArgs moe = a;
   moe.num_experts = 4;
   refused(moe, "--num-experts");
-  MegatronArgs one_p = a;
-  one_p.apply_layernorm_1p = true;
-  refused(one_p, "--apply-layernorm-1p");
-  // RoPE scaling, interpolation and interleaved pairs run on the device backends
-  // (kernels/rope_frequencies.h; device_gpt_stage_test compares them with GptStage).
-  MegatronArgs rope = a;
-  rope.rotary_interleaved = true;
-  rope.use_rope_scaling = true;
-  rope.rotary_seq_len_interpolation_factor = 2;
-  CHECK(CheckDeviceArgs(rope).ok());
-  MegatronArgs qk = a;
-  qk.qk_layernorm = true;
-  refused(qk, "--qk-layernorm");
+  // RoPE scaling, interpolation and interleaved pairs, zero-centred norm weights and q/k
+  // layernorms run on the device backends (the transformer layer is GptStage's;
+  // device_gpt_stage_test compares them with GptStage bit for bit).
+  MegatronArgs model = a;
+  model.rotary_interleaved = true;
+  model.use_rope_scaling = true;
+  model.rotary_seq_len_interpolation_factor = 2;
+  model.apply_layernorm_1p = true;
+  model.qk_layernorm = true;
+  CHECK(CheckDeviceArgs(model).ok());
 }
 
 TEST_CASE("CUDA graphs: on by default with cuda (dropout too), off elsewhere", "[device]") {

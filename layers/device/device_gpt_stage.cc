@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "layers/device/device_gpt_stage_internal.h"
+#include "layers/modules/norm.h"
 #include "layers/transformer_layer.h"
 
 namespace mxmaca::layers::device {
@@ -64,15 +65,6 @@ absl::StatusOr<std::unique_ptr<DeviceGptStage>> DeviceGptStage::Create(
         "the device backend has no activation recomputation yet (--recompute-granularity); "
         "use --device cpu");
   }
-  if (config.qk_layernorm) {
-    return absl::InvalidArgumentError(
-        "the device backend has no q/k layernorms yet (--qk-layernorm); use --device cpu");
-  }
-  if (config.apply_layernorm_1p) {
-    return absl::InvalidArgumentError(
-        "the device backend has no zero-centred norm weights yet (--apply-layernorm-1p); "
-        "use --device cpu");
-  }
   if (config.apply_residual_connection_post_layernorm) {
     return absl::InvalidArgumentError(
         "--apply-residual-connection-post-layernorm is not supported");
@@ -102,6 +94,7 @@ absl::StatusOr<float*> DeviceGptStage::AllocateFloats(int64_t n) {
 
 absl::Status DeviceGptStage::Init() {
   MXMACA_ASSIGN_OR_RETURN(ids_, RegisterGptParameters(config_, layout_, &store_));
+  for (const LayerParameterIds& layer_ids : ids_.layers) layers_.emplace_back(&store_, layer_ids);
   store_.Finalize(options_.arena_multiple);
   store_.Initialize(config_.seed);
   vocab_softmax_ =
@@ -115,13 +108,18 @@ absl::Status DeviceGptStage::Init() {
   // the host and never needs them on the device).
   // grad_temp_: every tensor without fusion; with it only bias gradients (BiasGrad
   // overwrites) and the norms' (gamma and beta) pass through it.
-  int64_t temp = 2 * RoundUp(config_.hidden_size);
+  // The layers' sink (GradSink) holds at most two tensors open at once (a weight and its
+  // bias, a norm's gamma and beta).
+  int64_t temp = 2 * RoundUp(config_.hidden_size), widest_temp = 0;
   for (int i = 0; i < store_.size(); ++i) {
     const ParameterInfo& info = store_.info(i);
     if (!options_.gradient_accumulation_fusion || info.spec.shape.size() == 1) {
       temp = std::max(temp, info.numel);
+      widest_temp = std::max(widest_temp, RoundUp(info.numel));
     }
   }
+  temp = std::max(temp, 2 * widest_temp);
+  grad_temp_floats_ = temp;
   MXMACA_ASSIGN_OR_RETURN(float* partials, AllocateFloats(2 * std::max(store_.size(), 1)));
   norm_partials_ = reinterpret_cast<double*>(partials);
   MXMACA_ASSIGN_OR_RETURN(grad_temp_, AllocateFloats(temp));
@@ -134,22 +132,21 @@ absl::Status DeviceGptStage::Init() {
   const int64_t b = options_.micro_batch_size, s = options_.seq_length, t = b * s,
                 h = config_.hidden_size, np = config_.num_attention_heads,
                 ng = config_.query_groups(), hn = config_.head_dim();
-  const int64_t widest =
-      std::max({config_.qkv_size(), config_.fc1_size(), h, config_.attention_projection_size()});
+  const int64_t pj = config_.attention_projection_size();
   auto carve_scratch = [&](FloatCarver& cv) {
     Scratch sc;
-    sc.qkv = cv.Take(t * config_.qkv_size());
-    sc.o = cv.Take(b * np * s * hn);
-    sc.a = cv.Take(t * widest);
-    sc.c = cv.Take(t * h);
-    sc.d_act = cv.Take(t * config_.ffn_hidden_size);
-    sc.d_context = cv.Take(t * config_.attention_projection_size());
-    sc.d_o = cv.Take(b * np * s * hn);
-    sc.dq = cv.Take(b * np * s * hn);
-    sc.dkv = cv.Take(2 * b * ng * s * hn);
     sc.grad_a = cv.Take(t * h);
     sc.grad_b = cv.Take(t * h);
-    sc.delta = cv.Take(b * np * s);
+    sc.gamma = cv.Take(h);
+    // transformer_layer.h LayerScratch's sizes for this slot shape (no TP: tl = t).
+    auto bind = [&](ScratchBuffer& buffer, int64_t n) { buffer.Bind(cv.Take(n), n); };
+    bind(sc.layer.a, t * std::max({config_.qkv_size(), h, config_.ffn_hidden_size, pj}));
+    bind(sc.layer.b, t * std::max(pj, h));
+    bind(sc.layer.c, t * h);
+    bind(sc.layer.d, t * std::max(pj, h));
+    bind(sc.layer.e, 2 * b * ng * s * hn);
+    bind(sc.layer.gamma, std::max(h, hn));
+    bind(sc.layer.delta, b * np * s);
     return sc;
   };
   FloatCarver count(nullptr);
@@ -222,28 +219,41 @@ absl::StatusOr<DeviceGptStage::Slot*> DeviceGptStage::AcquireSlot(int64_t micro_
     slot->rng_keys = reinterpret_cast<kernels::RngKey*>(cv.Take(4 * NumKeys(nl)));
     slot->d_embedding = layout_.has_embedding ? cv.Take(t * h) : nullptr;
     slot->layers.resize(nl);
-    for (LayerBuffers& l : slot->layers) {
-      l.input = cv.Take(t * h);
-      l.ln1_out = cv.Take(t * h);
-      l.ln1_mean = cv.Take(t);
-      l.ln1_rstd = cv.Take(t);
-      l.q = cv.Take(b * np * s * hn);
-      l.k = cv.Take(b * ng * s * hn);
-      l.v = cv.Take(b * ng * s * hn);
-      l.probs_or_lse = cv.Take(options_.fused_attention ? b * np * s : b * np * s * s);
-      l.context = cv.Take(t * pj);
-      l.residual2 = cv.Take(t * h);
-      l.ln2_out = cv.Take(t * h);
-      l.ln2_mean = cv.Take(t);
-      l.ln2_rstd = cv.Take(t);
-      l.fc1_out = cv.Take(t * f1);
-      l.act_out = cv.Take(t * f);
-      l.d_fc2 = cv.Take(t * h);
-      l.d_fc1 = cv.Take(t * f1);
-      l.d_ln2_out = cv.Take(t * h);
-      l.d_proj = cv.Take(t * h);
-      l.d_qkv = cv.Take(t * qkv);
-      l.d_ln1_out = cv.Take(t * h);
+    for (LayerStash& l : slot->layers) {
+      // transformer_layer.h's stash at this slot shape (no TP: T = t rows everywhere).
+      auto bind = [&](StashBuffer<float>& buffer, int64_t n) { buffer.Bind(cv.Take(n), n); };
+      bind(l.input, t * h);
+      bind(l.ln1_out, t * h);
+      bind(l.ln1_mean, t);
+      bind(l.ln1_rstd, t);
+      bind(l.q, b * np * s * hn);
+      bind(l.k, b * ng * s * hn);
+      bind(l.v, b * ng * s * hn);
+      if (config_.qk_layernorm) {
+        const int64_t nq = b * np * s, nk = b * ng * s;
+        bind(l.q_pre, nq * hn);
+        bind(l.k_pre, nk * hn);
+        bind(l.q_mean, nq);
+        bind(l.q_rstd, nq);
+        bind(l.k_mean, nk);
+        bind(l.k_rstd, nk);
+        bind(l.d_q_norm, nq * hn);
+        bind(l.d_k_norm, nk * hn);
+      }
+      bind(l.probs, options_.fused_attention ? b * np * s : b * np * s * s);
+      bind(l.context, t * pj);
+      bind(l.residual2, t * h);
+      bind(l.ln2_out, t * h);
+      bind(l.ln2_mean, t);
+      bind(l.ln2_rstd, t);
+      bind(l.fc1_out, t * f1);
+      bind(l.act_out, t * f);
+      bind(l.d_fc2, t * h);
+      bind(l.d_fc1, t * f1);
+      bind(l.d_ln2_out, t * h);
+      bind(l.d_proj, t * h);
+      bind(l.d_qkv, t * qkv);
+      bind(l.d_ln1_out, t * h);
     }
     if (layout_.has_loss_head) {
       slot->final_input = cv.Take(t * h);
@@ -382,7 +392,7 @@ absl::Status DeviceGptStage::Forward(const MicroBatchInput& in, bool training,
       const int32_t* pos = in.position_ids.empty() ? rope.data() : in.position_ids.data();
       MXMACA_RETURN_IF_ERROR(kernels_->CopyToDevice(slot->positions, pos, 4 * t));
     } else {
-      MXMACA_RETURN_IF_ERROR(kernels_->CopyToDevice(!slot->layers.empty()   ? slot->layers[0].input
+      MXMACA_RETURN_IF_ERROR(kernels_->CopyToDevice(!slot->layers.empty()   ? slot->layers[0].input.data()
                                                     : layout_.has_loss_head ? slot->final_input
                                                                             : slot->output,
                                                     in.hidden.data(), 4 * t * h));
@@ -431,7 +441,7 @@ absl::Status DeviceGptStage::ForwardSegment(Slot* slot, bool training) {
   DeviceKernels& k = *kernels_;
   const int64_t t = slot->b * slot->s, h = config_.hidden_size;
   const int n = static_cast<int>(slot->layers.size());
-  float* x0 = n > 0                          ? slot->layers[0].input
+  float* x0 = n > 0                          ? slot->layers[0].input.data()
               : slot->final_input != nullptr ? slot->final_input
                                              : slot->output;
   if (layout_.has_embedding) {
@@ -452,124 +462,41 @@ absl::Status DeviceGptStage::ForwardSegment(Slot* slot, bool training) {
     return absl::OkStatus();
   }
   for (int i = 0; i < n; ++i) {
-    float* out = i + 1 < n ? slot->layers[i + 1].input
+    float* out = i + 1 < n ? slot->layers[i + 1].input.data()
                            : (layout_.has_loss_head ? slot->final_input : slot->output);
-    MXMACA_RETURN_IF_ERROR(LayerForward(slot, i, training, slot->layers[i].input, out));
+    MXMACA_RETURN_IF_ERROR(layers_[i].Forward(LayerCallFor(*slot, i, training), &slot->layers[i],
+                                              out, ForwardKeep::kAll, &scratch_->layer));
   }
   if (layout_.has_loss_head) MXMACA_RETURN_IF_ERROR(HeadForward(slot));
   return absl::OkStatus();
 }
 
-namespace {
-
-// Norm dispatch (transformer_layer.cc NormForward & co. over DeviceKernels).
-absl::Status NormFwd(DeviceKernels& k, const GptConfig& c, const float* x, const float* gamma,
-                     const float* beta, int64_t n, int64_t h, float* y, float* mean, float* rstd) {
-  if (c.normalization == Normalization::kLayerNorm) {
-    return k.LayerNormForward(x, gamma, beta, c.norm_epsilon, n, h, y, mean, rstd);
-  }
-  return k.RmsNormForward(x, gamma, c.norm_epsilon, n, h, y, rstd);
-}
-
-absl::Status NormBwdInput(DeviceKernels& k, const GptConfig& c, const float* dy, const float* x,
-                          const float* gamma, const float* mean, const float* rstd, int64_t n,
-                          int64_t h, float* dx) {
-  if (c.normalization == Normalization::kLayerNorm) {
-    return k.LayerNormBackwardInput(dy, x, gamma, mean, rstd, n, h, dx);
-  }
-  return k.RmsNormBackwardInput(dy, x, gamma, rstd, n, h, dx);
-}
-
-// y [t, out] = x [t, in] W^T (+ bias).
-absl::Status LinearFwd(DeviceKernels& k, const float* x, const float* w, const float* bias,
-                       int64_t t, int64_t in, int64_t out, float* y) {
-  MXMACA_RETURN_IF_ERROR(k.Gemm(false, true, t, out, in, 1.0f, x, in, w, in, 0.0f, y, out));
-  if (bias != nullptr) MXMACA_RETURN_IF_ERROR(k.AddBias(y, bias, t, out));
-  return absl::OkStatus();
-}
-
-// dx [t, in] = dy [t, out] W [out, in].
-absl::Status LinearBwdInput(DeviceKernels& k, const float* dy, const float* w, int64_t t,
-                            int64_t in, int64_t out, float* dx) {
-  return k.Gemm(false, false, t, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
-}
-
-}  // namespace
-
-absl::Status DeviceGptStage::LayerForward(Slot* slot, int i, bool training, const float* x,
-                                          float* out) {
-  DeviceKernels& k = *kernels_;
-  const GptConfig& c = config_;
-  const LayerParameterIds& id = ids_.layers[i];
-  LayerBuffers& l = slot->layers[i];
-  Scratch& sc = *scratch_;
-  const int64_t layer = layout_.first_layer + i;
-  const int64_t b = slot->b, s = slot->s, t = b * s, h = c.hidden_size, np = c.num_attention_heads,
-                hn = c.head_dim(), qkv_n = c.qkv_size(), pj = c.attention_projection_size(),
-                f = c.ffn_hidden_size, f1 = c.fc1_size();
-  auto P = [&](int pid) -> const float* { return pid >= 0 ? device_param(pid) : nullptr; };
-  const AttentionDims d{b, s, np, c.query_groups(), hn};
-  const int32_t* doc = slot->has_doc_start ? slot->doc_start : nullptr;
-  const float hidden_p = training ? c.hidden_dropout : 0.0f;
-  const float attn_p = training ? c.attention_dropout : 0.0f;
-
-  MXMACA_RETURN_IF_ERROR(NormFwd(k, c, x, P(id.input_norm_weight), P(id.input_norm_bias), t, h,
-                                 l.ln1_out, l.ln1_mean, l.ln1_rstd));
-  MXMACA_RETURN_IF_ERROR(
-      LinearFwd(k, l.ln1_out, P(id.qkv_weight), P(id.qkv_bias), t, h, qkv_n, sc.qkv));
-  MXMACA_RETURN_IF_ERROR(k.SplitQkv(d, sc.qkv, l.q, l.k, l.v));
-  if (c.position_embedding_type == PositionEmbeddingType::kRope) {
-    MXMACA_RETURN_IF_ERROR(
-        k.RopeForward(l.q, slot->rope_positions, b, s, np, hn, c.rotary_dim(), c.rope_frequencies()));
-    MXMACA_RETURN_IF_ERROR(k.RopeForward(l.k, slot->rope_positions, b, s, d.groups, hn,
-                                         c.rotary_dim(), c.rope_frequencies()));
-  }
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hn)));
-  const kernels::RngKey* attn_key = slot->rng_keys + KeyIndex(i, DropoutSite::kAttentionProbs);
-  if (options_.fused_attention) {
-    MXMACA_RETURN_IF_ERROR(k.FusedAttentionForward(d, l.q, l.k, l.v, doc, scale, attn_p, attn_key,
-                                                   sc.o, l.probs_or_lse));
-  } else {
-    MXMACA_RETURN_IF_ERROR(
-        k.AttentionForward(d, l.q, l.k, l.v, doc, scale, attn_p, attn_key, l.probs_or_lse, sc.o));
-  }
-  MXMACA_RETURN_IF_ERROR(k.HeadsToTokens(d, sc.o, l.context));
-  float* proj = sc.a;
-  MXMACA_RETURN_IF_ERROR(
-      LinearFwd(k, l.context, P(id.proj_weight), P(id.proj_bias), t, pj, h, proj));
-  if (hidden_p > 0.0f) {
-    MXMACA_RETURN_IF_ERROR(
-        k.DropoutForward(proj, proj, t * h, hidden_p,
-                         slot->rng_keys + KeyIndex(i, DropoutSite::kAttentionOutput), 0));
-  }
-  MXMACA_RETURN_IF_ERROR(k.Add(x, proj, l.residual2, t * h));
-  MXMACA_RETURN_IF_ERROR(NormFwd(k, c, l.residual2, P(id.mlp_norm_weight), P(id.mlp_norm_bias), t,
-                                 h, l.ln2_out, l.ln2_mean, l.ln2_rstd));
-  MXMACA_RETURN_IF_ERROR(
-      LinearFwd(k, l.ln2_out, P(id.fc1_weight), P(id.fc1_bias), t, h, f1, l.fc1_out));
-  if (c.swiglu) {
-    MXMACA_RETURN_IF_ERROR(k.SwigluForward(l.fc1_out, l.act_out, t, f));
-  } else if (c.gelu_tanh_approximation) {
-    MXMACA_RETURN_IF_ERROR(k.GeluTanhForward(l.fc1_out, l.act_out, t * f));
-  } else {
-    MXMACA_RETURN_IF_ERROR(k.GeluForward(l.fc1_out, l.act_out, t * f));
-  }
-  float* fc2 = sc.a;
-  MXMACA_RETURN_IF_ERROR(LinearFwd(k, l.act_out, P(id.fc2_weight), P(id.fc2_bias), t, f, h, fc2));
-  if (hidden_p > 0.0f) {
-    MXMACA_RETURN_IF_ERROR(k.DropoutForward(
-        fc2, fc2, t * h, hidden_p, slot->rng_keys + KeyIndex(i, DropoutSite::kMlpOutput), 0));
-  }
-  return k.Add(l.residual2, fc2, out, t * h);
+LayerCall DeviceGptStage::LayerCallFor(const Slot& slot, int i, bool training) {
+  LayerCall call;
+  call.config = &config_;
+  call.kernels = kernels_;
+  call.global_layer = layout_.first_layer + i;
+  call.b = slot.b;
+  call.s = slot.s;
+  call.doc_start = slot.has_doc_start ? slot.doc_start : nullptr;
+  call.rope_positions = slot.rope_positions;
+  call.training = training;
+  call.iteration = slot.iteration;
+  call.micro_batch_id = slot.micro_batch_id;
+  call.params = params_;
+  // The layer's three keys follow one another in the slot (internal::KeyIndex).
+  call.dropout_keys = slot.rng_keys + KeyIndex(i, DropoutSite::kAttentionProbs);
+  call.fused_attention = options_.fused_attention;
+  return call;
 }
 
 absl::Status DeviceGptStage::HeadForward(Slot* slot) {
   DeviceKernels& k = *kernels_;
   const int64_t t = slot->b * slot->s, h = config_.hidden_size, vp = config_.padded_vocab_size;
-  MXMACA_RETURN_IF_ERROR(
-      NormFwd(k, config_, slot->final_input, device_param(ids_.final_norm_weight),
-              ids_.final_norm_bias >= 0 ? device_param(ids_.final_norm_bias) : nullptr, t, h,
-              slot->lnf_out, slot->lnf_mean, slot->lnf_rstd));
+  MXMACA_RETURN_IF_ERROR(modules::Norm(config_).Forward(
+      k, slot->final_input, device_param(ids_.final_norm_weight),
+      ids_.final_norm_bias >= 0 ? device_param(ids_.final_norm_bias) : nullptr, t, h,
+      slot->lnf_out, slot->lnf_mean, slot->lnf_rstd, scratch_->gamma));
   MXMACA_RETURN_IF_ERROR(k.Gemm(false, true, t, vp, h, 1.0f, slot->lnf_out, h,
                                 device_param(ids_.output_weight), h, 0.0f, slot->logits, vp));
   return k.CrossEntropyForward(slot->logits, slot->labels, t, vp, vocab_softmax_,
@@ -626,14 +553,16 @@ absl::Status DeviceGptStage::BackwardInputSegment(Slot* slot) {
                                                   slot->logits));
     MXMACA_RETURN_IF_ERROR(k.Gemm(false, false, t, h, vp, 1.0f, slot->logits, vp,
                                   device_param(ids_.output_weight), h, 0.0f, slot->d_lnf_out, h));
-    MXMACA_RETURN_IF_ERROR(NormBwdInput(k, config_, slot->d_lnf_out, slot->final_input,
-                                        device_param(ids_.final_norm_weight), slot->lnf_mean,
-                                        slot->lnf_rstd, t, h, d_cur));
+    MXMACA_RETURN_IF_ERROR(modules::Norm(config_).BackwardInput(
+        k, slot->d_lnf_out, slot->final_input, device_param(ids_.final_norm_weight),
+        slot->lnf_mean, slot->lnf_rstd, t, h, d_cur, scratch_->gamma));
   } else {
     MXMACA_RETURN_IF_ERROR(k.CopyDeviceToDevice(d_cur, slot->d_output, 4 * t * h));
   }
   for (int i = static_cast<int>(slot->layers.size()) - 1; i >= 0; --i) {
-    MXMACA_RETURN_IF_ERROR(LayerBackwardInput(slot, i, d_cur, d_next));
+    MXMACA_RETURN_IF_ERROR(layers_[i].BackwardInput(LayerCallFor(*slot, i, true),
+                                                    &slot->layers[i], d_cur, d_next,
+                                                    &scratch_->layer));
     std::swap(d_cur, d_next);
   }
   if (layout_.has_embedding) {
@@ -644,71 +573,6 @@ absl::Status DeviceGptStage::BackwardInputSegment(Slot* slot) {
     return k.CopyDeviceToDevice(slot->d_embedding, d_cur, 4 * t * h);
   }
   return k.CopyDeviceToDevice(slot->d_input, d_cur, 4 * t * h);
-}
-
-absl::Status DeviceGptStage::LayerBackwardInput(Slot* slot, int i, const float* dy, float* dx) {
-  DeviceKernels& k = *kernels_;
-  const GptConfig& c = config_;
-  const LayerParameterIds& id = ids_.layers[i];
-  LayerBuffers& l = slot->layers[i];
-  Scratch& sc = *scratch_;
-  const int64_t layer = layout_.first_layer + i;
-  const int64_t b = slot->b, s = slot->s, t = b * s, h = c.hidden_size, np = c.num_attention_heads,
-                hn = c.head_dim(), qkv_n = c.qkv_size(), pj = c.attention_projection_size(),
-                f = c.ffn_hidden_size, f1 = c.fc1_size();
-  auto P = [&](int pid) -> const float* { return pid >= 0 ? device_param(pid) : nullptr; };
-  const AttentionDims d{b, s, np, c.query_groups(), hn};
-  const int32_t* doc = slot->has_doc_start ? slot->doc_start : nullptr;
-
-  // MLP block (the dropout backward copies when p = 0).
-  MXMACA_RETURN_IF_ERROR(k.DropoutBackward(dy, l.d_fc2, t * h, c.hidden_dropout,
-                                           slot->rng_keys + KeyIndex(i, DropoutSite::kMlpOutput),
-                                           0));
-  MXMACA_RETURN_IF_ERROR(LinearBwdInput(k, l.d_fc2, P(id.fc2_weight), t, f, h, sc.d_act));
-  if (c.swiglu) {
-    MXMACA_RETURN_IF_ERROR(k.SwigluBackward(l.fc1_out, sc.d_act, l.d_fc1, t, f));
-  } else if (c.gelu_tanh_approximation) {
-    MXMACA_RETURN_IF_ERROR(k.GeluTanhBackward(l.fc1_out, sc.d_act, l.d_fc1, t * f));
-  } else {
-    MXMACA_RETURN_IF_ERROR(k.GeluBackward(l.fc1_out, sc.d_act, l.d_fc1, t * f));
-  }
-  MXMACA_RETURN_IF_ERROR(LinearBwdInput(k, l.d_fc1, P(id.fc1_weight), t, h, f1, l.d_ln2_out));
-  float* dx2 = sc.c;
-  MXMACA_RETURN_IF_ERROR(NormBwdInput(k, c, l.d_ln2_out, l.residual2, P(id.mlp_norm_weight),
-                                      l.ln2_mean, l.ln2_rstd, t, h, dx2));
-  MXMACA_RETURN_IF_ERROR(k.Add(dy, dx2, dx2, t * h));
-
-  // Attention block.
-  MXMACA_RETURN_IF_ERROR(
-      k.DropoutBackward(dx2, l.d_proj, t * h, c.hidden_dropout,
-                        slot->rng_keys + KeyIndex(i, DropoutSite::kAttentionOutput), 0));
-  MXMACA_RETURN_IF_ERROR(LinearBwdInput(k, l.d_proj, P(id.proj_weight), t, pj, h, sc.d_context));
-  MXMACA_RETURN_IF_ERROR(k.TokensToHeads(d, sc.d_context, sc.d_o));
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hn)));
-  const kernels::RngKey* attn_key = slot->rng_keys + KeyIndex(i, DropoutSite::kAttentionProbs);
-  float* dk = sc.dkv;
-  float* dv = sc.dkv + b * d.groups * s * hn;
-  if (options_.fused_attention) {
-    MXMACA_RETURN_IF_ERROR(k.TokensToHeads(d, l.context, sc.o));  // the forward's output
-    MXMACA_RETURN_IF_ERROR(k.FusedAttentionBackward(d, l.q, l.k, l.v, sc.o, l.probs_or_lse, doc,
-                                                    scale, c.attention_dropout, attn_key, sc.d_o,
-                                                    sc.dq, dk, dv, sc.delta));
-  } else {
-    MXMACA_RETURN_IF_ERROR(k.AttentionBackward(d, l.q, l.k, l.v, l.probs_or_lse, doc, scale,
-                                               c.attention_dropout, attn_key, sc.d_o, sc.dq, dk,
-                                               dv));
-  }
-  if (c.position_embedding_type == PositionEmbeddingType::kRope) {
-    MXMACA_RETURN_IF_ERROR(
-        k.RopeBackward(sc.dq, slot->rope_positions, b, s, np, hn, c.rotary_dim(), c.rope_frequencies()));
-    MXMACA_RETURN_IF_ERROR(k.RopeBackward(dk, slot->rope_positions, b, s, d.groups, hn,
-                                          c.rotary_dim(), c.rope_frequencies()));
-  }
-  MXMACA_RETURN_IF_ERROR(k.MergeQkvGrad(d, sc.dq, dk, dv, l.d_qkv));
-  MXMACA_RETURN_IF_ERROR(LinearBwdInput(k, l.d_qkv, P(id.qkv_weight), t, h, qkv_n, l.d_ln1_out));
-  MXMACA_RETURN_IF_ERROR(NormBwdInput(k, c, l.d_ln1_out, l.input, P(id.input_norm_weight),
-                                      l.ln1_mean, l.ln1_rstd, t, h, dx));
-  return k.Add(dx2, dx, dx, t * h);
 }
 
 }  // namespace mxmaca::layers::device

@@ -15,9 +15,9 @@
 // RoPE (with Llama-3 scaling, sequence-length interpolation and interleaved pairs;
 // GptConfig::rope_frequencies) or no position embeddings, multi-head or grouped-query
 // attention, with or without linear biases, tied or untied embeddings, hidden and
-// attention dropout, --reset-attention-mask document masks, fp32 or bf16 GEMM inputs.
-// Create refuses, by name: MoE layers, activation recomputation, --apply-layernorm-1p,
-// --qk-layernorm.
+// attention dropout, --reset-attention-mask document masks, fp32 or bf16 GEMM inputs,
+// --apply-layernorm-1p, --qk-layernorm. Create refuses, by name: MoE layers and
+// activation recomputation.
 //
 // Memory. The stage owns one device arena each for parameters, gradients, exp_avg and
 // exp_avg_sq (the layout of the host ParameterStore: the same arena offsets), and a set of
@@ -44,9 +44,10 @@
 // in call order; W calls must come in F order (every schedule of scheduler/ does; the
 // dynamic policy is refused with --device cuda) and an out-of-order W is
 // FailedPrecondition. With options.gradient_accumulation_fusion (Megatron's
-// --gradient-accumulation-fusion) the weight GEMMs accumulate into the arena (beta = 1);
-// without it each gradient goes to a zeroed temporary first and is then added
-// (GptStage's order, bit-identical to it).
+// --gradient-accumulation-fusion) the 2-D weights' GEMMs accumulate into the arena (beta =
+// 1; biases and norm weights still pass through a zeroed temporary); without it each
+// gradient goes to a zeroed temporary first and is then added (GptStage's order,
+// bit-identical to it).
 //
 // Not thread-safe: one caller (the stage actor's strand) at a time.
 #ifndef MXMACA_LAYERS_DEVICE_DEVICE_GPT_STAGE_H_
@@ -67,6 +68,7 @@
 #include "layers/gpt_parameters.h"
 #include "layers/parameter_store.h"
 #include "layers/stage_io.h"
+#include "layers/transformer_layer.h"
 
 namespace mxmaca::layers::device {
 
@@ -186,19 +188,17 @@ class DeviceGptStage {
   absl::Status RunSegment(const std::string& op, const Slot& slot, const Segment& segment);
 
   // Device work of each op on one slot (the captured segments).
+  // The transformer layers are layers/transformer_layer.h's TransformerLayer, the one
+  // implementation GptStage runs too, on this stage's backend, stash and scratch.
   absl::Status ForwardSegment(Slot* slot, bool training);
-  absl::Status LayerForward(Slot* slot, int local_layer, bool training, const float* x, float* out);
   absl::Status HeadForward(Slot* slot);
   absl::Status BackwardInputSegment(Slot* slot);
-  absl::Status LayerBackwardInput(Slot* slot, int local_layer, const float* dy, float* dx);
   absl::Status BackwardWeightSegment(Slot* slot);
-  absl::Status LayerBackwardWeight(Slot* slot, int local_layer);
+  // LayerCallFor: local layer i of `slot` as a TransformerLayer call on this backend.
+  LayerCall LayerCallFor(const Slot& slot, int local_layer, bool training);
   // Weight-gradient helpers (see "Gradient accumulation").
-  absl::Status LinearWeightGrad(const float* dy, const float* x, int64_t t, int64_t in, int64_t out,
-                                int w_id, int b_id);
   absl::Status AccumulateInto(int id, const std::function<absl::Status(float*)>& accumulate);
-  absl::Status NormWeightGrad(const float* dy, const float* x, const float* mean, const float* rstd,
-                              int64_t t, int w_id, int b_id);
+  class GradSink;  // WeightGradSink over the device gradient arena
 
   GptConfig config_;
   StageLayout layout_;
@@ -207,6 +207,7 @@ class DeviceGptStage {
   int64_t vocab_softmax_ = 0;  // columns in the softmax: V, or VP with the padded option
   ParameterStore store_;
   GptParameterIds ids_;
+  std::vector<TransformerLayer> layers_;  // by local layer
   std::vector<void*> allocations_;  // every Allocate, freed in the destructor
   float* params_ = nullptr;
   float* grads_ = nullptr;
@@ -214,6 +215,7 @@ class DeviceGptStage {
   float* exp_avg_sq_ = nullptr;
   double* norm_partials_ = nullptr;  // [num tensors] fp64
   float* grad_temp_ = nullptr;       // the largest tensor (non-fused accumulation)
+  int64_t grad_temp_floats_ = 0;
   float* embed_temp_ = nullptr;      // tied output/embedding gradient of one micro-batch
   struct Scratch;
   std::unique_ptr<Scratch> scratch_;

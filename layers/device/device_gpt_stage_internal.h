@@ -51,13 +51,6 @@ inline int KeyIndex(int local_layer, DropoutSite site) {
 
 }  // namespace internal
 
-// The per-layer part of a slot: transformer_layer.h's LayerStash at fixed addresses.
-struct LayerBuffers {
-  float *input, *ln1_out, *ln1_mean, *ln1_rstd, *q, *k, *v, *probs_or_lse, *context;
-  float *residual2, *ln2_out, *ln2_mean, *ln2_rstd, *fc1_out, *act_out;
-  float *d_fc2, *d_fc1, *d_ln2_out, *d_proj, *d_qkv, *d_ln1_out;
-};
-
 struct DeviceGptStage::Slot {
   int index = 0;
   bool busy = false;
@@ -71,7 +64,9 @@ struct DeviceGptStage::Slot {
   float *loss_mask, *dloss;
   kernels::RngKey* rng_keys;  // internal::NumKeys(layers) keys, uploaded by training F
   float* d_embedding;
-  std::vector<LayerBuffers> layers;
+  // Per local layer: transformer_layer.h's stash, every buffer bound to fixed addresses
+  // of the slot's allocation (micro_batch_stash.h StashBuffer::Bind).
+  std::vector<LayerStash> layers;
   // Loss head.
   float *final_input, *lnf_out, *lnf_mean, *lnf_rstd, *logits, *ce_lse, *token_losses, *d_lnf_out;
   // Stage boundary: output hidden (F), incoming d_output and outgoing d_input (B).
@@ -79,9 +74,11 @@ struct DeviceGptStage::Slot {
   std::vector<float> host_loss_mask;  // for the loss and dloss
 };
 
-// Scratch: temporaries of one op (not kept between ops), shared by all slots.
+// Scratch: temporaries of one op (not kept between ops), shared by all slots: the layer
+// gradients between layers, the layers' own scratch (bound), the final norm's 1 + w.
 struct DeviceGptStage::Scratch {
-  float *qkv, *o, *a, *c, *d_act, *d_context, *d_o, *dq, *dkv, *grad_a, *grad_b, *delta;
+  float *grad_a, *grad_b, *gamma;
+  LayerScratch layer;
 };
 
 }  // namespace mxmaca::layers::device

@@ -182,6 +182,16 @@ TEST_CASE("device stage on CPU kernels equals GptStage bit for bit", "[device]")
   SECTION("RMSNorm, SwiGLU, RoPE, GQA, no biases, untied") {
     RunAndCompare(RopeConfig(), kernels::Precision::kFp32, false, 0.0);
   }
+  SECTION("q/k layernorms and zero-centred norm weights, LayerNorm and RMSNorm") {
+    GptConfig ln = TinyConfig();
+    ln.qk_layernorm = true;
+    ln.apply_layernorm_1p = true;
+    RunAndCompare(ln, kernels::Precision::kFp32, false, 0.0);
+    GptConfig rms = RopeConfig();
+    rms.qk_layernorm = true;
+    rms.apply_layernorm_1p = true;
+    RunAndCompare(rms, kernels::Precision::kFp32, false, 0.0);
+  }
   SECTION("Llama-3 RoPE scaling, interleaved pairs, position interpolation") {
     GptConfig c = RopeConfig();
     c.rope_scaling = true;

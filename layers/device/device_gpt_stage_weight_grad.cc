@@ -1,11 +1,15 @@
 // layers/device/device_gpt_stage_weight_grad.cc: DeviceGptStage's backward-weight (W)
 // and device optimizer (see device_gpt_stage.h "Gradient accumulation").
+#include <cstddef>
 #include <functional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "layers/device/device_gpt_stage.h"
 #include "layers/device/device_gpt_stage_internal.h"
+#include "layers/modules/norm.h"
 
 namespace mxmaca::layers::device {
 
@@ -45,46 +49,65 @@ absl::Status DeviceGptStage::AccumulateInto(int id,
   return kernels_->Add(device_grad(id), grad_temp_, device_grad(id), n);
 }
 
-// dW [out, in] += dy^T x; dbias [out] += column sums of dy.
-absl::Status DeviceGptStage::LinearWeightGrad(const float* dy, const float* x, int64_t t,
-                                              int64_t in, int64_t out, int w_id, int b_id) {
-  DeviceKernels& k = *kernels_;
-  const bool fused = options_.gradient_accumulation_fusion;
-  MXMACA_RETURN_IF_ERROR(AccumulateInto(w_id, [&](float* dw) {
-    return k.Gemm(true, false, out, in, t, 1.0f, dy, out, x, in, fused ? 1.0f : 0.0f, dw, in);
-  }));
-  if (b_id < 0) return absl::OkStatus();
-  // BiasGrad overwrites: always through the temporary.
-  MXMACA_RETURN_IF_ERROR(k.BiasGrad(dy, t, out, grad_temp_));
-  return k.Add(device_grad(b_id), grad_temp_, device_grad(b_id), out);
-}
-
-// Norm weight gradients (the kernels accumulate): without fusion gamma goes through
-// grad_temp_ and beta through grad_temp_ + the 256-byte-aligned h, each then added.
-absl::Status DeviceGptStage::NormWeightGrad(const float* dy, const float* x, const float* mean,
-                                            const float* rstd, int64_t t, int w_id, int b_id) {
-  DeviceKernels& k = *kernels_;
-  const int64_t h = config_.hidden_size;
-  const bool ln = config_.normalization == Normalization::kLayerNorm;
-  if (options_.gradient_accumulation_fusion) {
-    if (ln) {
-      return k.LayerNormBackwardWeight(dy, x, mean, rstd, t, h, device_grad(w_id),
-                                       device_grad(b_id));
+// GradSink: transformer_layer.h's WeightGradSink over the device gradient arena. Each
+// tensor's micro-batch gradient goes to a zeroed piece of grad_temp_ and is added to the
+// arena at End (GptStage's DirectSink, the same elementwise grad += g); with gradient
+// accumulation fusion the 2-D weights are the arena itself (accumulates: beta = 1). At
+// most two tensors are open at once (weight and bias, gamma and beta); the pieces are
+// reused once all are closed (the device runs the adds before later work in stream
+// order). Errors of the enqueued Zero / Add calls are kept and returned by status().
+class DeviceGptStage::GradSink : public WeightGradSink {
+ public:
+  explicit GradSink(DeviceGptStage* stage) : stage_(stage) {}
+  float* Begin(int id) override {
+    if (accumulates(id)) return stage_->device_grad(id);
+    for (const Open& o : open_) {
+      if (o.id == id) return o.buffer;
     }
-    return k.RmsNormBackwardWeight(dy, x, rstd, t, h, device_grad(w_id));
+    const int64_t n = stage_->store_.info(id).numel;
+    if (used_ + RoundUp(n) > stage_->grad_temp_floats_) {
+      Fail(absl::InternalError(absl::StrCat("device stage: gradient temporary of ",
+                                            stage_->grad_temp_floats_, " floats too small for ",
+                                            stage_->store_.info(id).spec.name)));
+      return stage_->grad_temp_;
+    }
+    float* buffer = stage_->grad_temp_ + used_;
+    used_ += RoundUp(n);
+    open_.push_back({id, buffer});
+    Fail(stage_->kernels_->Zero(buffer, 4 * n));
+    return buffer;
   }
-  float* dg = grad_temp_;
-  float* db = grad_temp_ + RoundUp(h);
-  MXMACA_RETURN_IF_ERROR(k.Zero(grad_temp_, 4 * (RoundUp(h) + h)));
-  if (ln) {
-    MXMACA_RETURN_IF_ERROR(k.LayerNormBackwardWeight(dy, x, mean, rstd, t, h, dg, db));
-  } else {
-    MXMACA_RETURN_IF_ERROR(k.RmsNormBackwardWeight(dy, x, rstd, t, h, dg));
+  void End(int id) override {
+    if (accumulates(id)) return;
+    for (size_t i = 0; i < open_.size(); ++i) {
+      if (open_[i].id != id) continue;
+      const int64_t n = stage_->store_.info(id).numel;
+      float* g = stage_->device_grad(id);
+      Fail(stage_->kernels_->Add(g, open_[i].buffer, g, n));
+      open_.erase(open_.begin() + static_cast<std::ptrdiff_t>(i));
+      break;
+    }
+    if (open_.empty()) used_ = 0;
   }
-  MXMACA_RETURN_IF_ERROR(k.Add(device_grad(w_id), dg, device_grad(w_id), h));
-  if (ln) MXMACA_RETURN_IF_ERROR(k.Add(device_grad(b_id), db, device_grad(b_id), h));
-  return absl::OkStatus();
-}
+  bool accumulates(int id) const override {
+    return stage_->options_.gradient_accumulation_fusion &&
+           stage_->store_.info(id).spec.shape.size() == 2;
+  }
+  const absl::Status& status() const { return status_; }
+
+ private:
+  struct Open {
+    int id;
+    float* buffer;
+  };
+  void Fail(absl::Status s) {
+    if (status_.ok() && !s.ok()) status_ = std::move(s);
+  }
+  DeviceGptStage* stage_;
+  std::vector<Open> open_;
+  int64_t used_ = 0;
+  absl::Status status_;
+};
 
 absl::Status DeviceGptStage::BackwardWeightSegment(Slot* slot) {
   DeviceKernels& k = *kernels_;
@@ -103,12 +126,22 @@ absl::Status DeviceGptStage::BackwardWeightSegment(Slot* slot) {
                       fused ? 1.0f : 0.0f, dw, h);
       }));
     }
-    MXMACA_RETURN_IF_ERROR(NormWeightGrad(slot->d_lnf_out, slot->final_input, slot->lnf_mean,
-                                          slot->lnf_rstd, t, ids_.final_norm_weight,
-                                          ids_.final_norm_bias));
+    GradSink sink(this);
+    const bool ln = config_.normalization == Normalization::kLayerNorm;
+    float* dg = sink.Begin(ids_.final_norm_weight);
+    float* db = ln ? sink.Begin(ids_.final_norm_bias) : nullptr;
+    MXMACA_RETURN_IF_ERROR(modules::Norm(config_).BackwardWeight(
+        k, slot->d_lnf_out, slot->final_input, slot->lnf_mean, slot->lnf_rstd, t, h, dg, db));
+    sink.End(ids_.final_norm_weight);
+    if (ln) sink.End(ids_.final_norm_bias);
+    MXMACA_RETURN_IF_ERROR(sink.status());
   }
+
   for (int i = static_cast<int>(slot->layers.size()) - 1; i >= 0; --i) {
-    MXMACA_RETURN_IF_ERROR(LayerBackwardWeight(slot, i));
+    GradSink sink(this);
+    MXMACA_RETURN_IF_ERROR(
+        layers_[i].BackwardWeight(LayerCallFor(*slot, i, true), &slot->layers[i], &sink));
+    MXMACA_RETURN_IF_ERROR(sink.status());
   }
   if (layout_.has_embedding) {
     if (tied_here && !fused) {
@@ -129,25 +162,6 @@ absl::Status DeviceGptStage::BackwardWeightSegment(Slot* slot) {
     }
   }
   return absl::OkStatus();
-}
-
-absl::Status DeviceGptStage::LayerBackwardWeight(Slot* slot, int i) {
-  const GptConfig& c = config_;
-  const LayerParameterIds& id = ids_.layers[i];
-  LayerBuffers& l = slot->layers[i];
-  const int64_t t = slot->b * slot->s, h = c.hidden_size, qkv_n = c.qkv_size(),
-                pj = c.attention_projection_size(), f = c.ffn_hidden_size, f1 = c.fc1_size();
-  MXMACA_RETURN_IF_ERROR(LinearWeightGrad(l.d_fc2, l.act_out, t, f, h, id.fc2_weight, id.fc2_bias));
-  MXMACA_RETURN_IF_ERROR(
-      LinearWeightGrad(l.d_fc1, l.ln2_out, t, h, f1, id.fc1_weight, id.fc1_bias));
-  MXMACA_RETURN_IF_ERROR(NormWeightGrad(l.d_ln2_out, l.residual2, l.ln2_mean, l.ln2_rstd, t,
-                                        id.mlp_norm_weight, id.mlp_norm_bias));
-  MXMACA_RETURN_IF_ERROR(
-      LinearWeightGrad(l.d_proj, l.context, t, pj, h, id.proj_weight, id.proj_bias));
-  MXMACA_RETURN_IF_ERROR(
-      LinearWeightGrad(l.d_qkv, l.ln1_out, t, h, qkv_n, id.qkv_weight, id.qkv_bias));
-  return NormWeightGrad(l.d_ln1_out, l.input, l.ln1_mean, l.ln1_rstd, t, id.input_norm_weight,
-                        id.input_norm_bias);
 }
 
 // ---- optimizer ----

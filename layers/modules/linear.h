@@ -37,11 +37,14 @@ absl::Status LinearProduct(device::DeviceKernels& k, const float* x, const float
 absl::Status LinearBackwardInput(device::DeviceKernels& k, const float* dy, const float* w,
                                  int64_t t, int64_t in, int64_t out, float* dx);
 
-// LinearBackwardWeight: dw = dy^T x and, when dbias != nullptr, dbias = column sums of dy;
-// both overwrite (callers hand in zeroed per-micro-batch buffers and add them to the
-// gradient arena themselves, layers/transformer_layer.h WeightGradSink).
+// LinearBackwardWeight: dw = dy^T x (dw += dy^T x with accumulate_dw: Megatron's
+// gradient-accumulation fusion, a GEMM with beta = 1 into the main gradient) and, when
+// dbias != nullptr, dbias = column sums of dy (overwrites). Callers otherwise hand in
+// zeroed per-micro-batch buffers and add them to the gradient arena themselves
+// (layers/transformer_layer.h WeightGradSink).
 absl::Status LinearBackwardWeight(device::DeviceKernels& k, const float* dy, const float* x,
-                                  int64_t t, int64_t in, int64_t out, float* dw, float* dbias);
+                                  int64_t t, int64_t in, int64_t out, float* dw, float* dbias,
+                                  bool accumulate_dw = false);
 
 }  // namespace mxmaca::layers::modules
 

@@ -5,6 +5,7 @@
 # and validation loss, and every checkpoint shard byte — across the layouts the device
 # backends accept: one device, PP x DP with 1F1B, interleaved virtual stages with the
 # distributed optimizer, zero-bubble ZB-H1 with tied embeddings and RoPE/SwiGLU, bf16,
+# Llama-3 RoPE scaling with interleaved pairs, q/k layernorms and zero-centred norms,
 # optimistic steps (--optimizer-post-validation) with an overlapped parameter gather, a resume,
 # and 4 UCX processes. --device cuda without a GPU fails with the no-GPU message, and what
 # the device backends do not run yet is refused by name. (With gradient accumulation
@@ -70,6 +71,8 @@ check zbh1_rope_swiglu --pipeline-model-parallel-size 2 --pipeline-schedule zb-h
   --position-embedding-type rope --swiglu --normalization RMSNorm --disable-bias-linear \
   --hidden-dropout 0.0 --attention-dropout 0.0 --world-size 2
 check bf16 --bf16 --pipeline-model-parallel-size 2 --world-size 2
+check model_flags --pipeline-model-parallel-size 2 --world-size 2 --position-embedding-type rope \
+  --use-rope-scaling --rotary-interleaved --qk-layernorm --apply-layernorm-1p
 check post_validation --pipeline-model-parallel-size 2 --world-size 4 --optimizer-post-validation \
   --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
 
