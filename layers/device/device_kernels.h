@@ -1,7 +1,8 @@
 // layers/device/device_kernels.h: one interface over a device's memory and kernels, so
-// the device GPT stage (device_gpt_stage.h) is written once and runs on the GPU
-// (cuda_device_kernels.h, kernels/cuda) and on the CPU (cpu_device_kernels.h,
-// kernels/cpu) — the CPU instance is how CI tests the GPU path's logic without a GPU.
+// the model's modules (layers/modules/, layers/transformer_layer.h) are written once and run
+// on the GPU (cuda_device_kernels.h, kernels/cuda), on the CPU (cpu_device_kernels.h,
+// kernels/cpu) and on the emulated device (emulated_device_kernels.h: the CPU kernels on
+// memory the host cannot touch, how CI tests the GPU path's memory discipline).
 //
 // docs/ARCHITECTURE.md "Kernel calls only enqueue": every compute call enqueues on the instance's
 // stream (CUDA) or runs now on the calling thread (CPU), allocates nothing and reads no
