@@ -69,6 +69,14 @@ class DeviceStageProgram : public StageProgram {
   }
   std::string cuda_graph_summary() const { return graphs_ ? graphs_->Summary() : ""; }
   layers::device::DeviceKernels& kernels() { return *kernels_; }
+  const layers::device::DeviceKernels& kernels() const { return *kernels_; }
+  // parameter_bytes: fp32 bytes of every chunk's parameters (the size one full upload or
+  // download of the weights moves).
+  int64_t parameter_bytes() const {
+    int64_t bytes = 0;
+    for (const auto& chunk : chunks_) bytes += 4 * chunk->host_parameters().arena_elements();
+    return bytes;
+  }
 
  private:
   absl::StatusOr<layers::device::DeviceGptStage*> Chunk(const MicroBatchKey& key);

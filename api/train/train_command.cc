@@ -57,6 +57,7 @@
 #include "layers/flops.h"
 #include "layers/gpt_stage.h"
 #include "layers/device/cuda_device_kernels.h"
+#include "layers/device/emulated_device_kernels.h"
 #include "layers/optimizer.h"
 
 namespace mxmaca::api {
@@ -964,6 +965,25 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
     const auto* device = dynamic_cast<const actors::DeviceStageProgram*>(r.program.get());
     const std::string graphs = device ? device->cuda_graph_summary() : "";
     if (!graphs.empty()) print(absl::StrCat(" > CUDA graphs of rank ", r.rank, ": ", graphs));
+    // --device device-on-cpu: the host<->device traffic the emulated device counted (set-up,
+    // evaluation and checkpoints included), against the weights' size.
+    const auto* emulated =
+        device ? dynamic_cast<const layers::device::EmulatedDeviceKernels*>(&device->kernels())
+               : nullptr;
+    const int64_t iterations = summary.last_iteration - summary.first_iteration;
+    if (emulated != nullptr && iterations > 0) {
+      const layers::device::TransferCounts c = emulated->transfers();
+      const double mb = 1048576.0, params = static_cast<double>(device->parameter_bytes());
+      const double per_iteration =
+          static_cast<double>(c.host_to_device_bytes + c.device_to_host_bytes) / iterations;
+      print(absl::StrFormat(
+          " > host<->device copies of rank %d (emulated device): host->device %.1f MB in %d "
+          "calls, device->host %.1f MB in %d calls, device->device %.1f MB; %.2f MB per "
+          "iteration = %.2f x the %.2f MB of parameters",
+          r.rank, c.host_to_device_bytes / mb, c.host_to_device_calls, c.device_to_host_bytes / mb,
+          c.device_to_host_calls, c.device_to_device_bytes / mb, per_iteration / mb,
+          params > 0 ? per_iteration / params : 0.0, params / mb));
+    }
   }
   return summary;
 }

@@ -130,6 +130,7 @@ class DeviceGptStage {
   // Upload/Download). Callers that keep master weights on the host (the stage actor's
   // optimizer) write it and call UploadParameters; DownloadGradients fills its grads.
   ParameterStore& host_parameters() { return store_; }
+  const ParameterStore& host_parameters() const { return store_; }
   // UploadParameters: host parameter arena -> device (synchronous).
   absl::Status UploadParameters();
   // DownloadParameters / DownloadGradients: device arena -> host arena (synchronous).
