@@ -11,10 +11,10 @@
 #include "base/status_macros.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/embedding.h"
-#include "kernels/cpu/gemm.h"
 #include "layers/chunked_loss_head.h"
 #include "layers/context_parallel/cp_batch.h"
+#include "layers/modules/embedding.h"
+#include "layers/modules/linear.h"
 #include "layers/moe/dispatch/dispatcher_factory.h"
 
 namespace mxmaca::layers {
@@ -351,70 +351,6 @@ LayerCall GptStage::MakeCall(const MicroBatchStash& st, int local_layer, bool tr
   return call;
 }
 
-void GptStage::AddMoEStats(int64_t local_layer, const moe::MoEMetrics& m) {
-  const int64_t layer = layout_.first_layer + local_layer;
-  for (moe::MoELayerStats& s : moe_stats_) {
-    if (s.layer != layer) continue;
-    ++s.calls;
-    for (size_t e = 0; e < s.tokens_per_expert.size() && e < m.tokens_per_expert.size(); ++e) {
-      s.tokens_per_expert[e] += static_cast<double>(m.tokens_per_expert[e]);
-    }
-    s.dropped_tokens += static_cast<double>(m.dropped_tokens);
-    s.load_balancing_loss += m.load_balancing_loss;
-    s.z_loss += m.z_loss;
-  }
-}
-
-absl::Status GptStage::AllReduceExpertGrads() {
-  if (!has_expert_region_ || expert_dp_.size <= 1) return absl::OkStatus();
-  absl::Span<float> g = store_.grads_arena();
-  const int64_t n = static_cast<int64_t>(g.size()) - expert_region_begin_;
-  if (n <= 0) return absl::OkStatus();
-  return AllReduceSum(expert_dp_, g.data() + expert_region_begin_, n);
-}
-
-double GptStage::ExpertGradNormSquared() {
-  if (!has_expert_region_ || expert_dp_.rank != 0) return 0.0;
-  // The same fp64 sum of squares the bucketed part of the norm uses (ShardGradNormSquared).
-  return kernels::cpu::SumSquares(ctx_, store_.grads_arena().data() + expert_region_begin_,
-                                  store_.arena_elements() - expert_region_begin_);
-}
-
-std::vector<std::pair<std::string, std::vector<float>*>> GptStage::ExpertBiasBuffers() {
-  std::vector<std::pair<std::string, std::vector<float>*>> out;
-  for (size_t i = 0; i < moe_layers_.size(); ++i) {
-    moe::MoELayer* m = moe_layers_[i].get();
-    if (m == nullptr || !m->config().router.enable_expert_bias) continue;
-    out.emplace_back(moe::MoEParameterPrefix(layout_.first_layer + static_cast<int64_t>(i)) +
-                         ".router.expert_bias",
-                     &m->expert_bias());
-  }
-  return out;
-}
-
-absl::Status GptStage::UpdateExpertBias(
-    const std::function<absl::Status(float* data, int64_t n)>& all_reduce) {
-  for (const std::unique_ptr<moe::MoELayer>& m : moe_layers_) {
-    if (m == nullptr || !m->config().router.enable_expert_bias) continue;
-    std::vector<float> counts = m->local_tokens_per_expert();
-    if (all_reduce) {
-      MXMACA_RETURN_IF_ERROR(all_reduce(counts.data(), static_cast<int64_t>(counts.size())));
-    }
-    m->UpdateExpertBias(counts.data());
-  }
-  return absl::OkStatus();
-}
-
-std::vector<moe::MoELayerStats> GptStage::TakeMoEStats() {
-  std::vector<moe::MoELayerStats> out = moe_stats_;
-  for (moe::MoELayerStats& s : moe_stats_) {
-    s.calls = 0;
-    std::fill(s.tokens_per_expert.begin(), s.tokens_per_expert.end(), 0.0);
-    s.dropped_tokens = s.load_balancing_loss = s.z_loss = 0.0;
-  }
-  return out;
-}
-
 namespace {
 
 // HiddenDropout{Forward,Backward}: dropout of this rank's [rows, h] hidden states with
@@ -467,24 +403,20 @@ absl::Status GptStage::EmbeddingForward(const MicroBatchInput& in, bool training
     full_buf.resize(t * h);
     full = full_buf.data();
   }
-  if (tp_.size == 1) {
-    cpu::EmbeddingForward(ctx_, in.tokens.data(), t, store_.param(ids_.word_embeddings), h, full,
-                          false);
-  } else {
-    // VocabParallelEmbedding: this shard's rows (others zero), summed over TP. Each row
-    // is non-zero on exactly one rank, so the sum is exact.
-    cpu::VocabShardEmbeddingForward(ctx_, in.tokens.data(), t, store_.param(ids_.word_embeddings),
-                                    vocab_.start, vocab_.rows, h, full, false);
-    MXMACA_RETURN_IF_ERROR(ReduceFromTensorParallelRegion(tp_, full, t * h));
-  }
+  // VocabParallelEmbedding: this shard's rows (others zero), summed over TP. Each row is
+  // non-zero on exactly one rank, so the sum is exact.
+  MXMACA_RETURN_IF_ERROR(modules::WordEmbeddingForward(*kernels_, VocabRowsOf(), in.tokens.data(),
+                                                       store_.param(ids_.word_embeddings), t, h,
+                                                       full));
+  if (tp_.size > 1) MXMACA_RETURN_IF_ERROR(ReduceFromTensorParallelRegion(tp_, full, t * h));
   if (ids_.position_embeddings >= 0) {
     std::vector<int32_t> pos(in.position_ids.begin(), in.position_ids.end());
     if (pos.empty()) {
       pos.resize(t);
       for (int64_t i = 0; i < t; ++i) pos[i] = static_cast<int32_t>(Position(i % s));
     }
-    cpu::EmbeddingForward(ctx_, pos.data(), t, store_.param(ids_.position_embeddings), h, full,
-                          true);
+    MXMACA_RETURN_IF_ERROR(modules::PositionEmbeddingAdd(
+        *kernels_, pos.data(), store_.param(ids_.position_embeddings), t, h, full));
     if (training) CopyInto(&st->position_ids, tracker, absl::Span<const int32_t>(pos));
   }
   if (tp_.sp()) ScatterToSequenceParallelRegion(tp_, full, b, s, h, x0);
@@ -595,7 +527,8 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
       local_logits.resize(b * vl);
       logits_out = local_logits.data();
     }
-    cpu::Gemm(ctx_, false, true, b, vl, h, 1.0f, last.data(), h, w_out, h, 0.0f, logits_out, vl);
+    MXMACA_RETURN_IF_ERROR(
+        modules::LinearProduct(*kernels_, last.data(), w_out, b, h, vl, logits_out));
     if (tp_.size > 1) {
       MXMACA_RETURN_IF_ERROR(
           GatherFromTensorParallelRegion(tp_, logits_out, b, vl, output->logits.data()));
@@ -614,8 +547,9 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
         in.labels.data(), output->token_losses.data(), st->lse.data(), tracker));
   } else {
     st->logits.Allocate(tracker, t * vl);
-    cpu::Gemm(ctx_, false, true, t, vl, h, 1.0f, st->lnf_out.data(), h, w_out, h, 0.0f,
-              st->logits.data(), vl);
+    // The output layer (ColumnParallelLinear over the vocabulary, no bias).
+    MXMACA_RETURN_IF_ERROR(
+        modules::LinearProduct(*kernels_, st->lnf_out.data(), w_out, t, h, vl, st->logits.data()));
     st->lse.Allocate(tracker, t);
     output->token_losses.assign(t, 0.0f);
     MXMACA_RETURN_IF_ERROR(VocabParallelCrossEntropyForward(ctx_, tp_, vocab_, st->logits.data(),
@@ -712,130 +646,27 @@ absl::Status GptStage::RecomputeChunk(const Chunk& chunk, MicroBatchStash* st) {
   return absl::OkStatus();
 }
 
-absl::Status GptStage::HeadBackwardInput(MicroBatchStash* st, float loss_grad_scale,
-                                         float* d_final_input, WeightGradSink* fused_sink) {
-  const int64_t t = st->b * st->s, tl = local_tokens(st->b, st->s), h = config_.hidden_size,
-                vl = vocab_.rows;
-  const bool ln = config_.normalization == Normalization::kLayerNorm;
-  dloss_.resize(t);
-  for (int64_t i = 0; i < t; ++i) dloss_[i] = loss_grad_scale * st->loss_mask.data()[i];
-  if (st->loss_head_chunked) {
-    st->loss_grad_scale = loss_grad_scale;  // W recomputes dloss_ from it
-  } else if (tp_.size == 1) {
-    cpu::CrossEntropyBackward(ctx_, st->logits.data(), st->labels.data(), st->lse.data(),
-                              dloss_.data(), t, vl, vocab_.softmax, st->logits.data());
-  } else {
-    // Shard-local targets (-1: not in this shard) with the global logsumexp: exactly the
-    // vocab-parallel gradient (cross_entropy.h).
-    std::vector<int32_t> local_targets(t);
-    for (int64_t i = 0; i < t; ++i) {
-      const int64_t c = st->labels.data()[i] - vocab_.start;
-      local_targets[i] = c >= 0 && c < vocab_.real ? static_cast<int32_t>(c) : -1;
-    }
-    cpu::CrossEntropyBackward(ctx_, st->logits.data(), local_targets.data(), st->lse.data(),
-                              dloss_.data(), t, vl, vocab_.softmax, st->logits.data());
-  }
-  if (!st->loss_head_chunked) st->lse.Free();
-  // Output layer's input gradient: partial over the vocab shards, summed over TP
-  // (reduce-scattered to this rank's rows with SP).
-  st->d_lnf_out.Allocate(&tracker_, tl * h);
-  std::vector<float> partial_buf;
-  float* partial = st->d_lnf_out.data();
-  if (tp_.sp()) {
-    partial_buf.resize(t * h);
-    partial = partial_buf.data();
-  }
-  if (st->loss_head_chunked) {
-    // Fused B+W: the output weight's gradient in the same pass over the chunks (one
-    // recomputation of the logits instead of two); HeadBackwardWeight then skips it.
-    float* dw = fused_sink != nullptr ? fused_sink->Begin(ids_.output_weight) : nullptr;
-    MXMACA_RETURN_IF_ERROR(ChunkedLossHeadBackward(
-        ctx_, tp_, vocab_, config_.loss_chunk_tokens, t, h, st->lnf_out.data(),
-        store_.param(ids_.output_weight), st->labels.data(), st->lse.data(), dloss_.data(),
-        partial, dw, &tracker_));
-    if (fused_sink != nullptr && !(ids_.output_weight == ids_.word_embeddings &&
-                                   layout_.has_embedding)) {
-      fused_sink->End(ids_.output_weight);
-    }
-  } else {
-    cpu::Gemm(ctx_, false, false, t, h, vl, 1.0f, st->logits.data(), vl,
-              store_.param(ids_.output_weight), h, 0.0f, partial, h);
-  }
-  if (tp_.sp()) {
-    MXMACA_RETURN_IF_ERROR(
-        ReduceScatterToSequenceParallelRegion(tp_, partial, st->b, st->s, h, st->d_lnf_out.data()));
-  } else {
-    MXMACA_RETURN_IF_ERROR(ReduceFromTensorParallelRegion(tp_, partial, t * h));
-  }
-  return NormBackwardInput(config_, *kernels_, st->d_lnf_out.data(), st->final_input.data(),
-                           store_.param(ids_.final_norm_weight),
-                           ln ? st->lnf_mean.data() : nullptr, st->lnf_rstd.data(), tl, h,
-                           d_final_input, gamma_scratch_.data());
-}
-
-absl::Status GptStage::HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* sink,
-                                          bool output_weight_done) {
-  const int64_t t = st->b * st->s, tl = local_tokens(st->b, st->s), h = config_.hidden_size,
-                vl = vocab_.rows;
-  const bool ln = config_.normalization == Normalization::kLayerNorm;
-  // Tied with this stage's embedding: the embedding's W adds its part before End.
-  const bool tied_here = ids_.output_weight == ids_.word_embeddings && layout_.has_embedding;
-  if (!output_weight_done) {
-    float* dw = sink->Begin(ids_.output_weight);
-    if (st->loss_head_chunked) {
-      dloss_.resize(t);
-      for (int64_t i = 0; i < t; ++i) dloss_[i] = st->loss_grad_scale * st->loss_mask.data()[i];
-      MXMACA_RETURN_IF_ERROR(ChunkedLossHeadBackward(
-          ctx_, tp_, vocab_, config_.loss_chunk_tokens, t, h, st->lnf_out.data(),
-          store_.param(ids_.output_weight), st->labels.data(), st->lse.data(), dloss_.data(),
-          nullptr, dw, &tracker_));
-    } else {
-      cpu::Gemm(ctx_, true, false, vl, h, t, 1.0f, st->logits.data(), vl, st->lnf_out.data(), h,
-                0.0f, dw, h);
-    }
-    if (!tied_here) sink->End(ids_.output_weight);
-  }
-  float* dg = sink->Begin(ids_.final_norm_weight);
-  float* db = ln ? sink->Begin(ids_.final_norm_bias) : nullptr;
-  MXMACA_RETURN_IF_ERROR(NormBackwardWeight(config_, *kernels_, st->d_lnf_out.data(),
-                                            st->final_input.data(),
-                                            ln ? st->lnf_mean.data() : nullptr,
-                                            st->lnf_rstd.data(), tl, h, dg, db));
-  if (tp_.sp()) {
-    // This rank's rows only: sum over TP so every rank holds the same gradient.
-    MXMACA_RETURN_IF_ERROR(AllReduceSum(tp_, dg, h));
-    if (db != nullptr) MXMACA_RETURN_IF_ERROR(AllReduceSum(tp_, db, h));
-  }
-  sink->End(ids_.final_norm_weight);
-  if (ln) sink->End(ids_.final_norm_bias);
-  for (StashBuffer<float>* buf : {&st->logits, &st->lse, &st->lnf_out, &st->lnf_mean,
-                                  &st->lnf_rstd, &st->d_lnf_out, &st->final_input,
-                                  &st->loss_mask}) {
-    buf->Free();
-  }
-  st->labels.Free();
-  return absl::OkStatus();
-}
-
-void GptStage::EmbeddingBackwardWeight(MicroBatchStash* st, WeightGradSink* sink) {
+absl::Status GptStage::EmbeddingBackwardWeight(MicroBatchStash* st, WeightGradSink* sink) {
   // d_embedding is the full [T, h] (gathered under SP), the same on every TP rank.
   const int64_t t = st->b * st->s, h = config_.hidden_size;
   float* dw = sink->Begin(ids_.word_embeddings);
-  if (tp_.size == 1) {
-    cpu::EmbeddingBackward(ctx_, st->tokens.data(), t, st->d_embedding.data(), h, dw);
-  } else {
-    cpu::VocabShardEmbeddingBackward(ctx_, st->tokens.data(), t, st->d_embedding.data(),
-                                     vocab_.start, vocab_.rows, h, dw);
-  }
+  MXMACA_RETURN_IF_ERROR(modules::WordEmbeddingBackward(
+      *kernels_, VocabRowsOf(), st->tokens.data(), st->d_embedding.data(), t, h, dw));
   sink->End(ids_.word_embeddings);
   if (ids_.position_embeddings >= 0) {
     float* dp = sink->Begin(ids_.position_embeddings);
-    cpu::EmbeddingBackward(ctx_, st->position_ids.data(), t, st->d_embedding.data(), h, dp);
+    MXMACA_RETURN_IF_ERROR(modules::PositionEmbeddingBackward(
+        *kernels_, st->position_ids.data(), st->d_embedding.data(), t, h, dp));
     sink->End(ids_.position_embeddings);
   }
   st->d_embedding.Free();
   st->tokens.Free();
   st->position_ids.Free();
+  return absl::OkStatus();
+}
+
+modules::VocabRows GptStage::VocabRowsOf() const {
+  return modules::VocabRows{tp_.size > 1, vocab_.start, vocab_.rows};
 }
 
 std::unique_ptr<WeightGradSink> GptStage::MakeSink(MicroBatchStash* st, bool direct) {
@@ -932,7 +763,7 @@ absl::Status GptStage::RunBackward(int64_t micro_batch_id, absl::Span<const floa
       MXMACA_RETURN_IF_ERROR(
           GatherFromSequenceParallelRegion(tp_, local, st->b, st->s, h, st->d_embedding.data()));
     }
-    if (fused) EmbeddingBackwardWeight(st, sink.get());
+    if (fused) MXMACA_RETURN_IF_ERROR(EmbeddingBackwardWeight(st, sink.get()));
     if (d_input != nullptr) d_input->clear();
   } else if (d_input != nullptr) {
     d_input->assign(d_cur, d_cur + tl * h);
@@ -982,7 +813,7 @@ absl::Status GptStage::BackwardWeight(int64_t micro_batch_id) {
     MXMACA_RETURN_IF_ERROR(
         layers_[i].BackwardWeight(MakeCall(*st, i, true), &st->layers[i], sink.get()));
   }
-  if (layout_.has_embedding) EmbeddingBackwardWeight(st, sink.get());
+  if (layout_.has_embedding) MXMACA_RETURN_IF_ERROR(EmbeddingBackwardWeight(st, sink.get()));
   MXMACA_RETURN_IF_ERROR(tracker_.cap_error());
   st->doc_start.Free();
   if (direct) {

@@ -72,6 +72,7 @@
 #include "layers/gpt_config.h"
 #include "layers/gpt_parameters.h"
 #include "layers/micro_batch_stash.h"
+#include "layers/modules/embedding.h"
 #include "layers/moe/dispatch/token_dispatcher.h"
 #include "layers/moe/moe_layer.h"
 #include "layers/moe/moe_stats.h"
@@ -267,7 +268,9 @@ class GptStage {
                                  WeightGradSink* fused_sink = nullptr);
   absl::Status HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* sink,
                                   bool output_weight_done = false);
-  void EmbeddingBackwardWeight(MicroBatchStash* st, WeightGradSink* sink);
+  absl::Status EmbeddingBackwardWeight(MicroBatchStash* st, WeightGradSink* sink);
+  // VocabRowsOf: this rank's word-embedding rows (sharded with tensor parallelism).
+  modules::VocabRows VocabRowsOf() const;
   // local_tokens: rows of this rank's hidden states: b s, or b s/p with SP.
   int64_t local_tokens(int64_t b, int64_t s) const { return tp_.sp() ? b * (s / tp_.size) : b * s; }
   // Position: the original position of local sequence index i (i itself without CP).

@@ -260,6 +260,27 @@ absl::Status CpuDeviceKernels::EmbeddingBackward(const int32_t* ids, int64_t n, 
   return absl::OkStatus();
 }
 
+absl::Status CpuDeviceKernels::VocabShardEmbeddingForward(const int32_t* ids, int64_t n,
+                                                          const float* table, int64_t vocab_start,
+                                                          int64_t vocab_rows, int64_t h, float* out,
+                                                          bool accumulate) {
+  MXMACA_RETURN_IF_ERROR(CheckSizes("VocabShardEmbeddingForward",
+                                    {{"n", n}, {"h", h}, {"vocab_rows", vocab_rows}}));
+  cpu::VocabShardEmbeddingForward(ctx_, ids, n, table, vocab_start, vocab_rows, h, out,
+                                  accumulate);
+  return absl::OkStatus();
+}
+
+absl::Status CpuDeviceKernels::VocabShardEmbeddingBackward(const int32_t* ids, int64_t n,
+                                                           const float* dout, int64_t vocab_start,
+                                                           int64_t vocab_rows, int64_t h,
+                                                           float* dtable) {
+  MXMACA_RETURN_IF_ERROR(CheckSizes("VocabShardEmbeddingBackward",
+                                    {{"n", n}, {"h", h}, {"vocab_rows", vocab_rows}}));
+  cpu::VocabShardEmbeddingBackward(ctx_, ids, n, dout, vocab_start, vocab_rows, h, dtable);
+  return absl::OkStatus();
+}
+
 // ---- cross-entropy ----
 
 absl::Status CpuDeviceKernels::CrossEntropyForward(const float* logits, const int32_t* targets,

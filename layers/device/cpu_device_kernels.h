@@ -91,6 +91,12 @@ class CpuDeviceKernels : public DeviceKernels {
                                 float* out, bool accumulate) override;
   absl::Status EmbeddingBackward(const int32_t* ids, int64_t n, const float* dout, int64_t h,
                                  float* dtable) override;
+  absl::Status VocabShardEmbeddingForward(const int32_t* ids, int64_t n, const float* table,
+                                          int64_t vocab_start, int64_t vocab_rows, int64_t h,
+                                          float* out, bool accumulate) override;
+  absl::Status VocabShardEmbeddingBackward(const int32_t* ids, int64_t n, const float* dout,
+                                           int64_t vocab_start, int64_t vocab_rows, int64_t h,
+                                           float* dtable) override;
 
   absl::Status CrossEntropyForward(const float* logits, const int32_t* targets, int64_t n,
                                    int64_t vp, int64_t v, float* loss, float* lse) override;

@@ -274,6 +274,23 @@ TEST_CASE("embedding and cross-entropy equal kernels/cpu bit for bit") {
   cpu::EmbeddingBackward(ctx, ids.data(), n, dout.data(), h, wt.data());
   REQUIRE_OK(dk.EmbeddingBackward(ids.data(), n, dout.data(), h, gt.data()));
   CHECK(SameBits(gt, wt));
+  // A vocabulary shard (rows [10, 22) of 31): other shards' ids give zero rows or no change.
+  const int64_t start = 10, rows = 12;
+  for (bool accumulate : {false, true}) {
+    auto w = out0, g = out0;
+    cpu::VocabShardEmbeddingForward(ctx, ids.data(), n, table.data(), start, rows, h, w.data(),
+                                    accumulate);
+    REQUIRE_OK(dk.VocabShardEmbeddingForward(ids.data(), n, table.data(), start, rows, h,
+                                             g.data(), accumulate));
+    CHECK(SameBits(g, w));
+  }
+  auto ws = table, gs = table;
+  cpu::VocabShardEmbeddingBackward(ctx, ids.data(), n, dout.data(), start, rows, h, ws.data());
+  REQUIRE_OK(
+      dk.VocabShardEmbeddingBackward(ids.data(), n, dout.data(), start, rows, h, gs.data()));
+  CHECK(SameBits(gs, ws));
+  CHECK(dk.VocabShardEmbeddingForward(ids.data(), n, table.data(), start, -1, h, gs.data(), false)
+            .code() == absl::StatusCode::kInvalidArgument);
 
   const int64_t vp = 40, v = 33;  // padded vocab, softmax over the first v columns
   const auto logits = Random(n * vp, 5, -4.0f, 4.0f), dloss = Random(n, 6);

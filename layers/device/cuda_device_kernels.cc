@@ -308,6 +308,26 @@ class CudaDeviceKernelsImpl final : public CudaDeviceKernels {
     return Done(cuda::EmbeddingForward(ctx_, ids, n, table, h, out, accumulate));
   }
 
+  absl::Status VocabShardEmbeddingForward(const int32_t* ids, int64_t n, const float* table,
+                                          int64_t vocab_start, int64_t vocab_rows, int64_t h,
+                                          float* out, bool accumulate) override {
+    MXMACA_RETURN_IF_ERROR(CheckSizes("VocabShardEmbeddingForward",
+                                      {{"n", n}, {"h", h}, {"vocab_rows", vocab_rows}}));
+    MXMACA_RETURN_IF_ERROR(Enter());
+    return Done(cuda::VocabShardEmbeddingForward(ctx_, ids, n, table, vocab_start, vocab_rows, h,
+                                                 out, accumulate));
+  }
+
+  absl::Status VocabShardEmbeddingBackward(const int32_t* ids, int64_t n, const float* dout,
+                                           int64_t vocab_start, int64_t vocab_rows, int64_t h,
+                                           float* dtable) override {
+    MXMACA_RETURN_IF_ERROR(CheckSizes("VocabShardEmbeddingBackward",
+                                      {{"n", n}, {"h", h}, {"vocab_rows", vocab_rows}}));
+    MXMACA_RETURN_IF_ERROR(Enter());
+    return Done(cuda::VocabShardEmbeddingBackward(ctx_, ids, n, dout, vocab_start, vocab_rows, h,
+                                                  dtable));
+  }
+
   absl::Status EmbeddingBackward(const int32_t* ids, int64_t n, const float* dout, int64_t h,
                                  float* dtable) override {
     MXMACA_RETURN_IF_ERROR(CheckSizes("EmbeddingBackward", {{"n", n}, {"h", h}}));

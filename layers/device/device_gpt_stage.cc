@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "layers/device/device_gpt_stage_internal.h"
+#include "layers/modules/embedding.h"
+#include "layers/modules/linear.h"
 #include "layers/modules/norm.h"
 #include "layers/transformer_layer.h"
 
@@ -445,11 +447,11 @@ absl::Status DeviceGptStage::ForwardSegment(Slot* slot, bool training) {
               : slot->final_input != nullptr ? slot->final_input
                                              : slot->output;
   if (layout_.has_embedding) {
-    MXMACA_RETURN_IF_ERROR(
-        k.EmbeddingForward(slot->tokens, t, device_param(ids_.word_embeddings), h, x0, false));
+    MXMACA_RETURN_IF_ERROR(modules::WordEmbeddingForward(
+        k, modules::VocabRows{}, slot->tokens, device_param(ids_.word_embeddings), t, h, x0));
     if (ids_.position_embeddings >= 0) {
-      MXMACA_RETURN_IF_ERROR(k.EmbeddingForward(
-          slot->positions, t, device_param(ids_.position_embeddings), h, x0, true));
+      MXMACA_RETURN_IF_ERROR(modules::PositionEmbeddingAdd(
+          k, slot->positions, device_param(ids_.position_embeddings), t, h, x0));
     }
     if (training && config_.hidden_dropout > 0.0f) {
       MXMACA_RETURN_IF_ERROR(
@@ -497,8 +499,9 @@ absl::Status DeviceGptStage::HeadForward(Slot* slot) {
       k, slot->final_input, device_param(ids_.final_norm_weight),
       ids_.final_norm_bias >= 0 ? device_param(ids_.final_norm_bias) : nullptr, t, h,
       slot->lnf_out, slot->lnf_mean, slot->lnf_rstd, scratch_->gamma));
-  MXMACA_RETURN_IF_ERROR(k.Gemm(false, true, t, vp, h, 1.0f, slot->lnf_out, h,
-                                device_param(ids_.output_weight), h, 0.0f, slot->logits, vp));
+  // The output layer (ColumnParallelLinear over the vocabulary, no bias).
+  MXMACA_RETURN_IF_ERROR(modules::LinearProduct(k, slot->lnf_out, device_param(ids_.output_weight),
+                                                t, h, vp, slot->logits));
   return k.CrossEntropyForward(slot->logits, slot->labels, t, vp, vocab_softmax_,
                                slot->token_losses, slot->ce_lse);
 }
@@ -551,8 +554,8 @@ absl::Status DeviceGptStage::BackwardInputSegment(Slot* slot) {
     MXMACA_RETURN_IF_ERROR(k.CrossEntropyBackward(slot->logits, slot->labels, slot->ce_lse,
                                                   slot->dloss, t, vp, vocab_softmax_,
                                                   slot->logits));
-    MXMACA_RETURN_IF_ERROR(k.Gemm(false, false, t, h, vp, 1.0f, slot->logits, vp,
-                                  device_param(ids_.output_weight), h, 0.0f, slot->d_lnf_out, h));
+    MXMACA_RETURN_IF_ERROR(modules::LinearBackwardInput(
+        k, slot->logits, device_param(ids_.output_weight), t, h, vp, slot->d_lnf_out));
     MXMACA_RETURN_IF_ERROR(modules::Norm(config_).BackwardInput(
         k, slot->d_lnf_out, slot->final_input, device_param(ids_.final_norm_weight),
         slot->lnf_mean, slot->lnf_rstd, t, h, d_cur, scratch_->gamma));

@@ -9,6 +9,8 @@
 #include "base/status_macros.h"
 #include "layers/device/device_gpt_stage.h"
 #include "layers/device/device_gpt_stage_internal.h"
+#include "layers/modules/embedding.h"
+#include "layers/modules/linear.h"
 #include "layers/modules/norm.h"
 
 namespace mxmaca::layers::device {
@@ -118,12 +120,12 @@ absl::Status DeviceGptStage::BackwardWeightSegment(Slot* slot) {
     // Output layer: dW [VP, h] = dlogits^T lnf_out. Tied with this stage's embedding: the
     // embedding's W adds its part to the same micro-batch buffer first (gpt_stage.cc).
     if (tied_here && !fused) {
-      MXMACA_RETURN_IF_ERROR(k.Gemm(true, false, vp, h, t, 1.0f, slot->logits, vp, slot->lnf_out, h,
-                                    0.0f, embed_temp_, h));
+      MXMACA_RETURN_IF_ERROR(modules::LinearBackwardWeight(k, slot->logits, slot->lnf_out, t, h, vp,
+                                                           embed_temp_, nullptr));
     } else {
       MXMACA_RETURN_IF_ERROR(AccumulateInto(ids_.output_weight, [&](float* dw) {
-        return k.Gemm(true, false, vp, h, t, 1.0f, slot->logits, vp, slot->lnf_out, h,
-                      fused ? 1.0f : 0.0f, dw, h);
+        return modules::LinearBackwardWeight(k, slot->logits, slot->lnf_out, t, h, vp, dw, nullptr,
+                                             fused);
       }));
     }
     GradSink sink(this);
@@ -145,19 +147,20 @@ absl::Status DeviceGptStage::BackwardWeightSegment(Slot* slot) {
   }
   if (layout_.has_embedding) {
     if (tied_here && !fused) {
-      MXMACA_RETURN_IF_ERROR(
-          k.EmbeddingBackward(slot->tokens, t, slot->d_embedding, h, embed_temp_));
+      MXMACA_RETURN_IF_ERROR(modules::WordEmbeddingBackward(k, modules::VocabRows{}, slot->tokens,
+                                                            slot->d_embedding, t, h, embed_temp_));
       const int64_t n = store_.info(ids_.word_embeddings).numel;
       MXMACA_RETURN_IF_ERROR(k.Add(device_grad(ids_.word_embeddings), embed_temp_,
                                    device_grad(ids_.word_embeddings), n));
     } else {
       MXMACA_RETURN_IF_ERROR(AccumulateInto(ids_.word_embeddings, [&](float* dw) {
-        return k.EmbeddingBackward(slot->tokens, t, slot->d_embedding, h, dw);
+        return modules::WordEmbeddingBackward(k, modules::VocabRows{}, slot->tokens,
+                                              slot->d_embedding, t, h, dw);
       }));
     }
     if (ids_.position_embeddings >= 0) {
       MXMACA_RETURN_IF_ERROR(AccumulateInto(ids_.position_embeddings, [&](float* dp) {
-        return k.EmbeddingBackward(slot->positions, t, slot->d_embedding, h, dp);
+        return modules::PositionEmbeddingBackward(k, slot->positions, slot->d_embedding, t, h, dp);
       }));
     }
   }

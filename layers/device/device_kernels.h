@@ -144,6 +144,18 @@ class DeviceKernels {
                                         int64_t h, float* out, bool accumulate) = 0;
   virtual absl::Status EmbeddingBackward(const int32_t* ids, int64_t n, const float* dout,
                                          int64_t h, float* dtable) = 0;
+  // VocabShard*: Megatron's VocabParallelEmbedding for the shard holding table rows
+  // [vocab_start, vocab_start + vocab_rows): ids inside get their row, others a zero row
+  // (accumulate false) or no change; the backward adds only this shard's tokens (in
+  // increasing token order). Never reads out of bounds whatever the ids.
+  virtual absl::Status VocabShardEmbeddingForward(const int32_t* ids, int64_t n,
+                                                  const float* table, int64_t vocab_start,
+                                                  int64_t vocab_rows, int64_t h, float* out,
+                                                  bool accumulate) = 0;
+  virtual absl::Status VocabShardEmbeddingBackward(const int32_t* ids, int64_t n,
+                                                   const float* dout, int64_t vocab_start,
+                                                   int64_t vocab_rows, int64_t h,
+                                                   float* dtable) = 0;
 
   // ---- cross-entropy (kernels/cpu/cross_entropy.h): logits [n, vp], softmax over the
   // first v columns; loss [n], lse [n]; dlogits may alias logits ----

@@ -319,6 +319,18 @@ absl::Status EmulatedDeviceKernels::EmbeddingForward(const int32_t* ids, int64_t
   return cpu_.EmbeddingForward(ids, n, table, h, out, accumulate);
 }
 
+absl::Status EmulatedDeviceKernels::VocabShardEmbeddingForward(const int32_t* ids, int64_t n, const float* table, int64_t vocab_start, int64_t vocab_rows, int64_t h, float* out, bool accumulate) {
+  MXMACA_RETURN_IF_ERROR(CheckDevicePointers("VocabShardEmbeddingForward", {{"ids", ids}, {"table", table}, {"out", out}}));
+  const Access access(this);
+  return cpu_.VocabShardEmbeddingForward(ids, n, table, vocab_start, vocab_rows, h, out, accumulate);
+}
+
+absl::Status EmulatedDeviceKernels::VocabShardEmbeddingBackward(const int32_t* ids, int64_t n, const float* dout, int64_t vocab_start, int64_t vocab_rows, int64_t h, float* dtable) {
+  MXMACA_RETURN_IF_ERROR(CheckDevicePointers("VocabShardEmbeddingBackward", {{"ids", ids}, {"dout", dout}, {"dtable", dtable}}));
+  const Access access(this);
+  return cpu_.VocabShardEmbeddingBackward(ids, n, dout, vocab_start, vocab_rows, h, dtable);
+}
+
 absl::Status EmulatedDeviceKernels::EmbeddingBackward(const int32_t* ids, int64_t n, const float* dout, int64_t h, float* dtable) {
   MXMACA_RETURN_IF_ERROR(CheckDevicePointers("EmbeddingBackward", {{"ids", ids}, {"dout", dout}, {"dtable", dtable}}));
   const Access access(this);

@@ -105,6 +105,8 @@ class EmulatedDeviceKernels : public DeviceKernels {
   absl::Status RmsNormBackwardWeight(const float* dy, const float* x, const float* rstd, int64_t n, int64_t h, float* dgamma) override;
   absl::Status EmbeddingForward(const int32_t* ids, int64_t n, const float* table, int64_t h, float* out, bool accumulate) override;
   absl::Status EmbeddingBackward(const int32_t* ids, int64_t n, const float* dout, int64_t h, float* dtable) override;
+  absl::Status VocabShardEmbeddingForward(const int32_t* ids, int64_t n, const float* table, int64_t vocab_start, int64_t vocab_rows, int64_t h, float* out, bool accumulate) override;
+  absl::Status VocabShardEmbeddingBackward(const int32_t* ids, int64_t n, const float* dout, int64_t vocab_start, int64_t vocab_rows, int64_t h, float* dtable) override;
   absl::Status CrossEntropyForward(const float* logits, const int32_t* targets, int64_t n, int64_t vp, int64_t v, float* loss, float* lse) override;
   absl::Status CrossEntropyBackward(const float* logits, const int32_t* targets, const float* lse, const float* dloss, int64_t n, int64_t vp, int64_t v, float* dlogits) override;
   absl::Status SplitQkv(const AttentionDims& d, const float* qkv, float* q, float* k, float* v) override;

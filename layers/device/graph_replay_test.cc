@@ -131,6 +131,16 @@ class ReplayKernels : public CpuDeviceKernels {
                                      int64_t h, float* dg) override {
     MXMACA_RECORD(RmsNormBackwardWeight(dy, x, rstd, n, h, dg));
   }
+  absl::Status VocabShardEmbeddingForward(const int32_t* ids, int64_t n, const float* table,
+                                          int64_t start, int64_t rows, int64_t h, float* out,
+                                          bool accumulate) override {
+    MXMACA_RECORD(VocabShardEmbeddingForward(ids, n, table, start, rows, h, out, accumulate));
+  }
+  absl::Status VocabShardEmbeddingBackward(const int32_t* ids, int64_t n, const float* dout,
+                                           int64_t start, int64_t rows, int64_t h,
+                                           float* dtable) override {
+    MXMACA_RECORD(VocabShardEmbeddingBackward(ids, n, dout, start, rows, h, dtable));
+  }
   absl::Status EmbeddingForward(const int32_t* ids, int64_t n, const float* table, int64_t h,
                                 float* out, bool accumulate) override {
     MXMACA_RECORD(EmbeddingForward(ids, n, table, h, out, accumulate));
