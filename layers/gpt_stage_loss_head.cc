@@ -52,10 +52,10 @@ absl::Status GptStage::HeadBackwardInput(MicroBatchStash* st, float loss_grad_sc
     float* dw = fused_sink != nullptr ? fused_sink->Begin(ids_.output_weight) : nullptr;
     MXMACA_RETURN_IF_ERROR(ChunkedLossHeadBackward(
         ctx_, tp_, vocab_, config_.loss_chunk_tokens, t, h, st->lnf_out.data(),
-        store_.param(ids_.output_weight), st->labels.data(), st->lse.data(), dloss_.data(),
-        partial, dw, &tracker_));
-    if (fused_sink != nullptr && !(ids_.output_weight == ids_.word_embeddings &&
-                                   layout_.has_embedding)) {
+        store_.param(ids_.output_weight), st->labels.data(), st->lse.data(), dloss_.data(), partial,
+        dw, &tracker_));
+    if (fused_sink != nullptr &&
+        !(ids_.output_weight == ids_.word_embeddings && layout_.has_embedding)) {
       fused_sink->End(ids_.output_weight);
     }
   } else {
@@ -69,9 +69,8 @@ absl::Status GptStage::HeadBackwardInput(MicroBatchStash* st, float loss_grad_sc
     MXMACA_RETURN_IF_ERROR(ReduceFromTensorParallelRegion(tp_, partial, t * h));
   }
   return NormBackwardInput(config_, *kernels_, st->d_lnf_out.data(), st->final_input.data(),
-                           store_.param(ids_.final_norm_weight),
-                           ln ? st->lnf_mean.data() : nullptr, st->lnf_rstd.data(), tl, h,
-                           d_final_input, gamma_scratch_.data());
+                           store_.param(ids_.final_norm_weight), ln ? st->lnf_mean.data() : nullptr,
+                           st->lnf_rstd.data(), tl, h, d_final_input, gamma_scratch_.data());
 }
 
 absl::Status GptStage::HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* sink,
@@ -91,18 +90,16 @@ absl::Status GptStage::HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* s
           store_.param(ids_.output_weight), st->labels.data(), st->lse.data(), dloss_.data(),
           nullptr, dw, &tracker_));
     } else {
-      MXMACA_RETURN_IF_ERROR(modules::LinearBackwardWeight(*kernels_, st->logits.data(),
-                                                           st->lnf_out.data(), t, h, vl, dw,
-                                                           nullptr));
+      MXMACA_RETURN_IF_ERROR(modules::LinearBackwardWeight(
+          *kernels_, st->logits.data(), st->lnf_out.data(), t, h, vl, dw, nullptr));
     }
     if (!tied_here) sink->End(ids_.output_weight);
   }
   float* dg = sink->Begin(ids_.final_norm_weight);
   float* db = ln ? sink->Begin(ids_.final_norm_bias) : nullptr;
-  MXMACA_RETURN_IF_ERROR(NormBackwardWeight(config_, *kernels_, st->d_lnf_out.data(),
-                                            st->final_input.data(),
-                                            ln ? st->lnf_mean.data() : nullptr,
-                                            st->lnf_rstd.data(), tl, h, dg, db));
+  MXMACA_RETURN_IF_ERROR(
+      NormBackwardWeight(config_, *kernels_, st->d_lnf_out.data(), st->final_input.data(),
+                         ln ? st->lnf_mean.data() : nullptr, st->lnf_rstd.data(), tl, h, dg, db));
   if (tp_.sp()) {
     // This rank's rows only: sum over TP so every rank holds the same gradient.
     MXMACA_RETURN_IF_ERROR(AllReduceSum(tp_, dg, h));
@@ -110,9 +107,8 @@ absl::Status GptStage::HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* s
   }
   sink->End(ids_.final_norm_weight);
   if (ln) sink->End(ids_.final_norm_bias);
-  for (StashBuffer<float>* buf : {&st->logits, &st->lse, &st->lnf_out, &st->lnf_mean,
-                                  &st->lnf_rstd, &st->d_lnf_out, &st->final_input,
-                                  &st->loss_mask}) {
+  for (StashBuffer<float>* buf : {&st->logits, &st->lse, &st->lnf_out, &st->lnf_mean, &st->lnf_rstd,
+                                  &st->d_lnf_out, &st->final_input, &st->loss_mask}) {
     buf->Free();
   }
   st->labels.Free();

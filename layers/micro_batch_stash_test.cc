@@ -1,9 +1,12 @@
-// layers/micro_batch_stash_test.cc: MemoryTracker's cap (--memory-cap-per-shard).
+// layers/micro_batch_stash_test.cc: MemoryTracker's cap (--memory-cap-per-shard) and bound
+// (fixed-address) stash buffers.
 #include "layers/micro_batch_stash.h"
 
 #include <catch2/catch.hpp>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace mxmaca::layers {
 namespace {
@@ -55,6 +58,48 @@ TEST_CASE("MemoryTracker without a cap (or cap 0) never records an error") {
     CHECK(tracker.cap_error().ok());
     CHECK(tracker.peak() == (4 << 20));
   }
+}
+
+}  // namespace
+}  // namespace mxmaca::layers
+
+namespace mxmaca::layers {
+namespace {
+
+TEST_CASE("a bound StashBuffer keeps its address, counts nothing and frees nothing") {
+  std::vector<float> slot(100, 7.0f);  // stands for a device slot's memory
+  MemoryTracker tracker;
+  StashBuffer<float> b;
+  b.Bind(slot.data(), 64);
+  CHECK(b.bound());
+  CHECK(b.data() == slot.data());
+  CHECK(b.empty());
+  b.Allocate(&tracker, 64);  // at capacity
+  CHECK(b.data() == slot.data());
+  CHECK(b.size() == 64);
+  CHECK(b.bytes() == 64 * 4);
+  CHECK(tracker.live() == 0);  // not the tracker's memory
+  b.Free();
+  CHECK(b.empty());
+  CHECK(b.data() == slot.data());  // still bound: the next Allocate reuses the address
+  b.Allocate(nullptr, 10);
+  CHECK(b.data() == slot.data());
+  CHECK(b.size() == 10);
+  CHECK(slot[0] == 7.0f);  // the buffer itself never writes the memory
+  StashBuffer<float> moved(std::move(b));
+  CHECK(moved.bound());
+  CHECK(moved.data() == slot.data());
+  CHECK(moved.size() == 10);
+  CHECK_FALSE(b.bound());  // NOLINT(bugprone-use-after-move): a moved-from buffer is empty
+  CHECK(b.data() == nullptr);
+
+  // An unbound buffer still allocates through the tracker.
+  StashBuffer<float> plain;
+  plain.Allocate(&tracker, 16);
+  CHECK(plain.data() != nullptr);
+  CHECK(tracker.live() == 16 * 4);
+  plain.Free();
+  CHECK(tracker.live() == 0);
 }
 
 }  // namespace

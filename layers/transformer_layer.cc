@@ -15,7 +15,6 @@
 
 namespace mxmaca::layers {
 
-
 kernels::RngKey DropoutKey(uint64_t seed, int64_t layer, DropoutSite site, int64_t iteration,
                            int64_t micro_batch_id) {
   return {seed, kernels::MakeRngStream(
@@ -33,8 +32,7 @@ absl::Status NormBackwardInput(const GptConfig& config, device::DeviceKernels& k
                                const float* x, const float* weight, const float* mean,
                                const float* rstd, int64_t n, int64_t h, float* dx,
                                float* gamma_scratch) {
-  return modules::Norm(config).BackwardInput(k, dy, x, weight, mean, rstd, n, h, dx,
-                                             gamma_scratch);
+  return modules::Norm(config).BackwardInput(k, dy, x, weight, mean, rstd, n, h, dx, gamma_scratch);
 }
 
 absl::Status NormBackwardWeight(const GptConfig& config, device::DeviceKernels& k, const float* dy,
@@ -96,11 +94,13 @@ float HiddenDropout(const LayerCall& call) {
 // or `host` (filled here) when the call has none.
 const kernels::RngKey* KeyOf(const LayerCall& call, DropoutSite site, kernels::RngKey* host) {
   if (call.dropout_keys != nullptr) {
-    const int i = site == DropoutSite::kAttentionProbs ? 0 : site == DropoutSite::kAttentionOutput ? 1 : 2;
+    const int i = site == DropoutSite::kAttentionProbs    ? 0
+                  : site == DropoutSite::kAttentionOutput ? 1
+                                                          : 2;
     return call.dropout_keys + i;
   }
-  *host = DropoutKey(call.config->seed, call.global_layer, site, call.iteration,
-                     call.micro_batch_id);
+  *host =
+      DropoutKey(call.config->seed, call.global_layer, site, call.iteration, call.micro_batch_id);
   return host;
 }
 
@@ -205,8 +205,7 @@ absl::Status MlpOutputToResidual(const LayerCall& call, LayerStash* st, float* y
   if (HiddenDropout(call) > 0.0f) {
     MXMACA_RETURN_IF_ERROR(HiddenDropoutForward(call, y, y, h, DropoutSite::kMlpOutput));
   }
-  MXMACA_RETURN_IF_ERROR(
-      call.kernels->Add(st->residual2.data(), y, out, LocalTokens(call) * h));
+  MXMACA_RETURN_IF_ERROR(call.kernels->Add(st->residual2.data(), y, out, LocalTokens(call) * h));
   ApplyForwardKeep(keep, st);
   return absl::OkStatus();
 }
@@ -231,16 +230,17 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
   if (ln) st->ln1_mean.Allocate(tr, tl);
   st->ln1_rstd.Allocate(tr, tl);
   float* ln1_local = sp ? LayerScratch::Get(scratch->c, tl * h) : st->ln1_out.data();
-  MXMACA_RETURN_IF_ERROR(NormForward(c, k, x, P(call, ids_.input_norm_weight), P(call, ids_.input_norm_bias), tl, h,
-                                     ln1_local, ln ? st->ln1_mean.data() : nullptr,
-                                     st->ln1_rstd.data(), LayerScratch::Get(scratch->gamma, h)));
+  MXMACA_RETURN_IF_ERROR(NormForward(c, k, x, P(call, ids_.input_norm_weight),
+                                     P(call, ids_.input_norm_bias), tl, h, ln1_local,
+                                     ln ? st->ln1_mean.data() : nullptr, st->ln1_rstd.data(),
+                                     LayerScratch::Get(scratch->gamma, h)));
   if (sp) {
     MXMACA_RETURN_IF_ERROR(GatherFromSequenceParallelRegion(*call.tp, ln1_local, call.b, call.s, h,
                                                             st->ln1_out.data()));
   }
   float* qkv = LayerScratch::Get(scratch->a, t * qkv_n);
-  MXMACA_RETURN_IF_ERROR(
-      LinearForward(k, st->ln1_out.data(), P(call, ids_.qkv_weight), P(call, ids_.qkv_bias), t, h, qkv_n, qkv));
+  MXMACA_RETURN_IF_ERROR(LinearForward(k, st->ln1_out.data(), P(call, ids_.qkv_weight),
+                                       P(call, ids_.qkv_bias), t, h, qkv_n, qkv));
   const device::AttentionDims shape = Shape(call);
   st->q.Allocate(tr, call.b * np * call.s * hn);
   st->k.Allocate(tr, call.b * ng * call.s * hn);
@@ -251,19 +251,21 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
     const int64_t nq = call.b * np * call.s, nk = call.b * ng * call.s;
     st->q_pre.Allocate(tr, nq * hn);
     st->k_pre.Allocate(tr, nk * hn);
-    MXMACA_RETURN_IF_ERROR(k.CopyDeviceToDevice(st->q_pre.data(), st->q.data(), sizeof(float) * nq * hn));
-    MXMACA_RETURN_IF_ERROR(k.CopyDeviceToDevice(st->k_pre.data(), st->k.data(), sizeof(float) * nk * hn));
+    MXMACA_RETURN_IF_ERROR(
+        k.CopyDeviceToDevice(st->q_pre.data(), st->q.data(), sizeof(float) * nq * hn));
+    MXMACA_RETURN_IF_ERROR(
+        k.CopyDeviceToDevice(st->k_pre.data(), st->k.data(), sizeof(float) * nk * hn));
     if (ln) st->q_mean.Allocate(tr, nq);
     if (ln) st->k_mean.Allocate(tr, nk);
     st->q_rstd.Allocate(tr, nq);
     st->k_rstd.Allocate(tr, nk);
     float* gamma = LayerScratch::Get(scratch->gamma, hn);
-    MXMACA_RETURN_IF_ERROR(NormForward(c, k, st->q_pre.data(), P(call, ids_.q_norm_weight), P(call, ids_.q_norm_bias),
-                                       nq, hn, st->q.data(), ln ? st->q_mean.data() : nullptr,
-                                       st->q_rstd.data(), gamma));
-    MXMACA_RETURN_IF_ERROR(NormForward(c, k, st->k_pre.data(), P(call, ids_.k_norm_weight), P(call, ids_.k_norm_bias),
-                                       nk, hn, st->k.data(), ln ? st->k_mean.data() : nullptr,
-                                       st->k_rstd.data(), gamma));
+    MXMACA_RETURN_IF_ERROR(NormForward(c, k, st->q_pre.data(), P(call, ids_.q_norm_weight),
+                                       P(call, ids_.q_norm_bias), nq, hn, st->q.data(),
+                                       ln ? st->q_mean.data() : nullptr, st->q_rstd.data(), gamma));
+    MXMACA_RETURN_IF_ERROR(NormForward(c, k, st->k_pre.data(), P(call, ids_.k_norm_weight),
+                                       P(call, ids_.k_norm_bias), nk, hn, st->k.data(),
+                                       ln ? st->k_mean.data() : nullptr, st->k_rstd.data(), gamma));
   }
   if (c.position_embedding_type == PositionEmbeddingType::kRope) {
     MXMACA_RETURN_IF_ERROR(k.RopeForward(st->q.data(), call.rope_positions, call.b, call.s, np, hn,
@@ -276,19 +278,17 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
   if (call.cp_attention != nullptr) {
     // Context parallelism: ring attention; `probs` keeps the lse [b, np, s_local].
     st->probs.Allocate(tr, call.b * np * call.s);
-    MXMACA_RETURN_IF_ERROR(call.cp_attention->Forward(call.ctx, st->q.data(), st->k.data(),
-                                                      st->v.data(), call.doc_start, o,
-                                                      st->probs.data()));
+    MXMACA_RETURN_IF_ERROR(call.cp_attention->Forward(
+        call.ctx, st->q.data(), st->k.data(), st->v.data(), call.doc_start, o, st->probs.data()));
   } else {
     kernels::RngKey host_key;
     const kernels::RngKey* key = KeyOf(call, DropoutSite::kAttentionProbs, &host_key);
     if (call.fused_attention) {
       // Fused attention: `probs` keeps the log-sum-exp [b, np, s].
       st->probs.Allocate(tr, call.b * np * call.s);
-      MXMACA_RETURN_IF_ERROR(k.FusedAttentionForward(shape, st->q.data(), st->k.data(),
-                                                     st->v.data(), call.doc_start, scale,
-                                                     AttentionDropout(call), key, o,
-                                                     st->probs.data()));
+      MXMACA_RETURN_IF_ERROR(
+          k.FusedAttentionForward(shape, st->q.data(), st->k.data(), st->v.data(), call.doc_start,
+                                  scale, AttentionDropout(call), key, o, st->probs.data()));
     } else {
       st->probs.Allocate(tr, call.b * np * call.s * call.s);
       MXMACA_RETURN_IF_ERROR(k.AttentionForward(shape, st->q.data(), st->k.data(), st->v.data(),
@@ -300,13 +300,15 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
   MXMACA_RETURN_IF_ERROR(k.HeadsToTokens(shape, o, st->context.data()));
   // linear_proj (row-parallel): partial product, sum over TP, then the bias once.
   float* proj_partial = LayerScratch::Get(scratch->a, t * h);
-  MXMACA_RETURN_IF_ERROR(LinearProduct(k, st->context.data(), P(call, ids_.proj_weight), t, pj, h, proj_partial));
+  MXMACA_RETURN_IF_ERROR(
+      LinearProduct(k, st->context.data(), P(call, ids_.proj_weight), t, pj, h, proj_partial));
   MXMACA_ASSIGN_OR_RETURN(
       float* proj, RowParallelOutput(call, proj_partial,
                                      sp ? LayerScratch::Get(scratch->c, tl * h) : nullptr, h));
   if (ids_.proj_bias >= 0) MXMACA_RETURN_IF_ERROR(k.AddBias(proj, P(call, ids_.proj_bias), tl, h));
   if (HiddenDropout(call) > 0.0f) {
-    MXMACA_RETURN_IF_ERROR(HiddenDropoutForward(call, proj, proj, h, DropoutSite::kAttentionOutput));
+    MXMACA_RETURN_IF_ERROR(
+        HiddenDropoutForward(call, proj, proj, h, DropoutSite::kAttentionOutput));
   }
   st->residual2.Allocate(tr, tl * h);
   MXMACA_RETURN_IF_ERROR(k.Add(x, proj, st->residual2.data(), tl * h));
@@ -326,8 +328,8 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
   }
   if (moe_ != nullptr) return MoEForward(call, st, out, keep, scratch);
   st->fc1_out.Allocate(tr, t * f1);
-  MXMACA_RETURN_IF_ERROR(LinearForward(k, st->ln2_out.data(), P(call, ids_.fc1_weight), P(call, ids_.fc1_bias), t, h,
-                                       f1, st->fc1_out.data()));
+  MXMACA_RETURN_IF_ERROR(LinearForward(k, st->ln2_out.data(), P(call, ids_.fc1_weight),
+                                       P(call, ids_.fc1_bias), t, h, f1, st->fc1_out.data()));
   st->act_out.Allocate(tr, t * f);
   if (c.swiglu) {
     MXMACA_RETURN_IF_ERROR(k.SwigluForward(st->fc1_out.data(), st->act_out.data(), t, f));
@@ -338,7 +340,8 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
   }
   // linear_fc2 (row-parallel).
   float* fc2_partial = LayerScratch::Get(scratch->a, t * h);
-  MXMACA_RETURN_IF_ERROR(LinearProduct(k, st->act_out.data(), P(call, ids_.fc2_weight), t, f, h, fc2_partial));
+  MXMACA_RETURN_IF_ERROR(
+      LinearProduct(k, st->act_out.data(), P(call, ids_.fc2_weight), t, f, h, fc2_partial));
   MXMACA_ASSIGN_OR_RETURN(
       float* fc2, RowParallelOutput(call, fc2_partial,
                                     sp ? LayerScratch::Get(scratch->c, tl * h) : nullptr, h));
@@ -371,12 +374,14 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
     MXMACA_RETURN_IF_ERROR(MoEBackwardInput(call, st, scratch));
   } else {
     float* d_act = LayerScratch::Get(scratch->a, t * f);
-    MXMACA_RETURN_IF_ERROR(LinearBackwardInput(k, st->d_fc2.data(), P(call, ids_.fc2_weight), t, f, h, d_act));
+    MXMACA_RETURN_IF_ERROR(
+        LinearBackwardInput(k, st->d_fc2.data(), P(call, ids_.fc2_weight), t, f, h, d_act));
     st->d_fc1.Allocate(tr, t * f1);
     if (c.swiglu) {
       MXMACA_RETURN_IF_ERROR(k.SwigluBackward(st->fc1_out.data(), d_act, st->d_fc1.data(), t, f));
     } else if (c.gelu_tanh_approximation) {
-      MXMACA_RETURN_IF_ERROR(k.GeluTanhBackward(st->fc1_out.data(), d_act, st->d_fc1.data(), t * f));
+      MXMACA_RETURN_IF_ERROR(
+          k.GeluTanhBackward(st->fc1_out.data(), d_act, st->d_fc1.data(), t * f));
     } else {
       MXMACA_RETURN_IF_ERROR(k.GeluBackward(st->fc1_out.data(), d_act, st->d_fc1.data(), t * f));
     }
@@ -385,7 +390,8 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
     st->d_ln2_out.Allocate(tr, tl * h);
     {
       float* partial = sp ? LayerScratch::Get(scratch->a, t * h) : st->d_ln2_out.data();
-      MXMACA_RETURN_IF_ERROR(LinearBackwardInput(k, st->d_fc1.data(), P(call, ids_.fc1_weight), t, h, f1, partial));
+      MXMACA_RETURN_IF_ERROR(
+          LinearBackwardInput(k, st->d_fc1.data(), P(call, ids_.fc1_weight), t, h, f1, partial));
       MXMACA_ASSIGN_OR_RETURN(float* summed,
                               RowParallelOutput(call, partial, st->d_ln2_out.data(), h));
       (void)summed;  // == st->d_ln2_out.data() in every case
@@ -401,13 +407,15 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
   // Attention block.
   st->d_proj.Allocate(tr, t * h);
   float* d_proj_local = sp ? LayerScratch::Get(scratch->d, tl * h) : st->d_proj.data();
-  MXMACA_RETURN_IF_ERROR(HiddenDropoutBackward(call, dx2, d_proj_local, h, DropoutSite::kAttentionOutput));
+  MXMACA_RETURN_IF_ERROR(
+      HiddenDropoutBackward(call, dx2, d_proj_local, h, DropoutSite::kAttentionOutput));
   if (sp) {
     MXMACA_RETURN_IF_ERROR(GatherFromSequenceParallelRegion(*call.tp, d_proj_local, call.b, call.s,
                                                             h, st->d_proj.data()));
   }
   float* d_context = LayerScratch::Get(scratch->a, t * pj);
-  MXMACA_RETURN_IF_ERROR(LinearBackwardInput(k, st->d_proj.data(), P(call, ids_.proj_weight), t, pj, h, d_context));
+  MXMACA_RETURN_IF_ERROR(
+      LinearBackwardInput(k, st->d_proj.data(), P(call, ids_.proj_weight), t, pj, h, d_context));
   const device::AttentionDims shape = Shape(call);
   float* d_o = LayerScratch::Get(scratch->b, call.b * np * call.s * hn);
   MXMACA_RETURN_IF_ERROR(k.TokensToHeads(shape, d_context, d_o));
@@ -424,9 +432,8 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
     float* o = LayerScratch::Get(scratch->a, call.b * np * call.s * hn);
     if (st->probs.empty()) {
       st->probs.Allocate(tr, call.b * np * call.s);
-      MXMACA_RETURN_IF_ERROR(call.cp_attention->Forward(call.ctx, st->q.data(), st->k.data(),
-                                                        st->v.data(), call.doc_start, o,
-                                                        st->probs.data()));
+      MXMACA_RETURN_IF_ERROR(call.cp_attention->Forward(
+          call.ctx, st->q.data(), st->k.data(), st->v.data(), call.doc_start, o, st->probs.data()));
     } else {
       MXMACA_RETURN_IF_ERROR(k.TokensToHeads(shape, st->context.data(), o));
     }
@@ -439,16 +446,15 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
     float* o = LayerScratch::Get(scratch->a, call.b * np * call.s * hn);
     if (st->probs.empty()) {
       st->probs.Allocate(tr, call.b * np * call.s);
-      MXMACA_RETURN_IF_ERROR(k.FusedAttentionForward(shape, st->q.data(), st->k.data(),
-                                                     st->v.data(), call.doc_start, scale,
-                                                     AttentionDropout(call), attn_key, o,
-                                                     st->probs.data()));
+      MXMACA_RETURN_IF_ERROR(
+          k.FusedAttentionForward(shape, st->q.data(), st->k.data(), st->v.data(), call.doc_start,
+                                  scale, AttentionDropout(call), attn_key, o, st->probs.data()));
     } else {
       MXMACA_RETURN_IF_ERROR(k.TokensToHeads(shape, st->context.data(), o));
     }
     MXMACA_RETURN_IF_ERROR(k.FusedAttentionBackward(
-        shape, st->q.data(), st->k.data(), st->v.data(), o, st->probs.data(), call.doc_start,
-        scale, AttentionDropout(call), attn_key, d_o, dq, dk, dv,
+        shape, st->q.data(), st->k.data(), st->v.data(), o, st->probs.data(), call.doc_start, scale,
+        AttentionDropout(call), attn_key, d_o, dq, dk, dv,
         LayerScratch::Get(scratch->delta, call.b * np * call.s)));
   } else {
     if (st->probs.empty()) {
@@ -481,12 +487,12 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
     MXMACA_RETURN_IF_ERROR(k.CopyDeviceToDevice(st->d_q_norm.data(), dq, sizeof(float) * nq * hn));
     MXMACA_RETURN_IF_ERROR(k.CopyDeviceToDevice(st->d_k_norm.data(), dk, sizeof(float) * nk * hn));
     float* gamma = LayerScratch::Get(scratch->gamma, hn);
-    MXMACA_RETURN_IF_ERROR(NormBackwardInput(c, k, st->d_q_norm.data(), st->q_pre.data(),
-                                             P(call, ids_.q_norm_weight), ln ? st->q_mean.data() : nullptr,
-                                             st->q_rstd.data(), nq, hn, dq, gamma));
-    MXMACA_RETURN_IF_ERROR(NormBackwardInput(c, k, st->d_k_norm.data(), st->k_pre.data(),
-                                             P(call, ids_.k_norm_weight), ln ? st->k_mean.data() : nullptr,
-                                             st->k_rstd.data(), nk, hn, dk, gamma));
+    MXMACA_RETURN_IF_ERROR(
+        NormBackwardInput(c, k, st->d_q_norm.data(), st->q_pre.data(), P(call, ids_.q_norm_weight),
+                          ln ? st->q_mean.data() : nullptr, st->q_rstd.data(), nq, hn, dq, gamma));
+    MXMACA_RETURN_IF_ERROR(
+        NormBackwardInput(c, k, st->d_k_norm.data(), st->k_pre.data(), P(call, ids_.k_norm_weight),
+                          ln ? st->k_mean.data() : nullptr, st->k_rstd.data(), nk, hn, dk, gamma));
   }
   st->d_qkv.Allocate(tr, t * qkv_n);
   MXMACA_RETURN_IF_ERROR(k.MergeQkvGrad(shape, dq, dk, dv, st->d_qkv.data()));
@@ -494,7 +500,8 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
   st->d_ln1_out.Allocate(tr, tl * h);
   {
     float* partial = sp ? LayerScratch::Get(scratch->a, t * h) : st->d_ln1_out.data();
-    MXMACA_RETURN_IF_ERROR(LinearBackwardInput(k, st->d_qkv.data(), P(call, ids_.qkv_weight), t, h, qkv_n, partial));
+    MXMACA_RETURN_IF_ERROR(
+        LinearBackwardInput(k, st->d_qkv.data(), P(call, ids_.qkv_weight), t, h, qkv_n, partial));
     MXMACA_ASSIGN_OR_RETURN(float* summed,
                             RowParallelOutput(call, partial, st->d_ln1_out.data(), h));
     (void)summed;
@@ -536,29 +543,30 @@ absl::Status TransformerLayer::BackwardWeight(const LayerCall& call, LayerStash*
     for (int id : moe_->parameter_ids()) sink->End(id);
   } else {
     MXMACA_RETURN_IF_ERROR(LinearBackwardWeight(k, st->d_fc2.data(), st->act_out.data(), t, f, h,
-                                              ids_.fc2_weight, ids_.fc2_bias, sink));
+                                                ids_.fc2_weight, ids_.fc2_bias, sink));
     MXMACA_RETURN_IF_ERROR(LinearBackwardWeight(k, st->d_fc1.data(), st->ln2_out.data(), t, h, f1,
-                                              ids_.fc1_weight, ids_.fc1_bias, sink));
+                                                ids_.fc1_weight, ids_.fc1_bias, sink));
   }
   {
     float* dg = sink->Begin(ids_.mlp_norm_weight);
     float* db = ln ? sink->Begin(ids_.mlp_norm_bias) : nullptr;
     MXMACA_RETURN_IF_ERROR(NormBackwardWeight(c, k, st->d_ln2_out.data(), st->residual2.data(),
-                                            ln ? st->ln2_mean.data() : nullptr, st->ln2_rstd.data(),
-                                            tl, h, dg, db));
+                                              ln ? st->ln2_mean.data() : nullptr,
+                                              st->ln2_rstd.data(), tl, h, dg, db));
     MXMACA_RETURN_IF_ERROR(NormGradsAllReduce(call, dg, db, h));
     sink->End(ids_.mlp_norm_weight);
     if (ln) sink->End(ids_.mlp_norm_bias);
   }
   MXMACA_RETURN_IF_ERROR(LinearBackwardWeight(k, st->d_proj.data(), st->context.data(), t, pj, h,
-                                            ids_.proj_weight, ids_.proj_bias, sink));
+                                              ids_.proj_weight, ids_.proj_bias, sink));
   MXMACA_RETURN_IF_ERROR(LinearBackwardWeight(k, st->d_qkv.data(), st->ln1_out.data(), t, h, qkv_n,
-                                            ids_.qkv_weight, ids_.qkv_bias, sink));
+                                              ids_.qkv_weight, ids_.qkv_bias, sink));
   if (c.qk_layernorm) {
     // Each TP rank saw its own heads: the gradients are summed over TP (Megatron's
     // finalize_model_grads sums q_layernorm / k_layernorm grads over the TP group).
     const int64_t hn = c.head_dim();
-    const int64_t nq = call.b * c.num_attention_heads * call.s, nk = call.b * c.query_groups() * call.s;
+    const int64_t nq = call.b * c.num_attention_heads * call.s,
+                  nk = call.b * c.query_groups() * call.s;
     for (const auto& [d, x, mean, rstd, w_id, b_id, n] :
          {std::tuple{&st->d_q_norm, &st->q_pre, &st->q_mean, &st->q_rstd, ids_.q_norm_weight,
                      ids_.q_norm_bias, nq},
@@ -566,8 +574,8 @@ absl::Status TransformerLayer::BackwardWeight(const LayerCall& call, LayerStash*
                      ids_.k_norm_bias, nk}}) {
       float* dg = sink->Begin(w_id);
       float* db = ln ? sink->Begin(b_id) : nullptr;
-      MXMACA_RETURN_IF_ERROR(NormBackwardWeight(c, k, d->data(), x->data(), ln ? mean->data() : nullptr,
-                                              rstd->data(), n, hn, dg, db));
+      MXMACA_RETURN_IF_ERROR(NormBackwardWeight(
+          c, k, d->data(), x->data(), ln ? mean->data() : nullptr, rstd->data(), n, hn, dg, db));
       if (call.tp != nullptr && call.tp->size > 1) {
         MXMACA_RETURN_IF_ERROR(AllReduceSum(*call.tp, dg, hn));
         if (db != nullptr) MXMACA_RETURN_IF_ERROR(AllReduceSum(*call.tp, db, hn));
@@ -580,8 +588,8 @@ absl::Status TransformerLayer::BackwardWeight(const LayerCall& call, LayerStash*
     float* dg = sink->Begin(ids_.input_norm_weight);
     float* db = ln ? sink->Begin(ids_.input_norm_bias) : nullptr;
     MXMACA_RETURN_IF_ERROR(NormBackwardWeight(c, k, st->d_ln1_out.data(), st->input.data(),
-                                            ln ? st->ln1_mean.data() : nullptr, st->ln1_rstd.data(),
-                                            tl, h, dg, db));
+                                              ln ? st->ln1_mean.data() : nullptr,
+                                              st->ln1_rstd.data(), tl, h, dg, db));
     MXMACA_RETURN_IF_ERROR(NormGradsAllReduce(call, dg, db, h));
     sink->End(ids_.input_norm_weight);
     if (ln) sink->End(ids_.input_norm_bias);
@@ -654,14 +662,13 @@ absl::Status TransformerLayer::MoEBackwardInput(const LayerCall& call, LayerStas
   }
   float* dx_full = LayerScratch::Get(scratch->a, t * h);
   MXMACA_RETURN_IF_ERROR(moe_->BackwardInput(call.ctx, st->ln2_out.data(), st->d_fc2.data(),
-                                             call.moe_aux_loss_grad_scale, st->moe.get(),
-                                             dx_full));
+                                             call.moe_aux_loss_grad_scale, st->moe.get(), dx_full));
   st->moe_bytes.Set(call.tracker, moe::MoEStashBytes(*st->moe));
   if (Sp(call)) {
     ScatterToSequenceParallelRegion(*call.tp, dx_full, call.b, call.s, h, st->d_ln2_out.data());
   } else {
-    MXMACA_RETURN_IF_ERROR(call.kernels->CopyDeviceToDevice(st->d_ln2_out.data(), dx_full,
-                                                        sizeof(float) * static_cast<size_t>(t * h)));
+    MXMACA_RETURN_IF_ERROR(call.kernels->CopyDeviceToDevice(
+        st->d_ln2_out.data(), dx_full, sizeof(float) * static_cast<size_t>(t * h)));
   }
   return absl::OkStatus();
 }

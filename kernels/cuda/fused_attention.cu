@@ -153,7 +153,8 @@ __global__ void __launch_bounds__(kThreads)
         const float p = expf(s[i][j] - shift);  // masked: exp(-inf) = 0
         sum += p;
         const int64_t col = k0 + tc + 16 * j;
-        const bool keep = p == 0.0f || Keep(drop, DropoutMaskRow(sh, bh * S + row[i]) * S + col);
+        const bool keep =
+            p == 0.0f || Keep(drop, DropoutMaskRow(sh, bh * S + row[i]) * S + col);
         ps[(4 * tr + i) * kLdp + tc + 16 * j] = keep ? p * drop.scale : 0.0f;
       }
       l[i] = l[i] * alpha + HalfWarpSum(sum);
@@ -218,7 +219,8 @@ __device__ __forceinline__ void SoftmaxGradTile(const AttentionShape& sh, int64_
       const int64_t col = k0 + c;
       const bool valid = row < S && col <= row && col >= lo;
       const float p = valid ? expf(s[i][j] * scale - ls[r]) : 0.0f;
-      const bool keep = !valid || Keep(drop, DropoutMaskRow(sh, bh * S + row) * S + col);
+      const bool keep =
+          !valid || Keep(drop, DropoutMaskRow(sh, bh * S + row) * S + col);
       const float dpd = keep ? dp[i][j] * drop.scale : 0.0f;
       if (pd_out != nullptr) pd_out[r * kLdp + c] = keep ? p * drop.scale : 0.0f;
       ds_out[r * kLdp + c] = p * (dpd - dl[r]);

@@ -350,8 +350,7 @@ absl::Status DeviceGptStage::ValidateInput(const MicroBatchInput& in, bool train
   return absl::OkStatus();
 }
 
-absl::Status DeviceGptStage::Forward(const MicroBatchInput& in, bool training,
-                                     StageOutput* out) {
+absl::Status DeviceGptStage::Forward(const MicroBatchInput& in, bool training, StageOutput* out) {
   MXMACA_RETURN_IF_ERROR(ValidateInput(in, training));
   MXMACA_ASSIGN_OR_RETURN(Slot * slot, AcquireSlot(in.micro_batch_id));
   const int64_t b = in.micro_batch_size, s = in.seq_length, t = b * s, h = config_.hidden_size;
@@ -394,10 +393,10 @@ absl::Status DeviceGptStage::Forward(const MicroBatchInput& in, bool training,
       const int32_t* pos = in.position_ids.empty() ? rope.data() : in.position_ids.data();
       MXMACA_RETURN_IF_ERROR(kernels_->CopyToDevice(slot->positions, pos, 4 * t));
     } else {
-      MXMACA_RETURN_IF_ERROR(kernels_->CopyToDevice(!slot->layers.empty()   ? slot->layers[0].input.data()
-                                                    : layout_.has_loss_head ? slot->final_input
-                                                                            : slot->output,
-                                                    in.hidden.data(), 4 * t * h));
+      float* first = !slot->layers.empty() ? slot->layers[0].input.data()
+                     : layout_.has_loss_head ? slot->final_input
+                                             : slot->output;
+      MXMACA_RETURN_IF_ERROR(kernels_->CopyToDevice(first, in.hidden.data(), 4 * t * h));
     }
     if (layout_.has_loss_head) {
       MXMACA_RETURN_IF_ERROR(kernels_->CopyToDevice(slot->labels, in.labels.data(), 4 * t));
@@ -497,8 +496,8 @@ absl::Status DeviceGptStage::HeadForward(Slot* slot) {
   const int64_t t = slot->b * slot->s, h = config_.hidden_size, vp = config_.padded_vocab_size;
   MXMACA_RETURN_IF_ERROR(modules::Norm(config_).Forward(
       k, slot->final_input, device_param(ids_.final_norm_weight),
-      ids_.final_norm_bias >= 0 ? device_param(ids_.final_norm_bias) : nullptr, t, h,
-      slot->lnf_out, slot->lnf_mean, slot->lnf_rstd, scratch_->gamma));
+      ids_.final_norm_bias >= 0 ? device_param(ids_.final_norm_bias) : nullptr, t, h, slot->lnf_out,
+      slot->lnf_mean, slot->lnf_rstd, scratch_->gamma));
   // The output layer (ColumnParallelLinear over the vocabulary, no bias).
   MXMACA_RETURN_IF_ERROR(modules::LinearProduct(k, slot->lnf_out, device_param(ids_.output_weight),
                                                 t, h, vp, slot->logits));
@@ -557,15 +556,14 @@ absl::Status DeviceGptStage::BackwardInputSegment(Slot* slot) {
     MXMACA_RETURN_IF_ERROR(modules::LinearBackwardInput(
         k, slot->logits, device_param(ids_.output_weight), t, h, vp, slot->d_lnf_out));
     MXMACA_RETURN_IF_ERROR(modules::Norm(config_).BackwardInput(
-        k, slot->d_lnf_out, slot->final_input, device_param(ids_.final_norm_weight),
-        slot->lnf_mean, slot->lnf_rstd, t, h, d_cur, scratch_->gamma));
+        k, slot->d_lnf_out, slot->final_input, device_param(ids_.final_norm_weight), slot->lnf_mean,
+        slot->lnf_rstd, t, h, d_cur, scratch_->gamma));
   } else {
     MXMACA_RETURN_IF_ERROR(k.CopyDeviceToDevice(d_cur, slot->d_output, 4 * t * h));
   }
   for (int i = static_cast<int>(slot->layers.size()) - 1; i >= 0; --i) {
-    MXMACA_RETURN_IF_ERROR(layers_[i].BackwardInput(LayerCallFor(*slot, i, true),
-                                                    &slot->layers[i], d_cur, d_next,
-                                                    &scratch_->layer));
+    MXMACA_RETURN_IF_ERROR(layers_[i].BackwardInput(LayerCallFor(*slot, i, true), &slot->layers[i],
+                                                    d_cur, d_next, &scratch_->layer));
     std::swap(d_cur, d_next);
   }
   if (layout_.has_embedding) {

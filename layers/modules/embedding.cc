@@ -18,8 +18,8 @@ absl::Status PositionEmbeddingAdd(device::DeviceKernels& k, const int32_t* posit
 }
 
 absl::Status WordEmbeddingBackward(device::DeviceKernels& k, const VocabRows& vocab,
-                                   const int32_t* tokens, const float* d_out, int64_t t,
-                                   int64_t h, float* d_word) {
+                                   const int32_t* tokens, const float* d_out, int64_t t, int64_t h,
+                                   float* d_word) {
   if (vocab.sharded) {
     return k.VocabShardEmbeddingBackward(tokens, t, d_out, vocab.start, vocab.rows, h, d_word);
   }

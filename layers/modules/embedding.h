@@ -42,12 +42,11 @@ absl::Status PositionEmbeddingAdd(device::DeviceKernels& k, const int32_t* posit
 // WordEmbeddingBackward: ACCUMULATES d_word[tokens - start] += d_out for this shard's
 // tokens, in increasing token order (the same order on every backend, so the same bits).
 absl::Status WordEmbeddingBackward(device::DeviceKernels& k, const VocabRows& vocab,
-                                   const int32_t* tokens, const float* d_out, int64_t t,
-                                   int64_t h, float* d_word);
+                                   const int32_t* tokens, const float* d_out, int64_t t, int64_t h,
+                                   float* d_word);
 // PositionEmbeddingBackward: ACCUMULATES d_position[positions] += d_out, token order.
 absl::Status PositionEmbeddingBackward(device::DeviceKernels& k, const int32_t* positions,
-                                       const float* d_out, int64_t t, int64_t h,
-                                       float* d_position);
+                                       const float* d_out, int64_t t, int64_t h, float* d_position);
 
 }  // namespace mxmaca::layers::modules
 

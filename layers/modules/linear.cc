@@ -25,8 +25,8 @@ absl::Status LinearBackwardInput(device::DeviceKernels& k, const float* dy, cons
 absl::Status LinearBackwardWeight(device::DeviceKernels& k, const float* dy, const float* x,
                                   int64_t t, int64_t in, int64_t out, float* dw, float* dbias,
                                   bool accumulate_dw) {
-  MXMACA_RETURN_IF_ERROR(k.Gemm(true, false, out, in, t, 1.0f, dy, out, x, in,
-                                accumulate_dw ? 1.0f : 0.0f, dw, in));
+  MXMACA_RETURN_IF_ERROR(
+      k.Gemm(true, false, out, in, t, 1.0f, dy, out, x, in, accumulate_dw ? 1.0f : 0.0f, dw, in));
   if (dbias != nullptr) MXMACA_RETURN_IF_ERROR(k.BiasGrad(dy, t, out, dbias));
   return absl::OkStatus();
 }

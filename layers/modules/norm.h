@@ -45,8 +45,8 @@ class Norm {
   // Forward: y = norm(x) with the multiplier weight (or 1 + weight) and bias (LayerNorm;
   // nullptr: none); writes mean (LayerNorm) and rstd for the backward.
   absl::Status Forward(device::DeviceKernels& k, const float* x, const float* weight,
-                       const float* bias, int64_t n, int64_t h, float* y, float* mean,
-                       float* rstd, float* gamma_scratch) const;
+                       const float* bias, int64_t n, int64_t h, float* y, float* mean, float* rstd,
+                       float* gamma_scratch) const;
   // BackwardInput: dx from dy and the forward's x, mean, rstd (overwrites dx).
   absl::Status BackwardInput(device::DeviceKernels& k, const float* dy, const float* x,
                              const float* weight, const float* mean, const float* rstd, int64_t n,
@@ -59,8 +59,8 @@ class Norm {
 
  private:
   // Gamma: the multiplier (weight, or 1 + weight written into gamma_scratch).
-  absl::Status Gamma(device::DeviceKernels& k, const float* weight, int64_t h,
-                     float* gamma_scratch, const float** gamma) const;
+  absl::Status Gamma(device::DeviceKernels& k, const float* weight, int64_t h, float* gamma_scratch,
+                     const float** gamma) const;
   bool layer_norm_;
   float eps_;
   bool zero_centered_gamma_;
