@@ -6,6 +6,7 @@
 # stage actors, their CUDA streams and graphs, the host optimizer) against `--device cpu`
 # on the same machine. The GPU machine's glibc must be at least this one's (2.36 here;
 # its Python 3.12 image is newer).
+# EXTRA_BINARIES: more binaries whose libraries go into lib/ too (gpu_check).
 # Usage: bash tests/gpu/build_train_bundle.sh   (after or without a bazel build; ~1 min warm)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,7 +21,8 @@ mkdir -p "$stage/lib" tests/gpu/bin
 cp "$bin" "$stage/mxmaca"
 chmod u+w "$stage/mxmaca"
 strip --strip-debug "$stage/mxmaca" 2>/dev/null || true
-ldd "$bin" | awk '/=>/ {print $3}' |
+# The libraries of mxmaca and of EXTRA_BINARIES (build_gpu_check.sh passes gpu_check).
+{ ldd "$bin"; for extra in ${EXTRA_BINARIES:-}; do ldd "$extra"; done; } | awk '/=>/ {print $3}' | sort -u |
   grep -v -E '/(libc|libm|libpthread|libdl|librt|libgcc_s|libresolv)\.so|ld-linux|/usr/local/cuda|libcuda\.so|libnvidia' |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 nlibs=$(ls "$stage/lib" | wc -l)

@@ -8,10 +8,10 @@
 # real `mxmaca train --device cuda` against `--device cpu` (run_train_checks.sh, < 4 min).
 # Takes under 9 minutes on an H200: run it with the device tool's timeout_s 560.
 #
-# Needs tests/gpu/bin/gpu_check and tests/gpu/bin/cpu_reference_losses.txt (bash
-# tests/gpu/build_gpu_check.sh here writes both; carry tests/gpu/bin to the GPU machine).
-# If the binary is missing and nvcc is there, it is built first (without Bazel there is
-# no CPU reference to write: the training rows then fail with the missing file's name).
+# Needs tests/gpu/bin/gpu_check, tests/gpu/bin/cpu_reference_losses.txt and
+# tests/gpu/bin/mxmaca_bundle.tar.xz (bash tests/gpu/build_gpu_check.sh here writes all
+# three; carry tests/gpu/bin to the GPU machine).
+# gpu_check runs with the bundle's lib/ (unpacked to $TMPDIR) on LD_LIBRARY_PATH.
 # libcublasLt.so.13 is looked up in $CUDA_PATH/lib64, /usr/local/cuda/lib64 and the pip
 # "nvidia-cublas" wheel that PyTorch installs.
 # Usage: bash tests/gpu/run_gpu_checks.sh [--quick] [--numerics-only | --perf-only |
@@ -27,16 +27,17 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 BIN=tests/gpu/bin/gpu_check
 CUDA_PATH="${CUDA_PATH:-/usr/local/cuda}"
-if [ ! -x "$BIN" ]; then
-  if [ -x "$CUDA_PATH/bin/nvcc" ]; then
-    echo "$BIN missing: building it with $CUDA_PATH/bin/nvcc"
-    JOBS=$(nproc) bash tests/gpu/build_gpu_check.sh || exit 1
-  else
-    echo "$BIN missing and no nvcc: run bash tests/gpu/build_gpu_check.sh and carry tests/gpu/bin" >&2
-    exit 1
-  fi
+if [ ! -x "$BIN" ] || [ ! -f tests/gpu/bin/mxmaca_bundle.tar.xz ]; then
+  echo "$BIN or tests/gpu/bin/mxmaca_bundle.tar.xz missing: run bash tests/gpu/build_gpu_check.sh" \
+    "where Bazel is and carry tests/gpu/bin" >&2
+  exit 1
 fi
-libdirs="$CUDA_PATH/lib64:/usr/local/cuda/lib64"
+# gpu_check's shared libraries (oneDNN, Abseil, libstdc++, ...) come from the bundle.
+bundle_dir="${TMPDIR:-/tmp}/mxmaca_gpu_check_libs"
+rm -rf "$bundle_dir" && mkdir -p "$bundle_dir" &&
+  tar -C "$bundle_dir" -xJf tests/gpu/bin/mxmaca_bundle.tar.xz ||
+  { echo "cannot unpack tests/gpu/bin/mxmaca_bundle.tar.xz into $bundle_dir" >&2; exit 1; }
+libdirs="$bundle_dir/mxmaca_bundle/lib:$CUDA_PATH/lib64:/usr/local/cuda/lib64"
 for py in python3 /usr/bin/python3; do
   d=$("$py" -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null) &&
     libdirs="$libdirs:$d" && break
