@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "actors/checkpoint/async_writer.h"
 #include "actors/checkpoint/checkpoint_retention.h"
 #include "actors/checkpoint/checkpoint_writer.h"
 #include "actors/stage_checkpoint.h"
@@ -193,6 +194,12 @@ struct CoordinatorState {
   std::shared_ptr<checkpoint::CheckpointWriter> writer;
   int64_t last_saved_iteration = -1;
   bool save_then_finish = false;
+  Clock::time_point save_start;  // StartSave: the training thread's blocked time from here
+  bool save_deferred = false;    // this save snapshots and writes in the background
+  // --async-save: the save in flight in the background, and what its log line says.
+  std::unique_ptr<checkpoint::AsyncCheckpointWriter> async_writer;
+  bool async_non_persistent = false;
+  double async_blocked_seconds = 0.0;
   // Throughput (iterations after the first, which includes warm-up).
   double timed_seconds = 0.0;
   int64_t timed_iterations = 0;
@@ -316,9 +323,16 @@ std::string BlockText(const std::vector<uint8_t>& block) {
   return std::string(begin, strnlen(begin, block.size() - 1));
 }
 
+bool ReapAsyncSave(CoordinatorPointer self, const checkpoint::AsyncSaveResult& r);
+
 void Finish(CoordinatorPointer self, bool ok, std::string error) {
   auto& st = self->state;
   if (st.phase == Phase::kDone) return;
+  // --async-save: the run ends only once the save in flight is on disk (or failed).
+  if (st.async_writer) {
+    std::optional<checkpoint::AsyncSaveResult> r = st.async_writer->Wait();
+    if (r && ok && !ReapAsyncSave(self, *r)) return;  // ReapAsyncSave finished the run
+  }
   st.phase = Phase::kDone;
   if (st.trace) {
     absl::Status closed = st.trace->Close();
@@ -396,6 +410,11 @@ void AfterStep(CoordinatorPointer self) {
   if (!st.metrics_error.empty()) {
     Finish(self, false, st.metrics_error);
     return;
+  }
+  // --async-save: a background save that ended is reported here (a failure ends the run).
+  if (st.async_writer) {
+    std::optional<checkpoint::AsyncSaveResult> r = st.async_writer->TryFinish();
+    if (r && !ReapAsyncSave(self, *r)) return;
   }
   const CoordinatorConfig& c = *st.cfg;
   if (st.pending_eval) {
@@ -611,9 +630,43 @@ void SendShardRequests(CoordinatorPointer self) {
   }
 }
 
+// AsyncSaveLine: the log line of a background save that completed.
+std::string AsyncSaveLine(const CoordinatorState& st, const checkpoint::AsyncSaveResult& r) {
+  const CoordinatorConfig& c = *st.cfg;
+  return absl::StrFormat(
+      "  successfully saved %scheckpoint from iteration %7d to %s\n"
+      "  checkpoint save at iteration %d (--async-save): training blocked %.3f s, "
+      "background write %.3f s",
+      st.async_non_persistent ? "non-persistent " : "", r.iteration,
+      st.async_non_persistent ? SaveDir(c, true) : c.save_log_dir.value_or(*c.save_dir),
+      r.iteration, st.async_blocked_seconds, r.write_seconds);
+}
+
+// ReapAsyncSave: takes the result of the background save: prints its line, or ends the
+// run with its error (returns false then).
+bool ReapAsyncSave(CoordinatorPointer self, const checkpoint::AsyncSaveResult& r) {
+  auto& st = self->state;
+  if (!r.status.ok()) {
+    Finish(self, false, absl::StrCat("saving checkpoint at iteration ", r.iteration,
+                                     " (in the background, --async-save): ",
+                                     r.status.message()));
+    return false;
+  }
+  Print(st, AsyncSaveLine(st, r));
+  return true;
+}
+
 void StartSave(CoordinatorPointer self, bool then_finish, bool non_persistent) {
   auto& st = self->state;
   CoordinatorConfig& c = *st.cfg;
+  st.save_start = Clock::now();
+  // At most one save in flight: the next one first waits for the previous one.
+  if (st.async_writer) {
+    std::optional<checkpoint::AsyncSaveResult> r = st.async_writer->Wait();
+    if (r && !ReapAsyncSave(self, *r)) return;
+  }
+  // The final save (end of training, exit paths) is synchronous: the run waits for it.
+  st.save_deferred = c.async_save && !c.control && !then_finish;
   st.phase = Phase::kSave;
   st.save_then_finish = then_finish;
   st.saving_non_persistent = non_persistent;
@@ -631,6 +684,7 @@ void StartSave(CoordinatorPointer self, bool then_finish, bool non_persistent) {
         checkpoint::CheckpointWriter::Begin(SaveDir(c, non_persistent), st.iteration);
     if (writer.ok()) {
       st.writer = std::make_shared<checkpoint::CheckpointWriter>(std::move(*writer));
+      if (st.save_deferred) st.writer->DeferWrites();
     } else {
       begin_error = std::string(writer.status().message());
     }
@@ -968,6 +1022,32 @@ void OnShardsSaved(CoordinatorPointer self) {
     AfterStep(self);
     return;
   }
+  if (st.save_deferred) {
+    // --async-save: every shard is snapshotted; the write and commit go to the background
+    // (with the state as of now, as the synchronous Commit below would store it).
+    if (!st.async_writer) st.async_writer = std::make_unique<checkpoint::AsyncCheckpointWriter>();
+    const int64_t bytes = st.writer->deferred_bytes();
+    std::function<absl::Status(checkpoint::CheckpointWriter&)> publish =
+        [args = c.checkpoint_args, state = TrainingStateJson(st), after = c.after_commit,
+         iteration = st.iteration](checkpoint::CheckpointWriter& w) -> absl::Status {
+      absl::Status s = w.Commit(args, state);
+      if (s.ok() && after) s = after(iteration, w.final_dir());
+      return s;
+    };
+    st.async_writer->Start(std::move(st.writer), std::move(publish));
+    st.async_non_persistent = st.saving_non_persistent;
+    st.async_blocked_seconds =
+        std::chrono::duration<double>(Clock::now() - st.save_start).count();
+    (st.saving_non_persistent ? st.last_non_persistent_iteration : st.last_saved_iteration) =
+        st.iteration;
+    Print(st, absl::StrFormat("  saving checkpoint at iteration %7d in the background "
+                              "(--async-save): %.1f MB snapshotted to host memory, training "
+                              "blocked %.3f s",
+                              st.iteration, static_cast<double>(bytes) / 1.0e6,
+                              st.async_blocked_seconds));
+    AfterStep(self);
+    return;
+  }
   absl::Status s = st.writer->Commit(c.checkpoint_args, TrainingStateJson(st));
   const std::string committed_dir = st.writer->final_dir();
   st.writer.reset();
@@ -983,6 +1063,10 @@ void OnShardsSaved(CoordinatorPointer self) {
                             st.saving_non_persistent ? "non-persistent " : "", st.iteration,
                             st.saving_non_persistent ? SaveDir(c, true)
                                                      : c.save_log_dir.value_or(*c.save_dir)));
+  Print(st, absl::StrFormat("  checkpoint save at iteration %d (synchronous): training "
+                            "blocked %.3f s",
+                            st.iteration,
+                            std::chrono::duration<double>(Clock::now() - st.save_start).count()));
   if (st.save_then_finish) {
     Finish(self, true, "");
     return;

@@ -88,6 +88,13 @@ struct CoordinatorConfig {
   // save_log_dir: the directory the "successfully saved checkpoint" line names, when it is
   // not save_dir (--ckpt-format torch: the --save directory rather than the staging one).
   std::optional<std::string> save_log_dir;
+  // async_save: --async-save (one process only; ignored with `control`): a periodic save
+  // snapshots the stages' shards into host memory (CheckpointWriter::DeferWrites, on the
+  // stages' threads) and an AsyncCheckpointWriter writes, commits and runs after_commit in
+  // the background while training continues. The next save, the end of the run (the final
+  // save itself is synchronous) and Finish wait for it first; its failure ends the run
+  // with the error at that point (and is printed to stderr when it happens).
+  bool async_save = false;
   std::optional<layers::OptimizerParamScheduler> scheduler;  // required
   // stages: every stage actor, by global rank
   // (rank = (pipeline rank * dp + dp rank) * tp + tp rank); with `control`, only this
