@@ -91,9 +91,11 @@ struct CoordinatorConfig {
   // async_save: --async-save (one process only; ignored with `control`): a periodic save
   // snapshots the stages' shards into host memory (CheckpointWriter::DeferWrites, on the
   // stages' threads) and an AsyncCheckpointWriter writes, commits and runs after_commit in
-  // the background while training continues. The next save, the end of the run (the final
-  // save itself is synchronous) and Finish wait for it first; its failure ends the run
-  // with the error at that point (and is printed to stderr when it happens).
+  // the background while training continues. After every step the coordinator polls it
+  // (printing its "successfully saved" line once it ended); the next save, the end of the
+  // run (the final save itself is synchronous) and Finish wait for it. A failure is
+  // printed to stderr when it happens and ends the run with its error at the first of
+  // these points.
   bool async_save = false;
   std::optional<layers::OptimizerParamScheduler> scheduler;  // required
   // stages: every stage actor, by global rank

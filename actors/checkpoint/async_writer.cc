@@ -74,8 +74,8 @@ void AsyncCheckpointWriter::Start(std::shared_ptr<CheckpointWriter> writer,
       log_error_(absl::StrCat("mxmaca: the background checkpoint save (--async-save) of "
                               "iteration ", result_.iteration, " to ", result_.final_dir,
                               " failed: ", s.message(),
-                              "; the previous checkpoint stays the latest, and the run "
-                              "stops at its next save or at the end of training"));
+                              "; the previous checkpoint stays the latest; the run ends "
+                              "with this error after the iteration in progress"));
     }
     result_.status = std::move(s);
     done_.store(true, std::memory_order_release);
