@@ -3,11 +3,14 @@
 # without --async-save, on a small GPT (4 layers, hidden 384, vocab 8192: 13.4 M
 # parameters, 161 MB of fp32 parameters + Adam moments per checkpoint), one process, in
 # one run (no save / synchronous / async, the same iterations):
-#   - step ms: Megatron's "elapsed time per iteration" of the iterations that do not save
-#     (the baseline), and of the iteration right after a save (an async write competes with
-#     it for the cores and the disk);
-#   - a saving iteration's cost: the training thread's blocked time per save, as the save
-#     lines print it ("training blocked X s"), and the background write's time.
+#   - step ms: Megatron's "elapsed time per iteration" (the wall time since the previous
+#     log line, --log-interval 1) of iterations with no save in their interval (the
+#     baseline), and of the iteration right after a save, whose interval holds the save:
+#     the save's blocked time + that step (+ with --async-save, the background write
+#     competing with it for the cores and the disk). Their difference is the step-time
+#     cost of a save;
+#   - per save: the training thread's blocked time, as the save lines print it ("training
+#     blocked X s"), and the background write's time.
 #   bazel run //tests/bench:async_save_bench [-- ITERS SAVE_INTERVAL]
 set -euo pipefail
 ITERS=${1:-12}
@@ -43,7 +46,7 @@ PY
 }
 
 echo "iterations $ITERS, save every $EVERY; medians in ms; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "| save  | step (no save nearby) | step after a save | training blocked per save | background write per save | saves |"
+echo "| save  | step ms, no save in the interval | step ms, interval with a save | training blocked per save, ms | background write per save, ms | saves |"
 echo "|---|---|---|---|---|---|"
 run none
 run sync --save "$WORK/ckpt" --save-interval "$EVERY"
