@@ -43,7 +43,11 @@ void AsyncCheckpointWriter::Start(std::shared_ptr<CheckpointWriter> writer,
     std::abort();
   }
   const int64_t slow_ms = EnvInt(kTestSlowWriteEnv, 0);
-  const int64_t fail_iteration = EnvInt(kTestFailWriteEnv, -1);
+  int64_t fail_iteration = EnvInt(kTestFailWriteEnv, -1);
+  if (std::getenv(kTestFailRankEnv) != nullptr &&
+      EnvInt(kTestFailRankEnv, -1) != EnvInt("RANK", 0)) {
+    fail_iteration = -1;  // another rank's failure
+  }
   done_.store(false);
   result_ = AsyncSaveResult{};
   result_.iteration = writer->iteration();
@@ -75,7 +79,7 @@ void AsyncCheckpointWriter::Start(std::shared_ptr<CheckpointWriter> writer,
                               "iteration ", result_.iteration, " to ", result_.final_dir,
                               " failed: ", s.message(),
                               "; the previous checkpoint stays the latest; the run ends "
-                              "with this error after the iteration in progress"));
+                              "with this error at its next synchronization point"));
     }
     result_.status = std::move(s);
     done_.store(true, std::memory_order_release);

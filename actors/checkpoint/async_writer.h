@@ -25,9 +25,12 @@ namespace mxmaca::actors::checkpoint {
 //   MXMACA_TEST_SLOW_CHECKPOINT_WRITE_MS=<ms>: the background job sleeps <ms> before
 //     writing the shard files and again before publishing (to kill a process mid-save);
 //   MXMACA_TEST_FAIL_CHECKPOINT_WRITE_ITERATION=<N>: the background write of iteration N
-//     fails as a full disk would (ENOSPC on the temp dir), before any shard is written.
+//     fails as a full disk would (ENOSPC on the temp dir), before any shard is written;
+//   MXMACA_TEST_FAIL_CHECKPOINT_WRITE_RANK=<R>: with the above, only in the process whose
+//     launcher-given RANK is R (a one-rank failure in a multi-process job).
 inline constexpr char kTestSlowWriteEnv[] = "MXMACA_TEST_SLOW_CHECKPOINT_WRITE_MS";
 inline constexpr char kTestFailWriteEnv[] = "MXMACA_TEST_FAIL_CHECKPOINT_WRITE_ITERATION";
+inline constexpr char kTestFailRankEnv[] = "MXMACA_TEST_FAIL_CHECKPOINT_WRITE_RANK";
 
 // AsyncSaveResult: how a background save ended.
 //   status:        OK, or the first error (the file system's, naming the path).

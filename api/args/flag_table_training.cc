@@ -286,9 +286,10 @@ constexpr FlagSpec kCheckpointing[] = {
     T("--ckpt-fully-parallel-save", kNote, kRDeprecated, "ckpt_fully_parallel_save_deprecated"),
     F("--no-ckpt-fully-parallel-save", "ckpt_fully_parallel_save", kNote, kRCkptIo),
     T("--async-save", kImpl,
-      "periodic saves snapshot to host memory and are written, fsynced and published by a "
-      "background thread; the next save and the end wait for it (one process only). Megatron "
-      "requires --ckpt-format torch_dist; here MXMACA's format and torch",
+      "periodic saves snapshot to host memory and are written and fsynced by a background "
+      "thread; the next save and the end wait for it (with several processes rank 0 "
+      "publishes there, once every rank's write is done). Megatron requires --ckpt-format "
+      "torch_dist; here MXMACA's format and torch",
       "", "None"),
     T("--ckpt-fully-parallel-load", kNote, kRCkptIo),
     T("--ckpt-assume-constant-structure", kNote, kRCkptIo),

@@ -472,12 +472,6 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
           "--trace-file, --rebalance-threshold and --force-layer-move run in one process only "
           "(use --world-size N without a launcher)");
     }
-    if (args.async_save) {
-      return absl::UnimplementedError(
-          "--async-save runs in one process only for now (the background write of every "
-          "rank would have to be agreed before rank 0 publishes the checkpoint); use "
-          "--world-size N without a launcher, or drop the flag (saves are then synchronous)");
-    }
     if (args.log_params_norm || args.log_num_zeros_in_grad) {
       return absl::UnimplementedError(absl::StrCat(
           args.log_params_norm ? "--log-params-norm" : "--log-num-zeros-in-grad",
@@ -828,7 +822,7 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
     cc->save_log_dir = *args.save + " (Megatron legacy format, --ckpt-format torch)";
   }
   cc->save_interval = args.save_interval.value_or(0);
-  cc->async_save = args.async_save;  // periodic saves write in the background (one process)
+  cc->async_save = args.async_save;  // periodic saves write in the background
   if (args.save && args.non_persistent_save_interval) {
     cc->non_persistent_save_interval = *args.non_persistent_save_interval;
     cc->non_persistent_dir = NonPersistentDir(args, args.save);
