@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "actors/checkpoint/async_writer.h"
 #include "actors/checkpoint/checkpoint_retention.h"
 #include "actors/checkpoint/checkpoint_writer.h"
 #include "actors/stage_checkpoint.h"
@@ -193,6 +194,15 @@ struct CoordinatorState {
   std::shared_ptr<checkpoint::CheckpointWriter> writer;
   int64_t last_saved_iteration = -1;
   bool save_then_finish = false;
+  Clock::time_point save_start;  // StartSave: the training thread's blocked time from here
+  bool save_deferred = false;    // this save snapshots and writes in the background
+  // --async-save: the save in flight in the background, and what its log line says.
+  std::unique_ptr<checkpoint::AsyncCheckpointWriter> async_writer;
+  bool async_non_persistent = false;
+  double async_blocked_seconds = 0.0;
+  // Multi-process: rank 0's Commit of the save in flight, run on this thread once every
+  // rank reported its background write done (DrainAsyncSave); empty on the other ranks.
+  std::function<absl::Status()> async_commit;
   // Throughput (iterations after the first, which includes warm-up).
   double timed_seconds = 0.0;
   int64_t timed_iterations = 0;
@@ -316,9 +326,22 @@ std::string BlockText(const std::vector<uint8_t>& block) {
   return std::string(begin, strnlen(begin, block.size() - 1));
 }
 
+bool ReapAsyncSave(CoordinatorPointer self, const checkpoint::AsyncSaveResult& r);
+
 void Finish(CoordinatorPointer self, bool ok, std::string error) {
   auto& st = self->state;
   if (st.phase == Phase::kDone) return;
+  // --async-save: the run ends only once the save in flight is on disk (or failed).
+  if (st.async_writer) {
+    std::optional<checkpoint::AsyncSaveResult> r = st.async_writer->Wait();
+    if (r && ok && !ReapAsyncSave(self, *r)) return;  // ReapAsyncSave finished the run
+  }
+  if (ok && st.async_commit) {  // multi-process: FinishTraining drains first; never here
+    ok = false;
+    error = "an --async-save checkpoint was written but not published (the run ended "
+            "before its ranks agreed); the previous checkpoint stays the latest";
+  }
+  st.async_commit = nullptr;
   st.phase = Phase::kDone;
   if (st.trace) {
     absl::Status closed = st.trace->Close();
@@ -371,9 +394,15 @@ void StartSave(CoordinatorPointer self, bool then_finish, bool non_persistent = 
 
 // Runs the end of training as Megatron's pretrain() does: a last evaluation on the
 // validation set (always, when there is one), then a last save (unless just saved).
+void DrainAsyncSave(CoordinatorPointer self, std::function<void()> next);
+
 void FinishTraining(CoordinatorPointer self) {
   auto& st = self->state;
   const CoordinatorConfig& c = *st.cfg;
+  if (st.async_writer && st.async_writer->in_flight()) {
+    DrainAsyncSave(self, [self] { FinishTraining(self); });
+    return;
+  }
   if (!st.final_eval_done && c.do_valid) {
     st.final_eval_done = true;
     StartEval(self, absl::StrCat("iteration ", st.iteration, " on validation set"), true);
@@ -396,6 +425,12 @@ void AfterStep(CoordinatorPointer self) {
   if (!st.metrics_error.empty()) {
     Finish(self, false, st.metrics_error);
     return;
+  }
+  // --async-save: a background save that ended is reported here (a failure ends the run).
+  // (Multi-process: at the next save or the end, when the ranks agree: DrainAsyncSave.)
+  if (st.async_writer && !st.cfg->control) {
+    std::optional<checkpoint::AsyncSaveResult> r = st.async_writer->TryFinish();
+    if (r && !ReapAsyncSave(self, *r)) return;
   }
   const CoordinatorConfig& c = *st.cfg;
   if (st.pending_eval) {
@@ -611,9 +646,94 @@ void SendShardRequests(CoordinatorPointer self) {
   }
 }
 
+// AsyncSaveLine: the log line of a background save that completed.
+std::string AsyncSaveLine(const CoordinatorState& st, const checkpoint::AsyncSaveResult& r) {
+  const CoordinatorConfig& c = *st.cfg;
+  return absl::StrFormat(
+      "  successfully saved %scheckpoint from iteration %7d to %s\n"
+      "  checkpoint save at iteration %d (--async-save): training blocked %.3f s, "
+      "background write %.3f s",
+      st.async_non_persistent ? "non-persistent " : "", r.iteration,
+      st.async_non_persistent ? SaveDir(c, true) : c.save_log_dir.value_or(*c.save_dir),
+      r.iteration, st.async_blocked_seconds, r.write_seconds);
+}
+
+// ReapAsyncSave: takes the result of the background save: prints its line, or ends the
+// run with its error (returns false then).
+bool ReapAsyncSave(CoordinatorPointer self, const checkpoint::AsyncSaveResult& r) {
+  auto& st = self->state;
+  if (!r.status.ok()) {
+    Finish(self, false, absl::StrCat("saving checkpoint at iteration ", r.iteration,
+                                     " (in the background, --async-save): ",
+                                     r.status.message()));
+    return false;
+  }
+  Print(st, AsyncSaveLine(st, r));
+  return true;
+}
+
+// DrainAsyncSave: waits for the background save in flight (if any), then runs `next`;
+// a failure ends the run instead. Multi-process: every rank reports its background write
+// (an exchange, so that rank 0 publishes only once every rank's shard files are durable),
+// then rank 0 commits here; every rank calls it at the same point (the next save, the end).
+void DrainAsyncSave(CoordinatorPointer self, std::function<void()> next) {
+  auto& st = self->state;
+  std::optional<checkpoint::AsyncSaveResult> r;
+  if (st.async_writer) r = st.async_writer->Wait();
+  if (!r) {
+    next();
+    return;
+  }
+  if (!st.cfg->control) {
+    if (ReapAsyncSave(self, *r)) next();
+    return;
+  }
+  Exchange(self, TextBlock(r->status.ok(), std::string(r->status.message())),
+           "background checkpoint writes (--async-save)",
+           [self, next = std::move(next), r = *r](const ControlPlane::Blocks& blocks) {
+             auto& st = self->state;
+             for (size_t k = 0; k < blocks.size(); ++k) {
+               if (!BlockOk(blocks[k])) {
+                 Finish(self, false, absl::StrCat("saving checkpoint at iteration ", r.iteration,
+                                                  " (in the background on rank ", k,
+                                                  ", --async-save): ", BlockText(blocks[k])));
+                 return;
+               }
+             }
+             if (st.async_commit) {  // rank 0
+               const auto start = Clock::now();
+               absl::Status s = st.async_commit();
+               st.async_commit = nullptr;
+               checkpoint::AsyncSaveResult done = r;
+               done.status = s;
+               done.write_seconds +=
+                   std::chrono::duration<double>(Clock::now() - start).count();
+               if (!ReapAsyncSave(self, done)) return;
+             }
+             next();
+           });
+}
+
+void StartSaveNow(CoordinatorPointer self, bool then_finish, bool non_persistent);
+
 void StartSave(CoordinatorPointer self, bool then_finish, bool non_persistent) {
   auto& st = self->state;
+  st.save_start = Clock::now();
+  // At most one save in flight: the next one first waits for the previous one.
+  if (st.async_writer && st.async_writer->in_flight()) {
+    DrainAsyncSave(self, [self, then_finish, non_persistent] {
+      StartSaveNow(self, then_finish, non_persistent);
+    });
+    return;
+  }
+  StartSaveNow(self, then_finish, non_persistent);
+}
+
+void StartSaveNow(CoordinatorPointer self, bool then_finish, bool non_persistent) {
+  auto& st = self->state;
   CoordinatorConfig& c = *st.cfg;
+  // The final save (end of training, exit paths) is synchronous: the run waits for it.
+  st.save_deferred = c.async_save && !then_finish;
   st.phase = Phase::kSave;
   st.save_then_finish = then_finish;
   st.saving_non_persistent = non_persistent;
@@ -631,6 +751,7 @@ void StartSave(CoordinatorPointer self, bool then_finish, bool non_persistent) {
         checkpoint::CheckpointWriter::Begin(SaveDir(c, non_persistent), st.iteration);
     if (writer.ok()) {
       st.writer = std::make_shared<checkpoint::CheckpointWriter>(std::move(*writer));
+      if (st.save_deferred) st.writer->DeferWrites();
     } else {
       begin_error = std::string(writer.status().message());
     }
@@ -672,6 +793,7 @@ void StartSave(CoordinatorPointer self, bool then_finish, bool non_persistent) {
                  return;
                }
                st.writer = std::make_shared<checkpoint::CheckpointWriter>(std::move(*attached));
+               if (st.save_deferred) st.writer->DeferWrites();
              }
              SendShardRequests(self);
            });
@@ -954,9 +1076,58 @@ nlohmann::json TrainingStateJson(const CoordinatorState& st) {
   return state;
 }
 
+// StartAsyncSave: --async-save, every local shard snapshotted (and, multi-process, every
+// rank's snapshot agreed): the shard files are written in the background. One process:
+// the background job commits too. Multi-process: rank 0 keeps its writer to commit in
+// DrainAsyncSave, once every rank's write is done (its last reference, so the temp dir
+// is never removed by the background thread).
+void StartAsyncSave(CoordinatorPointer self) {
+  auto& st = self->state;
+  CoordinatorConfig& c = *st.cfg;
+  if (!st.async_writer) st.async_writer = std::make_unique<checkpoint::AsyncCheckpointWriter>();
+  const int64_t bytes = st.writer->deferred_bytes();
+  const bool leader = !c.control || c.control->rank() == 0;
+  std::function<absl::Status()> commit;
+  if (leader) {
+    // With the state as of now, as the synchronous Commit would store it.
+    commit = [writer = st.writer, args = c.checkpoint_args, state = TrainingStateJson(st),
+              after = c.after_commit, iteration = st.iteration]() -> absl::Status {
+      absl::Status s = writer->Commit(args, state);
+      if (s.ok() && after) s = after(iteration, writer->final_dir());
+      return s;
+    };
+  }
+  std::function<absl::Status(checkpoint::CheckpointWriter&)> publish;
+  if (!c.control) {
+    publish = [commit](checkpoint::CheckpointWriter&) { return commit(); };
+  } else {
+    publish = [](checkpoint::CheckpointWriter&) { return absl::OkStatus(); };
+    st.async_commit = std::move(commit);  // rank 0 only
+  }
+  st.async_writer->Start(std::move(st.writer), std::move(publish));
+  st.async_non_persistent = st.saving_non_persistent;
+  st.async_blocked_seconds = std::chrono::duration<double>(Clock::now() - st.save_start).count();
+  (st.saving_non_persistent ? st.last_non_persistent_iteration : st.last_saved_iteration) =
+      st.iteration;
+  Print(st, absl::StrFormat("  saving checkpoint at iteration %7d in the background "
+                            "(--async-save): %.1f MB snapshotted to host memory, training "
+                            "blocked %.3f s",
+                            st.iteration, static_cast<double>(bytes) / 1.0e6,
+                            st.async_blocked_seconds));
+  if (st.save_then_finish) {  // not reached: final saves are synchronous
+    FinishTraining(self);
+    return;
+  }
+  AfterStep(self);
+}
+
 void OnShardsSaved(CoordinatorPointer self) {
   auto& st = self->state;
   CoordinatorConfig& c = *st.cfg;
+  if (st.save_deferred) {
+    StartAsyncSave(self);
+    return;
+  }
   if (c.control && c.control->rank() != 0) {  // rank 0 commits
     st.writer.reset();
     (st.saving_non_persistent ? st.last_non_persistent_iteration : st.last_saved_iteration) =
@@ -983,6 +1154,10 @@ void OnShardsSaved(CoordinatorPointer self) {
                             st.saving_non_persistent ? "non-persistent " : "", st.iteration,
                             st.saving_non_persistent ? SaveDir(c, true)
                                                      : c.save_log_dir.value_or(*c.save_dir)));
+  Print(st, absl::StrFormat("  checkpoint save at iteration %d (synchronous): training "
+                            "blocked %.3f s",
+                            st.iteration,
+                            std::chrono::duration<double>(Clock::now() - st.save_start).count()));
   if (st.save_then_finish) {
     Finish(self, true, "");
     return;

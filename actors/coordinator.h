@@ -88,6 +88,16 @@ struct CoordinatorConfig {
   // save_log_dir: the directory the "successfully saved checkpoint" line names, when it is
   // not save_dir (--ckpt-format torch: the --save directory rather than the staging one).
   std::optional<std::string> save_log_dir;
+  // async_save: --async-save: a periodic save snapshots the stages' shards into host
+  // memory (CheckpointWriter::DeferWrites, on the stages' threads) and an
+  // AsyncCheckpointWriter writes them in the background while training continues; in one
+  // process it also commits and runs after_commit there, and the coordinator polls it
+  // after every step (printing its "successfully saved" line once it ended). The next
+  // save and the end of the run (the final save itself is synchronous) wait for it; with
+  // `control` every rank reports its write there (an exchange) and only then rank 0
+  // commits. A failure is printed to stderr when it happens and ends the run with its
+  // error at the first of these points (on every rank).
+  bool async_save = false;
   std::optional<layers::OptimizerParamScheduler> scheduler;  // required
   // stages: every stage actor, by global rank
   // (rank = (pipeline rank * dp + dp rank) * tp + tp rank); with `control`, only this

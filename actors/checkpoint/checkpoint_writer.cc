@@ -19,6 +19,7 @@
 #include "actors/checkpoint/checkpoint_format.h"
 #include "actors/checkpoint/crc32c.h"
 #include "actors/checkpoint/file_util.h"
+#include "actors/checkpoint/shard_snapshot.h"
 #include "actors/checkpoint/temp_dirs.h"
 #include "base/status_macros.h"
 
@@ -130,6 +131,11 @@ struct CheckpointWriter::State {
   TensorIndex index ABSL_GUARDED_BY(mu);
   std::vector<std::string> failures ABSL_GUARDED_BY(mu);
   bool committed ABSL_GUARDED_BY(mu) = false;
+  // DeferWrites: WriteShard snapshots instead of writing; WriteDeferred writes them.
+  bool deferred ABSL_GUARDED_BY(mu) = false;
+  std::vector<ShardSnapshot> snapshots ABSL_GUARDED_BY(mu);
+  std::set<std::string> snapshot_writers ABSL_GUARDED_BY(mu);
+  int64_t deferred_bytes ABSL_GUARDED_BY(mu) = 0;
 };
 
 CheckpointWriter::CheckpointWriter(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -220,8 +226,56 @@ absl::StatusOr<CheckpointWriter> CheckpointWriter::Attach(const std::string& sav
   return CheckpointWriter(std::move(state));
 }
 
+void CheckpointWriter::DeferWrites() {
+  absl::MutexLock lock(&state_->mu);
+  state_->deferred = true;
+}
+
+int64_t CheckpointWriter::deferred_bytes() const {
+  absl::MutexLock lock(&state_->mu);
+  return state_->deferred_bytes;
+}
+
 absl::Status CheckpointWriter::WriteShard(const std::string& writer_name,
                                           absl::Span<const TensorShardView> tensors) {
+  bool deferred;
+  {
+    absl::MutexLock lock(&state_->mu);
+    deferred = state_->deferred;
+  }
+  if (!deferred) return WriteShardNow(writer_name, tensors);
+  MXMACA_RETURN_IF_ERROR(ValidateWriterName(writer_name));
+  MXMACA_ASSIGN_OR_RETURN(ShardSnapshot snapshot, ShardSnapshot::Take(writer_name, tensors));
+  absl::MutexLock lock(&state_->mu);
+  if (state_->committed) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "WriteShard(", writer_name, ") after Commit of ", state_->final_dir));
+  }
+  if (!state_->snapshot_writers.insert(writer_name).second) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint writer name '", writer_name, "' is used twice in one checkpoint"));
+  }
+  state_->deferred_bytes += snapshot.bytes();
+  state_->snapshots.push_back(std::move(snapshot));
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointWriter::WriteDeferred() {
+  std::vector<ShardSnapshot> snapshots;
+  {
+    absl::MutexLock lock(&state_->mu);
+    snapshots.swap(state_->snapshots);
+  }
+  absl::Status first;
+  for (ShardSnapshot& s : snapshots) {
+    absl::Status written = WriteShardNow(s.writer_name(), s.views());
+    if (first.ok() && !written.ok()) first = written;
+  }
+  return first;  // the snapshots are freed here
+}
+
+absl::Status CheckpointWriter::WriteShardNow(const std::string& writer_name,
+                                             absl::Span<const TensorShardView> tensors) {
   MXMACA_RETURN_IF_ERROR(ValidateWriterName(writer_name));
   const std::string file_name = ShardFileName(writer_name);
 

@@ -86,8 +86,31 @@ class CheckpointWriter {
   // tensor name, a shard outside its full shape, null data for a non-empty shard, or a
   // full shape differing from one another shard of the same name gave; FailedPrecondition
   // after Commit; the file system's error naming the file.
+  // With DeferWrites (below), WriteShard instead copies the views into host memory
+  // (ShardSnapshot, shard_snapshot.h) and returns; the files are written by WriteDeferred.
+  // Errors then: InvalidArgument for a bad writer name, a writer name already used, or
+  // null data for a non-empty shard; FailedPrecondition after Commit. The remaining
+  // checks run in WriteDeferred.
   absl::Status WriteShard(const std::string& writer_name,
                           absl::Span<const TensorShardView> tensors);
+
+  // DeferWrites: --async-save: from now on WriteShard snapshots its views (one copy, on
+  // the calling thread) instead of writing them, so the caller's tensors may change as
+  // soon as it returns. Call before the first WriteShard, on one thread. Idempotent.
+  void DeferWrites();
+
+  // WriteDeferred: writes every snapshot taken since DeferWrites, in the order taken,
+  // exactly as WriteShard would have written it from the original views (same bytes),
+  // then frees them. Meant for a background thread (AsyncCheckpointWriter,
+  // async_writer.h) while the training thread continues; call it once all WriteShard
+  // calls returned and before Commit. Thread-safe against nothing else running on this
+  // writer except accessors.
+  // Errors: WriteShard's (validation, or the file system's error naming the file); the
+  // first error is returned after the other shards were tried, and Commit then refuses.
+  absl::Status WriteDeferred();
+
+  // deferred_bytes: tensor bytes snapshotted by deferred WriteShard calls so far.
+  int64_t deferred_bytes() const;
 
   // Commit: validates the index (every tensor covered by its shards exactly once, no
   // overlap, one full shape per name — FailedPrecondition naming the tensor and shards
@@ -118,6 +141,9 @@ class CheckpointWriter {
 
  private:
   struct State;
+  // WriteShardNow: WriteShard's file writing path, from `tensors` as given.
+  absl::Status WriteShardNow(const std::string& writer_name,
+                             absl::Span<const TensorShardView> tensors);
   explicit CheckpointWriter(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };

@@ -75,6 +75,7 @@ TEST_CASE("MegatronArgs defaults equal the table's Megatron defaults") {
       {"no_save_rng", "False"},
       {"no_load_optim", "False"},
       {"no_load_rng", "False"},
+      {"async_save", "False"},
       // nargs='*' lists: an empty vector stands for None.
       {"data_path", "[]"},
       {"train_data_path", "[]"},

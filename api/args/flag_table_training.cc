@@ -285,7 +285,12 @@ constexpr FlagSpec kCheckpointing[] = {
     T("--ckpt-convert-update-legacy-dist-opt-format", kUnsup),
     T("--ckpt-fully-parallel-save", kNote, kRDeprecated, "ckpt_fully_parallel_save_deprecated"),
     F("--no-ckpt-fully-parallel-save", "ckpt_fully_parallel_save", kNote, kRCkptIo),
-    T("--async-save", kNote, kRCkptIo, "", "None"),
+    T("--async-save", kImpl,
+      "periodic saves snapshot to host memory and are written and fsynced by a background "
+      "thread; the next save and the end wait for it (with several processes rank 0 "
+      "publishes there, once every rank's write is done). Megatron requires --ckpt-format "
+      "torch_dist; here MXMACA's format and torch",
+      "", "None"),
     T("--ckpt-fully-parallel-load", kNote, kRCkptIo),
     T("--ckpt-assume-constant-structure", kNote, kRCkptIo),
     V("--dist-ckpt-strictness", kStr, "'assume_ok_unexpected'", kNote, kRCkptIo,

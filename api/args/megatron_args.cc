@@ -236,6 +236,7 @@ const absl::flat_hash_map<std::string, Binding>& Bindings() {
       MXMACA_BIND(non_persistent_local_ckpt_dir),
       MXMACA_BIND(ckpt_format),
       MXMACA_BIND(exit_on_missing_checkpoint),
+      MXMACA_BIND(async_save),
       MXMACA_BIND(bf16),
       // Distributed.
       MXMACA_BIND(tensor_model_parallel_size),

@@ -139,6 +139,7 @@ struct MegatronArgs {
   std::optional<std::string> non_persistent_local_ckpt_dir;   // --non-persistent-local-ckpt-dir
   std::string ckpt_format = "torch_dist";   // --ckpt-format (torch|torch_dist|...)
   bool exit_on_missing_checkpoint = false;  // --exit-on-missing-checkpoint
+  bool async_save = false;                  // --async-save (one process; docs/CHECKPOINTS.md)
 
   // ---- Mixed precision (_add_mixed_precision_args) ----
   bool fp16 = false;  // --fp16 (rejected at validation)

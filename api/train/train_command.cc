@@ -94,6 +94,7 @@ constexpr const char* kHonouredDests[] = {
     "lr_warmup_fraction", "lr_warmup_iters", "lr_warmup_samples", "lr_warmup_init", "min_lr",
     "override_opt_param_scheduler", "use_checkpoint_opt_param_scheduler", "save",
     "save_interval", "load", "no_load_optim", "no_load_rng", "finetune", "bf16", "ckpt_format",
+    "async_save",
     // Resume rules (api/train/resume_rules.h) and the decoupled learning rate.
     "ckpt_step", "use_checkpoint_args", "use_tokenizer_model_from_checkpoint_args",
     "non_persistent_save_interval", "non_persistent_ckpt_type", "non_persistent_global_ckpt_dir",
@@ -821,6 +822,7 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
     cc->save_log_dir = *args.save + " (Megatron legacy format, --ckpt-format torch)";
   }
   cc->save_interval = args.save_interval.value_or(0);
+  cc->async_save = args.async_save;  // periodic saves write in the background
   if (args.save && args.non_persistent_save_interval) {
     cc->non_persistent_save_interval = *args.non_persistent_save_interval;
     cc->non_persistent_dir = NonPersistentDir(args, args.save);

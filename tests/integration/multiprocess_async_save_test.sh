@@ -1,0 +1,58 @@
+#!/bin/bash
+# tests/integration/multiprocess_async_save_test.sh: --async-save in a job of one process
+# per rank (PP2, 2 processes over UCX under mxmaca launch): every rank writes its shards in
+# the background; rank 0 publishes a checkpoint only once every rank reported its write
+# done (at the next save or the end).
+#  - the checkpoints of iterations 2, 4, 6 are byte-identical to the synchronous
+#    in-process job's (every shard file);
+#  - a background write failing on rank 1 only (MXMACA_TEST_FAIL_CHECKPOINT_WRITE_ITERATION
+#    with MXMACA_TEST_FAIL_CHECKPOINT_WRITE_RANK) fails the job with rank 1's error naming
+#    the path, and rank 0 does not publish that iteration: the tracker stays at 2.
+set -euo pipefail
+root="${TEST_SRCDIR:-.}/mxmaca"
+[ -x "$root/api/mxmaca" ] || root="."
+mxmaca="$(cd "$root" && pwd)/api/mxmaca"
+work="${TEST_TMPDIR:-$(mktemp -d)}/mp_async_save"
+rm -rf "$work" && mkdir -p "$work"
+cd "$work"
+
+base=(--tokenizer-type NullTokenizer --vocab-size 4096 --mock-data --num-layers 4
+      --hidden-size 32 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32
+      --micro-batch-size 2 --global-batch-size 4 --train-iters 6 --lr 1e-3 --log-interval 1
+      --eval-iters 0 --num-threads 1 --save-interval 2 --pipeline-model-parallel-size 2)
+port=$((20000 + RANDOM % 20000))
+
+"$mxmaca" train "${base[@]}" --world-size 2 --save ref > ref.log 2>&1 ||
+  { echo "FAIL: the in-process reference failed"; tail -5 ref.log; exit 1; }
+
+"$mxmaca" launch --nproc-per-node 2 --master-port "$port" -- train "${base[@]}" \
+  --save async --async-save > async.log 2>&1 ||
+  { echo "FAIL: the launched --async-save job failed"; tail -8 async.log; exit 1; }
+n=0
+for it in 2 4 6; do
+  grep -q "successfully saved checkpoint from iteration *$it to async" async.log ||
+    { echo "FAIL: no save line for iteration $it"; grep -i save async.log; exit 1; }
+  for f in ref/iter_000000$it/shard_*.safetensors; do
+    cmp -s "$f" "async/iter_000000$it/$(basename "$f")" ||
+      { echo "FAIL: async/iter_000000$it/$(basename "$f") differs from the reference"; exit 1; }
+    n=$((n + 1))
+  done
+done
+[ "$n" -ge 6 ] || { echo "FAIL: only $n shard files compared"; exit 1; }
+[ "$(cat async/latest_checkpointed_iteration.txt)" = 6 ] || { echo "FAIL: tracker not 6"; exit 1; }
+echo "ok   2 processes, --async-save: $n shard files of iterations 2, 4, 6 byte-identical"
+
+port=$((port + 1))
+set +e
+MXMACA_TEST_FAIL_CHECKPOINT_WRITE_ITERATION=4 MXMACA_TEST_FAIL_CHECKPOINT_WRITE_RANK=1 \
+  "$mxmaca" launch --nproc-per-node 2 --master-port "$port" -- train "${base[@]}" \
+  --save fail --async-save > fail.log 2>&1
+rc=$?
+set -e
+[ "$rc" -ne 0 ] || { echo "FAIL: a failed background write on rank 1 exited 0"; tail -8 fail.log; exit 1; }
+grep -q "saving checkpoint at iteration 4 (in the background on rank 1, --async-save): .*fail/iter_0000004.tmp-[^ ]*: No space left on device" fail.log ||
+  { echo "FAIL: the error does not name rank 1, the path and the OS error"; tail -12 fail.log; exit 1; }
+[ "$(cat fail/latest_checkpointed_iteration.txt)" = 2 ] && [ ! -e fail/iter_0000004 ] ||
+  { echo "FAIL: rank 0 published iteration 4 although rank 1's write failed"; ls fail; exit 1; }
+echo "ok   rank 1's background write failed: exit $rc, iteration 4 not published, 2 still the latest"
+echo "PASS"
