@@ -40,6 +40,12 @@ TEST_CASE("the device backends refuse what they do not run, by flag", "[device]"
   MegatronArgs synthetic = a;
   synthetic.synthetic_op_ms = "1,1,1";
   refused(synthetic, "--synthetic-op-ms");
+  MegatronArgs full = a;
+  full.recompute_granularity = "full";
+  refused(full, "--recompute-granularity full");
+  MegatronArgs selective = a;  // runs on the device backends (device_gpt_stage_test)
+  selective.recompute_granularity = "selective";
+  CHECK(CheckDeviceArgs(selective).ok());
   MegatronArgs moe = a;
   moe.num_experts = 4;
   refused(moe, "--num-experts");

@@ -62,10 +62,10 @@ absl::StatusOr<std::unique_ptr<DeviceGptStage>> DeviceGptStage::Create(
     return absl::InvalidArgumentError(
         "the device backend has no MoE layers yet (--num-experts); use --device cpu");
   }
-  if (config.recompute_granularity != RecomputeGranularity::kNone) {
+  if (config.recompute_granularity == RecomputeGranularity::kFull) {
     return absl::InvalidArgumentError(
-        "the device backend has no activation recomputation yet (--recompute-granularity); "
-        "use --device cpu");
+        "the device backend has no full activation recomputation yet (--recompute-granularity "
+        "full); use --device cpu, or --recompute-granularity selective");
   }
   if (config.apply_residual_connection_post_layernorm) {
     return absl::InvalidArgumentError(
@@ -155,6 +155,13 @@ absl::Status DeviceGptStage::Init() {
   carve_scratch(count);
   MXMACA_ASSIGN_OR_RETURN(float* scratch_base, AllocateFloats(count.used()));
   scratch_bytes_ = 4 * count.used();
+  if (SelectiveRecompute() && !options_.fused_attention) {
+    // Selective recomputation: no micro-batch keeps its attention probabilities from F to B
+    // (B recomputes them), and ops run one at a time, so every slot's layers share one
+    // [b, np, s, s] buffer instead of holding one each.
+    MXMACA_ASSIGN_OR_RETURN(shared_probs_, AllocateFloats(b * np * s * s));
+    scratch_bytes_ += 4 * b * np * s * s;
+  }
   FloatCarver cv(scratch_base);
   scratch_ = std::make_unique<Scratch>(carve_scratch(cv));
   if (!options_.fused_attention) {
@@ -242,7 +249,11 @@ absl::StatusOr<DeviceGptStage::Slot*> DeviceGptStage::AcquireSlot(int64_t micro_
         bind(l.d_q_norm, nq * hn);
         bind(l.d_k_norm, nk * hn);
       }
-      bind(l.probs, options_.fused_attention ? b * np * s : b * np * s * s);
+      if (shared_probs_ != nullptr) {
+        l.probs.Bind(shared_probs_, b * np * s * s);  // selective recomputation (Init)
+      } else {
+        bind(l.probs, options_.fused_attention ? b * np * s : b * np * s * s);
+      }
       bind(l.context, t * pj);
       bind(l.residual2, t * h);
       bind(l.ln2_out, t * h);
@@ -465,8 +476,11 @@ absl::Status DeviceGptStage::ForwardSegment(Slot* slot, bool training) {
   for (int i = 0; i < n; ++i) {
     float* out = i + 1 < n ? slot->layers[i + 1].input.data()
                            : (layout_.has_loss_head ? slot->final_input : slot->output);
+    // Selective recomputation: F keeps all but the attention probabilities (B recomputes
+    // them from the stashed q, k, v with the same kernel: the same bits).
+    const ForwardKeep keep = SelectiveRecompute() ? ForwardKeep::kNoProbs : ForwardKeep::kAll;
     MXMACA_RETURN_IF_ERROR(layers_[i].Forward(LayerCallFor(*slot, i, training), &slot->layers[i],
-                                              out, ForwardKeep::kAll, &scratch_->layer));
+                                              out, keep, &scratch_->layer));
   }
   if (layout_.has_loss_head) MXMACA_RETURN_IF_ERROR(HeadForward(slot));
   return absl::OkStatus();

@@ -16,8 +16,9 @@
 // GptConfig::rope_frequencies) or no position embeddings, multi-head or grouped-query
 // attention, with or without linear biases, tied or untied embeddings, hidden and
 // attention dropout, --reset-attention-mask document masks, fp32 or bf16 GEMM inputs,
-// --apply-layernorm-1p, --qk-layernorm. Create refuses, by name: MoE layers and
-// activation recomputation.
+// --apply-layernorm-1p, --qk-layernorm, selective recomputation (--recompute-granularity
+// selective: F keeps no attention probabilities, B recomputes them, and all slots share one
+// probabilities buffer). Create refuses, by name: MoE layers and full recomputation.
 //
 // Memory. The stage owns one device arena each for parameters, gradients, exp_avg and
 // exp_avg_sq (the layout of the host ParameterStore: the same arena offsets), and a set of
@@ -195,6 +196,9 @@ class DeviceGptStage {
   absl::Status HeadForward(Slot* slot);
   absl::Status BackwardInputSegment(Slot* slot);
   absl::Status BackwardWeightSegment(Slot* slot);
+  bool SelectiveRecompute() const {
+    return config_.recompute_granularity == RecomputeGranularity::kSelective;
+  }
   // LayerCallFor: local layer i of `slot` as a TransformerLayer call on this backend.
   LayerCall LayerCallFor(const Slot& slot, int local_layer, bool training);
   // Weight-gradient helpers (see "Gradient accumulation").
@@ -218,6 +222,7 @@ class DeviceGptStage {
   float* grad_temp_ = nullptr;       // the largest tensor (non-fused accumulation)
   int64_t grad_temp_floats_ = 0;
   float* embed_temp_ = nullptr;      // tied output/embedding gradient of one micro-batch
+  float* shared_probs_ = nullptr;    // selective recomputation: every slot's probabilities
   struct Scratch;
   std::unique_ptr<Scratch> scratch_;
   std::vector<std::unique_ptr<Slot>> slots_;

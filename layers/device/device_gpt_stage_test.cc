@@ -192,6 +192,12 @@ TEST_CASE("device stage on CPU kernels equals GptStage bit for bit", "[device]")
     rms.apply_layernorm_1p = true;
     RunAndCompare(rms, kernels::Precision::kFp32, false, 0.0);
   }
+  SECTION("selective recomputation (LayerNorm/GELU/dropout/documents and RMSNorm/SwiGLU/RoPE)") {
+    for (GptConfig c : {TinyConfig(), RopeConfig()}) {
+      c.recompute_granularity = RecomputeGranularity::kSelective;
+      RunAndCompare(c, kernels::Precision::kFp32, false, 0.0);
+    }
+  }
   SECTION("Llama-3 RoPE scaling, interleaved pairs, position interpolation") {
     GptConfig c = RopeConfig();
     c.rope_scaling = true;
@@ -205,6 +211,37 @@ TEST_CASE("device stage on CPU kernels equals GptStage bit for bit", "[device]")
     c.gelu_tanh_approximation = true;
     RunAndCompare(c, kernels::Precision::kBf16, false, 0.0);
   }
+}
+
+TEST_CASE("selective recomputation: slots keep no attention probabilities", "[device]") {
+  // Each slot of a stage without recomputation holds [b, np, s, s] probabilities per layer;
+  // with selective recomputation every slot shares one buffer, so a slot is smaller by
+  // layers x b np s^2 floats (rounded to the 256-byte carving).
+  GptConfig c = TinyConfig();
+  const StageLayout layout{0, c.num_layers, true, true};
+  kernels::ExecContext ctx;
+  EmulatedDeviceKernels kernels(ctx);
+  DeviceStageOptions opts;
+  opts.micro_batch_size = 2;
+  auto plain = DeviceGptStage::Create(c, layout, &kernels, opts);
+  REQUIRE(plain.ok());
+  c.recompute_granularity = RecomputeGranularity::kSelective;
+  auto selective = DeviceGptStage::Create(c, layout, &kernels, opts);
+  REQUIRE(selective.ok());
+  const Batch bt = MakeBatch(c, 7);
+  StageOutput out;
+  REQUIRE((*plain)->Forward(Input(bt, 0, 0, nullptr), true, &out).ok());
+  REQUIRE((*selective)->Forward(Input(bt, 0, 0, nullptr), true, &out).ok());
+  const int64_t probs = 2 * c.num_attention_heads * c.seq_length * c.seq_length;
+  const int64_t saved = (*plain)->slot_bytes() - (*selective)->slot_bytes();
+  CHECK(saved >= 4 * c.num_layers * probs);
+  CHECK(saved < 4 * c.num_layers * (probs + 64));
+  // Full recomputation is refused by name.
+  c.recompute_granularity = RecomputeGranularity::kFull;
+  auto full = DeviceGptStage::Create(c, layout, &kernels, opts);
+  REQUIRE_FALSE(full.ok());
+  CHECK(std::string(full.status().message()).find("--recompute-granularity full") !=
+        std::string::npos);
 }
 
 TEST_CASE("gradient accumulation fusion stays within fp32 rounding", "[device]") {

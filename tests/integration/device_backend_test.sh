@@ -6,6 +6,7 @@
 # backends accept: one device, PP x DP with 1F1B, interleaved virtual stages with the
 # distributed optimizer, zero-bubble ZB-H1 with tied embeddings and RoPE/SwiGLU, bf16,
 # Llama-3 RoPE scaling with interleaved pairs, q/k layernorms and zero-centred norms,
+# selective recomputation,
 # optimistic steps (--optimizer-post-validation) with an overlapped parameter gather, a resume,
 # and 4 UCX processes. --device cuda without a GPU fails with the no-GPU message, and what
 # the device backends do not run yet is refused by name. (With gradient accumulation
@@ -73,6 +74,8 @@ check zbh1_rope_swiglu --pipeline-model-parallel-size 2 --pipeline-schedule zb-h
 check bf16 --bf16 --pipeline-model-parallel-size 2 --world-size 2
 check model_flags --pipeline-model-parallel-size 2 --world-size 2 --position-embedding-type rope \
   --use-rope-scaling --rotary-interleaved --qk-layernorm --apply-layernorm-1p
+check selective_recompute --recompute-granularity selective --pipeline-model-parallel-size 2 \
+  --world-size 2
 check post_validation --pipeline-model-parallel-size 2 --world-size 4 --optimizer-post-validation \
   --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
 
@@ -100,7 +103,7 @@ fi
 grep -Eq -- "--device cuda: (no GPU|MXMACA was built without CUDA)" cuda.log ||
   { echo "FAIL cuda: unexpected message"; cat cuda.log; exit 1; }
 for flags in "--tensor-model-parallel-size 2 --world-size 2|--tensor-model-parallel-size 2" \
-             "--recompute-granularity selective|--recompute-granularity" \
+             "--recompute-granularity full|--recompute-granularity full" \
              "--num-experts 4|--num-experts" \
              "--memory-cap-per-shard 1G|--memory-cap-per-shard"; do
   f="${flags%%|*}" want="${flags##*|}"
@@ -110,5 +113,5 @@ for flags in "--tensor-model-parallel-size 2 --world-size 2|--tensor-model-paral
   grep -q -- "$want needs --device cpu" refuse.log ||
     { echo "FAIL refuse $f: unexpected message"; cat refuse.log; exit 1; }
 done
-echo "ok   errors: no GPU, and TP / recompute / MoE / memory cap refused by name"
+echo "ok   errors: no GPU, and TP / full recompute / MoE / memory cap refused by name"
 echo PASS
