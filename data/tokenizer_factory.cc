@@ -6,6 +6,8 @@
 #include "base/status_macros.h"
 #include "data/gpt2_bpe_tokenizer.h"
 #include "data/hf_tokenizer.h"
+#include "data/sentencepiece_tokenizer.h"
+#include "data/tiktoken_tokenizer.h"
 
 namespace mxmaca::data {
 
@@ -26,6 +28,20 @@ absl::Status CheckTokenizerFlags(const TokenizerSpec& spec) {
       return needs("--tokenizer-model", "a folder with tokenizer.json, or the tokenizer.json");
     return absl::OkStatus();
   }
+  if (type == "SentencePieceTokenizer" || type == "GPTSentencePieceTokenizer" ||
+      type == "Llama2Tokenizer") {
+    if (!spec.tokenizer_model.has_value()) return needs("--tokenizer-model", "a SentencePiece .model");
+    return absl::OkStatus();
+  }
+  if (type == "TikTokenizer") {
+    if (!spec.tokenizer_model.has_value())
+      return needs("--tokenizer-model", "a tiktoken vocab .json as Megatron reads it");
+    if (!spec.tiktoken_pattern.has_value() ||
+        (*spec.tiktoken_pattern != "v1" && *spec.tiktoken_pattern != "v2")) {
+      return needs("--tiktoken-pattern v1 or v2", "Megatron's PATTERN_TIKTOKEN / _V2");
+    }
+    return absl::OkStatus();
+  }
   return absl::InvalidArgumentError(absl::StrCat("--tokenizer-type ", type,
                                                  " is not supported by MXMACA (supported: ",
                                                  kBuildableTokenizerTypes, ", NullTokenizer)"));
@@ -43,7 +59,21 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> BuildTokenizer(const TokenizerSpec& s
     MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<HfTokenizer> t, HfTokenizer::Load(*spec.tokenizer_model));
     return std::unique_ptr<Tokenizer>(std::move(t));
   }
-  return absl::InternalError("unreachable");
+  if (type == "TikTokenizer") {
+    MXMACA_ASSIGN_OR_RETURN(
+        std::unique_ptr<TikTokenizer> t,
+        TikTokenizer::Load(*spec.tokenizer_model, *spec.tiktoken_pattern, spec.vocab_size,
+                           spec.tiktoken_num_special_tokens, spec.tiktoken_special_tokens));
+    return std::unique_ptr<Tokenizer>(std::move(t));
+  }
+  using Flavor = SentencePieceTokenizer::Flavor;
+  const Flavor flavor = type == "SentencePieceTokenizer"      ? Flavor::kSentencePiece
+                        : type == "GPTSentencePieceTokenizer" ? Flavor::kGptSentencePiece
+                                                              : Flavor::kLlama2;
+  MXMACA_ASSIGN_OR_RETURN(
+      std::unique_ptr<SentencePieceTokenizer> t,
+      SentencePieceTokenizer::Load(*spec.tokenizer_model, flavor, spec.vocab_extra_ids));
+  return std::unique_ptr<Tokenizer>(std::move(t));
 }
 
 }  // namespace mxmaca::data

@@ -16,7 +16,8 @@ RANGES = [(0x21, 0x7E), (0xA1, 0xFF), (0x391, 0x3C9), (0x410, 0x44F), (0x5D0, 0x
           (0x3041, 0x3096), (0xAC00, 0xAD00), (0x1F600, 0x1F64F), (0x300, 0x36F),
           (0x2200, 0x22FF), (0x2010, 0x2027), (0xFF10, 0xFF19), (0xB2, 0xB3)]
 WORDS = ["the", "The", "HELLO", "world", "tokenizer", "Megatron", "don't", "I'm", "WE'LL",
-         "they're", "you'VE", "it's", "naïve", "café", "über", "日本語", "данные", "x", "a"]
+         "they're", "you'VE", "it's", "naïve", "café", "über", "日本語", "данные", "x", "a",
+         "HelloWorld", "iPhone", "McDONALDS", "camelCaseWord", "ABCdef", "a/b//", "x\n/"]
 SPACES = [" ", "  ", "   ", "\t", "\n", "\n\n", "\r\n", " \n ", "\u00a0", "\u3000", " \t "]
 
 

@@ -1,0 +1,40 @@
+#!/bin/bash
+# //data:sentencepiece_tokenizer_parity_test: Llama2Tokenizer / GPTSentencePieceTokenizer
+# (our wrapper of Debian's libsentencepiece) against an independent implementation:
+# a BPE + byte-fallback SentencePiece model is trained here with spm_train (Debian
+# `sentencepiece`) on KJV verses and random Unicode lines, converted to a Llama-2-layout
+# tokenizer.json by spm_to_tokenizer_json.py (LlamaConverter's rules, our own code), and
+# encoded by @huggingface/tokenizers (pure JS). Ids must be equal; SentencePiece's decode
+# must give back each input; our HfTokenizer on the converted tokenizer.json (the
+# Metaspace-style BPE path of HuggingFaceTokenizer) must equal the JS ids and text.
+# Fresh random strings each run (seed printed; MXMACA_TEST_SEED to repeat).
+set -euo pipefail
+N="${MXMACA_TOKENIZER_PARITY_STRINGS:-2000}"
+SEED="${MXMACA_TEST_SEED:-$(( $(date +%s%N) % 1000000007 ))}"
+PY=/usr/bin/python3
+HERE="data/tests"
+TOOL="data/tokenizer_tool"
+WORK="${TEST_TMPDIR:-$(mktemp -d)}"
+echo "seed=$SEED strings=$N work=$WORK"
+{ bible -f "Gen1:1-Exo40:38"
+  "$PY" "$HERE/hf_tokenizer_reference/make_random_text.py" "$((SEED + 1))" 400 /dev/stdout |
+    "$PY" -c "import json,sys; [print(json.loads(l).replace('\n', ' ')) for l in sys.stdin]"
+} > "$WORK/corpus.txt"
+spm_train --input="$WORK/corpus.txt" --model_prefix="$WORK/spm" --vocab_size=1200 \
+  --model_type=bpe --byte_fallback=true --normalization_rule_name=identity \
+  --remove_extra_whitespaces=false --character_coverage=0.9995 --minloglevel=2 >/dev/null 2>&1
+spm_export_vocab --model="$WORK/spm.model" --output="$WORK/vocab.tsv"
+"$PY" "$HERE/spm_reference/spm_to_tokenizer_json.py" "$WORK/vocab.tsv" "$WORK/hf"
+"$PY" "$HERE/hf_tokenizer_reference/make_random_text.py" "$SEED" "$N" "$WORK/in.jsonl"
+node "$HERE/hf_tokenizer_reference/hf_js_encode.cjs" "$WORK/hf" < "$WORK/in.jsonl" > "$WORK/js.jsonl"
+"$TOOL" --tokenizer-type=Llama2Tokenizer --tokenizer-model="$WORK/spm.model" \
+  < "$WORK/in.jsonl" > "$WORK/llama2.jsonl"
+"$TOOL" --tokenizer-type=HuggingFaceTokenizer --tokenizer-model="$WORK/hf" \
+  < "$WORK/in.jsonl" > "$WORK/hf.jsonl"
+"$TOOL" --tokenizer-type=GPTSentencePieceTokenizer --tokenizer-model="$WORK/spm.model" \
+  < "$WORK/in.jsonl" > "$WORK/gptsp.jsonl"
+"$PY" "$HERE/spm_reference/compare_spm.py" "$WORK/in.jsonl" "$WORK/llama2.jsonl" \
+  "$WORK/gptsp.jsonl" "$WORK/js.jsonl"
+"$PY" "$HERE/hf_tokenizer_reference/compare_ids.py" "HuggingFaceTokenizer (Llama-2 layout)" \
+  "$WORK/in.jsonl" "$WORK/hf.jsonl" "$WORK/js.jsonl"
+echo PASS
