@@ -189,8 +189,60 @@ nlohmann::json CheckpointArgsJson(const std::vector<std::string>& argv, const Me
   j["megatron_args"] = MegatronArgsJson(a);
   j["tokenizer"] = {{"type", a.tokenizer_type.value_or("GPT2BPETokenizer")},
                     {"vocab_file", a.vocab_file.value_or("")},
-                    {"merge_file", a.merge_file.value_or("")}};
+                    {"merge_file", a.merge_file.value_or("")},
+                    {"tokenizer_model", a.tokenizer_model.value_or("")},
+                    {"vocab_size", a.vocab_size ? nlohmann::json(*a.vocab_size) : nlohmann::json()},
+                    {"vocab_extra_ids", a.vocab_extra_ids},
+                    {"tiktoken_pattern", a.tiktoken_pattern.value_or("")},
+                    {"tiktoken_num_special_tokens", a.tiktoken_num_special_tokens},
+                    {"tiktoken_special_tokens", a.tiktoken_special_tokens}};
   return j;
+}
+
+data::TokenizerSpec TokenizerSpecFromArgs(const MegatronArgs& a) {
+  data::TokenizerSpec spec;
+  spec.tokenizer_type = a.tokenizer_type.value_or("GPT2BPETokenizer");
+  spec.vocab_file = a.vocab_file;
+  spec.merge_file = a.merge_file;
+  spec.tokenizer_model = a.tokenizer_model;
+  spec.vocab_size = a.vocab_size;
+  spec.vocab_extra_ids = a.vocab_extra_ids;
+  spec.tiktoken_pattern = a.tiktoken_pattern;
+  spec.tiktoken_num_special_tokens = a.tiktoken_num_special_tokens;
+  spec.tiktoken_special_tokens = a.tiktoken_special_tokens;
+  return spec;
+}
+
+absl::StatusOr<data::TokenizerSpec> TokenizerSpecFromCheckpointArgs(const nlohmann::json& args) {
+  if (!args.is_object() || !args.contains("tokenizer") || !args["tokenizer"].is_object()) {
+    return absl::DataLossError("checkpoint args have no \"tokenizer\" object");
+  }
+  const nlohmann::json& t = args["tokenizer"];
+  data::TokenizerSpec spec;
+  try {
+    auto text = [&](const char* key) -> std::optional<std::string> {
+      if (!t.contains(key) || t[key].is_null()) return std::nullopt;
+      std::string v = t[key].get<std::string>();
+      if (v.empty()) return std::nullopt;
+      return v;
+    };
+    spec.tokenizer_type = text("type").value_or("GPT2BPETokenizer");
+    spec.vocab_file = text("vocab_file");
+    spec.merge_file = text("merge_file");
+    spec.tokenizer_model = text("tokenizer_model");
+    spec.tiktoken_pattern = text("tiktoken_pattern");
+    if (t.contains("vocab_size") && !t["vocab_size"].is_null())
+      spec.vocab_size = t["vocab_size"].get<int64_t>();
+    if (t.contains("vocab_extra_ids")) spec.vocab_extra_ids = t["vocab_extra_ids"].get<int64_t>();
+    if (t.contains("tiktoken_num_special_tokens"))
+      spec.tiktoken_num_special_tokens = t["tiktoken_num_special_tokens"].get<int64_t>();
+    if (t.contains("tiktoken_special_tokens"))
+      spec.tiktoken_special_tokens = t["tiktoken_special_tokens"].get<std::vector<std::string>>();
+  } catch (const nlohmann::json::exception& e) {
+    return absl::DataLossError(absl::StrCat("checkpoint args: \"tokenizer\" is mistyped: ",
+                                            t.dump()));
+  }
+  return spec;
 }
 
 absl::StatusOr<layers::GptConfig> ModelConfigFromCheckpointArgs(const nlohmann::json& args) {

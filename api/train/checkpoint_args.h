@@ -2,7 +2,9 @@
 // and the model configuration recovered from them (for --load checks and `generate`).
 //
 // Stored object: {"argv": [...the train command line...], "model": {GptConfig fields
-// under Megatron's dest names}, "tokenizer": {"type", "vocab_file", "merge_file"},
+// under Megatron's dest names}, "tokenizer": {"type", "vocab_file", "merge_file",
+// "tokenizer_model", "vocab_size", "vocab_extra_ids", "tiktoken_pattern",
+// "tiktoken_num_special_tokens", "tiktoken_special_tokens"},
 // "megatron_args": {the effective (validated) values of the Megatron arguments that
 // --use-checkpoint-args reads, under their dest names; null for None}}.
 #ifndef MXMACA_API_TRAIN_CHECKPOINT_ARGS_H_
@@ -15,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "api/args/megatron_args.h"
+#include "data/tokenizer_factory.h"
 #include "layers/gpt_config.h"
 
 namespace mxmaca::api {
@@ -22,6 +25,16 @@ namespace mxmaca::api {
 // CheckpointArgsJson: the object above.
 nlohmann::json CheckpointArgsJson(const std::vector<std::string>& argv, const MegatronArgs& args,
                                   const layers::GptConfig& model);
+
+// TokenizerSpecFromArgs: the tokenizer flags of `args` (type default GPT2BPETokenizer)
+// as data::BuildTokenizer takes them.
+data::TokenizerSpec TokenizerSpecFromArgs(const MegatronArgs& args);
+
+// TokenizerSpecFromCheckpointArgs: the spec stored under "tokenizer" by
+// CheckpointArgsJson (checkpoints from before the SentencePiece / HF / tiktoken fields
+// have type and the GPT-2 files only; "" means unset). Error: DataLoss when "tokenizer"
+// is missing or mistyped.
+absl::StatusOr<data::TokenizerSpec> TokenizerSpecFromCheckpointArgs(const nlohmann::json& args);
 
 // ModelConfigFromCheckpointArgs: the GptConfig stored by CheckpointArgsJson (dropout set
 // to 0: it is used for inference and shape checks). Errors: DataLoss naming the missing

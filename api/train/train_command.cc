@@ -52,7 +52,7 @@
 #include "base/status_macros.h"
 #include "layers/context_parallel/memory_cap.h"
 #include "transport/inprocess_communicator.h"
-#include "data/gpt2_bpe_tokenizer.h"
+#include "data/tokenizer_factory.h"
 #include "data/gpt_dataset_builder.h"
 #include "layers/flops.h"
 #include "layers/gpt_stage.h"
@@ -522,22 +522,11 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
                            }));
   }
 
-  // Tokenizer (vocabulary size and end-of-document id).
+  // Tokenizer (vocabulary size and end-of-document id), as Megatron's build_tokenizer.
   const std::string tokenizer_type = args.tokenizer_type.value_or("GPT2BPETokenizer");
-  std::unique_ptr<data::Gpt2BpeTokenizer> tokenizer;
   int64_t vocab_size = 0;
   int32_t eod = 0;
-  if (tokenizer_type == "GPT2BPETokenizer") {
-    if (!args.vocab_file || !args.merge_file) {
-      return absl::InvalidArgumentError(
-          "--tokenizer-type GPT2BPETokenizer needs --vocab-file (encoder.json) and --merge-file "
-          "(vocab.bpe)");
-    }
-    MXMACA_ASSIGN_OR_RETURN(tokenizer,
-                            data::Gpt2BpeTokenizer::Load(*args.vocab_file, *args.merge_file));
-    vocab_size = tokenizer->vocab_size();
-    eod = tokenizer->eod();
-  } else if (tokenizer_type == "NullTokenizer") {
+  if (tokenizer_type == "NullTokenizer") {
     if (!args.vocab_size) {
       return absl::InvalidArgumentError("--tokenizer-type NullTokenizer needs --vocab-size");
     }
@@ -545,9 +534,17 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
     vocab_size = *args.vocab_size + 1;
     eod = static_cast<int32_t>(*args.vocab_size);
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--tokenizer-type ", tokenizer_type,
-        ": MXMACA supports GPT2BPETokenizer and NullTokenizer"));
+    MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer,
+                            data::BuildTokenizer(TokenizerSpecFromArgs(args)));
+    vocab_size = tokenizer->vocab_size();
+    eod = tokenizer->eod();
+    if (eod < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tokenizer-type ", tokenizer_type, " --tokenizer-model ",
+          args.tokenizer_model.value_or(""),
+          ": the tokenizer has no end-of-document token (HuggingFaceTokenizer: no eos_token "
+          "in tokenizer_config.json or special_tokens_map.json)"));
+    }
   }
 
   // Model, placement, schedules (parallel_setup.h) and the ranks' state.
