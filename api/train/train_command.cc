@@ -102,7 +102,8 @@ constexpr const char* kHonouredDests[] = {
     "overlap_grad_reduce", "overlap_param_gather", "eval_iters", "eval_interval", "data_path",
     "split", "train_data_path", "valid_data_path", "test_data_path", "mock_data",
     "data_cache_path", "seq_length", "vocab_file", "merge_file", "tokenizer_type",
-    "vocab_size", "reset_position_ids", "reset_attention_mask", "eod_mask_loss",
+    "vocab_size", "tokenizer_model", "vocab_extra_ids", "tiktoken_pattern",
+    "tiktoken_num_special_tokens", "tiktoken_special_tokens", "reset_position_ids", "reset_attention_mask", "eod_mask_loss",
     "create_attention_mask_in_dataloader", "num_workers", "dataloader_type", "log_interval",
     "max_consecutive_nan_iterations", "num_threads", "trace_file", "help",
     // TensorBoard and metrics (api/train/metrics_setup.h).
@@ -549,6 +550,10 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
 
   // Model, placement, schedules (parallel_setup.h) and the ranks' state.
   MXMACA_ASSIGN_OR_RETURN(layers::GptConfig model, GptConfigFromArgs(args, vocab_size));
+  // Megatron's _vocab_size_with_padding log line.
+  print(absl::StrCat(" > padded vocab (size: ", model.vocab_size, ") with ",
+                     model.padded_vocab_size - model.vocab_size, " dummy tokens (new size: ",
+                     model.padded_vocab_size, ")"));
   // The checkpoint to resume from, opened before the ranks are built: its RNG state (the
   // seed of every random draw) replaces --seed's unless --no-load-rng or --finetune, as
   // Megatron restores its generators (the data order stays --seed's in both).
