@@ -37,4 +37,30 @@ node "$HERE/hf_tokenizer_reference/hf_js_encode.cjs" "$WORK/hf" < "$WORK/in.json
   "$WORK/gptsp.jsonl" "$WORK/js.jsonl"
 "$PY" "$HERE/hf_tokenizer_reference/compare_ids.py" "HuggingFaceTokenizer (Llama-2 layout)" \
   "$WORK/in.jsonl" "$WORK/hf.jsonl" "$WORK/js.jsonl"
+# HuggingFaceTokenizer's Metaspace pre-tokenizer / decoder layouts against the JS
+# reference, on text with the special tokens inside (Metaspace "first" must not
+# prepend after them).
+"$PY" "$HERE/hf_tokenizer_reference/make_random_text.py" "$((SEED + 2))" "$N" \
+  "$WORK/in_specials.jsonl" "<s>,</s>,<unk>"
+for layout in metaspace_first metaspace_split; do
+  "$PY" "$HERE/spm_reference/spm_to_tokenizer_json.py" "$WORK/vocab.tsv" "$WORK/$layout" "$layout"
+  node "$HERE/hf_tokenizer_reference/hf_js_encode.cjs" "$WORK/$layout" \
+    < "$WORK/in_specials.jsonl" > "$WORK/$layout.js.jsonl"
+  "$TOOL" --tokenizer-type=HuggingFaceTokenizer --tokenizer-model="$WORK/$layout" \
+    < "$WORK/in_specials.jsonl" > "$WORK/$layout.cpp.jsonl"
+  "$PY" "$HERE/hf_tokenizer_reference/compare_ids.py" "HuggingFaceTokenizer ($layout)" \
+    "$WORK/in_specials.jsonl" "$WORK/$layout.cpp.jsonl" "$WORK/$layout.js.jsonl"
+done
+# SentencePieceTokenizer: Megatron's special-token split (megatron_sp_reference.py, a
+# transcription of _SentencePieceTokenizer.tokenize/detokenize) over the plain
+# SentencePiece ids of the gaps (GPTSentencePieceTokenizer = encode_as_ids).
+"$PY" "$HERE/hf_tokenizer_reference/make_random_text.py" "$((SEED + 3))" 500 \
+  "$WORK/in_sp.jsonl" "<s>,</s>,<EOD>,<CLS>,<SEP>,<MASK>,<PAD>,<extra_id_1>"
+"$PY" "$HERE/spm_reference/megatron_sp_reference.py" gaps "$WORK/in_sp.jsonl" "$WORK/gaps.jsonl"
+"$TOOL" --tokenizer-type=GPTSentencePieceTokenizer --tokenizer-model="$WORK/spm.model" \
+  < "$WORK/gaps.jsonl" > "$WORK/gaps.ids.jsonl"
+"$TOOL" --tokenizer-type=SentencePieceTokenizer --tokenizer-model="$WORK/spm.model" \
+  --vocab-extra-ids=3 < "$WORK/in_sp.jsonl" > "$WORK/sp.jsonl"
+"$PY" "$HERE/spm_reference/megatron_sp_reference.py" check "$WORK/in_sp.jsonl" \
+  "$WORK/gaps.ids.jsonl" "$WORK/sp.jsonl" "$WORK/vocab.tsv" 3
 echo PASS

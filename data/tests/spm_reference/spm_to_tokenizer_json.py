@@ -1,4 +1,4 @@
-"""spm_to_tokenizer_json.py VOCAB.tsv OUT_DIR
+"""spm_to_tokenizer_json.py VOCAB.tsv OUT_DIR [LAYOUT]
 
 Converts a SentencePiece BPE model (its `spm_export_vocab` listing: piece TAB score,
 in id order) with byte_fallback into a Llama-2-layout Hugging Face tokenizer.json, the
@@ -7,6 +7,9 @@ normal piece into two normal pieces, ranked by the merged piece's id (then the l
 then the right piece's id); normalizer Prepend("▁") + Replace(" ", "▁"); BPE with
 byte_fallback and fuse_unk; decoder Replace("▁", " "), ByteFallback, Fuse, Strip(1
 leading space); post_processor TemplateProcessing "<s> $A"; <unk> <s> </s> added.
+LAYOUT (default "llama2") may instead be "metaspace_first" (LlamaConverter with
+legacy=False: no normalizer, Metaspace pre-tokenizer prepend_scheme "first", split
+false) or "metaspace_split" (Metaspace prepend "always", split true, Metaspace decoder).
 Written independently of SentencePiece's code: the reference implementation that
 reads it is @huggingface/tokenizers (JavaScript).
 """
@@ -57,6 +60,19 @@ def main():
                   "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
                   "vocab": vocab, "merges": [f"{a} {b}" for _, _, _, a, b in merges]},
     }
+    layout = sys.argv[3] if len(sys.argv) > 3 else "llama2"
+    if layout == "metaspace_first":
+        tj["normalizer"] = None
+        tj["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581",
+                               "prepend_scheme": "first", "split": False}
+    elif layout == "metaspace_split":
+        tj["normalizer"] = None
+        tj["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581",
+                               "prepend_scheme": "always", "split": True}
+        tj["decoder"] = {"type": "Sequence", "decoders": [
+            {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always",
+             "split": True},
+            {"type": "ByteFallback"}, {"type": "Fuse"}]}
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "tokenizer.json"), "w", encoding="utf-8") as f:
         json.dump(tj, f, ensure_ascii=False)
