@@ -177,6 +177,17 @@ absl::Status HfTokenizer::ParseModel(const json& model, const std::string& file)
 }
 
 absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string& path) {
+  // nlohmann::json throws on a value of the wrong type (e.g. "fuse_unk": "yes"); every
+  // such throw becomes an error naming the file.
+  try {
+    return LoadUnchecked(path);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("tokenizer.json from --tokenizer-model '", path,
+                                                   "' has a field of the wrong type: ", e.what()));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadUnchecked(const std::string& path) {
   std::string file = path;
   std::string dir;
   if (IsDirectory(path)) {

@@ -65,6 +65,7 @@ class HfTokenizer : public Tokenizer {
 
  private:
   HfTokenizer() = default;
+  static absl::StatusOr<std::unique_ptr<HfTokenizer>> LoadUnchecked(const std::string& path);
   struct AddedToken {
     std::string content;
     int32_t id;

@@ -26,6 +26,17 @@ const char kTiktokenPatternV2[] =
 absl::StatusOr<std::unique_ptr<TikTokenizer>> TikTokenizer::Load(
     const std::string& path, const std::string& pattern, std::optional<int64_t> vocab_size,
     int64_t num_special_tokens, std::vector<std::string> special_tokens) {
+  try {
+    return LoadUnchecked(path, pattern, vocab_size, num_special_tokens, std::move(special_tokens));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("--tokenizer-model (TikTokenizer vocab) '", path,
+                                                   "' has a field of the wrong type: ", e.what()));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<TikTokenizer>> TikTokenizer::LoadUnchecked(
+    const std::string& path, const std::string& pattern, std::optional<int64_t> vocab_size,
+    int64_t num_special_tokens, std::vector<std::string> special_tokens) {
   auto invalid = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   if (pattern != "v1" && pattern != "v2") {
     return invalid("--tokenizer-type TikTokenizer needs --tiktoken-pattern v1 or v2, got '",

@@ -60,6 +60,9 @@ class TikTokenizer : public Tokenizer {
 
  private:
   TikTokenizer() = default;
+  static absl::StatusOr<std::unique_ptr<TikTokenizer>> LoadUnchecked(
+      const std::string& path, const std::string& pattern, std::optional<int64_t> vocab_size,
+      int64_t num_special_tokens, std::vector<std::string> special_tokens);
   // BytePairEncode: ranks (unshifted) of one pre-tokenized piece.
   void BytePairEncode(std::string_view piece, std::vector<int32_t>* ids) const;
 

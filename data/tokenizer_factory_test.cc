@@ -149,6 +149,59 @@ TEST_CASE("HuggingFaceTokenizer: errors name the file and what was expected") {
   CHECK(absl::StrContains(ErrorOf(none), "BertWordPieceCase is not supported"));
 }
 
+// Every value of the fixture replaced by each wrong-typed value: Load returns (OK or an
+// error), never throws or crashes; the tokenizers it returns encode and decode.
+void ReplaceEachValue(json* root, json* node, const std::string& file, int* loads) {
+  const json kWrong[] = {json(1), json(-7), json("x"), json::array(), json::object(), json(),
+                         json(true), json(1.5)};
+  auto try_all = [&](json* slot) {
+    const json saved = *slot;
+    for (const json& w : kWrong) {
+      *slot = w;
+      Write(file, root->dump());
+      absl::StatusOr<std::unique_ptr<HfTokenizer>> t = HfTokenizer::Load(
+          absl::StrCat(TempDir(), "/", file));
+      ++*loads;
+      if (t.ok()) {
+        const Ids ids = (*t)->Encode("the <mask> he\xE3\x80\x80x");
+        (void)(*t)->Decode(ids);
+      }
+    }
+    *slot = saved;
+  };
+  if (node->is_object()) {
+    for (auto it = node->begin(); it != node->end(); ++it) {
+      if (it.key() == "vocab") continue;  // 259 entries of one kind: spot-check one below
+      try_all(&it.value());
+      ReplaceEachValue(root, &it.value(), file, loads);
+    }
+  } else if (node->is_array()) {
+    for (json& v : *node) {
+      try_all(&v);
+      ReplaceEachValue(root, &v, file, loads);
+    }
+  }
+}
+
+TEST_CASE("HuggingFaceTokenizer: wrong-typed fields never throw or crash") {
+  json j = ByteLevelJson();
+  j["post_processor"] = {
+      {"type", "TemplateProcessing"},
+      {"single", json::array({{{"SpecialToken", {{"id", "<|eos|>"}}}}, {{"Sequence", {{"id", "A"}}}}})},
+      {"special_tokens", {{"<|eos|>", {{"id", "<|eos|>"}, {"ids", {259}}}}}}};
+  j["normalizer"] = {{"type", "Sequence"},
+                     {"normalizers", json::array({{{"type", "NFC"}},
+                                                  {{"type", "Replace"},
+                                                   {"pattern", {{"String", "x"}}},
+                                                   {"content", "y"}}})}};
+  j["model"]["vocab"]["he"] = "not an id";
+  int loads = 0;
+  ReplaceEachValue(&j, &j, "mutated.json", &loads);
+  j["model"]["vocab"]["he"] = 256;
+  ReplaceEachValue(&j, &j, "mutated.json", &loads);
+  CHECK(loads > 500);
+}
+
 // A Megatron tiktoken vocab: the 256 bytes, then "ab" (256) and "abc" (257).
 std::string TiktokenVocab(int extra_wrong = -1) {
   json list = json::array();
