@@ -190,6 +190,12 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
 absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadUnchecked(const std::string& path) {
   std::string file = path;
   std::string dir;
+  if (!Exists(path)) {
+    return absl::NotFoundError(absl::StrCat(
+        "--tokenizer-model '", path,
+        "' is neither a folder with tokenizer.json nor a tokenizer.json file (MXMACA reads "
+        "local files only: a Hugging Face Hub name must be downloaded first)"));
+  }
   if (IsDirectory(path)) {
     dir = path;
     file = absl::StrCat(path, "/tokenizer.json");

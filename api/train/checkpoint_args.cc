@@ -89,6 +89,8 @@ nlohmann::json MegatronArgsJson(const MegatronArgs& a) {
   MXMACA_CHECKPOINT_ARGS(MXMACA_TO_JSON)
 #undef MXMACA_TO_JSON
   j["tokenizer_type"] = ToJson(a.tokenizer_type);
+  j["tokenizer_model"] = ToJson(a.tokenizer_model);
+  j["tiktoken_pattern"] = ToJson(a.tiktoken_pattern);
   return j;
 }
 
@@ -151,8 +153,10 @@ absl::StatusOr<std::vector<std::string>> ApplyCheckpointArgs(const nlohmann::jso
   MXMACA_CHECKPOINT_ARGS(MXMACA_SET)
 #undef MXMACA_SET
   if (failed == nullptr && a->use_tokenizer_model_from_checkpoint_args) {
-    set("tokenizer_type", true, &a->tokenizer_type);
+    set("tokenizer_model", true, &a->tokenizer_model);
+    if (failed == nullptr) set("tokenizer_type", true, &a->tokenizer_type);
   }
+  if (failed == nullptr) set("tiktoken_pattern", true, &a->tiktoken_pattern);
   if (failed != nullptr) {
     return absl::DataLossError(absl::StrCat("checkpoint args: megatron_args.", *failed,
                                             " has the wrong type: ", stored[*failed].dump()));

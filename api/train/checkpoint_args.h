@@ -60,8 +60,9 @@ absl::Status CheckModelMatchesCheckpoint(const layers::GptConfig& model,
 // apply_query_key_layer_scaling, attention_dropout, hidden_dropout and the MoE model
 // arguments (num_experts, moe_layer_freq, moe_ffn_hidden_size, moe_router_topk,
 // moe_router_pre_softmax, moe_shared_expert_intermediate_size, moe_router_score_function,
-// moe_router_enable_expert_bias, moe_router_topk_scaling_factor) always (force), and
-// tokenizer_type too unless --no-use-tokenizer-model-from-checkpoint-args. A value the
+// moe_router_enable_expert_bias, moe_router_topk_scaling_factor) always (force),
+// tokenizer_model and tokenizer_type too unless --no-use-tokenizer-model-from-checkpoint-args,
+// and tiktoken_pattern always (as Megatron). A value the
 // checkpoint does not provide (None) leaves the argument as it is. `ckpt_args` is a
 // checkpoint's args object (CheckpointArgsJson; checkpoints written before
 // "megatron_args" existed are read from their argv and model objects). Returns Megatron's

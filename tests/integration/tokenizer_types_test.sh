@@ -125,7 +125,7 @@ expect_error() {  # expect_error NAME NEEDLE TOKENIZER-FLAGS...
   grep -qF -- "$needle" "err_$name.log" || { echo "FAIL $name: message lacks '$needle':"; cat "err_$name.log"; exit 1; }
   echo "ok   error $name: exit $rc, $(head -c 160 "err_$name.log" | tr '\n' ' ')"
 }
-expect_error hf_missing "$work/nope.json" --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$work/nope.json"
+expect_error hf_missing "nope.json' is neither a folder" --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$work/nope.json"
 expect_error hf_corrupt "broken_tokenizer.json" --tokenizer-type HuggingFaceTokenizer --tokenizer-model broken_tokenizer.json
 expect_error hf_dir "empty_dir" --tokenizer-type HuggingFaceTokenizer --tokenizer-model empty_dir
 expect_error hf_wrong_kind "tiktoken.json" --tokenizer-type HuggingFaceTokenizer --tokenizer-model tiktoken.json
