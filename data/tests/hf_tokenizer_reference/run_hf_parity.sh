@@ -25,6 +25,22 @@ for v in gpt2 llama3; do
   [[ "$v" == gpt2 ]] && extra="--roundtrip"
   "$PY" "$HERE/compare_ids.py" "$v" "$WORK/in.jsonl" "$WORK/$v.cpp.jsonl" "$WORK/$v.js.jsonl" $extra
 done
+# GPT-2's complete tokenizer.json: HuggingFaceTokenizer == the JS reference ==
+# GPT2BPETokenizer (itself checked against openai/gpt-2's encoder.py) on KJV verses and
+# the random strings without special-token text.
+bible -f "Gen1:1-Exo40:38" | "$PY" -c 'import json,sys; [print(json.dumps(l.rstrip("\n"))) for l in sys.stdin]' > "$WORK/kjv.jsonl"
+"$PY" "$HERE/make_random_text.py" "$((SEED + 1))" "$N" "$WORK/plain.jsonl"
+cat "$WORK/kjv.jsonl" "$WORK/plain.jsonl" > "$WORK/full_in.jsonl"
+"$TOOL" --tokenizer-type=HuggingFaceTokenizer --tokenizer-model="$WORK/gpt2full" \
+  < "$WORK/full_in.jsonl" > "$WORK/full.cpp.jsonl"
+node "$HERE/hf_js_encode.cjs" "$WORK/gpt2full" < "$WORK/full_in.jsonl" > "$WORK/full.js.jsonl"
+"$TOOL" --tokenizer-type=GPT2BPETokenizer --vocab-file="$ENCODER_DIR/encoder.json" \
+  --merge-file="$ENCODER_DIR/vocab.bpe" < "$WORK/full_in.jsonl" | tail -n +2 > "$WORK/full.gpt2bpe.jsonl"
+"$PY" "$HERE/compare_ids.py" "gpt2full vs JS" "$WORK/full_in.jsonl" "$WORK/full.cpp.jsonl" \
+  "$WORK/full.js.jsonl" --roundtrip
+"$PY" "$HERE/compare_ids.py" "gpt2full vs GPT2BPETokenizer" "$WORK/full_in.jsonl" \
+  "$WORK/full.cpp.jsonl" "$WORK/full.gpt2bpe.jsonl"
+head -1 "$WORK/full.cpp.jsonl" | grep -q '"eod":50256,"vocab_size":50257' || { echo "gpt2full header: $(head -1 "$WORK/full.cpp.jsonl")"; exit 1; }
 # Header line: vocab_size and eod as Megatron's len(tokenizer) / eos_token_id.
 head -1 "$WORK/gpt2.cpp.jsonl" | grep -q '"eod":20256,"vocab_size":20257' || { echo "gpt2 header: $(head -1 "$WORK/gpt2.cpp.jsonl")"; exit 1; }
 head -1 "$WORK/llama3.cpp.jsonl" | grep -q '"eod":20257,"vocab_size":20261' || { echo "llama3 header: $(head -1 "$WORK/llama3.cpp.jsonl")"; exit 1; }
