@@ -25,7 +25,8 @@ constexpr char kUsage[] =
     "  Builds the train/valid/test datasets exactly as `mxmaca train` would with the same\n"
     "  flags (--data-path or --train/valid/test-data-path or --mock-data, --split,\n"
     "  --seed, --seq-length, --train-iters or --train-samples, --global-batch-size,\n"
-    "  --eval-iters, --eval-interval, --data-cache-path, --vocab-file, --merge-file)\n"
+    "  --eval-iters, --eval-interval, --data-cache-path and the tokenizer flags:\n"
+    "  --tokenizer-type, --vocab-file, --merge-file, --tokenizer-model, --tiktoken-*)\n"
     "  and prints each split's documents, samples and epochs.\n"
     "  --show N             print the first N train samples, ids and decoded text\n"
     "  --dump-samples FILE  write all train samples in order (seq_length + 1 int64 each)\n";

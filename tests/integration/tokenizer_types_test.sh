@@ -4,7 +4,7 @@
 #   mxmaca preprocess --tokenizer-type T --tokenizer-model M ... --append-eod
 #     (the .bin must hold exactly tokenizer_tool's ids per document + eod),
 #   mxmaca train (the padded vocab must be Megatron's: ceil(V / (128 x TP)) x 128 x TP),
-#   mxmaca generate --load (exits 0 and prints text).
+#   mxmaca inspect-data --show 1 and mxmaca generate --load (exit 0 and print text).
 # Types: HuggingFaceTokenizer (GPT-2 and Llama-3 layouts of a tokenizer.json made from
 # GPT-2's vocab), SentencePieceTokenizer / GPTSentencePieceTokenizer / Llama2Tokenizer (a
 # model trained here with spm_train), TikTokenizer (a Megatron-format vocab from GPT-2's
@@ -93,6 +93,8 @@ PYEOF
   local padded=$(( (v + m - 1) / m * m ))
   grep -q "padded vocab (size: $v) with $((padded - v)) dummy tokens (new size: $padded)" \
     "$name.train.log" || { echo "FAIL $name: no Megatron padded-vocab line for $v -> $padded"; grep "padded vocab" "$name.train.log"; exit 1; }
+  "$mxmaca" inspect-data "${model[@]}" --data-path "${name}_text_document" --show 1 "$@" \
+    > "$name.inspect.log" 2>&1 || { echo "FAIL $name: inspect-data --show"; tail -5 "$name.inspect.log"; exit 1; }
   "$mxmaca" generate --load "$name.ckpt" --prompt "In the beginning" --max-new-tokens 6 \
     --num-threads 1 > "$name.gen.log" 2>&1 || { echo "FAIL $name: generate"; tail -5 "$name.gen.log"; exit 1; }
   [ -s "$name.gen.log" ] || { echo "FAIL $name: generate printed nothing"; exit 1; }
