@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -95,6 +96,31 @@ std::string EosContent(const json& j) {
     return e["content"].get<std::string>();
   return "";
 }
+
+// The per-thread word -> ids cache (for the tokenizer the thread used last), bounded as
+// Gpt2BpeTokenizer's: words over kMaxCachedWordBytes are not cached, and it is emptied
+// past kMaxCachedWords words or kMaxCachedIds ids.
+constexpr size_t kMaxCachedWordBytes = 256;
+constexpr size_t kMaxCachedWords = size_t{1} << 18;
+constexpr size_t kMaxCachedIds = size_t{1} << 22;
+std::atomic<uint64_t> next_instance_id{1};
+
+struct WordCache {
+  uint64_t owner = 0;
+  absl::flat_hash_map<std::string, std::pair<uint32_t, uint32_t>> index;  // -> (offset, count)
+  std::vector<int32_t> ids;
+
+  static WordCache& ForThisThread(uint64_t owner) {
+    thread_local WordCache cache;
+    if (cache.owner != owner || cache.index.size() > kMaxCachedWords ||
+        cache.ids.size() > kMaxCachedIds) {
+      cache.owner = owner;
+      cache.index.clear();
+      cache.ids.clear();
+    }
+    return cache;
+  }
+};
 
 }  // namespace
 
@@ -218,6 +244,7 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadUnchecked(const st
                    "pre_tokenizer, decoder, added_tokens)");
   }
   std::unique_ptr<HfTokenizer> t(new HfTokenizer());
+  t->instance_id_ = next_instance_id.fetch_add(1);
   MXMACA_RETURN_IF_ERROR(t->ParseModel(j["model"], file));
   auto named = [&](const absl::Status& s) {
     return absl::InvalidArgumentError(absl::StrCat("tokenizer.json '", file, "': ", s.message()));
@@ -337,8 +364,29 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadUnchecked(const st
 }
 
 void HfTokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* ids) const {
+  const absl::string_view key(word.data(), word.size());
+  WordCache* cache = nullptr;
+  if (word.size() <= kMaxCachedWordBytes) {
+    cache = &WordCache::ForThisThread(instance_id_);
+    auto hit = cache->index.find(key);
+    if (hit != cache->index.end()) {
+      const int32_t* first = cache->ids.data() + hit->second.first;
+      ids->insert(ids->end(), first, first + hit->second.second);
+      return;
+    }
+  }
+  const size_t start = ids->size();
+  EncodeWordUncached(word, ids);
+  if (cache != nullptr) {
+    cache->index.emplace(std::string(key), std::make_pair(static_cast<uint32_t>(cache->ids.size()),
+                                                          static_cast<uint32_t>(ids->size() - start)));
+    cache->ids.insert(cache->ids.end(), ids->begin() + start, ids->end());
+  }
+}
+
+void HfTokenizer::EncodeWordUncached(std::string_view word, std::vector<int32_t>* ids) const {
   if (ignore_merges_) {
-    auto it = vocab_.find(std::string(word));
+    auto it = vocab_.find(absl::string_view(word.data(), word.size()));
     if (it != vocab_.end()) {
       ids->push_back(it->second);
       return;
@@ -349,7 +397,7 @@ void HfTokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* ids) c
   bool last_unk = false;
   for (size_t i = 0; i < word.size();) {
     const size_t len = std::min(Utf8Len(static_cast<unsigned char>(word[i])), word.size() - i);
-    auto it = vocab_.find(std::string(word.substr(i, len)));
+    auto it = vocab_.find(absl::string_view(word.data() + i, len));
     if (it != vocab_.end()) {
       symbols.push_back(it->second);
       last_unk = false;

@@ -43,6 +43,8 @@
 
 namespace mxmaca::data {
 
+// HfTokenizer: immutable after Load; EncodeAppend and Decode are const and safe to call
+// from many threads at once.
 class HfTokenizer : public Tokenizer {
  public:
   // Load: `path` is a folder with tokenizer.json (and optionally tokenizer_config.json,
@@ -75,7 +77,10 @@ class HfTokenizer : public Tokenizer {
   absl::Status ParseModel(const nlohmann::json& model, const std::string& file);
   // EncodeSegment: normalize, pre-tokenize, BPE one text segment.
   void EncodeSegment(std::string text, bool at_start, std::vector<int32_t>* ids) const;
+  // EncodeWord: BPE of one pre-tokenized word, through the calling thread's word cache
+  // (thread_local, for the tokenizer it used last; bounded as Gpt2BpeTokenizer's).
   void EncodeWord(std::string_view word, std::vector<int32_t>* ids) const;
+  void EncodeWordUncached(std::string_view word, std::vector<int32_t>* ids) const;
 
   absl::flat_hash_map<std::string, int32_t> vocab_;
   std::vector<std::string> id_to_token_;  // [vocab_size_]; "" for unused ids
@@ -96,6 +101,8 @@ class HfTokenizer : public Tokenizer {
   bool clean_up_spaces_ = false;
   int32_t eod_ = -1;
   int64_t vocab_size_ = 0;
+  // Distinguishes tokenizers in the per-thread word caches (addresses can be reused).
+  uint64_t instance_id_ = 0;
 };
 
 }  // namespace mxmaca::data
