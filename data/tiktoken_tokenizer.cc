@@ -147,15 +147,24 @@ void TikTokenizer::BytePairEncode(std::string_view piece, std::vector<int32_t>* 
 }
 
 void TikTokenizer::EncodeAppend(std::string_view text, std::vector<int32_t>* ids) const {
-  for (const auto& [b, e] : regex_->FindAll(text)) {
-    const std::string_view piece = text.substr(b, e - b);
+  auto encode = [&](std::string_view piece) {
     auto it = ranks_.find(absl::string_view(piece.data(), piece.size()));
     if (it != ranks_.end()) {
       ids->push_back(it->second + num_special_);
     } else {
       BytePairEncode(piece, ids);
     }
+  };
+  // On well-formed UTF-8 both patterns match every character; the bytes between
+  // matches (ill-formed UTF-8 only, which tiktoken never sees) are encoded as pieces of
+  // their own, so nothing is dropped.
+  size_t prev = 0;
+  for (const auto& [b, e] : regex_->FindAll(text)) {
+    if (b > prev) encode(text.substr(prev, b - prev));
+    encode(text.substr(b, e - b));
+    prev = e;
   }
+  if (prev < text.size()) encode(text.substr(prev));
 }
 
 absl::StatusOr<std::string> TikTokenizer::Decode(absl::Span<const int32_t> ids) const {

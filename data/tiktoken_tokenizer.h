@@ -13,7 +13,10 @@
 // text) + K; eod = id of "</s>"; vocab_size = N; decode maps special ids to their
 // strings. File: a JSON list of {"rank": i, "token_bytes": base64, "token_str": s}
 // with rank == position and ranks 0..255 the single bytes 0..255.
-// Unlike tiktoken's decode (UTF-8 errors="replace"), Decode returns the raw bytes.
+// Unlike tiktoken's decode (UTF-8 errors="replace"), Decode returns the raw bytes, and
+// ill-formed UTF-8 input (which tiktoken, on Python str, never sees) is kept: the bytes
+// no pattern alternative matches become pieces of their own, so Decode(Encode(b)) == b
+// for every byte string b.
 #ifndef MXMACA_DATA_TIKTOKEN_TOKENIZER_H_
 #define MXMACA_DATA_TIKTOKEN_TOKENIZER_H_
 
