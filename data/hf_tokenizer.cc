@@ -124,14 +124,14 @@ struct WordCache {
 
 }  // namespace
 
-int32_t HfTokenizer::TokenId(std::string_view token) const {
+int32_t HuggingFaceTokenizer::TokenId(std::string_view token) const {
   for (const AddedToken& a : added_)
     if (a.content == token) return a.id;
   auto it = vocab_.find(std::string(token));
   return it == vocab_.end() ? -1 : it->second;
 }
 
-absl::Status HfTokenizer::ParseModel(const json& model, const std::string& file) {
+absl::Status HuggingFaceTokenizer::ParseModel(const json& model, const std::string& file) {
   auto invalid = [&](auto&&... parts) {
     return absl::InvalidArgumentError(absl::StrCat("tokenizer.json '", file, "': ", parts...));
   };
@@ -202,7 +202,7 @@ absl::Status HfTokenizer::ParseModel(const json& model, const std::string& file)
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string& path) {
+absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> HuggingFaceTokenizer::Load(const std::string& path) {
   // nlohmann::json throws on a value of the wrong type (e.g. "fuse_unk": "yes"); every
   // such throw becomes an error naming the file.
   try {
@@ -213,7 +213,7 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
   }
 }
 
-absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadUnchecked(const std::string& path) {
+absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> HuggingFaceTokenizer::LoadUnchecked(const std::string& path) {
   std::string file = path;
   std::string dir;
   if (!Exists(path)) {
@@ -243,7 +243,7 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadUnchecked(const st
     return invalid("no \"model\" (expected a Hugging Face tokenizer.json with model, "
                    "pre_tokenizer, decoder, added_tokens)");
   }
-  std::unique_ptr<HfTokenizer> t(new HfTokenizer());
+  std::unique_ptr<HuggingFaceTokenizer> t(new HuggingFaceTokenizer());
   t->instance_id_ = next_instance_id.fetch_add(1);
   MXMACA_RETURN_IF_ERROR(t->ParseModel(j["model"], file));
   auto named = [&](const absl::Status& s) {
@@ -363,7 +363,7 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadUnchecked(const st
   return t;
 }
 
-void HfTokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* ids) const {
+void HuggingFaceTokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* ids) const {
   const absl::string_view key(word.data(), word.size());
   WordCache* cache = nullptr;
   if (word.size() <= kMaxCachedWordBytes) {
@@ -384,7 +384,7 @@ void HfTokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* ids) c
   }
 }
 
-void HfTokenizer::EncodeWordUncached(std::string_view word, std::vector<int32_t>* ids) const {
+void HuggingFaceTokenizer::EncodeWordUncached(std::string_view word, std::vector<int32_t>* ids) const {
   if (ignore_merges_) {
     auto it = vocab_.find(absl::string_view(word.data(), word.size()));
     if (it != vocab_.end()) {
@@ -420,7 +420,7 @@ void HfTokenizer::EncodeWordUncached(std::string_view word, std::vector<int32_t>
   ids->insert(ids->end(), symbols.begin(), symbols.end());
 }
 
-void HfTokenizer::EncodeSegment(std::string text, bool at_start, std::vector<int32_t>* ids) const {
+void HuggingFaceTokenizer::EncodeSegment(std::string text, bool at_start, std::vector<int32_t>* ids) const {
   normalizer_(&text);
   if (text.empty()) return;
   std::vector<internal::Piece> pieces;
@@ -429,7 +429,7 @@ void HfTokenizer::EncodeSegment(std::string text, bool at_start, std::vector<int
   for (const internal::Piece& p : pieces) EncodeWord(p.text, ids);
 }
 
-void HfTokenizer::EncodeAppend(std::string_view text, std::vector<int32_t>* ids) const {
+void HuggingFaceTokenizer::EncodeAppend(std::string_view text, std::vector<int32_t>* ids) const {
   ids->insert(ids->end(), prefix_ids_.begin(), prefix_ids_.end());
   size_t segment_start = 0;  // start of the text not yet encoded
   size_t pos = 0;
@@ -467,7 +467,7 @@ void HfTokenizer::EncodeAppend(std::string_view text, std::vector<int32_t>* ids)
   ids->insert(ids->end(), suffix_ids_.begin(), suffix_ids_.end());
 }
 
-absl::StatusOr<std::string> HfTokenizer::Decode(absl::Span<const int32_t> ids) const {
+absl::StatusOr<std::string> HuggingFaceTokenizer::Decode(absl::Span<const int32_t> ids) const {
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {

@@ -43,9 +43,9 @@
 
 namespace mxmaca::data {
 
-// HfTokenizer: immutable after Load; EncodeAppend and Decode are const and safe to call
+// HuggingFaceTokenizer: immutable after Load; EncodeAppend and Decode are const and safe to call
 // from many threads at once.
-class HfTokenizer : public Tokenizer {
+class HuggingFaceTokenizer : public Tokenizer {
  public:
   // Load: `path` is a folder with tokenizer.json (and optionally tokenizer_config.json,
   // special_tokens_map.json) or the tokenizer.json file itself. Errors, each naming the
@@ -53,7 +53,7 @@ class HfTokenizer : public Tokenizer {
   // "model", an unsupported model or component (named), a vocab that is not an object
   // of token -> id, a merge (index given) whose tokens or merged token are not in the
   // vocab, an added token without id/content, an eos_token not in the vocabulary.
-  static absl::StatusOr<std::unique_ptr<HfTokenizer>> Load(const std::string& path);
+  static absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> Load(const std::string& path);
 
   void EncodeAppend(std::string_view text, std::vector<int32_t>* ids) const override;
   absl::StatusOr<std::string> Decode(absl::Span<const int32_t> ids) const override;
@@ -66,8 +66,8 @@ class HfTokenizer : public Tokenizer {
   int32_t TokenId(std::string_view token) const;
 
  private:
-  HfTokenizer() = default;
-  static absl::StatusOr<std::unique_ptr<HfTokenizer>> LoadUnchecked(const std::string& path);
+  HuggingFaceTokenizer() = default;
+  static absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> LoadUnchecked(const std::string& path);
   struct AddedToken {
     std::string content;
     int32_t id;

@@ -2,10 +2,10 @@
 // MegatronLegacyTokenizer: tokenize, detokenize, eod, vocab_size).
 //
 // Source: Megatron-LM megatron/training/tokenizer/tokenizer.py (Megatron-Core 0.19) and
-// megatron/core/datasets/megatron_tokenizer.py. Implementations: Gpt2BpeTokenizer
-// (GPT2BPETokenizer), HfTokenizer (HuggingFaceTokenizer), SentencePieceTokenizer
-// (SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer), TikTokenizer
-// (TikTokenizer); BuildTokenizer (data/tokenizer_factory.h) picks one by
+// megatron/core/datasets/megatron_tokenizer.py. Implementations, named after the
+// --tokenizer-type values they serve: Gpt2BpeTokenizer (GPT2BPETokenizer),
+// HuggingFaceTokenizer, SentencePieceTokenizer (also GPTSentencePieceTokenizer and
+// Llama2Tokenizer), TikTokenizer; BuildTokenizer (data/tokenizer_factory.h) picks one by
 // --tokenizer-type.
 #ifndef MXMACA_DATA_TOKENIZER_H_
 #define MXMACA_DATA_TOKENIZER_H_

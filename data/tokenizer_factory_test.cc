@@ -1,4 +1,4 @@
-// data/tokenizer_factory_test.cc: HfTokenizer, TikTokenizer and SentencePieceTokenizer on
+// data/tokenizer_factory_test.cc: HuggingFaceTokenizer, TikTokenizer and SentencePieceTokenizer on
 // tiny hand-written files whose ids are worked out by hand here, plus the load and
 // decode errors. (Parity with independent implementations: the *_parity_test targets.)
 #include "data/tokenizer_factory.h"
@@ -159,7 +159,7 @@ void ReplaceEachValue(json* root, json* node, const std::string& file, int* load
     for (const json& w : kWrong) {
       *slot = w;
       Write(file, root->dump());
-      absl::StatusOr<std::unique_ptr<HfTokenizer>> t = HfTokenizer::Load(
+      absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> t = HuggingFaceTokenizer::Load(
           absl::StrCat(TempDir(), "/", file));
       ++*loads;
       if (t.ok()) {

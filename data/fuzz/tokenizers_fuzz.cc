@@ -57,8 +57,8 @@ std::string Utf8(uint32_t cp) {
   return s;
 }
 
-const mxmaca::data::HfTokenizer& Hf() {
-  static const mxmaca::data::HfTokenizer* const tok = [] {
+const mxmaca::data::HuggingFaceTokenizer& Hf() {
+  static const mxmaca::data::HuggingFaceTokenizer* const tok = [] {
     json vocab = json::object();
     for (int b = 0; b < 256; ++b) vocab[Utf8(mxmaca::data::internal::kByteToCodePoint[b])] = b;
     const char* merges[][2] = {{"h", "e"}, {"\xC4\xA0", "t"}, {"\xC4\xA0t", "he"}, {"t", "he"},
@@ -87,7 +87,7 @@ const mxmaca::data::HfTokenizer& Hf() {
                                      {{"id", n + 1}, {"content", "<m>"}, {"lstrip", false}}});
     const std::string path = TempPath("tokenizer.json");
     std::ofstream(path) << j.dump();
-    auto loaded = mxmaca::data::HfTokenizer::Load(path);
+    auto loaded = mxmaca::data::HuggingFaceTokenizer::Load(path);
     if (!loaded.ok()) {
       std::fprintf(stderr, "tokenizers_fuzz: %s\n", loaded.status().ToString().c_str());
       std::abort();
@@ -145,7 +145,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     default: {
       static const std::string path = TempPath("input.json");
       std::ofstream(path, std::ios::binary | std::ios::trunc) << payload;
-      auto loaded = mxmaca::data::HfTokenizer::Load(path);
+      auto loaded = mxmaca::data::HuggingFaceTokenizer::Load(path);
       if (loaded.ok()) {
         const std::vector<int32_t> ids = (*loaded)->Encode("Hello world <m> the 123");
         for (int32_t id : ids) Check(id >= 0 && id < (*loaded)->vocab_size(), "id outside");

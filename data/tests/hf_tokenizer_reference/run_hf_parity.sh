@@ -1,5 +1,5 @@
 #!/bin/bash
-# //data:hf_tokenizer_parity_test: HfTokenizer (HuggingFaceTokenizer) against the
+# //data:hf_tokenizer_parity_test: HuggingFaceTokenizer (data/hf_tokenizer.h) against the
 # independent pure-JavaScript @huggingface/tokenizers@0.2.0 (tools/setup.sh), on
 # tokenizer.json fixtures built here from GPT-2's real vocabulary and merges (GPT-2
 # layout, Llama-3/Qwen layout) and on fresh random strings each run (seed printed;

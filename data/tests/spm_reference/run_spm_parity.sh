@@ -5,7 +5,7 @@
 # `sentencepiece`) on KJV verses and random Unicode lines, converted to a Llama-2-layout
 # tokenizer.json by spm_to_tokenizer_json.py (LlamaConverter's rules, our own code), and
 # encoded by @huggingface/tokenizers (pure JS). Ids must be equal; SentencePiece's decode
-# must give back each input; our HfTokenizer on the converted tokenizer.json (the
+# must give back each input; our HuggingFaceTokenizer on the converted tokenizer.json (the
 # Metaspace-style BPE path of HuggingFaceTokenizer) must equal the JS ids and text.
 # Fresh random strings each run (seed printed; MXMACA_TEST_SEED to repeat).
 set -euo pipefail
