@@ -2,7 +2,10 @@
 // (`--tokenizer-type SentencePieceTokenizer | GPTSentencePieceTokenizer |
 // Llama2Tokenizer --tokenizer-model <file.model>`), on Debian's libsentencepiece.
 //
-// Source: Megatron-LM megatron/training/tokenizer/tokenizer.py (Megatron-Core 0.19):
+// Without --legacy-tokenizer Megatron builds NeMo's SentencePiece wrapper
+// (megatron/core/tokenizers/text/libraries/sentencepiece_tokenizer.py, legacy=False) for
+// all three types: that is Flavor::kGptSentencePiece (data/tokenizer_factory.cc picks it).
+// With --legacy-tokenizer, megatron/training/tokenizer/tokenizer.py:
 //   SentencePieceTokenizer (_SentencePieceTokenizer, from NeMo): the vocab is the
 //     model's pieces, then the special tokens <CLS>, <SEP>, <EOD>, <MASK>, the pad /
 //     bos / eos pieces (or <PAD>, <BOS>, <EOS> when the model has none) and

@@ -25,9 +25,10 @@ const char kTiktokenPatternV2[] =
 
 absl::StatusOr<std::unique_ptr<TikTokenizer>> TikTokenizer::Load(
     const std::string& path, const std::string& pattern, std::optional<int64_t> vocab_size,
-    int64_t num_special_tokens, std::vector<std::string> special_tokens) {
+    int64_t num_special_tokens, std::vector<std::string> special_tokens, bool legacy) {
   try {
-    return LoadUnchecked(path, pattern, vocab_size, num_special_tokens, std::move(special_tokens));
+    return LoadUnchecked(path, pattern, vocab_size, num_special_tokens, std::move(special_tokens),
+                         legacy);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("--tokenizer-model (TikTokenizer vocab) '", path,
                                                    "' has a field of the wrong type: ", e.what()));
@@ -36,14 +37,16 @@ absl::StatusOr<std::unique_ptr<TikTokenizer>> TikTokenizer::Load(
 
 absl::StatusOr<std::unique_ptr<TikTokenizer>> TikTokenizer::LoadUnchecked(
     const std::string& path, const std::string& pattern, std::optional<int64_t> vocab_size,
-    int64_t num_special_tokens, std::vector<std::string> special_tokens) {
+    int64_t num_special_tokens, std::vector<std::string> special_tokens, bool legacy) {
   auto invalid = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   if (pattern != "v1" && pattern != "v2") {
     return invalid("--tokenizer-type TikTokenizer needs --tiktoken-pattern v1 or v2, got '",
                    pattern, "'");
   }
   const int64_t n = vocab_size.value_or(int64_t{1} << 17);
-  const std::vector<std::string> kDefault = {"<unk>", "<s>", "</s>"};
+  const std::vector<std::string> kDefault =
+      legacy ? std::vector<std::string>{"<unk>", "<s>", "</s>"}
+             : std::vector<std::string>{"<unk>", "<s>", "</s>", "<mask>", "<pad>", "<cls>", "<sep>"};
   if (special_tokens.empty()) special_tokens = kDefault;
   absl::flat_hash_set<std::string> unique(special_tokens.begin(), special_tokens.end());
   if (unique.size() != special_tokens.size()) {
@@ -56,10 +59,15 @@ absl::StatusOr<std::unique_ptr<TikTokenizer>> TikTokenizer::LoadUnchecked(
                    ") < --vocab-size (", n, ")");
   }
   for (const std::string& s : kDefault) {
-    if (!unique.contains(s)) return invalid("--tiktoken-special-tokens must include <unk> <s> </s>");
+    if (!unique.contains(s)) {
+      return invalid("--tiktoken-special-tokens must include ",
+                     legacy ? "<unk> <s> </s>" : "<unk> <s> </s> <mask> <pad> <cls> <sep>",
+                     legacy ? " (--legacy-tokenizer)" : " (without --legacy-tokenizer)");
+    }
   }
   if (n > std::numeric_limits<int32_t>::max()) return invalid("--vocab-size ", n, " too large");
   std::unique_ptr<TikTokenizer> t(new TikTokenizer());
+  t->legacy_ = legacy;
   t->vocab_size_ = n;
   t->num_special_ = static_cast<int32_t>(num_special_tokens);
   t->specials_ = std::move(special_tokens);
@@ -72,6 +80,15 @@ absl::StatusOr<std::unique_ptr<TikTokenizer>> TikTokenizer::LoadUnchecked(
     if (t->specials_[i] == "<unk>") t->unk_ = i;
     if (t->specials_[i] == "<s>") t->bos_ = i;
     if (t->specials_[i] == "</s>") t->eos_ = i;
+  }
+  for (size_t i = 0; i < t->specials_.size(); ++i) {
+    if (t->specials_[i].empty()) return invalid("a special token is the empty string");
+    t->specials_by_first_byte_[static_cast<unsigned char>(t->specials_[i][0])].push_back(i);
+  }
+  for (auto& bucket : t->specials_by_first_byte_) {
+    std::stable_sort(bucket.begin(), bucket.end(), [&](int a, int b) {
+      return t->specials_[a].size() > t->specials_[b].size();
+    });
   }
   MXMACA_ASSIGN_OR_RETURN(t->regex_, internal::Pcre2Regex::Compile(
                                          pattern == "v1" ? kTiktokenPatternV1 : kTiktokenPatternV2));
@@ -147,6 +164,28 @@ void TikTokenizer::BytePairEncode(std::string_view piece, std::vector<int32_t>* 
 }
 
 void TikTokenizer::EncodeAppend(std::string_view text, std::vector<int32_t>* ids) const {
+  if (legacy_) {
+    EncodeOrdinary(text, ids);
+    return;
+  }
+  // allowed_special="all": split at each special token's text, earliest first.
+  size_t start = 0;
+  for (size_t pos = 0; pos < text.size(); ++pos) {
+    for (int i : specials_by_first_byte_[static_cast<unsigned char>(text[pos])]) {
+      const std::string& s = specials_[i];
+      if (text.compare(pos, s.size(), s) == 0) {
+        EncodeOrdinary(text.substr(start, pos - start), ids);
+        ids->push_back(i);
+        start = pos + s.size();
+        pos = start - 1;
+        break;
+      }
+    }
+  }
+  EncodeOrdinary(text.substr(start), ids);
+}
+
+void TikTokenizer::EncodeOrdinary(std::string_view text, std::vector<int32_t>* ids) const {
   auto encode = [&](std::string_view piece) {
     auto it = ranks_.find(absl::string_view(piece.data(), piece.size()));
     if (it != ranks_.end()) {

@@ -63,11 +63,13 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> BuildTokenizer(const TokenizerSpec& s
     MXMACA_ASSIGN_OR_RETURN(
         std::unique_ptr<TikTokenizer> t,
         TikTokenizer::Load(*spec.tokenizer_model, *spec.tiktoken_pattern, spec.vocab_size,
-                           spec.tiktoken_num_special_tokens, spec.tiktoken_special_tokens));
+                           spec.tiktoken_num_special_tokens, spec.tiktoken_special_tokens,
+                           spec.legacy_tokenizer));
     return std::unique_ptr<Tokenizer>(std::move(t));
   }
   using Flavor = SentencePieceTokenizer::Flavor;
-  const Flavor flavor = type == "SentencePieceTokenizer"      ? Flavor::kSentencePiece
+  const Flavor flavor = !spec.legacy_tokenizer                 ? Flavor::kGptSentencePiece
+                        : type == "SentencePieceTokenizer"      ? Flavor::kSentencePiece
                         : type == "GPTSentencePieceTokenizer" ? Flavor::kGptSentencePiece
                                                               : Flavor::kLlama2;
   MXMACA_ASSIGN_OR_RETURN(

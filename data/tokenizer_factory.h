@@ -28,6 +28,13 @@ struct TokenizerSpec {
   std::optional<std::string> tiktoken_pattern;      // --tiktoken-pattern v1|v2
   int64_t tiktoken_num_special_tokens = 1000;       // --tiktoken-num-special-tokens
   std::vector<std::string> tiktoken_special_tokens;  // --tiktoken-special-tokens (empty: default)
+  // --legacy-tokenizer: megatron/training/tokenizer/tokenizer.py's classes instead of
+  // megatron/core/tokenizers' (Megatron's default). They differ for SentencePiece
+  // (without the flag all three SentencePiece types are NeMo's wrapper: encode_as_ids,
+  // eod = the model's eos, vocab = pieces — GPTSentencePieceTokenizer's semantics) and
+  // TikTokenizer (default special tokens, special-token text; data/tiktoken_tokenizer.h);
+  // GPT2BPETokenizer and HuggingFaceTokenizer are the same either way.
+  bool legacy_tokenizer = false;
 };
 
 // kBuildableTokenizerTypes: the --tokenizer-type values BuildTokenizer accepts
@@ -41,7 +48,8 @@ inline constexpr const char* kBuildableTokenizerTypes =
 // missing flag or the unsupported type.
 absl::Status CheckTokenizerFlags(const TokenizerSpec& spec);
 
-// BuildTokenizer: CheckTokenizerFlags, then loads the tokenizer's files. Errors: those
+// BuildTokenizer: CheckTokenizerFlags, then loads the tokenizer's files (the class
+// Megatron builds for the spec, see legacy_tokenizer). Errors: those
 // of CheckTokenizerFlags and of the tokenizer's Load (each names the file and what was
 // expected in it).
 absl::StatusOr<std::unique_ptr<Tokenizer>> BuildTokenizer(const TokenizerSpec& spec);

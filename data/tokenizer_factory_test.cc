@@ -227,9 +227,11 @@ TokenizerSpec Tik(const std::string& path, int64_t vocab_size, int64_t k) {
   return s;
 }
 
-TEST_CASE("TikTokenizer: Megatron's special-token layout and byte-pair merges") {
+TEST_CASE("TikTokenizer --legacy-tokenizer: tokenizer.py's layout and byte-pair merges") {
   const std::string path = Write("tik.json", TiktokenVocab());
-  auto t = Build(Tik(path, 5 + 258, 5));
+  TokenizerSpec spec = Tik(path, 5 + 258, 5);
+  spec.legacy_tokenizer = true;
+  auto t = Build(spec);
   CHECK(t->vocab_size() == 263);
   CHECK(t->eod() == 2);  // "</s>" in ["<unk>", "<s>", "</s>", "<SPECIAL_3>", "<SPECIAL_4>"]
   // "abc" is one rank; " abc" merges " ", "a", "b", "c" -> " ", "ab", "c" -> " ", "abc".
@@ -240,30 +242,48 @@ TEST_CASE("TikTokenizer: Megatron's special-token layout and byte-pair merges") 
   CHECK_FALSE(t->Decode(Ids{263}).ok());
   // Custom specials (must contain the three), fillers after them.
   TokenizerSpec custom = Tik(path, 6 + 258, 6);
+  custom.legacy_tokenizer = true;
   custom.tiktoken_special_tokens = {"<pad>", "</s>", "<s>", "<unk>"};
   auto c = Build(custom);
   CHECK(c->eod() == 1);
   CHECK(*c->Decode(Ids{0, 4, 5}) == "<pad><SPECIAL_4><SPECIAL_5>");
   // vocab_size - K < file size: the vocab is cut to the first N - K ranks.
-  auto cut = Build(Tik(path, 5 + 257, 5));
+  TokenizerSpec cut_spec = Tik(path, 5 + 257, 5);
+  cut_spec.legacy_tokenizer = true;
+  auto cut = Build(cut_spec);
   CHECK(cut->Encode("abc") == Ids{256 + 5, 'c' + 5});
+}
+
+TEST_CASE("TikTokenizer (megatron/core/tokenizers): seven specials, special text is special") {
+  const std::string path = Write("tik_core.json", TiktokenVocab());
+  auto t = Build(Tik(path, 9 + 258, 9));
+  CHECK(t->eod() == 2);
+  CHECK(*t->Decode(Ids{3, 4, 5, 6, 7, 8}) == "<mask><pad><cls><sep><SPECIAL_7><SPECIAL_8>");
+  // allowed_special="all": "</s>" and "<SPECIAL_8>" in the text are their ids.
+  CHECK(t->Encode("abc</s> abc<SPECIAL_8>") == Ids{257 + 9, 2, ' ' + 9, 257 + 9, 8});
+  CHECK(t->Encode("</s") == Ids{'<' + 9, '/' + 9, 's' + 9});
+  // Seven specials do not fit in K = 5; a custom list must contain all seven.
+  CHECK(absl::StrContains(ErrorOf(Tik(path, 5 + 258, 5)), "--tiktoken-num-special-tokens (5)"));
+  TokenizerSpec three = Tik(path, 9 + 258, 9);
+  three.tiktoken_special_tokens = {"<unk>", "<s>", "</s>"};
+  CHECK(absl::StrContains(ErrorOf(three), "must include <unk> <s> </s> <mask> <pad> <cls> <sep>"));
 }
 
 TEST_CASE("TikTokenizer: Megatron's asserts and file checks are errors") {
   const std::string path = Write("tik2.json", TiktokenVocab());
-  CHECK(absl::StrContains(ErrorOf(Tik(path, 5 + 259, 5)), "are needed"));
-  CHECK(absl::StrContains(ErrorOf(Tik(path, 5, 5)), "< --vocab-size"));
-  TokenizerSpec dup = Tik(path, 263, 5);
+  CHECK(absl::StrContains(ErrorOf(Tik(path, 9 + 259, 9)), "are needed"));
+  CHECK(absl::StrContains(ErrorOf(Tik(path, 9, 9)), "< --vocab-size"));
+  TokenizerSpec dup = Tik(path, 267, 9);
   dup.tiktoken_special_tokens = {"<unk>", "<s>", "</s>", "<s>"};
   CHECK(absl::StrContains(ErrorOf(dup), "unique"));
-  TokenizerSpec pattern = Tik(path, 263, 5);
+  TokenizerSpec pattern = Tik(path, 267, 9);
   pattern.tiktoken_pattern = "v3";
   CHECK(absl::StrContains(ErrorOf(pattern), "--tiktoken-pattern v1 or v2"));
-  CHECK(absl::StrContains(ErrorOf(Tik(Write("tik_bad_rank.json", TiktokenVocab(40)), 263, 5)),
+  CHECK(absl::StrContains(ErrorOf(Tik(Write("tik_bad_rank.json", TiktokenVocab(40)), 267, 9)),
                           "entry 40 has rank 41"));
-  CHECK(absl::StrContains(ErrorOf(Tik(Write("tik.txt", TiktokenVocab()), 263, 5)),
+  CHECK(absl::StrContains(ErrorOf(Tik(Write("tik.txt", TiktokenVocab()), 267, 9)),
                           "must be a .json file"));
-  CHECK(absl::StrContains(ErrorOf(Tik(absl::StrCat(TempDir(), "/missing.json"), 263, 5)),
+  CHECK(absl::StrContains(ErrorOf(Tik(absl::StrCat(TempDir(), "/missing.json"), 267, 9)),
                           "missing.json"));
 }
 

@@ -3,7 +3,7 @@
 //   tokenizer_tool --tokenizer-type=T [--tokenizer-model=M] [--vocab-file=V]
 //                  [--merge-file=F] [--vocab-size=N] [--vocab-extra-ids=N]
 //                  [--tiktoken-pattern=v1|v2] [--tiktoken-num-special-tokens=N]
-//                  [--tiktoken-special-tokens=a,b,c] < in.jsonl > out.jsonl
+//                  [--tiktoken-special-tokens=a,b,c] [--legacy-tokenizer] < in.jsonl > out.jsonl
 // Each input line is one JSON string; each output line is
 // {"ids": [...], "text": <Decode(ids)>} (invalid UTF-8 in text replaced by U+FFFD).
 // The first output line is {"vocab_size": n, "eod": id}. Exit 2 on a load error
@@ -42,6 +42,8 @@ int main(int argc, char** argv) {
       spec.tiktoken_pattern = value;
     } else if (key == "--tiktoken-num-special-tokens" && absl::SimpleAtoi(value, &n)) {
       spec.tiktoken_num_special_tokens = n;
+    } else if (key == "--legacy-tokenizer") {
+      spec.legacy_tokenizer = true;
     } else if (key == "--tiktoken-special-tokens") {
       spec.tiktoken_special_tokens = absl::StrSplit(value, ',');
     } else {

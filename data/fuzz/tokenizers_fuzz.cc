@@ -110,7 +110,7 @@ const mxmaca::data::TikTokenizer& Tik() {
     for (const char* t : {"he", " t", " the", "in", " in", "  ", "\xC3\xA9", "ing"}) add(t);
     const std::string path = TempPath("tiktoken.json");
     std::ofstream(path) << list.dump();
-    auto loaded = mxmaca::data::TikTokenizer::Load(path, "v1", 10 + 264, 10, {});
+    auto loaded = mxmaca::data::TikTokenizer::Load(path, "v1", 10 + 264, 10, {}, /*legacy=*/false);
     if (!loaded.ok()) {
       std::fprintf(stderr, "tokenizers_fuzz: %s\n", loaded.status().ToString().c_str());
       std::abort();

@@ -1,5 +1,6 @@
 #!/bin/bash
-# //data:sentencepiece_tokenizer_parity_test: Llama2Tokenizer / GPTSentencePieceTokenizer
+# //data:sentencepiece_tokenizer_parity_test: Llama2Tokenizer (--legacy-tokenizer) /
+# GPTSentencePieceTokenizer
 # (our wrapper of Debian's libsentencepiece) against an independent implementation:
 # a BPE + byte-fallback SentencePiece model is trained here with spm_train (Debian
 # `sentencepiece`) on KJV verses and random Unicode lines, converted to a Llama-2-layout
@@ -28,7 +29,7 @@ spm_export_vocab --model="$WORK/spm.model" --output="$WORK/vocab.tsv"
 "$PY" "$HERE/hf_tokenizer_reference/make_random_text.py" "$SEED" "$N" "$WORK/in.jsonl"
 node "$HERE/hf_tokenizer_reference/hf_js_encode.cjs" "$WORK/hf" < "$WORK/in.jsonl" > "$WORK/js.jsonl"
 "$TOOL" --tokenizer-type=Llama2Tokenizer --tokenizer-model="$WORK/spm.model" \
-  < "$WORK/in.jsonl" > "$WORK/llama2.jsonl"
+  --legacy-tokenizer < "$WORK/in.jsonl" > "$WORK/llama2.jsonl"
 "$TOOL" --tokenizer-type=HuggingFaceTokenizer --tokenizer-model="$WORK/hf" \
   < "$WORK/in.jsonl" > "$WORK/hf.jsonl"
 "$TOOL" --tokenizer-type=GPTSentencePieceTokenizer --tokenizer-model="$WORK/spm.model" \
@@ -60,7 +61,16 @@ done
 "$TOOL" --tokenizer-type=GPTSentencePieceTokenizer --tokenizer-model="$WORK/spm.model" \
   < "$WORK/gaps.jsonl" > "$WORK/gaps.ids.jsonl"
 "$TOOL" --tokenizer-type=SentencePieceTokenizer --tokenizer-model="$WORK/spm.model" \
-  --vocab-extra-ids=3 < "$WORK/in_sp.jsonl" > "$WORK/sp.jsonl"
+  --vocab-extra-ids=3 --legacy-tokenizer < "$WORK/in_sp.jsonl" > "$WORK/sp.jsonl"
 "$PY" "$HERE/spm_reference/megatron_sp_reference.py" check "$WORK/in_sp.jsonl" \
   "$WORK/gaps.ids.jsonl" "$WORK/sp.jsonl" "$WORK/vocab.tsv" 3
+# Without --legacy-tokenizer all three types are megatron/core/tokenizers' SentencePiece
+# wrapper: the same output as GPTSentencePieceTokenizer (encode_as_ids, eod = eos).
+for type in SentencePieceTokenizer Llama2Tokenizer; do
+  "$TOOL" --tokenizer-type=$type --tokenizer-model="$WORK/spm.model" \
+    < "$WORK/in.jsonl" > "$WORK/core_$type.jsonl"
+  cmp -s "$WORK/core_$type.jsonl" "$WORK/gptsp.jsonl" ||
+    { echo "$type without --legacy-tokenizer differs from GPTSentencePieceTokenizer"; exit 1; }
+done
+echo "SentencePiece without --legacy-tokenizer: SentencePieceTokenizer == Llama2Tokenizer == GPTSentencePieceTokenizer"
 echo PASS
