@@ -135,7 +135,7 @@ constexpr FlagSpec kTokenizer[] = {
     V("--tiktoken-pattern", kStr, "None", kImpl),
     V("--tiktoken-num-special-tokens", kInt, "1000", kImpl),
     V("--tiktoken-special-tokens", kStr, "None", kImpl, "", "", "", kPlus),
-    T("--legacy-tokenizer", kNote, "MXMACA has one tokenizer implementation"),
+    T("--legacy-tokenizer", kImpl),
     T("--trust-remote-code", kNote,
       "MXMACA reads tokenizer.json itself and runs no model code"),
 };

@@ -274,6 +274,7 @@ const absl::flat_hash_map<std::string, Binding>& Bindings() {
       MXMACA_BIND(tiktoken_pattern),
       MXMACA_BIND(tiktoken_num_special_tokens),
       MXMACA_BIND(tiktoken_special_tokens),
+      MXMACA_BIND(legacy_tokenizer),
       MXMACA_BIND(vocab_size),
       MXMACA_BIND(padded_vocab_size),
       MXMACA_BIND(reset_position_ids),

@@ -185,6 +185,7 @@ struct MegatronArgs {
   std::optional<std::string> tiktoken_pattern;         // --tiktoken-pattern v1|v2
   int64_t tiktoken_num_special_tokens = 1000;          // --tiktoken-num-special-tokens
   std::vector<std::string> tiktoken_special_tokens;    // --tiktoken-special-tokens; empty = None
+  bool legacy_tokenizer = false;  // --legacy-tokenizer (tokenizer.py's classes; see data/tokenizer_factory.h)
   bool reset_position_ids = false;             // --reset-position-ids
   bool reset_attention_mask = false;           // --reset-attention-mask
   bool eod_mask_loss = false;                  // --eod-mask-loss

@@ -169,9 +169,18 @@ absl::Status RunGenerate(const std::vector<std::string>& args) {
                                 ? spec.vocab_file.value_or("")
                                 : spec.tokenizer_model.value_or("");
   MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer, data::BuildTokenizer(spec));
-  if (tokenizer->vocab_size() != config.vocab_size) {
+  // The model's vocabulary as `mxmaca train` sized it: the larger of this tokenizer's and
+  // the --legacy-tokenizer one's (they differ for SentencePieceTokenizer only).
+  int64_t vocab_size = tokenizer->vocab_size();
+  if (!spec.legacy_tokenizer) {
+    data::TokenizerSpec legacy = spec;
+    legacy.legacy_tokenizer = true;
+    MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> sized, data::BuildTokenizer(legacy));
+    vocab_size = std::max(vocab_size, sized->vocab_size());
+  }
+  if (vocab_size != config.vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "tokenizer ", files, " has ", tokenizer->vocab_size(), " tokens, the checkpoint's model ",
+        "tokenizer ", files, " has ", vocab_size, " tokens, the checkpoint's model ",
         config.vocab_size));
   }
   layers::StageLayout layout;

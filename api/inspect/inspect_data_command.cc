@@ -144,6 +144,7 @@ absl::Status RunInspectData(const std::vector<std::string>& args, std::ostream& 
     spec.tiktoken_pattern = margs.tiktoken_pattern;
     spec.tiktoken_num_special_tokens = margs.tiktoken_num_special_tokens;
     spec.tiktoken_special_tokens = margs.tiktoken_special_tokens;
+    spec.legacy_tokenizer = margs.legacy_tokenizer;
     MXMACA_ASSIGN_OR_RETURN(tokenizer, data::BuildTokenizer(spec));
   }
 

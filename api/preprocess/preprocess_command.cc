@@ -246,6 +246,7 @@ absl::Status Preprocess(const PreprocessOptions& options, std::FILE* log,
   spec.vocab_extra_ids = options.vocab_extra_ids;
   spec.tiktoken_num_special_tokens = options.tiktoken_num_special_tokens;
   spec.tiktoken_special_tokens = options.tiktoken_special_tokens;
+  spec.legacy_tokenizer = options.legacy_tokenizer;
   MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer, data::BuildTokenizer(spec));
   if (options.append_eod && tokenizer->eod() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(

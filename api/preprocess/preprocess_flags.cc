@@ -64,7 +64,7 @@ constexpr FlagSpec kFlags[] = {
     {"--tokenizer-prompt-format", Kind::kRejected, kOtherTokenizer},
     {"--special-tokens", Kind::kRejected, kOtherTokenizer},
     {"--image-tag-type", Kind::kRejected, kOtherTokenizer},
-    {"--legacy-tokenizer", Kind::kRejectedFlag, kOtherTokenizer},
+    {"--legacy-tokenizer", Kind::kFlag, ""},
     {"--find-optimal-num-workers", Kind::kRejectedFlag,
      "is not supported (run tests/bench/preprocess_bench instead)"},
     {"--help", Kind::kFlag, ""},
@@ -181,6 +181,7 @@ absl::StatusOr<PreprocessOptions> ParsePreprocessArgs(const std::vector<std::str
             absl::StrCat("preprocess: ", name, " takes no value, got \"", *inline_value, "\""));
       }
       if (name == "--append-eod") options.append_eod = true;
+      if (name == "--legacy-tokenizer") options.legacy_tokenizer = true;
       if (name == "--help") options.help = true;
       continue;
     }

@@ -9,7 +9,8 @@
 // (--vocab-file, --merge-file), HuggingFaceTokenizer, SentencePieceTokenizer,
 // GPTSentencePieceTokenizer, Llama2Tokenizer (--tokenizer-model, --vocab-extra-ids),
 // TikTokenizer (--tokenizer-model, --tiktoken-pattern, --vocab-size,
-// --tiktoken-num-special-tokens, --tiktoken-special-tokens), --append-eod, --workers,
+// --tiktoken-num-special-tokens, --tiktoken-special-tokens), --legacy-tokenizer,
+// --append-eod, --workers,
 // --partitions 1, --log-interval.
 // Accepted with no effect, as in Megatron for this setup: --keep-sequential-samples
 // (only matters with partitions > 1), --keep-newlines and --lang (only with
@@ -43,6 +44,7 @@ struct PreprocessOptions {
   std::string tiktoken_pattern;                   // --tiktoken-pattern
   int64_t tiktoken_num_special_tokens = 1000;     // --tiktoken-num-special-tokens
   std::vector<std::string> tiktoken_special_tokens;  // --tiktoken-special-tokens
+  bool legacy_tokenizer = false;  // --legacy-tokenizer (see data/tokenizer_factory.h)
   bool append_eod = false;                        // --append-eod
   int64_t workers = 0;                            // --workers (threads here), 1..1024
   int64_t partitions = 1;                         // --partitions (1 only)

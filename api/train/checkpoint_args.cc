@@ -199,7 +199,8 @@ nlohmann::json CheckpointArgsJson(const std::vector<std::string>& argv, const Me
                     {"vocab_extra_ids", a.vocab_extra_ids},
                     {"tiktoken_pattern", a.tiktoken_pattern.value_or("")},
                     {"tiktoken_num_special_tokens", a.tiktoken_num_special_tokens},
-                    {"tiktoken_special_tokens", a.tiktoken_special_tokens}};
+                    {"tiktoken_special_tokens", a.tiktoken_special_tokens},
+                    {"legacy_tokenizer", a.legacy_tokenizer}};
   return j;
 }
 
@@ -214,6 +215,7 @@ data::TokenizerSpec TokenizerSpecFromArgs(const MegatronArgs& a) {
   spec.tiktoken_pattern = a.tiktoken_pattern;
   spec.tiktoken_num_special_tokens = a.tiktoken_num_special_tokens;
   spec.tiktoken_special_tokens = a.tiktoken_special_tokens;
+  spec.legacy_tokenizer = a.legacy_tokenizer;
   return spec;
 }
 
@@ -242,6 +244,7 @@ absl::StatusOr<data::TokenizerSpec> TokenizerSpecFromCheckpointArgs(const nlohma
       spec.tiktoken_num_special_tokens = t["tiktoken_num_special_tokens"].get<int64_t>();
     if (t.contains("tiktoken_special_tokens"))
       spec.tiktoken_special_tokens = t["tiktoken_special_tokens"].get<std::vector<std::string>>();
+    if (t.contains("legacy_tokenizer")) spec.legacy_tokenizer = t["legacy_tokenizer"].get<bool>();
   } catch (const nlohmann::json::exception& e) {
     return absl::DataLossError(absl::StrCat("checkpoint args: \"tokenizer\" is mistyped: ",
                                             t.dump()));

@@ -4,7 +4,7 @@
 // Stored object: {"argv": [...the train command line...], "model": {GptConfig fields
 // under Megatron's dest names}, "tokenizer": {"type", "vocab_file", "merge_file",
 // "tokenizer_model", "vocab_size", "vocab_extra_ids", "tiktoken_pattern",
-// "tiktoken_num_special_tokens", "tiktoken_special_tokens"},
+// "tiktoken_num_special_tokens", "tiktoken_special_tokens", "legacy_tokenizer"},
 // "megatron_args": {the effective (validated) values of the Megatron arguments that
 // --use-checkpoint-args reads, under their dest names; null for None}}.
 #ifndef MXMACA_API_TRAIN_CHECKPOINT_ARGS_H_

@@ -103,7 +103,8 @@ constexpr const char* kHonouredDests[] = {
     "split", "train_data_path", "valid_data_path", "test_data_path", "mock_data",
     "data_cache_path", "seq_length", "vocab_file", "merge_file", "tokenizer_type",
     "vocab_size", "tokenizer_model", "vocab_extra_ids", "tiktoken_pattern",
-    "tiktoken_num_special_tokens", "tiktoken_special_tokens", "reset_position_ids", "reset_attention_mask", "eod_mask_loss",
+    "tiktoken_num_special_tokens", "tiktoken_special_tokens", "legacy_tokenizer",
+    "reset_position_ids", "reset_attention_mask", "eod_mask_loss",
     "create_attention_mask_in_dataloader", "num_workers", "dataloader_type", "log_interval",
     "max_consecutive_nan_iterations", "num_threads", "trace_file", "help",
     // TensorBoard and metrics (api/train/metrics_setup.h).
@@ -535,10 +536,22 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
     vocab_size = *args.vocab_size + 1;
     eod = static_cast<int32_t>(*args.vocab_size);
   } else {
-    MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer,
-                            data::BuildTokenizer(TokenizerSpecFromArgs(args)));
-    vocab_size = tokenizer->vocab_size();
+    // As Megatron: the padded vocabulary comes from the tokenizer.py tokenizer that
+    // set_global_variables always builds (megatron/training/global_vars.py), the eod
+    // from the one pretrain_gpt.py hands the datasets (megatron/core/tokenizers unless
+    // --legacy-tokenizer). They differ only for SentencePieceTokenizer (tokenizer.py
+    // appends <CLS> <SEP> <EOD> <MASK> ... after the pieces).
+    const data::TokenizerSpec spec = TokenizerSpecFromArgs(args);
+    MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer, data::BuildTokenizer(spec));
     eod = tokenizer->eod();
+    vocab_size = tokenizer->vocab_size();
+    if (!spec.legacy_tokenizer) {
+      data::TokenizerSpec legacy = spec;
+      legacy.legacy_tokenizer = true;
+      MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> padded_from,
+                              data::BuildTokenizer(legacy));
+      vocab_size = std::max(vocab_size, padded_from->vocab_size());
+    }
     if (eod < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--tokenizer-type ", tokenizer_type, " --tokenizer-model ",

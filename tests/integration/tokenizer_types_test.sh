@@ -83,7 +83,13 @@ for d in docs:
     want += d["ids"] + [head["eod"]]
 assert got == want, f"{name}: .bin has {len(got)} ids, tokenizer_tool + eod {len(want)}; first diff at " + str(next(i for i, (x, y) in enumerate(zip(got, want)) if x != y) if len(got) == len(want) else "-")
 print(f"ok   {name}: preprocess wrote {len(got)} ids = tokenizer_tool + eod per document (vocab {head['vocab_size']}, eod {head['eod']})")
-open(name + ".vocab", "w").write(str(head["vocab_size"]))
+# Megatron pads the vocabulary of the tokenizer.py tokenizer (always built), which for
+# SentencePieceTokenizer without --legacy-tokenizer is 5 larger here (<CLS> <SEP> <EOD>
+# <MASK> <PAD> after the 600 pieces).
+vocab = head["vocab_size"]
+if name == "spm":
+    vocab += 5
+open(name + ".vocab", "w").write(str(vocab))
 PYEOF
   "$mxmaca" train "${model[@]}" --data-path "${name}_text_document" --save "$name.ckpt" \
     --save-interval 3 "$@" > "$name.train.log" 2>&1 ||
@@ -104,10 +110,16 @@ PYEOF
 run_type hf_gpt2 --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$work/gpt2"
 run_type hf_llama3 --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$work/llama3/tokenizer.json"
 run_type spm --tokenizer-type SentencePieceTokenizer --tokenizer-model "$work/spm.model"
+run_type spm_legacy --tokenizer-type SentencePieceTokenizer --tokenizer-model "$work/spm.model" \
+  --legacy-tokenizer
 run_type gptspm --tokenizer-type GPTSentencePieceTokenizer --tokenizer-model "$work/spm.model"
 run_type llama2 --tokenizer-type Llama2Tokenizer --tokenizer-model "$work/spm.model"
+run_type llama2_legacy --tokenizer-type Llama2Tokenizer --tokenizer-model "$work/spm.model" \
+  --legacy-tokenizer
 run_type tiktoken --tokenizer-type TikTokenizer --tokenizer-model "$work/tiktoken.json" \
   --tiktoken-pattern v2 --vocab-size 8000 --tiktoken-num-special-tokens 64
+run_type tiktoken_legacy --tokenizer-type TikTokenizer --tokenizer-model "$work/tiktoken.json" \
+  --tiktoken-pattern v1 --vocab-size 8000 --tiktoken-num-special-tokens 64 --legacy-tokenizer
 
 # Broken inputs: non-zero exit below 128 (no signal), a message naming the file.
 printf '{"model": {"type": "BPE", "vocab": ' > broken_tokenizer.json
