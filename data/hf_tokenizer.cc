@@ -202,18 +202,20 @@ absl::Status HuggingFaceTokenizer::ParseModel(const json& model, const std::stri
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> HuggingFaceTokenizer::Load(const std::string& path) {
+absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> HuggingFaceTokenizer::Load(const std::string& path,
+                                                                                bool legacy) {
   // nlohmann::json throws on a value of the wrong type (e.g. "fuse_unk": "yes"); every
   // such throw becomes an error naming the file.
   try {
-    return LoadUnchecked(path);
+    return LoadUnchecked(path, legacy);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("tokenizer.json from --tokenizer-model '", path,
                                                    "' has a field of the wrong type: ", e.what()));
   }
 }
 
-absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> HuggingFaceTokenizer::LoadUnchecked(const std::string& path) {
+absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> HuggingFaceTokenizer::LoadUnchecked(
+    const std::string& path, bool legacy) {
   std::string file = path;
   std::string dir;
   if (!Exists(path)) {
@@ -270,7 +272,8 @@ absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> HuggingFaceTokenizer::Load
                        a.dump());
       }
       AddedToken added{a["content"].get<std::string>(), a["id"].get<int32_t>(),
-                       a.value("lstrip", false), a.value("rstrip", false)};
+                       a.value("lstrip", false), a.value("rstrip", false),
+                       a.value("special", false)};
       if (added.content.empty()) return invalid("an added token with empty content");
       max_id = std::max<int64_t>(max_id, added.id);
       t->added_.push_back(std::move(added));
@@ -285,10 +288,13 @@ absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> HuggingFaceTokenizer::Load
   t->vocab_size_ = max_id + 1;
   t->id_to_token_.resize(max_id + 1);
   t->id_known_.resize(max_id + 1, false);
+  t->special_.assign(max_id + 1, false);
   for (const AddedToken& a : t->added_) {
     t->id_to_token_[a.id] = a.content;
     t->id_known_[a.id] = true;
+    if (a.special) t->special_[a.id] = true;
   }
+  t->legacy_ = legacy;
   // Post-processor: the ids around a single sequence.
   std::function<absl::Status(const json&)> post = [&](const json& p) -> absl::Status {
     if (p.is_null()) return absl::OkStatus();
@@ -335,6 +341,10 @@ absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> HuggingFaceTokenizer::Load
     return invalid("unsupported post_processor \"", type, "\"");
   };
   MXMACA_RETURN_IF_ERROR(post(j.value("post_processor", json())));
+  if (!legacy) {  // tokenize(text) adds no special tokens
+    t->prefix_ids_.clear();
+    t->suffix_ids_.clear();
+  }
   for (int32_t id : t->prefix_ids_)
     if (id < 0 || id >= t->vocab_size_) return invalid("post_processor id ", id, " out of range");
   for (int32_t id : t->suffix_ids_)
@@ -347,6 +357,12 @@ absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> HuggingFaceTokenizer::Load
     if (!eos.empty() || !Exists(config_path)) continue;
     MXMACA_ASSIGN_OR_RETURN(json config, ReadJson(config_path, name));
     eos = EosContent(config);
+    for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
+      json one = json::object();
+      if (config.is_object() && config.contains(key)) one["eos_token"] = config[key];
+      const int32_t id = t->TokenId(EosContent(one));
+      if (id >= 0) t->special_[id] = true;
+    }
     if (std::string(name) == "tokenizer_config.json" && config.is_object() &&
         config.contains("clean_up_tokenization_spaces") &&
         config["clean_up_tokenization_spaces"].is_boolean()) {
@@ -477,6 +493,7 @@ absl::StatusOr<std::string> HuggingFaceTokenizer::Decode(absl::Span<const int32_
                                                      i, ": not in the tokenizer.json vocabulary (",
                                                      vocab_size_, " ids)"));
     }
+    if (!legacy_ && special_[id]) continue;  // remove_special_tokens
     tokens.push_back(id_to_token_[id]);
   }
   decoder_(&tokens);

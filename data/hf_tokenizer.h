@@ -3,9 +3,9 @@
 // without Python or the Rust `tokenizers` library.
 //
 // Source: Megatron-LM megatron/training/tokenizer/tokenizer.py `_HuggingFaceTokenizer`
-// (tokenize = `AutoTokenizer(text).input_ids`, i.e. with the post-processor's special
-// tokens; detokenize = `decode(ids)` keeping special tokens; eod = `eos_token_id`;
-// vocab_size = `len(tokenizer)`), and huggingface/tokenizers for the file format and
+// (--legacy-tokenizer) and megatron/core/tokenizers/text/libraries/huggingface_tokenizer.py
+// (the default; the two differ in the template and decode, see Load); eod =
+// `eos_token_id`; vocab_size = `len(tokenizer)`; huggingface/tokenizers for the file format and
 // the pipeline: added tokens are split off first (leftmost-longest, with their
 // lstrip/rstrip), each remaining segment is normalized, pre-tokenized and encoded by
 // the model, then the post-processor adds its template.
@@ -53,7 +53,16 @@ class HuggingFaceTokenizer : public Tokenizer {
   // "model", an unsupported model or component (named), a vocab that is not an object
   // of token -> id, a merge (index given) whose tokens or merged token are not in the
   // vocab, an added token without id/content, an eos_token not in the vocabulary.
-  static absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> Load(const std::string& path);
+  //
+  // `legacy` (--legacy-tokenizer) picks Megatron's tokenizer.py `_HuggingFaceTokenizer`:
+  // tokenize = `tokenizer(text).input_ids` (with the post-processor's template, e.g.
+  // Llama-3's <|begin_of_text|>), detokenize = `decode(ids)` keeping special tokens.
+  // Without it (Megatron's default, megatron/core/tokenizers HuggingFaceTokenizer with
+  // include_special_tokens False): tokenize = convert_tokens_to_ids(tokenize(text)), no
+  // template; detokenize drops the special tokens (added tokens marked "special", and
+  // the config's bos/eos/unk/pad tokens) before decoding.
+  static absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> Load(const std::string& path,
+                                                                    bool legacy = true);
 
   void EncodeAppend(std::string_view text, std::vector<int32_t>* ids) const override;
   absl::StatusOr<std::string> Decode(absl::Span<const int32_t> ids) const override;
@@ -67,12 +76,14 @@ class HuggingFaceTokenizer : public Tokenizer {
 
  private:
   HuggingFaceTokenizer() = default;
-  static absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> LoadUnchecked(const std::string& path);
+  static absl::StatusOr<std::unique_ptr<HuggingFaceTokenizer>> LoadUnchecked(
+      const std::string& path, bool legacy);
   struct AddedToken {
     std::string content;
     int32_t id;
     bool lstrip;
     bool rstrip;
+    bool special;
   };
   absl::Status ParseModel(const nlohmann::json& model, const std::string& file);
   // EncodeSegment: normalize, pre-tokenize, BPE one text segment.
@@ -99,6 +110,8 @@ class HuggingFaceTokenizer : public Tokenizer {
   std::vector<int32_t> prefix_ids_;  // the post-processor's template before / after
   std::vector<int32_t> suffix_ids_;  // the sequence
   bool clean_up_spaces_ = false;
+  bool legacy_ = true;
+  std::vector<bool> special_;  // [vocab_size_]: dropped by Decode when !legacy_
   int32_t eod_ = -1;
   int64_t vocab_size_ = 0;
   // Distinguishes tokenizers in the per-thread word caches (addresses can be reused).

@@ -56,7 +56,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> BuildTokenizer(const TokenizerSpec& s
     return std::unique_ptr<Tokenizer>(std::move(t));
   }
   if (type == "HuggingFaceTokenizer") {
-    MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<HuggingFaceTokenizer> t, HuggingFaceTokenizer::Load(*spec.tokenizer_model));
+    MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<HuggingFaceTokenizer> t, HuggingFaceTokenizer::Load(*spec.tokenizer_model,
+                                                                  spec.legacy_tokenizer));
     return std::unique_ptr<Tokenizer>(std::move(t));
   }
   if (type == "TikTokenizer") {

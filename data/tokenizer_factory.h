@@ -31,9 +31,10 @@ struct TokenizerSpec {
   // --legacy-tokenizer: megatron/training/tokenizer/tokenizer.py's classes instead of
   // megatron/core/tokenizers' (Megatron's default). They differ for SentencePiece
   // (without the flag all three SentencePiece types are NeMo's wrapper: encode_as_ids,
-  // eod = the model's eos, vocab = pieces — GPTSentencePieceTokenizer's semantics) and
-  // TikTokenizer (default special tokens, special-token text; data/tiktoken_tokenizer.h);
-  // GPT2BPETokenizer and HuggingFaceTokenizer are the same either way.
+  // eod = the model's eos, vocab = pieces — GPTSentencePieceTokenizer's semantics),
+  // TikTokenizer (default special tokens, special-token text; data/tiktoken_tokenizer.h)
+  // and HuggingFaceTokenizer (post-processor template and special tokens in decode;
+  // data/hf_tokenizer.h); GPT2BPETokenizer is the same either way.
   bool legacy_tokenizer = false;
 };
 

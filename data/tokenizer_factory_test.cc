@@ -99,7 +99,7 @@ TEST_CASE("HuggingFaceTokenizer: byte-level BPE, added tokens, template, eos") {
   CHECK(t->Encode("the<|eos|> the") == Ids{'t', 256, 259, 258});
   // <mask> lstrip swallows the spaces before it (Unicode White_Space, U+3000 too).
   CHECK(t->Encode("he \xE3\x80\x80 <mask>he") == Ids{256, 260, 256});
-  CHECK(*t->Decode(Ids{'t', 256, 259, 258}) == "the<|eos|> the");
+  CHECK(*t->Decode(Ids{'t', 256, 258}) == "the the");
   auto bad = t->Decode(Ids{'t', 261});
   REQUIRE_FALSE(bad.ok());
   CHECK(absl::StrContains(bad.status().message(), "token id 261 at position 1"));
@@ -112,9 +112,18 @@ TEST_CASE("HuggingFaceTokenizer: byte-level BPE, added tokens, template, eos") {
                               {{"Sequence", {{"id", "A"}}}},
                               {{"SpecialToken", {{"id", "<|eos|>"}}}}})},
       {"special_tokens", {{"<|eos|>", {{"id", "<|eos|>"}, {"ids", {259}}}}}}};
-  auto templated = Build(Hf(Write("templated.json", j.dump())));
+  TokenizerSpec legacy = Hf(Write("templated.json", j.dump()));
+  legacy.legacy_tokenizer = true;  // tokenizer(text).input_ids: with the template
+  auto templated = Build(legacy);
   CHECK(templated->Encode("he") == Ids{259, 256, 259});
   CHECK(templated->eod() == -1);  // no tokenizer_config.json next to templated.json
+  CHECK(*templated->Decode(Ids{259, 256}) == "<|eos|>he");
+  // Megatron's default (megatron/core/tokenizers): tokenize(text), no template; decode
+  // drops special tokens.
+  auto core = Build(Hf(Write("templated.json", j.dump())));
+  CHECK(core->Encode("he") == Ids{256});
+  CHECK(core->Encode("he<|eos|>") == Ids{256, 259});
+  CHECK(*core->Decode(Ids{259, 256, 259}) == "he");
 }
 
 TEST_CASE("HuggingFaceTokenizer: errors name the file and what was expected") {

@@ -5,6 +5,7 @@
 #     (the .bin must hold exactly tokenizer_tool's ids per document + eod),
 #   mxmaca train (the padded vocab must be Megatron's: ceil(V / (128 x TP)) x 128 x TP),
 #   mxmaca inspect-data --show 1 and mxmaca generate --load (exit 0 and print text).
+# Each with and without --legacy-tokenizer where Megatron's two tokenizer systems differ.
 # Types: HuggingFaceTokenizer (GPT-2 and Llama-3 layouts of a tokenizer.json made from
 # GPT-2's vocab), SentencePieceTokenizer / GPTSentencePieceTokenizer / Llama2Tokenizer (a
 # model trained here with spm_train), TikTokenizer (a Megatron-format vocab from GPT-2's
@@ -109,6 +110,8 @@ PYEOF
 
 run_type hf_gpt2 --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$work/gpt2"
 run_type hf_llama3 --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$work/llama3/tokenizer.json"
+run_type hf_llama3_legacy --tokenizer-type HuggingFaceTokenizer \
+  --tokenizer-model "$work/llama3/tokenizer.json" --legacy-tokenizer
 run_type spm --tokenizer-type SentencePieceTokenizer --tokenizer-model "$work/spm.model"
 run_type spm_legacy --tokenizer-type SentencePieceTokenizer --tokenizer-model "$work/spm.model" \
   --legacy-tokenizer

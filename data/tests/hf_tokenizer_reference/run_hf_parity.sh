@@ -18,12 +18,20 @@ echo "seed=$SEED strings=$N work=$WORK"
 "$PY" "$HERE/make_random_text.py" "$SEED" "$N" "$WORK/in.jsonl" \
   "<|endoftext|>,<|begin_of_text|>,<|end_of_text|>,<mask>,<|eot_id|>"
 for v in gpt2 llama3; do
+  # --legacy-tokenizer: tokenizer(text).input_ids, decode keeping special tokens.
   "$TOOL" --tokenizer-type=HuggingFaceTokenizer --tokenizer-model="$WORK/$v" \
-    < "$WORK/in.jsonl" > "$WORK/$v.cpp.jsonl"
+    --legacy-tokenizer < "$WORK/in.jsonl" > "$WORK/$v.cpp.jsonl"
   node "$HERE/hf_js_encode.cjs" "$WORK/$v" < "$WORK/in.jsonl" > "$WORK/$v.js.jsonl"
   extra=""
   [[ "$v" == gpt2 ]] && extra="--roundtrip"
-  "$PY" "$HERE/compare_ids.py" "$v" "$WORK/in.jsonl" "$WORK/$v.cpp.jsonl" "$WORK/$v.js.jsonl" $extra
+  "$PY" "$HERE/compare_ids.py" "$v --legacy-tokenizer" "$WORK/in.jsonl" "$WORK/$v.cpp.jsonl" \
+    "$WORK/$v.js.jsonl" $extra
+  # Default: no template, decode without special tokens.
+  "$TOOL" --tokenizer-type=HuggingFaceTokenizer --tokenizer-model="$WORK/$v" \
+    < "$WORK/in.jsonl" > "$WORK/$v.core.cpp.jsonl"
+  node "$HERE/hf_js_encode.cjs" "$WORK/$v" core < "$WORK/in.jsonl" > "$WORK/$v.core.js.jsonl"
+  "$PY" "$HERE/compare_ids.py" "$v" "$WORK/in.jsonl" "$WORK/$v.core.cpp.jsonl" \
+    "$WORK/$v.core.js.jsonl"
 done
 # GPT-2's complete tokenizer.json: HuggingFaceTokenizer == the JS reference ==
 # GPT2BPETokenizer (itself checked against openai/gpt-2's encoder.py) on KJV verses and
@@ -32,7 +40,7 @@ bible -f "Gen1:1-Exo40:38" | "$PY" -c 'import json,sys; [print(json.dumps(l.rstr
 "$PY" "$HERE/make_random_text.py" "$((SEED + 1))" "$N" "$WORK/plain.jsonl"
 cat "$WORK/kjv.jsonl" "$WORK/plain.jsonl" > "$WORK/full_in.jsonl"
 "$TOOL" --tokenizer-type=HuggingFaceTokenizer --tokenizer-model="$WORK/gpt2full" \
-  < "$WORK/full_in.jsonl" > "$WORK/full.cpp.jsonl"
+  --legacy-tokenizer < "$WORK/full_in.jsonl" > "$WORK/full.cpp.jsonl"
 node "$HERE/hf_js_encode.cjs" "$WORK/gpt2full" < "$WORK/full_in.jsonl" > "$WORK/full.js.jsonl"
 "$TOOL" --tokenizer-type=GPT2BPETokenizer --vocab-file="$ENCODER_DIR/encoder.json" \
   --merge-file="$ENCODER_DIR/vocab.bpe" < "$WORK/full_in.jsonl" | tail -n +2 > "$WORK/full.gpt2bpe.jsonl"

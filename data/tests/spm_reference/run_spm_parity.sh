@@ -31,7 +31,7 @@ node "$HERE/hf_tokenizer_reference/hf_js_encode.cjs" "$WORK/hf" < "$WORK/in.json
 "$TOOL" --tokenizer-type=Llama2Tokenizer --tokenizer-model="$WORK/spm.model" \
   --legacy-tokenizer < "$WORK/in.jsonl" > "$WORK/llama2.jsonl"
 "$TOOL" --tokenizer-type=HuggingFaceTokenizer --tokenizer-model="$WORK/hf" \
-  < "$WORK/in.jsonl" > "$WORK/hf.jsonl"
+  --legacy-tokenizer < "$WORK/in.jsonl" > "$WORK/hf.jsonl"
 "$TOOL" --tokenizer-type=GPTSentencePieceTokenizer --tokenizer-model="$WORK/spm.model" \
   < "$WORK/in.jsonl" > "$WORK/gptsp.jsonl"
 "$PY" "$HERE/spm_reference/compare_spm.py" "$WORK/in.jsonl" "$WORK/llama2.jsonl" \
@@ -48,7 +48,7 @@ for layout in metaspace_first metaspace_split; do
   node "$HERE/hf_tokenizer_reference/hf_js_encode.cjs" "$WORK/$layout" \
     < "$WORK/in_specials.jsonl" > "$WORK/$layout.js.jsonl"
   "$TOOL" --tokenizer-type=HuggingFaceTokenizer --tokenizer-model="$WORK/$layout" \
-    < "$WORK/in_specials.jsonl" > "$WORK/$layout.cpp.jsonl"
+    --legacy-tokenizer < "$WORK/in_specials.jsonl" > "$WORK/$layout.cpp.jsonl"
   "$PY" "$HERE/hf_tokenizer_reference/compare_ids.py" "HuggingFaceTokenizer ($layout)" \
     "$WORK/in_specials.jsonl" "$WORK/$layout.cpp.jsonl" "$WORK/$layout.js.jsonl"
 done
