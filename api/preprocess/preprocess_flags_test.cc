@@ -102,6 +102,13 @@ TEST_CASE("errors name the flag and suggest the closest one") {
     CHECK(tik->tiktoken_special_tokens ==
           std::vector<std::string>{"<unk>", "<s>", "</s>", "<pad>"});
     CHECK(tik->json_keys == std::vector<std::string>{"text"});
+    CHECK_FALSE(tik->legacy_tokenizer);
+  }
+  {
+    auto legacy = ParsePreprocessArgs(With({"--tokenizer-type", "Llama2Tokenizer",
+                                            "--tokenizer-model", "m.model", "--legacy-tokenizer"}));
+    REQUIRE(legacy.ok());
+    CHECK(legacy->legacy_tokenizer);
   }
   CHECK(Contains(ErrorOf(With({"--tokenizer-type", "Nonsense"})), "invalid choice"));
   CHECK(Contains(ErrorOf({"--input", "x"}),
