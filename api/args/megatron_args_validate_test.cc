@@ -306,8 +306,24 @@ TEST_CASE("recompute, data, tokenizer and MXMACA flag checks") {
   CHECK(*null_tok.padded_vocab_size == PaddedVocabSize(1001, 128, 2));
   CHECK(ValidError({"--tokenizer-type", "NullTokenizer"}) ==
         "--tokenizer-type NullTokenizer needs --vocab-size >= 1");
-  CHECK(absl::StrContains(ValidError({"--tokenizer-type", "TikTokenizer"}),
-                          "TikTokenizer is not supported by MXMACA yet"));
+  CHECK(ValidError({"--tokenizer-type", "TikTokenizer"}) ==
+        "--tokenizer-type TikTokenizer needs --tokenizer-model");
+  CHECK(ValidError({"--tokenizer-type", "TikTokenizer", "--tokenizer-model", "v.json"}) ==
+        "--tokenizer-type TikTokenizer needs --tiktoken-pattern v1 or v2");
+  CHECK(ValidError({"--tokenizer-type", "HuggingFaceTokenizer"}) ==
+        "--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model");
+  CHECK(absl::StrContains(ValidError({"--tokenizer-type", "BertWordPieceCase"}),
+                          "BertWordPieceCase is not supported by MXMACA yet"));
+  // TikTokenizer's vocab_size is --vocab-size (default 2^17), padded as Megatron.
+  const MegatronArgs tik =
+      ValidOk({"--tokenizer-type", "TikTokenizer", "--tokenizer-model", "v.json",
+               "--tiktoken-pattern", "v2", "--vocab-size", "1000",
+               "--tensor-model-parallel-size", "2", "--global-batch-size", "2"},
+              2);
+  CHECK(*tik.padded_vocab_size == PaddedVocabSize(1000, 128, 2));
+  CHECK(*ValidOk({"--tokenizer-type", "TikTokenizer", "--tokenizer-model", "v.json",
+                  "--tiktoken-pattern", "v1"})
+             .padded_vocab_size == 131072);
   CHECK(ValidError({"--max-consecutive-nan-iterations", "0"}) ==
         "--max-consecutive-nan-iterations must be >= 1, got 0");
   CHECK(*ValidOk({"--num-threads", "3"}).num_threads == 3);

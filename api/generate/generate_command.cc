@@ -15,7 +15,7 @@
 #include "actors/stage_checkpoint.h"
 #include "api/train/checkpoint_args.h"
 #include "base/status_macros.h"
-#include "data/gpt2_bpe_tokenizer.h"
+#include "data/tokenizer_factory.h"
 #include "layers/gpt_stage.h"
 
 namespace mxmaca::api {
@@ -28,7 +28,7 @@ struct GenerateFlags {
   int64_t top_k = 1;
   double temperature = 1.0;
   uint64_t seed = 1234;
-  std::optional<std::string> vocab_file, merge_file;
+  std::optional<std::string> vocab_file, merge_file, tokenizer_model;
   int64_t num_threads = std::max(1u, std::thread::hardware_concurrency());
   bool help = false;
 };
@@ -38,6 +38,7 @@ constexpr char kGenerateUsage[] =
     "greedy)]\n"
     "                       [--temperature T (1.0)] [--seed S (1234)] [--vocab-file F "
     "--merge-file F]\n"
+    "                       [--tokenizer-model M (HF / SentencePiece / tiktoken file)]\n"
     "                       [--num-threads N]\n"
     "Samples text from the latest checkpoint in DIR (the --save directory of a training run).\n";
 
@@ -96,13 +97,16 @@ absl::StatusOr<GenerateFlags> ParseFlags(const std::vector<std::string>& args) {
     } else if (flag == "--merge-file") {
       MXMACA_ASSIGN_OR_RETURN(std::string v, next());
       f.merge_file = v;
+    } else if (flag == "--tokenizer-model") {
+      MXMACA_ASSIGN_OR_RETURN(std::string v, next());
+      f.tokenizer_model = v;
     } else if (flag == "--num-threads") {
       MXMACA_ASSIGN_OR_RETURN(std::string v, next());
       MXMACA_RETURN_IF_ERROR(ParseInt(flag, v, &f.num_threads, 1));
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown flag ", flag, " (generate takes --load, --prompt, --max-new-tokens, --top-k, "
-          "--temperature, --seed, --vocab-file, --merge-file, --num-threads)"));
+          "--temperature, --seed, --vocab-file, --merge-file, --tokenizer-model, --num-threads)"));
     }
   }
   if (f.load.empty()) return absl::InvalidArgumentError("--load DIR is required");
@@ -141,22 +145,42 @@ absl::Status RunGenerate(const std::vector<std::string>& args) {
   MXMACA_ASSIGN_OR_RETURN(layers::GptConfig config, ModelConfigFromCheckpointArgs(reader.args()));
   config.num_threads = static_cast<int>(f.num_threads);
   config.recompute_granularity = layers::RecomputeGranularity::kNone;
-  std::string vocab = f.vocab_file.value_or("");
-  std::string merges = f.merge_file.value_or("");
-  try {
-    if (vocab.empty()) vocab = reader.args().at("tokenizer").at("vocab_file").get<std::string>();
-    if (merges.empty()) merges = reader.args().at("tokenizer").at("merge_file").get<std::string>();
-  } catch (const nlohmann::json::exception&) {
+  // The tokenizer the checkpoint was trained with (args "tokenizer"); --vocab-file,
+  // --merge-file and --tokenizer-model override its files.
+  MXMACA_ASSIGN_OR_RETURN(data::TokenizerSpec spec, TokenizerSpecFromCheckpointArgs(reader.args()));
+  if (f.vocab_file) spec.vocab_file = f.vocab_file;
+  if (f.merge_file) spec.merge_file = f.merge_file;
+  if (f.tokenizer_model) spec.tokenizer_model = f.tokenizer_model;
+  if (spec.tokenizer_type == "NullTokenizer") {
+    return absl::InvalidArgumentError(
+        "the checkpoint was trained with --tokenizer-type NullTokenizer: there is no text to "
+        "generate");
   }
-  if (vocab.empty() || merges.empty()) {
+  if (spec.tokenizer_type == "GPT2BPETokenizer" && (!spec.vocab_file || !spec.merge_file)) {
     return absl::InvalidArgumentError(
         "the checkpoint names no tokenizer files: pass --vocab-file and --merge-file");
   }
-  MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<data::Gpt2BpeTokenizer> tokenizer,
-                          data::Gpt2BpeTokenizer::Load(vocab, merges));
-  if (tokenizer->vocab_size() != config.vocab_size) {
+  if (spec.tokenizer_type != "GPT2BPETokenizer" && !spec.tokenizer_model) {
+    return absl::InvalidArgumentError(absl::StrCat("the checkpoint (", spec.tokenizer_type,
+                                                   ") names no tokenizer model: pass "
+                                                   "--tokenizer-model"));
+  }
+  const std::string files = spec.tokenizer_type == "GPT2BPETokenizer"
+                                ? spec.vocab_file.value_or("")
+                                : spec.tokenizer_model.value_or("");
+  MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer, data::BuildTokenizer(spec));
+  // The model's vocabulary as `mxmaca train` sized it: the larger of this tokenizer's and
+  // the --legacy-tokenizer one's (they differ for SentencePieceTokenizer only).
+  int64_t vocab_size = tokenizer->vocab_size();
+  if (!spec.legacy_tokenizer) {
+    data::TokenizerSpec legacy = spec;
+    legacy.legacy_tokenizer = true;
+    MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> sized, data::BuildTokenizer(legacy));
+    vocab_size = std::max(vocab_size, sized->vocab_size());
+  }
+  if (vocab_size != config.vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "tokenizer ", vocab, " has ", tokenizer->vocab_size(), " tokens, the checkpoint's model ",
+        "tokenizer ", files, " has ", vocab_size, " tokens, the checkpoint's model ",
         config.vocab_size));
   }
   layers::StageLayout layout;

@@ -14,7 +14,7 @@
 #include "api/args/megatron_args.h"
 #include "api/data_config/gpt_data_config.h"
 #include "base/status_macros.h"
-#include "data/gpt2_bpe_tokenizer.h"
+#include "data/tokenizer_factory.h"
 #include "data/gpt_dataset_builder.h"
 
 namespace mxmaca::api {
@@ -25,7 +25,8 @@ constexpr char kUsage[] =
     "  Builds the train/valid/test datasets exactly as `mxmaca train` would with the same\n"
     "  flags (--data-path or --train/valid/test-data-path or --mock-data, --split,\n"
     "  --seed, --seq-length, --train-iters or --train-samples, --global-batch-size,\n"
-    "  --eval-iters, --eval-interval, --data-cache-path, --vocab-file, --merge-file)\n"
+    "  --eval-iters, --eval-interval, --data-cache-path and the tokenizer flags:\n"
+    "  --tokenizer-type, --vocab-file, --merge-file, --tokenizer-model, --tiktoken-*)\n"
     "  and prints each split's documents, samples and epochs.\n"
     "  --show N             print the first N train samples, ids and decoded text\n"
     "  --dump-samples FILE  write all train samples in order (seq_length + 1 int64 each)\n";
@@ -128,13 +129,23 @@ absl::Status RunInspectData(const std::vector<std::string>& args, std::ostream& 
   for (const std::string& notice : margs.notices) out << notice << "\n";
   MXMACA_ASSIGN_OR_RETURN(data::GptDataConfig config, GptDataConfigFromArgs(margs));
 
-  std::unique_ptr<data::Gpt2BpeTokenizer> tokenizer;
+  std::unique_ptr<data::Tokenizer> tokenizer;
   if (flags.show > 0) {
-    if (!margs.vocab_file.has_value() || !margs.merge_file.has_value()) {
-      return absl::InvalidArgumentError("--show needs --vocab-file and --merge-file");
+    data::TokenizerSpec spec;
+    spec.tokenizer_type = margs.tokenizer_type.value_or("GPT2BPETokenizer");
+    if (spec.tokenizer_type == "NullTokenizer") {
+      return absl::InvalidArgumentError("--show needs a tokenizer with text (not NullTokenizer)");
     }
-    MXMACA_ASSIGN_OR_RETURN(tokenizer,
-                            data::Gpt2BpeTokenizer::Load(*margs.vocab_file, *margs.merge_file));
+    spec.vocab_file = margs.vocab_file;
+    spec.merge_file = margs.merge_file;
+    spec.tokenizer_model = margs.tokenizer_model;
+    spec.vocab_size = margs.vocab_size;
+    spec.vocab_extra_ids = margs.vocab_extra_ids;
+    spec.tiktoken_pattern = margs.tiktoken_pattern;
+    spec.tiktoken_num_special_tokens = margs.tiktoken_num_special_tokens;
+    spec.tiktoken_special_tokens = margs.tiktoken_special_tokens;
+    spec.legacy_tokenizer = margs.legacy_tokenizer;
+    MXMACA_ASSIGN_OR_RETURN(tokenizer, data::BuildTokenizer(spec));
   }
 
   out << "> datasets target sizes (minimum size):\n"

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "base/status_macros.h"
-#include "data/gpt2_bpe_tokenizer.h"
+#include "data/tokenizer_factory.h"
 #include "data/indexed_dataset.h"
 #include "data/jsonl_reader.h"
 
@@ -51,7 +51,7 @@ struct Batch {
 };
 
 // Encodes every line of `batch` (Megatron's Encoder.encode).
-void EncodeBatch(const PreprocessOptions& options, const data::Gpt2BpeTokenizer& tokenizer,
+void EncodeBatch(const PreprocessOptions& options, const data::Tokenizer& tokenizer,
                  Batch* batch) {
   const size_t num_keys = options.json_keys.size();
   batch->outputs.assign(num_keys, {});
@@ -146,7 +146,7 @@ class WorkQueue {
 class WorkerPool {
  public:
   WorkerPool(int64_t n, const PreprocessOptions& options,
-             const data::Gpt2BpeTokenizer& tokenizer) {
+             const data::Tokenizer& tokenizer) {
     for (int64_t i = 0; i < n; ++i) {
       threads_.emplace_back([this, &options, &tokenizer] {
         while (Batch* batch = queue_.Pop()) {
@@ -236,8 +236,25 @@ absl::Status Preprocess(const PreprocessOptions& options, std::FILE* log,
   if (log != nullptr) std::fprintf(log, "Opening %s\n", options.input.c_str());
   MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<data::JsonlLineReader> reader,
                           data::JsonlLineReader::Open(options.input));
-  MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<data::Gpt2BpeTokenizer> tokenizer,
-                          data::Gpt2BpeTokenizer::Load(options.vocab_file, options.merge_file));
+  data::TokenizerSpec spec;
+  spec.tokenizer_type = options.tokenizer_type;
+  if (!options.vocab_file.empty()) spec.vocab_file = options.vocab_file;
+  if (!options.merge_file.empty()) spec.merge_file = options.merge_file;
+  if (!options.tokenizer_model.empty()) spec.tokenizer_model = options.tokenizer_model;
+  if (!options.tiktoken_pattern.empty()) spec.tiktoken_pattern = options.tiktoken_pattern;
+  spec.vocab_size = options.vocab_size;
+  spec.vocab_extra_ids = options.vocab_extra_ids;
+  spec.tiktoken_num_special_tokens = options.tiktoken_num_special_tokens;
+  spec.tiktoken_special_tokens = options.tiktoken_special_tokens;
+  spec.legacy_tokenizer = options.legacy_tokenizer;
+  MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer, data::BuildTokenizer(spec));
+  if (options.append_eod && tokenizer->eod() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "preprocess: --append-eod, but the ", options.tokenizer_type, " tokenizer ",
+        options.tokenizer_model,
+        " has no end-of-document token (HuggingFaceTokenizer: no eos_token in "
+        "tokenizer_config.json or special_tokens_map.json)"));
+  }
   const data::DType dtype = data::DTypeForVocab(tokenizer->vocab_size());
   std::vector<std::unique_ptr<data::IndexedDatasetBuilder>> builders;
   for (const std::string& key : options.json_keys) {

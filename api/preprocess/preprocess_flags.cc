@@ -32,7 +32,9 @@ struct FlagSpec {
 };
 
 constexpr char kOtherTokenizer[] =
-    "configures a tokenizer MXMACA does not provide (only GPT2BPETokenizer)";
+    "configures a tokenizer MXMACA does not provide (MXMACA provides GPT2BPETokenizer, "
+    "HuggingFaceTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer, "
+    "Llama2Tokenizer, TikTokenizer)";
 
 // preprocess_data.py get_args() and the tokenizer group it adds (core_v0.15.0).
 constexpr FlagSpec kFlags[] = {
@@ -52,17 +54,17 @@ constexpr FlagSpec kFlags[] = {
     {"--tokenizer-type", Kind::kString, ""},
     {"--vocab-file", Kind::kString, ""},
     {"--merge-file", Kind::kString, ""},
-    {"--vocab-size", Kind::kIgnored, ""},
-    {"--vocab-extra-ids", Kind::kIgnored, ""},
-    {"--tokenizer-model", Kind::kRejected, kOtherTokenizer},
+    {"--vocab-size", Kind::kInt, ""},
+    {"--vocab-extra-ids", Kind::kInt, ""},
+    {"--tokenizer-model", Kind::kString, ""},
     {"--tokenizer-metadata", Kind::kRejected, kOtherTokenizer},
-    {"--tiktoken-pattern", Kind::kRejected, kOtherTokenizer},
-    {"--tiktoken-num-special-tokens", Kind::kRejected, kOtherTokenizer},
-    {"--tiktoken-special-tokens", Kind::kRejected, kOtherTokenizer},
+    {"--tiktoken-pattern", Kind::kString, ""},
+    {"--tiktoken-num-special-tokens", Kind::kInt, ""},
+    {"--tiktoken-special-tokens", Kind::kStrings, ""},
     {"--tokenizer-prompt-format", Kind::kRejected, kOtherTokenizer},
     {"--special-tokens", Kind::kRejected, kOtherTokenizer},
     {"--image-tag-type", Kind::kRejected, kOtherTokenizer},
-    {"--legacy-tokenizer", Kind::kRejectedFlag, kOtherTokenizer},
+    {"--legacy-tokenizer", Kind::kFlag, ""},
     {"--find-optimal-num-workers", Kind::kRejectedFlag,
      "is not supported (run tests/bench/preprocess_bench instead)"},
     {"--help", Kind::kFlag, ""},
@@ -137,6 +139,11 @@ std::string PreprocessUsage() {
   return "usage: mxmaca preprocess --input INPUT.jsonl --output-prefix PREFIX\n"
          "         --tokenizer-type GPT2BPETokenizer --vocab-file encoder.json\n"
          "         --merge-file vocab.bpe --workers N [--json-keys KEY [KEY ...]]\n"
+         "       (or --tokenizer-type HuggingFaceTokenizer|SentencePieceTokenizer|\n"
+         "         GPTSentencePieceTokenizer|Llama2Tokenizer --tokenizer-model M, or\n"
+         "         --tokenizer-type TikTokenizer --tokenizer-model vocab.json\n"
+         "         --tiktoken-pattern v1|v2 [--vocab-size N] [--tiktoken-num-special-tokens K]\n"
+         "         [--tiktoken-special-tokens T [T ...]])\n"
          "         [--append-eod] [--log-interval DOCS] [--partitions 1]\n"
          "Writes PREFIX_{KEY}_document.bin/.idx (Megatron's indexed dataset), one\n"
          "document per input line, with the flags of Megatron's tools/preprocess_data.py.\n";
@@ -174,6 +181,7 @@ absl::StatusOr<PreprocessOptions> ParsePreprocessArgs(const std::vector<std::str
             absl::StrCat("preprocess: ", name, " takes no value, got \"", *inline_value, "\""));
       }
       if (name == "--append-eod") options.append_eod = true;
+      if (name == "--legacy-tokenizer") options.legacy_tokenizer = true;
       if (name == "--help") options.help = true;
       continue;
     }
@@ -187,7 +195,8 @@ absl::StatusOr<PreprocessOptions> ParsePreprocessArgs(const std::vector<std::str
         return absl::InvalidArgumentError(
             absl::StrCat("preprocess: ", name, " expects at least one argument"));
       }
-      options.json_keys = list;
+      if (name == "--json-keys") options.json_keys = list;
+      if (name == "--tiktoken-special-tokens") options.tiktoken_special_tokens = list;
       continue;
     }
     std::string value;
@@ -224,6 +233,8 @@ absl::StatusOr<PreprocessOptions> ParsePreprocessArgs(const std::vector<std::str
   options.tokenizer_type = values["--tokenizer-type"];
   options.vocab_file = values["--vocab-file"];
   options.merge_file = values["--merge-file"];
+  options.tokenizer_model = values["--tokenizer-model"];
+  options.tiktoken_pattern = values["--tiktoken-pattern"];
   auto int_value = [&values](const char* name, int64_t fallback) {
     auto it = values.find(name);
     int64_t v = fallback;
@@ -233,6 +244,9 @@ absl::StatusOr<PreprocessOptions> ParsePreprocessArgs(const std::vector<std::str
   options.workers = int_value("--workers", 0);
   options.partitions = int_value("--partitions", 1);
   options.log_interval = int_value("--log-interval", 1000);
+  if (values.count("--vocab-size")) options.vocab_size = int_value("--vocab-size", 0);
+  options.vocab_extra_ids = int_value("--vocab-extra-ids", 0);
+  options.tiktoken_num_special_tokens = int_value("--tiktoken-num-special-tokens", 1000);
 
   const auto* known = std::find(std::begin(kTokenizerTypes), std::end(kTokenizerTypes),
                                 options.tokenizer_type);
@@ -241,15 +255,34 @@ absl::StatusOr<PreprocessOptions> ParsePreprocessArgs(const std::vector<std::str
         "preprocess: --tokenizer-type: invalid choice \"", options.tokenizer_type,
         "\" (choose from ", absl::StrJoin(kTokenizerTypes, ", "), ")"));
   }
-  if (options.tokenizer_type != "GPT2BPETokenizer") {
+  const std::string& type = options.tokenizer_type;
+  if (type == "GPT2BPETokenizer") {
+    if (options.vocab_file.empty() || options.merge_file.empty()) {
+      return absl::InvalidArgumentError(
+          "preprocess: GPT2BPETokenizer needs --vocab-file (encoder.json) and --merge-file "
+          "(vocab.bpe)");
+    }
+  } else if (type == "HuggingFaceTokenizer" || type == "SentencePieceTokenizer" ||
+             type == "GPTSentencePieceTokenizer" || type == "Llama2Tokenizer" ||
+             type == "TikTokenizer") {
+    if (options.tokenizer_model.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "preprocess: ", type, " needs --tokenizer-model (",
+          type == "HuggingFaceTokenizer" ? "a folder with tokenizer.json, or the tokenizer.json"
+          : type == "TikTokenizer"       ? "the tiktoken vocab .json"
+                                         : "a SentencePiece .model",
+          ")"));
+    }
+    if (type == "TikTokenizer" && options.tiktoken_pattern != "v1" &&
+        options.tiktoken_pattern != "v2") {
+      return absl::InvalidArgumentError(
+          "preprocess: TikTokenizer needs --tiktoken-pattern v1 or v2");
+    }
+  } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "preprocess: --tokenizer-type ", options.tokenizer_type,
-        " is not supported; MXMACA provides GPT2BPETokenizer only"));
-  }
-  if (options.vocab_file.empty() || options.merge_file.empty()) {
-    return absl::InvalidArgumentError(
-        "preprocess: GPT2BPETokenizer needs --vocab-file (encoder.json) and --merge-file "
-        "(vocab.bpe)");
+        "preprocess: --tokenizer-type ", type,
+        " is not supported; MXMACA provides GPT2BPETokenizer, HuggingFaceTokenizer, "
+        "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer, TikTokenizer"));
   }
   if (options.workers < 1 || options.workers > 1024) {
     return absl::InvalidArgumentError(absl::StrCat(

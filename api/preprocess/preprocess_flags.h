@@ -5,19 +5,24 @@
 // value, `--json-keys` taking one or more values, the last occurrence winning, and
 // unambiguous prefixes accepted (argparse's allow_abbrev).
 //
-// Supported: --input, --json-keys, --output-prefix, --tokenizer-type GPT2BPETokenizer,
-// --vocab-file, --merge-file, --append-eod, --workers, --partitions 1, --log-interval.
+// Supported: --input, --json-keys, --output-prefix, --tokenizer-type GPT2BPETokenizer
+// (--vocab-file, --merge-file), HuggingFaceTokenizer, SentencePieceTokenizer,
+// GPTSentencePieceTokenizer, Llama2Tokenizer (--tokenizer-model, --vocab-extra-ids),
+// TikTokenizer (--tokenizer-model, --tiktoken-pattern, --vocab-size,
+// --tiktoken-num-special-tokens, --tiktoken-special-tokens), --legacy-tokenizer,
+// --append-eod, --workers,
+// --partitions 1, --log-interval.
 // Accepted with no effect, as in Megatron for this setup: --keep-sequential-samples
 // (only matters with partitions > 1), --keep-newlines and --lang (only with
-// --split-sentences), --vocab-size and --vocab-extra-ids (preprocess_data.py
-// ignores them for GPT2BPETokenizer).
+// --split-sentences).
 // Errors: unknown flags (with a "did you mean" suggestion), --split-sentences (needs
 // NLTK's punkt model; not provided), --partitions other than 1, other tokenizer types
-// and the flags that only configure them (--tokenizer-model, --tiktoken-*, ...).
+// and the flags that only configure them (--tokenizer-metadata, --special-tokens, ...).
 #ifndef MXMACA_API_PREPROCESS_PREPROCESS_FLAGS_H_
 #define MXMACA_API_PREPROCESS_PREPROCESS_FLAGS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +38,13 @@ struct PreprocessOptions {
   std::string tokenizer_type;                     // --tokenizer-type
   std::string vocab_file;                         // --vocab-file (encoder.json)
   std::string merge_file;                         // --merge-file (vocab.bpe)
+  std::string tokenizer_model;                    // --tokenizer-model
+  std::optional<int64_t> vocab_size;              // --vocab-size (TikTokenizer)
+  int64_t vocab_extra_ids = 0;                    // --vocab-extra-ids
+  std::string tiktoken_pattern;                   // --tiktoken-pattern
+  int64_t tiktoken_num_special_tokens = 1000;     // --tiktoken-num-special-tokens
+  std::vector<std::string> tiktoken_special_tokens;  // --tiktoken-special-tokens
+  bool legacy_tokenizer = false;  // --legacy-tokenizer (see data/tokenizer_factory.h)
   bool append_eod = false;                        // --append-eod
   int64_t workers = 0;                            // --workers (threads here), 1..1024
   int64_t partitions = 1;                         // --partitions (1 only)
@@ -49,7 +61,8 @@ struct PreprocessOptions {
 // Errors (InvalidArgument, naming the flag): unknown or ambiguous flag (with the
 // closest known flags), missing value, bad integer, a missing required flag (--input,
 // --output-prefix, --tokenizer-type, --workers, as Megatron; --vocab-file and
-// --merge-file for GPT2BPETokenizer), unsupported flag values as listed above.
+// --merge-file for GPT2BPETokenizer; --tokenizer-model for the others;
+// --tiktoken-pattern v1|v2 for TikTokenizer), unsupported flag values as listed above.
 absl::StatusOr<PreprocessOptions> ParsePreprocessArgs(const std::vector<std::string>& args);
 
 // PreprocessUsage: the usage text printed for --help.

@@ -80,10 +80,36 @@ TEST_CASE("errors name the flag and suggest the closest one") {
   CHECK(Contains(ErrorOf(With({"--json-keys"})), "expects at least one argument"));
   CHECK(Contains(ErrorOf(With({"--json-keys", "a", "a"})), "\"a\" twice"));
   CHECK(Contains(ErrorOf(With({"--append-eod=1"})), "takes no value"));
-  CHECK(Contains(ErrorOf(With({"--tokenizer-model", "m.model"})),
+  CHECK(Contains(ErrorOf(With({"--tokenizer-metadata", "m.json"})),
                  "tokenizer MXMACA does not provide"));
   CHECK(Contains(ErrorOf(With({"--tokenizer-type", "Llama2Tokenizer"})),
-                 "Llama2Tokenizer is not supported"));
+                 "Llama2Tokenizer needs --tokenizer-model"));
+  CHECK(Contains(ErrorOf(With({"--tokenizer-type", "TikTokenizer", "--tokenizer-model", "v.json"})),
+                 "TikTokenizer needs --tiktoken-pattern v1 or v2"));
+  CHECK(Contains(ErrorOf(With({"--tokenizer-type", "BertWordPieceCase"})),
+                 "BertWordPieceCase is not supported"));
+  {
+    auto tik = ParsePreprocessArgs(With({"--tokenizer-type", "TikTokenizer", "--tokenizer-model",
+                                         "v.json", "--tiktoken-pattern", "v2", "--vocab-size",
+                                         "5000", "--tiktoken-num-special-tokens", "10",
+                                         "--tiktoken-special-tokens", "<unk>", "<s>", "</s>",
+                                         "<pad>"}));
+    REQUIRE(tik.ok());
+    CHECK(tik->tokenizer_model == "v.json");
+    CHECK(tik->tiktoken_pattern == "v2");
+    CHECK(*tik->vocab_size == 5000);
+    CHECK(tik->tiktoken_num_special_tokens == 10);
+    CHECK(tik->tiktoken_special_tokens ==
+          std::vector<std::string>{"<unk>", "<s>", "</s>", "<pad>"});
+    CHECK(tik->json_keys == std::vector<std::string>{"text"});
+    CHECK_FALSE(tik->legacy_tokenizer);
+  }
+  {
+    auto legacy = ParsePreprocessArgs(With({"--tokenizer-type", "Llama2Tokenizer",
+                                            "--tokenizer-model", "m.model", "--legacy-tokenizer"}));
+    REQUIRE(legacy.ok());
+    CHECK(legacy->legacy_tokenizer);
+  }
   CHECK(Contains(ErrorOf(With({"--tokenizer-type", "Nonsense"})), "invalid choice"));
   CHECK(Contains(ErrorOf({"--input", "x"}),
                  "required: --output-prefix, --tokenizer-type, --workers"));

@@ -181,6 +181,8 @@ absl::Status AddTokenizerFlags(const ModelSpec& model, const TokenizerOptions& t
   }
   if (!t.vocab_file.empty()) f.Value("--vocab-file", t.vocab_file);
   if (!t.merge_file.empty()) f.Value("--merge-file", t.merge_file);
+  if (!t.tokenizer_model.empty()) f.Value("--tokenizer-model", t.tokenizer_model);
+  if (!t.tiktoken_pattern.empty()) f.Value("--tiktoken-pattern", t.tiktoken_pattern);
   return absl::OkStatus();
 }
 

@@ -40,12 +40,18 @@ struct OptimizerOptions {
 // TokenizerOptions: the tokenizer fixes the vocabulary size V and the end-of-document id.
 struct TokenizerOptions {
   // --tokenizer-type: "GPT2BPETokenizer" (pretrain_gpt's default; needs vocab_file and
-  // merge_file) or "NullTokenizer" (ids are the text; needs vocab_size).
+  // merge_file), "HuggingFaceTokenizer", "SentencePieceTokenizer",
+  // "GPTSentencePieceTokenizer", "Llama2Tokenizer" (need tokenizer_model), "TikTokenizer"
+  // (needs tokenizer_model and tiktoken_pattern) or "NullTokenizer" (ids are the text;
+  // needs vocab_size). See data/tokenizer_factory.h.
   std::string type = "GPT2BPETokenizer";
-  std::string vocab_file;  // --vocab-file (GPT-2 encoder.json)
-  std::string merge_file;  // --merge-file (GPT-2 vocab.bpe)
+  std::string vocab_file;        // --vocab-file (GPT-2 encoder.json)
+  std::string merge_file;        // --merge-file (GPT-2 vocab.bpe)
+  std::string tokenizer_model;   // --tokenizer-model (tokenizer.json folder, .model, .json)
+  std::string tiktoken_pattern;  // --tiktoken-pattern v1|v2 (TikTokenizer)
   // --vocab-size (NullTokenizer): ids 0..vocab_size-1, eod = vocab_size, so V =
-  // vocab_size + 1. 0 = derived from EmbeddingSpec::vocab_size (V - 1).
+  // vocab_size + 1. 0 = derived from EmbeddingSpec::vocab_size (V - 1). TikTokenizer:
+  // its vocab size (0 = Megatron's default 131072).
   int64_t vocab_size = 0;
 };
 

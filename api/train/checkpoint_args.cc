@@ -89,6 +89,8 @@ nlohmann::json MegatronArgsJson(const MegatronArgs& a) {
   MXMACA_CHECKPOINT_ARGS(MXMACA_TO_JSON)
 #undef MXMACA_TO_JSON
   j["tokenizer_type"] = ToJson(a.tokenizer_type);
+  j["tokenizer_model"] = ToJson(a.tokenizer_model);
+  j["tiktoken_pattern"] = ToJson(a.tiktoken_pattern);
   return j;
 }
 
@@ -151,8 +153,10 @@ absl::StatusOr<std::vector<std::string>> ApplyCheckpointArgs(const nlohmann::jso
   MXMACA_CHECKPOINT_ARGS(MXMACA_SET)
 #undef MXMACA_SET
   if (failed == nullptr && a->use_tokenizer_model_from_checkpoint_args) {
-    set("tokenizer_type", true, &a->tokenizer_type);
+    set("tokenizer_model", true, &a->tokenizer_model);
+    if (failed == nullptr) set("tokenizer_type", true, &a->tokenizer_type);
   }
+  if (failed == nullptr) set("tiktoken_pattern", true, &a->tiktoken_pattern);
   if (failed != nullptr) {
     return absl::DataLossError(absl::StrCat("checkpoint args: megatron_args.", *failed,
                                             " has the wrong type: ", stored[*failed].dump()));
@@ -189,8 +193,63 @@ nlohmann::json CheckpointArgsJson(const std::vector<std::string>& argv, const Me
   j["megatron_args"] = MegatronArgsJson(a);
   j["tokenizer"] = {{"type", a.tokenizer_type.value_or("GPT2BPETokenizer")},
                     {"vocab_file", a.vocab_file.value_or("")},
-                    {"merge_file", a.merge_file.value_or("")}};
+                    {"merge_file", a.merge_file.value_or("")},
+                    {"tokenizer_model", a.tokenizer_model.value_or("")},
+                    {"vocab_size", a.vocab_size ? nlohmann::json(*a.vocab_size) : nlohmann::json()},
+                    {"vocab_extra_ids", a.vocab_extra_ids},
+                    {"tiktoken_pattern", a.tiktoken_pattern.value_or("")},
+                    {"tiktoken_num_special_tokens", a.tiktoken_num_special_tokens},
+                    {"tiktoken_special_tokens", a.tiktoken_special_tokens},
+                    {"legacy_tokenizer", a.legacy_tokenizer}};
   return j;
+}
+
+data::TokenizerSpec TokenizerSpecFromArgs(const MegatronArgs& a) {
+  data::TokenizerSpec spec;
+  spec.tokenizer_type = a.tokenizer_type.value_or("GPT2BPETokenizer");
+  spec.vocab_file = a.vocab_file;
+  spec.merge_file = a.merge_file;
+  spec.tokenizer_model = a.tokenizer_model;
+  spec.vocab_size = a.vocab_size;
+  spec.vocab_extra_ids = a.vocab_extra_ids;
+  spec.tiktoken_pattern = a.tiktoken_pattern;
+  spec.tiktoken_num_special_tokens = a.tiktoken_num_special_tokens;
+  spec.tiktoken_special_tokens = a.tiktoken_special_tokens;
+  spec.legacy_tokenizer = a.legacy_tokenizer;
+  return spec;
+}
+
+absl::StatusOr<data::TokenizerSpec> TokenizerSpecFromCheckpointArgs(const nlohmann::json& args) {
+  if (!args.is_object() || !args.contains("tokenizer") || !args["tokenizer"].is_object()) {
+    return absl::DataLossError("checkpoint args have no \"tokenizer\" object");
+  }
+  const nlohmann::json& t = args["tokenizer"];
+  data::TokenizerSpec spec;
+  try {
+    auto text = [&](const char* key) -> std::optional<std::string> {
+      if (!t.contains(key) || t[key].is_null()) return std::nullopt;
+      std::string v = t[key].get<std::string>();
+      if (v.empty()) return std::nullopt;
+      return v;
+    };
+    spec.tokenizer_type = text("type").value_or("GPT2BPETokenizer");
+    spec.vocab_file = text("vocab_file");
+    spec.merge_file = text("merge_file");
+    spec.tokenizer_model = text("tokenizer_model");
+    spec.tiktoken_pattern = text("tiktoken_pattern");
+    if (t.contains("vocab_size") && !t["vocab_size"].is_null())
+      spec.vocab_size = t["vocab_size"].get<int64_t>();
+    if (t.contains("vocab_extra_ids")) spec.vocab_extra_ids = t["vocab_extra_ids"].get<int64_t>();
+    if (t.contains("tiktoken_num_special_tokens"))
+      spec.tiktoken_num_special_tokens = t["tiktoken_num_special_tokens"].get<int64_t>();
+    if (t.contains("tiktoken_special_tokens"))
+      spec.tiktoken_special_tokens = t["tiktoken_special_tokens"].get<std::vector<std::string>>();
+    if (t.contains("legacy_tokenizer")) spec.legacy_tokenizer = t["legacy_tokenizer"].get<bool>();
+  } catch (const nlohmann::json::exception& e) {
+    return absl::DataLossError(absl::StrCat("checkpoint args: \"tokenizer\" is mistyped: ",
+                                            t.dump()));
+  }
+  return spec;
 }
 
 absl::StatusOr<layers::GptConfig> ModelConfigFromCheckpointArgs(const nlohmann::json& args) {

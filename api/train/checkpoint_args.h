@@ -2,7 +2,9 @@
 // and the model configuration recovered from them (for --load checks and `generate`).
 //
 // Stored object: {"argv": [...the train command line...], "model": {GptConfig fields
-// under Megatron's dest names}, "tokenizer": {"type", "vocab_file", "merge_file"},
+// under Megatron's dest names}, "tokenizer": {"type", "vocab_file", "merge_file",
+// "tokenizer_model", "vocab_size", "vocab_extra_ids", "tiktoken_pattern",
+// "tiktoken_num_special_tokens", "tiktoken_special_tokens", "legacy_tokenizer"},
 // "megatron_args": {the effective (validated) values of the Megatron arguments that
 // --use-checkpoint-args reads, under their dest names; null for None}}.
 #ifndef MXMACA_API_TRAIN_CHECKPOINT_ARGS_H_
@@ -15,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "api/args/megatron_args.h"
+#include "data/tokenizer_factory.h"
 #include "layers/gpt_config.h"
 
 namespace mxmaca::api {
@@ -22,6 +25,16 @@ namespace mxmaca::api {
 // CheckpointArgsJson: the object above.
 nlohmann::json CheckpointArgsJson(const std::vector<std::string>& argv, const MegatronArgs& args,
                                   const layers::GptConfig& model);
+
+// TokenizerSpecFromArgs: the tokenizer flags of `args` (type default GPT2BPETokenizer)
+// as data::BuildTokenizer takes them.
+data::TokenizerSpec TokenizerSpecFromArgs(const MegatronArgs& args);
+
+// TokenizerSpecFromCheckpointArgs: the spec stored under "tokenizer" by
+// CheckpointArgsJson (checkpoints from before the SentencePiece / HF / tiktoken fields
+// have type and the GPT-2 files only; "" means unset). Error: DataLoss when "tokenizer"
+// is missing or mistyped.
+absl::StatusOr<data::TokenizerSpec> TokenizerSpecFromCheckpointArgs(const nlohmann::json& args);
 
 // ModelConfigFromCheckpointArgs: the GptConfig stored by CheckpointArgsJson (dropout set
 // to 0: it is used for inference and shape checks). Errors: DataLoss naming the missing
@@ -47,8 +60,9 @@ absl::Status CheckModelMatchesCheckpoint(const layers::GptConfig& model,
 // apply_query_key_layer_scaling, attention_dropout, hidden_dropout and the MoE model
 // arguments (num_experts, moe_layer_freq, moe_ffn_hidden_size, moe_router_topk,
 // moe_router_pre_softmax, moe_shared_expert_intermediate_size, moe_router_score_function,
-// moe_router_enable_expert_bias, moe_router_topk_scaling_factor) always (force), and
-// tokenizer_type too unless --no-use-tokenizer-model-from-checkpoint-args. A value the
+// moe_router_enable_expert_bias, moe_router_topk_scaling_factor) always (force),
+// tokenizer_model and tokenizer_type too unless --no-use-tokenizer-model-from-checkpoint-args,
+// and tiktoken_pattern always (as Megatron). A value the
 // checkpoint does not provide (None) leaves the argument as it is. `ckpt_args` is a
 // checkpoint's args object (CheckpointArgsJson; checkpoints written before
 // "megatron_args" existed are read from their argv and model objects). Returns Megatron's

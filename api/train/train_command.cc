@@ -52,7 +52,7 @@
 #include "base/status_macros.h"
 #include "layers/context_parallel/memory_cap.h"
 #include "transport/inprocess_communicator.h"
-#include "data/gpt2_bpe_tokenizer.h"
+#include "data/tokenizer_factory.h"
 #include "data/gpt_dataset_builder.h"
 #include "layers/flops.h"
 #include "layers/gpt_stage.h"
@@ -104,7 +104,9 @@ constexpr const char* kHonouredDests[] = {
     "overlap_grad_reduce", "overlap_param_gather", "eval_iters", "eval_interval", "data_path",
     "split", "train_data_path", "valid_data_path", "test_data_path", "mock_data",
     "data_cache_path", "seq_length", "vocab_file", "merge_file", "tokenizer_type",
-    "vocab_size", "reset_position_ids", "reset_attention_mask", "eod_mask_loss",
+    "vocab_size", "tokenizer_model", "vocab_extra_ids", "tiktoken_pattern",
+    "tiktoken_num_special_tokens", "tiktoken_special_tokens", "legacy_tokenizer",
+    "reset_position_ids", "reset_attention_mask", "eod_mask_loss",
     "create_attention_mask_in_dataloader", "num_workers", "dataloader_type", "log_interval",
     "max_consecutive_nan_iterations", "num_threads", "trace_file", "help",
     // TensorBoard and metrics (api/train/metrics_setup.h).
@@ -524,22 +526,11 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
                            }));
   }
 
-  // Tokenizer (vocabulary size and end-of-document id).
+  // Tokenizer (vocabulary size and end-of-document id), as Megatron's build_tokenizer.
   const std::string tokenizer_type = args.tokenizer_type.value_or("GPT2BPETokenizer");
-  std::unique_ptr<data::Gpt2BpeTokenizer> tokenizer;
   int64_t vocab_size = 0;
   int32_t eod = 0;
-  if (tokenizer_type == "GPT2BPETokenizer") {
-    if (!args.vocab_file || !args.merge_file) {
-      return absl::InvalidArgumentError(
-          "--tokenizer-type GPT2BPETokenizer needs --vocab-file (encoder.json) and --merge-file "
-          "(vocab.bpe)");
-    }
-    MXMACA_ASSIGN_OR_RETURN(tokenizer,
-                            data::Gpt2BpeTokenizer::Load(*args.vocab_file, *args.merge_file));
-    vocab_size = tokenizer->vocab_size();
-    eod = tokenizer->eod();
-  } else if (tokenizer_type == "NullTokenizer") {
+  if (tokenizer_type == "NullTokenizer") {
     if (!args.vocab_size) {
       return absl::InvalidArgumentError("--tokenizer-type NullTokenizer needs --vocab-size");
     }
@@ -547,13 +538,37 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
     vocab_size = *args.vocab_size + 1;
     eod = static_cast<int32_t>(*args.vocab_size);
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--tokenizer-type ", tokenizer_type,
-        ": MXMACA supports GPT2BPETokenizer and NullTokenizer"));
+    // As Megatron: the padded vocabulary comes from the tokenizer.py tokenizer that
+    // set_global_variables always builds (megatron/training/global_vars.py), the eod
+    // from the one pretrain_gpt.py hands the datasets (megatron/core/tokenizers unless
+    // --legacy-tokenizer). They differ only for SentencePieceTokenizer (tokenizer.py
+    // appends <CLS> <SEP> <EOD> <MASK> ... after the pieces).
+    const data::TokenizerSpec spec = TokenizerSpecFromArgs(args);
+    MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer, data::BuildTokenizer(spec));
+    eod = tokenizer->eod();
+    vocab_size = tokenizer->vocab_size();
+    if (!spec.legacy_tokenizer) {
+      data::TokenizerSpec legacy = spec;
+      legacy.legacy_tokenizer = true;
+      MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> padded_from,
+                              data::BuildTokenizer(legacy));
+      vocab_size = std::max(vocab_size, padded_from->vocab_size());
+    }
+    if (eod < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tokenizer-type ", tokenizer_type, " --tokenizer-model ",
+          args.tokenizer_model.value_or(""),
+          ": the tokenizer has no end-of-document token (HuggingFaceTokenizer: no eos_token "
+          "in tokenizer_config.json or special_tokens_map.json)"));
+    }
   }
 
   // Model, placement, schedules (parallel_setup.h) and the ranks' state.
   MXMACA_ASSIGN_OR_RETURN(layers::GptConfig model, GptConfigFromArgs(args, vocab_size));
+  // Megatron's _vocab_size_with_padding log line.
+  print(absl::StrCat(" > padded vocab (size: ", model.vocab_size, ") with ",
+                     model.padded_vocab_size - model.vocab_size, " dummy tokens (new size: ",
+                     model.padded_vocab_size, ")"));
   // The checkpoint to resume from, opened before the ranks are built: its RNG state (the
   // seed of every random draw) replaces --seed's unless --no-load-rng or --finetune, as
   // Megatron restores its generators (the data order stays --seed's in both).
