@@ -53,12 +53,17 @@ using modules::LinearProduct;
 absl::Status LinearBackwardWeight(device::DeviceKernels& k, const float* dy, const float* x,
                                   int64_t t, int64_t in, int64_t out, int w_id, int b_id,
                                   WeightGradSink* sink) {
+  // One tensor open at a time (the sink's buffers are pooled: a second open buffer would
+  // take another pooled block of a different size).
   float* dw = sink->Begin(w_id);
-  float* db = b_id >= 0 ? sink->Begin(b_id) : nullptr;
   MXMACA_RETURN_IF_ERROR(
-      modules::LinearBackwardWeight(k, dy, x, t, in, out, dw, db, sink->accumulates(w_id)));
+      modules::LinearBackwardWeight(k, dy, x, t, in, out, dw, nullptr, sink->accumulates(w_id)));
   sink->End(w_id);
-  if (b_id >= 0) sink->End(b_id);
+  if (b_id >= 0) {
+    float* db = sink->Begin(b_id);
+    MXMACA_RETURN_IF_ERROR(modules::LinearBiasGrad(k, dy, t, out, db));
+    sink->End(b_id);
+  }
   return absl::OkStatus();
 }
 

@@ -22,6 +22,11 @@ absl::Status LinearBackwardInput(device::DeviceKernels& k, const float* dy, cons
   return k.Gemm(false, false, t, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
 }
 
+absl::Status LinearBiasGrad(device::DeviceKernels& k, const float* dy, int64_t t, int64_t out,
+                            float* dbias) {
+  return k.BiasGrad(dy, t, out, dbias);
+}
+
 absl::Status LinearBackwardWeight(device::DeviceKernels& k, const float* dy, const float* x,
                                   int64_t t, int64_t in, int64_t out, float* dw, float* dbias,
                                   bool accumulate_dw) {

@@ -37,6 +37,10 @@ absl::Status LinearProduct(device::DeviceKernels& k, const float* x, const float
 absl::Status LinearBackwardInput(device::DeviceKernels& k, const float* dy, const float* w,
                                  int64_t t, int64_t in, int64_t out, float* dx);
 
+// LinearBiasGrad: dbias [out] = column sums of dy [t, out] (overwrites).
+absl::Status LinearBiasGrad(device::DeviceKernels& k, const float* dy, int64_t t, int64_t out,
+                            float* dbias);
+
 // LinearBackwardWeight: dw = dy^T x (dw += dy^T x with accumulate_dw: Megatron's
 // gradient-accumulation fusion, a GEMM with beta = 1 into the main gradient) and, when
 // dbias != nullptr, dbias = column sums of dy (overwrites). Callers otherwise hand in
