@@ -314,6 +314,11 @@ absl::StatusOr<layers::GptConfig> ModelConfigFromCheckpointArgs(const nlohmann::
       }
     }
     if (parsed.ok() && parsed->num_experts && *parsed->num_experts > 0) {
+      // The stored model is layout-free (experts as whole logical tensors): the run's
+      // expert-parallel layout is not re-validated here — its world size may have come
+      // from the launcher's environment, which the stored argv does not hold.
+      parsed->expert_model_parallel_size = 1;
+      parsed->expert_tensor_parallel_size.reset();
       absl::Status moe = AddMoEConfig(*parsed, &c);
       if (!moe.ok()) {
         return absl::DataLossError(absl::StrCat("checkpoint args: MoE flags: ", moe.message()));

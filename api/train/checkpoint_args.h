@@ -37,7 +37,8 @@ data::TokenizerSpec TokenizerSpecFromArgs(const MegatronArgs& args);
 absl::StatusOr<data::TokenizerSpec> TokenizerSpecFromCheckpointArgs(const nlohmann::json& args);
 
 // ModelConfigFromCheckpointArgs: the GptConfig stored by CheckpointArgsJson (dropout set
-// to 0: it is used for inference and shape checks). Errors: DataLoss naming the missing
+// to 0: it is used for inference and shape checks), layout-free: MoE layers come back with
+// expert-parallel size 1 whatever layout wrote them. Errors: DataLoss naming the missing
 // or mistyped field.
 absl::StatusOr<layers::GptConfig> ModelConfigFromCheckpointArgs(const nlohmann::json& args);
 
