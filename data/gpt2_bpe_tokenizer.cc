@@ -17,7 +17,9 @@
 #include "base/status_macros.h"
 #include "data/internal/byte_level.h"
 #include "data/internal/pretokenizer.h"
+#include "data/internal/read_file.h"
 #include "data/internal/unicode_classes.h"
+#include "data/internal/utf8.h"
 
 namespace mxmaca::data {
 namespace {
@@ -30,29 +32,6 @@ constexpr size_t kMaxCachedWordBytes = 256;
 constexpr size_t kMaxCachedWords = size_t{1} << 18;
 constexpr size_t kMaxCachedIds = size_t{1} << 22;
 
-absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view what) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    const int err = errno;
-    const std::string message =
-        absl::StrCat("cannot open ", what, " '", path, "': ", std::strerror(err));
-    if (err == ENOENT) return absl::NotFoundError(message);
-    if (err == EACCES) return absl::PermissionDeniedError(message);
-    return absl::InvalidArgumentError(message);
-  }
-  std::string content;
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), f)) > 0) content.append(buffer, n);
-  const bool failed = std::ferror(f) != 0;
-  const int err = errno;
-  std::fclose(f);
-  if (failed) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read ", what, " '", path, "': ", std::strerror(err)));
-  }
-  return content;
-}
 
 // ByteLevelToBytes: the raw bytes spelled by a token in GPT-2's byte characters
 // (UTF-8), or false if a character is not one of the 256.
@@ -111,7 +90,7 @@ absl::StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::Load(
   tok->instance_id_ = next_instance_id.fetch_add(1);
 
   // --- vocab (encoder.json) ---
-  MXMACA_ASSIGN_OR_RETURN(const std::string vocab_text, ReadFile(vocab_file, "vocab file"));
+  MXMACA_ASSIGN_OR_RETURN(const std::string vocab_text, internal::ReadWholeFile(vocab_file, "vocab file"));
   nlohmann::json vocab;
   try {
     vocab = nlohmann::json::parse(vocab_text);
@@ -161,13 +140,7 @@ absl::StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::Load(
   }
   for (int b = 0; b < 256; ++b) {
     std::string spelling;
-    const uint32_t cp = internal::kByteToCodePoint[b];
-    if (cp < 0x80) {
-      spelling.push_back(static_cast<char>(cp));
-    } else {
-      spelling.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      spelling.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
+    internal::AppendUtf8(internal::kByteToCodePoint[b], &spelling);
     auto it = id_of.find(spelling);
     if (it == id_of.end()) {
       return absl::InvalidArgumentError(
@@ -184,7 +157,7 @@ absl::StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::Load(
   tok->eod_ = eod->second;
 
   // --- merges (vocab.bpe) ---
-  MXMACA_ASSIGN_OR_RETURN(const std::string merge_text, ReadFile(merge_file, "merge file"));
+  MXMACA_ASSIGN_OR_RETURN(const std::string merge_text, internal::ReadWholeFile(merge_file, "merge file"));
   std::vector<absl::string_view> lines = absl::StrSplit(merge_text, '\n');
   // Python: read().split('\n')[1:-1]: line 1 is the header; the piece after the
   // last '\n' (empty for a file that ends in a newline) is dropped.

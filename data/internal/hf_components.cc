@@ -13,6 +13,7 @@
 #include "base/status_macros.h"
 #include "data/internal/byte_level.h"
 #include "data/internal/pcre2_regex.h"
+#include "data/internal/utf8.h"
 
 namespace mxmaca::data::internal {
 namespace {
@@ -48,23 +49,6 @@ bool BoolField(const json& j, const char* key, bool def) {
   return j[key].get<bool>();
 }
 
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
 
 // NextCodePoint: decodes the UTF-8 character at text[*i] and advances *i; an
 // ill-formed byte decodes as itself + 0xDC00 (never a byte-level character).
