@@ -15,6 +15,7 @@
 #include "layers/context_parallel/cp_batch.h"
 #include "layers/modules/embedding.h"
 #include "layers/modules/linear.h"
+#include "layers/modules/norm.h"
 #include "layers/moe/dispatch/dispatcher_factory.h"
 
 namespace mxmaca::layers {
@@ -505,8 +506,7 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
     lnf_local.resize(tl * h);
     lnf = lnf_local.data();
   }
-  MXMACA_RETURN_IF_ERROR(NormForward(
-      config_, *kernels_, st->final_input.data(), store_.param(ids_.final_norm_weight),
+  MXMACA_RETURN_IF_ERROR(modules::Norm(config_).Forward(*kernels_, st->final_input.data(), store_.param(ids_.final_norm_weight),
       ids_.final_norm_bias >= 0 ? store_.param(ids_.final_norm_bias) : nullptr, tl, h, lnf,
       ln ? st->lnf_mean.data() : nullptr, st->lnf_rstd.data(), gamma_scratch_.data()));
   if (tp_.sp()) {

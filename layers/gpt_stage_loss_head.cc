@@ -8,6 +8,7 @@
 #include "layers/chunked_loss_head.h"
 #include "layers/gpt_stage.h"
 #include "layers/modules/linear.h"
+#include "layers/modules/norm.h"
 
 namespace mxmaca::layers {
 
@@ -68,9 +69,10 @@ absl::Status GptStage::HeadBackwardInput(MicroBatchStash* st, float loss_grad_sc
   } else {
     MXMACA_RETURN_IF_ERROR(ReduceFromTensorParallelRegion(tp_, partial, t * h));
   }
-  return NormBackwardInput(config_, *kernels_, st->d_lnf_out.data(), st->final_input.data(),
-                           store_.param(ids_.final_norm_weight), ln ? st->lnf_mean.data() : nullptr,
-                           st->lnf_rstd.data(), tl, h, d_final_input, gamma_scratch_.data());
+  return modules::Norm(config_).BackwardInput(
+      *kernels_, st->d_lnf_out.data(), st->final_input.data(), store_.param(ids_.final_norm_weight),
+      ln ? st->lnf_mean.data() : nullptr, st->lnf_rstd.data(), tl, h, d_final_input,
+      gamma_scratch_.data());
 }
 
 absl::Status GptStage::HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* sink,
@@ -97,9 +99,9 @@ absl::Status GptStage::HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* s
   }
   float* dg = sink->Begin(ids_.final_norm_weight);
   float* db = ln ? sink->Begin(ids_.final_norm_bias) : nullptr;
-  MXMACA_RETURN_IF_ERROR(
-      NormBackwardWeight(config_, *kernels_, st->d_lnf_out.data(), st->final_input.data(),
-                         ln ? st->lnf_mean.data() : nullptr, st->lnf_rstd.data(), tl, h, dg, db));
+  MXMACA_RETURN_IF_ERROR(modules::Norm(config_).BackwardWeight(
+      *kernels_, st->d_lnf_out.data(), st->final_input.data(), ln ? st->lnf_mean.data() : nullptr,
+      st->lnf_rstd.data(), tl, h, dg, db));
   if (tp_.sp()) {
     // This rank's rows only: sum over TP so every rank holds the same gradient.
     MXMACA_RETURN_IF_ERROR(AllReduceSum(tp_, dg, h));

@@ -22,25 +22,6 @@ kernels::RngKey DropoutKey(uint64_t seed, int64_t layer, DropoutSite site, int64
                     static_cast<uint64_t>(iteration), static_cast<uint64_t>(micro_batch_id))};
 }
 
-absl::Status NormForward(const GptConfig& config, device::DeviceKernels& k, const float* x,
-                         const float* weight, const float* beta, int64_t n, int64_t h, float* y,
-                         float* mean, float* rstd, float* gamma_scratch) {
-  return modules::Norm(config).Forward(k, x, weight, beta, n, h, y, mean, rstd, gamma_scratch);
-}
-
-absl::Status NormBackwardInput(const GptConfig& config, device::DeviceKernels& k, const float* dy,
-                               const float* x, const float* weight, const float* mean,
-                               const float* rstd, int64_t n, int64_t h, float* dx,
-                               float* gamma_scratch) {
-  return modules::Norm(config).BackwardInput(k, dy, x, weight, mean, rstd, n, h, dx, gamma_scratch);
-}
-
-absl::Status NormBackwardWeight(const GptConfig& config, device::DeviceKernels& k, const float* dy,
-                                const float* x, const float* mean, const float* rstd, int64_t n,
-                                int64_t h, float* dgamma, float* dbeta) {
-  return modules::Norm(config).BackwardWeight(k, dy, x, mean, rstd, n, h, dgamma, dbeta);
-}
-
 namespace {
 
 using modules::LinearBackwardInput;
@@ -99,10 +80,7 @@ float HiddenDropout(const LayerCall& call) {
 // or `host` (filled here) when the call has none.
 const kernels::RngKey* KeyOf(const LayerCall& call, DropoutSite site, kernels::RngKey* host) {
   if (call.dropout_keys != nullptr) {
-    const int i = site == DropoutSite::kAttentionProbs    ? 0
-                  : site == DropoutSite::kAttentionOutput ? 1
-                                                          : 2;
-    return call.dropout_keys + i;
+    return call.dropout_keys + LayerDropoutKeyIndex(site);
   }
   *host =
       DropoutKey(call.config->seed, call.global_layer, site, call.iteration, call.micro_batch_id);
@@ -235,10 +213,10 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
   if (ln) st->ln1_mean.Allocate(tr, tl);
   st->ln1_rstd.Allocate(tr, tl);
   float* ln1_local = sp ? LayerScratch::Get(scratch->c, tl * h) : st->ln1_out.data();
-  MXMACA_RETURN_IF_ERROR(NormForward(c, k, x, P(call, ids_.input_norm_weight),
-                                     P(call, ids_.input_norm_bias), tl, h, ln1_local,
-                                     ln ? st->ln1_mean.data() : nullptr, st->ln1_rstd.data(),
-                                     LayerScratch::Get(scratch->gamma, h)));
+  MXMACA_RETURN_IF_ERROR(
+      modules::Norm(c).Forward(k, x, P(call, ids_.input_norm_weight), P(call, ids_.input_norm_bias),
+                               tl, h, ln1_local, ln ? st->ln1_mean.data() : nullptr,
+                               st->ln1_rstd.data(), LayerScratch::Get(scratch->gamma, h)));
   if (sp) {
     MXMACA_RETURN_IF_ERROR(GatherFromSequenceParallelRegion(*call.tp, ln1_local, call.b, call.s, h,
                                                             st->ln1_out.data()));
@@ -265,12 +243,12 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
     st->q_rstd.Allocate(tr, nq);
     st->k_rstd.Allocate(tr, nk);
     float* gamma = LayerScratch::Get(scratch->gamma, hn);
-    MXMACA_RETURN_IF_ERROR(NormForward(c, k, st->q_pre.data(), P(call, ids_.q_norm_weight),
-                                       P(call, ids_.q_norm_bias), nq, hn, st->q.data(),
-                                       ln ? st->q_mean.data() : nullptr, st->q_rstd.data(), gamma));
-    MXMACA_RETURN_IF_ERROR(NormForward(c, k, st->k_pre.data(), P(call, ids_.k_norm_weight),
-                                       P(call, ids_.k_norm_bias), nk, hn, st->k.data(),
-                                       ln ? st->k_mean.data() : nullptr, st->k_rstd.data(), gamma));
+    MXMACA_RETURN_IF_ERROR(modules::Norm(c).Forward(
+        k, st->q_pre.data(), P(call, ids_.q_norm_weight), P(call, ids_.q_norm_bias), nq, hn,
+        st->q.data(), ln ? st->q_mean.data() : nullptr, st->q_rstd.data(), gamma));
+    MXMACA_RETURN_IF_ERROR(modules::Norm(c).Forward(
+        k, st->k_pre.data(), P(call, ids_.k_norm_weight), P(call, ids_.k_norm_bias), nk, hn,
+        st->k.data(), ln ? st->k_mean.data() : nullptr, st->k_rstd.data(), gamma));
   }
   if (c.position_embedding_type == PositionEmbeddingType::kRope) {
     MXMACA_RETURN_IF_ERROR(k.RopeForward(st->q.data(), call.rope_positions, call.b, call.s, np, hn,
@@ -323,10 +301,10 @@ absl::Status TransformerLayer::Forward(const LayerCall& call, LayerStash* st, fl
   if (ln) st->ln2_mean.Allocate(tr, tl);
   st->ln2_rstd.Allocate(tr, tl);
   float* ln2_local = sp ? LayerScratch::Get(scratch->c, tl * h) : st->ln2_out.data();
-  MXMACA_RETURN_IF_ERROR(NormForward(c, k, st->residual2.data(), P(call, ids_.mlp_norm_weight),
-                                     P(call, ids_.mlp_norm_bias), tl, h, ln2_local,
-                                     ln ? st->ln2_mean.data() : nullptr, st->ln2_rstd.data(),
-                                     LayerScratch::Get(scratch->gamma, h)));
+  MXMACA_RETURN_IF_ERROR(modules::Norm(c).Forward(
+      k, st->residual2.data(), P(call, ids_.mlp_norm_weight), P(call, ids_.mlp_norm_bias), tl, h,
+      ln2_local, ln ? st->ln2_mean.data() : nullptr, st->ln2_rstd.data(),
+      LayerScratch::Get(scratch->gamma, h)));
   if (sp) {
     MXMACA_RETURN_IF_ERROR(GatherFromSequenceParallelRegion(*call.tp, ln2_local, call.b, call.s, h,
                                                             st->ln2_out.data()));
@@ -403,10 +381,10 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
     }
   }
   float* dx2 = LayerScratch::Get(scratch->c, tl * h);
-  MXMACA_RETURN_IF_ERROR(NormBackwardInput(c, k, st->d_ln2_out.data(), st->residual2.data(),
-                                           P(call, ids_.mlp_norm_weight),
-                                           ln ? st->ln2_mean.data() : nullptr, st->ln2_rstd.data(),
-                                           tl, h, dx2, LayerScratch::Get(scratch->gamma, h)));
+  MXMACA_RETURN_IF_ERROR(modules::Norm(c).BackwardInput(
+      k, st->d_ln2_out.data(), st->residual2.data(), P(call, ids_.mlp_norm_weight),
+      ln ? st->ln2_mean.data() : nullptr, st->ln2_rstd.data(), tl, h, dx2,
+      LayerScratch::Get(scratch->gamma, h)));
   MXMACA_RETURN_IF_ERROR(k.Add(dy, dx2, dx2, tl * h));
 
   // Attention block.
@@ -492,12 +470,12 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
     MXMACA_RETURN_IF_ERROR(k.CopyDeviceToDevice(st->d_q_norm.data(), dq, sizeof(float) * nq * hn));
     MXMACA_RETURN_IF_ERROR(k.CopyDeviceToDevice(st->d_k_norm.data(), dk, sizeof(float) * nk * hn));
     float* gamma = LayerScratch::Get(scratch->gamma, hn);
-    MXMACA_RETURN_IF_ERROR(
-        NormBackwardInput(c, k, st->d_q_norm.data(), st->q_pre.data(), P(call, ids_.q_norm_weight),
-                          ln ? st->q_mean.data() : nullptr, st->q_rstd.data(), nq, hn, dq, gamma));
-    MXMACA_RETURN_IF_ERROR(
-        NormBackwardInput(c, k, st->d_k_norm.data(), st->k_pre.data(), P(call, ids_.k_norm_weight),
-                          ln ? st->k_mean.data() : nullptr, st->k_rstd.data(), nk, hn, dk, gamma));
+    MXMACA_RETURN_IF_ERROR(modules::Norm(c).BackwardInput(
+        k, st->d_q_norm.data(), st->q_pre.data(), P(call, ids_.q_norm_weight),
+        ln ? st->q_mean.data() : nullptr, st->q_rstd.data(), nq, hn, dq, gamma));
+    MXMACA_RETURN_IF_ERROR(modules::Norm(c).BackwardInput(
+        k, st->d_k_norm.data(), st->k_pre.data(), P(call, ids_.k_norm_weight),
+        ln ? st->k_mean.data() : nullptr, st->k_rstd.data(), nk, hn, dk, gamma));
   }
   st->d_qkv.Allocate(tr, t * qkv_n);
   MXMACA_RETURN_IF_ERROR(k.MergeQkvGrad(shape, dq, dk, dv, st->d_qkv.data()));
@@ -511,10 +489,10 @@ absl::Status TransformerLayer::BackwardInput(const LayerCall& call, LayerStash* 
                             RowParallelOutput(call, partial, st->d_ln1_out.data(), h));
     (void)summed;
   }
-  MXMACA_RETURN_IF_ERROR(NormBackwardInput(c, k, st->d_ln1_out.data(), st->input.data(),
-                                           P(call, ids_.input_norm_weight),
-                                           ln ? st->ln1_mean.data() : nullptr, st->ln1_rstd.data(),
-                                           tl, h, dx, LayerScratch::Get(scratch->gamma, h)));
+  MXMACA_RETURN_IF_ERROR(modules::Norm(c).BackwardInput(
+      k, st->d_ln1_out.data(), st->input.data(), P(call, ids_.input_norm_weight),
+      ln ? st->ln1_mean.data() : nullptr, st->ln1_rstd.data(), tl, h, dx,
+      LayerScratch::Get(scratch->gamma, h)));
   MXMACA_RETURN_IF_ERROR(k.Add(dx2, dx, dx, tl * h));
   return absl::OkStatus();
 }
@@ -555,9 +533,9 @@ absl::Status TransformerLayer::BackwardWeight(const LayerCall& call, LayerStash*
   {
     float* dg = sink->Begin(ids_.mlp_norm_weight);
     float* db = ln ? sink->Begin(ids_.mlp_norm_bias) : nullptr;
-    MXMACA_RETURN_IF_ERROR(NormBackwardWeight(c, k, st->d_ln2_out.data(), st->residual2.data(),
-                                              ln ? st->ln2_mean.data() : nullptr,
-                                              st->ln2_rstd.data(), tl, h, dg, db));
+    MXMACA_RETURN_IF_ERROR(modules::Norm(c).BackwardWeight(
+        k, st->d_ln2_out.data(), st->residual2.data(), ln ? st->ln2_mean.data() : nullptr,
+        st->ln2_rstd.data(), tl, h, dg, db));
     MXMACA_RETURN_IF_ERROR(NormGradsAllReduce(call, dg, db, h));
     sink->End(ids_.mlp_norm_weight);
     if (ln) sink->End(ids_.mlp_norm_bias);
@@ -579,8 +557,8 @@ absl::Status TransformerLayer::BackwardWeight(const LayerCall& call, LayerStash*
                      ids_.k_norm_bias, nk}}) {
       float* dg = sink->Begin(w_id);
       float* db = ln ? sink->Begin(b_id) : nullptr;
-      MXMACA_RETURN_IF_ERROR(NormBackwardWeight(
-          c, k, d->data(), x->data(), ln ? mean->data() : nullptr, rstd->data(), n, hn, dg, db));
+      MXMACA_RETURN_IF_ERROR(modules::Norm(c).BackwardWeight(
+          k, d->data(), x->data(), ln ? mean->data() : nullptr, rstd->data(), n, hn, dg, db));
       if (call.tp != nullptr && call.tp->size > 1) {
         MXMACA_RETURN_IF_ERROR(AllReduceSum(*call.tp, dg, hn));
         if (db != nullptr) MXMACA_RETURN_IF_ERROR(AllReduceSum(*call.tp, db, hn));
@@ -592,9 +570,9 @@ absl::Status TransformerLayer::BackwardWeight(const LayerCall& call, LayerStash*
   {
     float* dg = sink->Begin(ids_.input_norm_weight);
     float* db = ln ? sink->Begin(ids_.input_norm_bias) : nullptr;
-    MXMACA_RETURN_IF_ERROR(NormBackwardWeight(c, k, st->d_ln1_out.data(), st->input.data(),
-                                              ln ? st->ln1_mean.data() : nullptr,
-                                              st->ln1_rstd.data(), tl, h, dg, db));
+    MXMACA_RETURN_IF_ERROR(modules::Norm(c).BackwardWeight(
+        k, st->d_ln1_out.data(), st->input.data(), ln ? st->ln1_mean.data() : nullptr,
+        st->ln1_rstd.data(), tl, h, dg, db));
     MXMACA_RETURN_IF_ERROR(NormGradsAllReduce(call, dg, db, h));
     sink->End(ids_.input_norm_weight);
     if (ln) sink->End(ids_.input_norm_bias);

@@ -71,6 +71,14 @@ enum class DropoutSite : uint64_t {
 // DropoutKey: RngKey{seed, MakeRngStream(layer + 1, site, iteration, micro_batch_id)} with
 // `layer` the GLOBAL layer number (-1 for the embedding); the element index is the
 // row-major index in the micro-batch's [b, s, h] (or [b, np, s, s]) tensor.
+// LayerDropoutKeyIndex: where a layer's key for `site` sits among its three keys
+// (LayerCall::dropout_keys): 0 attention probabilities, 1 attention output, 2 MLP output.
+inline int LayerDropoutKeyIndex(DropoutSite site) {
+  return site == DropoutSite::kAttentionProbs    ? 0
+         : site == DropoutSite::kAttentionOutput ? 1
+                                                 : 2;
+}
+
 kernels::RngKey DropoutKey(uint64_t seed, int64_t layer, DropoutSite site, int64_t iteration,
                            int64_t micro_batch_id);
 
@@ -106,8 +114,8 @@ struct LayerCall {
   // params: the backend's copy of the parameter arena (ParameterStore arena offsets);
   // nullptr: the store's own (host) arena.
   const float* params = nullptr;
-  // dropout_keys: this layer's three dropout keys in backend memory, [attention
-  // probabilities, attention output, MLP output] (DropoutKey of each site), read by the
+  // dropout_keys: this layer's three dropout keys in backend memory, in
+  // LayerDropoutKeyIndex order (DropoutKey of each site), read by the
   // kernels when they run (so a captured CUDA graph replays with the keys the buffer
   // holds then); nullptr: computed on the host per call (host-addressable backends).
   const kernels::RngKey* dropout_keys = nullptr;
@@ -177,24 +185,6 @@ struct LayerScratch {
   ScratchBuffer delta;  // the fused attention backward's [b, np, s]
   static float* Get(ScratchBuffer& v, int64_t n) { return v.Get(n); }
 };
-
-// NormForward / NormBackwardInput / NormBackwardWeight: layers/modules/norm.h's Norm of
-// `config` (LayerNorm or RMSNorm per config.normalization, over rows of width h) on backend
-// `k`. mean is unused (may be nullptr) for RMSNorm; beta/dbeta nullptr when the norm has no
-// bias. NormBackwardWeight accumulates. `weight` is the stored norm weight: the multiplier
-// is weight itself, or 1 + weight with config.apply_layernorm_1p (--apply-layernorm-1p,
-// Megatron's zero-centred gamma, written into gamma_scratch [h]; the weight gradient is
-// the same either way, d/dw = d/dgamma). Errors: the backend's.
-absl::Status NormForward(const GptConfig& config, device::DeviceKernels& k, const float* x,
-                         const float* weight, const float* beta, int64_t n, int64_t h, float* y,
-                         float* mean, float* rstd, float* gamma_scratch);
-absl::Status NormBackwardInput(const GptConfig& config, device::DeviceKernels& k, const float* dy,
-                               const float* x, const float* weight, const float* mean,
-                               const float* rstd, int64_t n, int64_t h, float* dx,
-                               float* gamma_scratch);
-absl::Status NormBackwardWeight(const GptConfig& config, device::DeviceKernels& k, const float* dy,
-                                const float* x, const float* mean, const float* rstd, int64_t n,
-                                int64_t h, float* dgamma, float* dbeta);
 
 // TransformerLayer: stateless F/B/W of one layer over the parameters `ids` in `store`.
 //

@@ -43,10 +43,7 @@ class FloatCarver {
 inline int NumKeys(int num_layers) { return 1 + 3 * num_layers; }
 inline int KeyIndex(int local_layer, DropoutSite site) {
   if (local_layer < 0) return 0;
-  const int s = site == DropoutSite::kAttentionProbs    ? 0
-                : site == DropoutSite::kAttentionOutput ? 1
-                                                        : 2;
-  return 1 + 3 * local_layer + s;
+  return 1 + 3 * local_layer + LayerDropoutKeyIndex(site);
 }
 
 }  // namespace internal
