@@ -21,6 +21,43 @@ GptStageProgram::GptStageProgram(std::unique_ptr<layers::GptStage> stage,
   chunks_.push_back(std::move(stage));
 }
 
+GptStageProgram::GptStageProgram(std::unique_ptr<layers::device::DeviceKernels> kernels,
+                                 std::vector<std::unique_ptr<layers::GptStage>> chunks,
+                                 int64_t num_microbatches, bool reset_attention_mask)
+    : kernels_(std::move(kernels)),
+      chunks_(std::move(chunks)),
+      reset_attention_mask_(reset_attention_mask),
+      num_microbatches_(num_microbatches),
+      w_done_(chunks_.size(), 0) {}
+
+GptStageProgram::~GptStageProgram() {
+  chunks_.clear();  // before the kernels they allocated from
+}
+
+absl::Status GptStageProgram::SyncParameters(const MicroBatchKey& key) {
+  if (!on_device() || (synced_ && synced_iteration_ == key.iteration && synced_eval_ == key.eval)) {
+    return absl::OkStatus();
+  }
+  for (auto& chunk : chunks_) MXMACA_RETURN_IF_ERROR(chunk->UploadParameters());
+  synced_ = true;
+  synced_iteration_ = key.iteration;
+  synced_eval_ = key.eval;
+  return absl::OkStatus();
+}
+
+int64_t GptStageProgram::parameter_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& chunk : chunks_) bytes += 4 * chunk->parameters().arena_elements();
+  return bytes;
+}
+
+int64_t GptStageProgram::peak_activation_bytes() const {
+  if (!on_device()) return peak_;
+  int64_t bytes = 0;
+  for (const auto& chunk : chunks_) bytes += chunk->slot_bytes() * chunk->num_slots();
+  return bytes;
+}
+
 absl::StatusOr<layers::GptStage*> GptStageProgram::Chunk(const MicroBatchKey& key) {
   if (key.chunk < 0 || key.chunk >= num_chunks()) {
     return absl::InvalidArgumentError(absl::StrCat("model chunk ", key.chunk,
@@ -36,6 +73,7 @@ absl::Status GptStageProgram::Forward(const MicroBatchKey& key,
   absl::StatusOr<layers::GptStage*> chunk = Chunk(key);
   if (!chunk.ok()) return chunk.status();
   layers::GptStage& stage = **chunk;
+  MXMACA_RETURN_IF_ERROR(SyncParameters(key));
   // Context parallelism: this CP rank's two chunks of every [b, s] array (original
   // positions, labels and document starts kept; cp_batch.h).
   data::GptMicroBatch cp_local;
@@ -87,7 +125,11 @@ absl::Status GptStageProgram::BackwardWeight(const MicroBatchKey& key) {
   BeginCall(key.chunk);
   absl::Status s = (*chunk)->BackwardWeight(key.global_microbatch);
   EndCall(key.chunk);
-  return s;
+  if (!s.ok() || !on_device() || ++w_done_[key.chunk] < num_microbatches_) return s;
+  // The chunk's gradients are final: to the host arena for the reduction and the step.
+  w_done_[key.chunk] = 0;
+  MXMACA_RETURN_IF_ERROR((*chunk)->DownloadGradients());
+  return (*chunk)->ZeroGrads();
 }
 
 int GptStageProgram::tied_embedding_parameter(int chunk) const {

@@ -8,14 +8,33 @@
 // dropout masks. Eval ops run EvalForward (no dropout, no stash). With context
 // parallelism (GptStage::context_parallel()) every array is first cut to the CP rank's
 // two chunks (layers/context_parallel/cp_batch.h SliceMicroBatchForCpRank).
+//
+// Device backends (--device cuda, or the emulated device of --device device-on-cpu): the
+// chunks are GptStages built by GptStage::CreateOnDevice on the actor's own DeviceKernels,
+// which the program owns (on the GPU its CUDA stream, cuBLASLt handle and device memory:
+// each StageActor owns one, so its work queues on its own stream). Activations travel
+// between stages as host messages (copied from/to the device at each op), and the
+// trainer's optimizer, data-parallel gradient reduction, grad norm and checkpoints work
+// on the host ParameterStore of each chunk (the fp32 master weights, as Megatron's
+// --optimizer-cpu-offload keeps them). The device holds the working copy: the first op
+// of every (iteration, train/eval) uploads the host parameters, and the W op that
+// completes a chunk's last micro-batch of the iteration downloads its gradients to the
+// host arena (before the actor reduces them) and zeroes the device gradients. So each
+// iteration moves the parameters host->device and the gradients device->host once per
+// chunk, and AdamW runs on the host CPU. W calls must come in forward order per chunk
+// (every static schedule); the trainer refuses the dynamic policy and layer migration
+// with a device backend.
 #ifndef MXMACA_ACTORS_GPT_STAGE_PROGRAM_H_
 #define MXMACA_ACTORS_GPT_STAGE_PROGRAM_H_
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "actors/stage_program.h"
+#include "layers/device/cuda_graph_runner.h"
+#include "layers/device/device_kernels.h"
 #include "layers/gpt_stage.h"
 
 namespace mxmaca::actors {
@@ -29,6 +48,13 @@ class GptStageProgram : public StageProgram {
                   bool reset_attention_mask);
   // Single-chunk convenience.
   GptStageProgram(std::unique_ptr<layers::GptStage> stage, bool reset_attention_mask);
+  // A device backend: `kernels` owned (outlives the chunks, which were built on it with
+  // GptStage::CreateOnDevice); num_microbatches: micro-batches per training iteration on
+  // this stage (Megatron's num_microbatches).
+  GptStageProgram(std::unique_ptr<layers::device::DeviceKernels> kernels,
+                  std::vector<std::unique_ptr<layers::GptStage>> chunks, int64_t num_microbatches,
+                  bool reset_attention_mask);
+  ~GptStageProgram() override;
 
   int num_chunks() const override { return static_cast<int>(chunks_.size()); }
   absl::Status Forward(const MicroBatchKey& key, const data::GptMicroBatch& batch,
@@ -41,7 +67,9 @@ class GptStageProgram : public StageProgram {
   int tied_embedding_parameter(int chunk) const override;
   bool is_tied_copy(int chunk, int param) const override;
   bool counts_toward_grad_norm(int chunk, int param) const override;
-  int64_t peak_activation_bytes() const override { return peak_; }
+  // peak_activation_bytes: the peak of the chunks' stashes; on a device backend the device
+  // bytes of the micro-batch slots (each holds a whole stash at fixed addresses).
+  int64_t peak_activation_bytes() const override;
   void ResetPeakActivationBytes() override;
   std::vector<layers::moe::MoELayerStats> TakeMoEStats() override;
   // FinishTrainingIteration: every chunk's GptStage::UpdateExpertBias over the
@@ -70,6 +98,18 @@ class GptStageProgram : public StageProgram {
 
   layers::GptStage& stage(int chunk = 0) { return *chunks_[chunk]; }
 
+  // Device backends: on_device, the kernels (null on the CPU backend), the actor's CUDA
+  // graph cache (kept alive with the program; its runners are the chunks' segment
+  // runners) and its Summary() ("" without graphs), and parameter_bytes: fp32 bytes of
+  // every chunk's parameters (what one full upload or download of the weights moves).
+  bool on_device() const { return kernels_ != nullptr; }
+  const layers::device::DeviceKernels* kernels() const { return kernels_.get(); }
+  void set_cuda_graphs(std::shared_ptr<layers::device::CudaGraphs> graphs) {
+    graphs_ = std::move(graphs);
+  }
+  std::string cuda_graph_summary() const { return graphs_ ? graphs_->Summary() : ""; }
+  int64_t parameter_bytes() const;
+
  private:
   absl::StatusOr<layers::GptStage*> Chunk(const MicroBatchKey& key);
   // ForwardOn: Forward on `stage` with the batch as the stage sees it (CP: its slice).
@@ -80,9 +120,21 @@ class GptStageProgram : public StageProgram {
   void BeginCall(int chunk);
   void EndCall(int chunk);
 
+  // SyncParameters: on a device backend, uploads every chunk's host parameters at the
+  // first op of a new (iteration, eval) group.
+  absl::Status SyncParameters(const MicroBatchKey& key);
+
+  // Declared before the chunks, destroyed after them (they allocated from it).
+  std::unique_ptr<layers::device::DeviceKernels> kernels_;
   std::vector<std::unique_ptr<layers::GptStage>> chunks_;
   bool reset_attention_mask_;
   int64_t peak_ = 0;
+  int64_t num_microbatches_ = 0;
+  bool synced_ = false;
+  int64_t synced_iteration_ = -1;
+  bool synced_eval_ = false;
+  std::vector<int64_t> w_done_;  // per chunk: W ops of the current iteration
+  std::shared_ptr<layers::device::CudaGraphs> graphs_;
   std::function<absl::Status(float* data, int64_t n)> expert_bias_all_reduce_;
 };
 

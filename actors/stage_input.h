@@ -1,6 +1,6 @@
 // actors/stage_input.h: how a StageProgram turns an op's message into its stage's forward
-// input and the stage's output back into the ForwardResult the actor publishes — shared by
-// GptStageProgram (the CPU backend) and DeviceStageProgram (the device backends).
+// input and the stage's output back into the ForwardResult the actor publishes
+// (GptStageProgram, on every backend).
 #ifndef MXMACA_ACTORS_STAGE_INPUT_H_
 #define MXMACA_ACTORS_STAGE_INPUT_H_
 

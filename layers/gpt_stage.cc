@@ -12,6 +12,7 @@
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/elementwise.h"
 #include "layers/chunked_loss_head.h"
+#include "layers/gpt_stage_device_state.h"
 #include "layers/context_parallel/cp_batch.h"
 #include "layers/modules/embedding.h"
 #include "layers/modules/linear.h"
@@ -23,56 +24,6 @@ namespace mxmaca::layers {
 namespace cpu = ::mxmaca::kernels::cpu;
 
 namespace {
-
-// DirectSink: each tensor's micro-batch gradient in its own zeroed buffer, added to the
-// arena at End (grad += g, elementwise). Buffers come from and return to `pool` (the
-// stage's), so their pages are reused across tensors and micro-batches.
-class DirectSink : public WeightGradSink {
- public:
-  DirectSink(ParameterStore* store, const kernels::ExecContext& ctx,
-             std::vector<std::vector<float>>* pool)
-      : store_(store), ctx_(ctx), pool_(pool) {}
-  ~DirectSink() override {
-    for (auto& [id, buf] : open_) pool_->push_back(std::move(buf));
-  }
-  float* Begin(int id) override {
-    auto [it, inserted] = open_.try_emplace(id);
-    if (inserted) {
-      if (!pool_->empty()) {
-        it->second = std::move(pool_->back());
-        pool_->pop_back();
-      }
-      it->second.assign(store_->info(id).numel, 0.0f);
-    }
-    return it->second.data();
-  }
-  void End(int id) override {
-    auto it = open_.find(id);
-    float* g = store_->grad(id);
-    cpu::Add(ctx_, g, it->second.data(), g, store_->info(id).numel);
-    pool_->push_back(std::move(it->second));
-    open_.erase(it);
-  }
-
- private:
-  ParameterStore* store_;
-  kernels::ExecContext ctx_;
-  std::vector<std::vector<float>>* pool_;
-  absl::flat_hash_map<int, std::vector<float>> open_;
-};
-
-// PendingSink: the micro-batch gradient into an arena-shaped zeroed buffer, added to the
-// arena later (GptStage::RetireInOrder) with the same elementwise grad += g.
-class PendingSink : public WeightGradSink {
- public:
-  PendingSink(const ParameterStore* store, float* pending) : store_(store), pending_(pending) {}
-  float* Begin(int id) override { return pending_ + store_->info(id).arena_offset; }
-  void End(int) override {}
-
- private:
-  const ParameterStore* store_;
-  float* pending_;
-};
 
 template <typename T>
 void CopyInto(StashBuffer<T>* dst, MemoryTracker* tracker, absl::Span<const T> src) {
@@ -98,12 +49,17 @@ absl::Status CheckIds(const char* what, absl::Span<const int32_t> ids, int64_t l
 
 }  // namespace
 
-GptStage::GptStage(const GptConfig& config, const StageLayout& layout)
+GptStage::GptStage(const GptConfig& config, const StageLayout& layout,
+                   device::DeviceKernels* kernels)
     : config_(config), layer_config_(config), layout_(layout) {
   ctx_.num_threads = config.num_threads;
   ctx_.precision = config.precision;
-  kernels_ = std::make_unique<device::CpuDeviceKernels>(ctx_);
-  gamma_scratch_.resize(static_cast<size_t>(config.hidden_size));
+  if (kernels == nullptr) {
+    owned_kernels_ = std::make_unique<device::CpuDeviceKernels>(ctx_);
+    kernels_ = owned_kernels_.get();
+  } else {
+    kernels_ = kernels;
+  }
 }
 
 absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& config,
@@ -112,6 +68,13 @@ absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& conf
                                                            const TensorParallelContext* tp,
                                                            const ExpertParallelContext* ep,
                                                            const cp::ContextParallelContext* cp) {
+  return CreateOn(config, layout, arena_multiple, tp, ep, cp, nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<GptStage>> GptStage::CreateOn(
+    const GptConfig& config, const StageLayout& layout, int64_t arena_multiple,
+    const TensorParallelContext* tp, const ExpertParallelContext* ep,
+    const cp::ContextParallelContext* cp, device::DeviceKernels* kernels) {
   MXMACA_RETURN_IF_ERROR(config.Validate());
   if (arena_multiple <= 0 || arena_multiple % 16 != 0) {
     return absl::InvalidArgumentError(absl::StrCat("GptStage: arena_multiple ", arena_multiple,
@@ -181,7 +144,7 @@ absl::StatusOr<std::unique_ptr<GptStage>> GptStage::Create(const GptConfig& conf
     moe->router.z_loss_coeff /= static_cast<double>(token_group.size);
     rank_config.moe = std::move(moe);
   }
-  std::unique_ptr<GptStage> stage(new GptStage(rank_config, layout));
+  std::unique_ptr<GptStage> stage(new GptStage(rank_config, layout, kernels));
   stage->tp_ = tp_ctx;
   stage->moe_token_group_ = token_group;
   stage->cp_ = cp_ctx;
@@ -287,6 +250,17 @@ absl::Status GptStage::ValidateInput(const MicroBatchInput& in, Mode mode) const
         "rank's ", cp_layout_.LocalSeq(), " tokens (--seq-length ", config_.seq_length,
         " / --context-parallel-size ", cp_.size, ")"));
   }
+  if (device_ != nullptr &&
+      (b > device_options().micro_batch_size || s > device_options().seq_length)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "micro-batch ", in.micro_batch_id, ": micro_batch_size ", b, " x seq_length ", s,
+        ", expected 1..", device_options().micro_batch_size, " x 1..",
+        device_options().seq_length, " (the device stage's slot size)"));
+  }
+  if (device_ != nullptr && mode == Mode::kInference) {
+    return absl::UnimplementedError(
+        "InferenceForward on a device backend (mxmaca generate runs on --device cpu)");
+  }
   if (cp_.enabled() && mode == Mode::kInference) {
     return absl::UnimplementedError("inference with --context-parallel-size > 1");
   }
@@ -332,71 +306,93 @@ absl::Status GptStage::ValidateInput(const MicroBatchInput& in, Mode mode) const
 LayerCall GptStage::MakeCall(const MicroBatchStash& st, int local_layer, bool training) {
   LayerCall call;
   call.config = &layer_config_;
-  call.kernels = kernels_.get();
+  call.kernels = kernels_;
   call.ctx = ctx_;
   call.tp = &tp_;
   call.global_layer = layout_.first_layer + local_layer;
   call.b = st.b;
   call.s = st.s;
   call.doc_start = st.doc_start.empty() ? nullptr : st.doc_start.data();
-  const int64_t t = st.b * st.s;
-  rope_positions_.resize(t);
-  for (int64_t i = 0; i < t; ++i) rope_positions_[i] = static_cast<int32_t>(Position(i % st.s));
-  call.rope_positions = rope_positions_.data();
+  call.rope_positions = rope_backend_;
   call.cp_attention = cp_attention_.get();
   call.training = training;
   call.iteration = st.iteration;
   call.micro_batch_id = st.micro_batch_id;
   call.tracker = training ? &tracker_ : &eval_tracker_;
   call.moe_aux_loss_grad_scale = st.moe_aux_loss_grad_scale;
+  if (device_ != nullptr) {
+    call.params = params_;
+    call.dropout_keys = SlotDropoutKeys(st, local_layer);
+    call.fused_attention = device_options().fused_attention;
+  }
   return call;
+}
+
+absl::Status GptStage::PrepareRopePositions(int64_t b, int64_t s) {
+  const int64_t t = b * s;
+  rope_positions_.resize(t);
+  for (int64_t i = 0; i < t; ++i) rope_positions_[i] = static_cast<int32_t>(Position(i % s));
+  rope_backend_ = device_ != nullptr ? DeviceRopePositions() : rope_positions_.data();
+  return Upload(const_cast<int32_t*>(rope_backend_), rope_positions_.data(), 4 * t);
+}
+
+absl::Status GptStage::Upload(void* dst, const void* src, int64_t bytes) {
+  if (dst == src || bytes == 0) return absl::OkStatus();
+  return kernels_->CopyToDevice(dst, src, bytes);
+}
+
+absl::Status GptStage::Download(void* dst, const void* src, int64_t bytes) {
+  if (dst == src || bytes == 0) return absl::OkStatus();
+  return kernels_->CopyToHost(dst, src, bytes);
+}
+
+absl::Status GptStage::RunSegment(const char* op, const MicroBatchStash& st,
+                                  const device::Segment& segment) {
+  if (device_ == nullptr) return segment();
+  return RunDeviceSegment(op, st, segment);
 }
 
 namespace {
 
-// HiddenDropout{Forward,Backward}: dropout of this rank's [rows, h] hidden states with
-// masks keyed by the global [b, s, h] element index (under SP one offset per sequence).
-// With CP: one call per run of consecutive original positions (cp_context.h).
-void StageDropout(const kernels::ExecContext& ctx, const TensorParallelContext& tp,
-                  const cp::ContextParallelContext& cpc, const cp::CpLayout& layout, bool forward,
-                  const float* x, float* y, int64_t b, int64_t s, int64_t h, float p,
-                  kernels::RngKey key) {
+// StageDropout: dropout of this rank's [rows, h] hidden states on the backend with masks
+// keyed by the global [b, s, h] element index (under SP one offset per sequence; with CP
+// one call per run of consecutive original positions, cp_context.h). `key` is where the
+// kernels read the key (backend memory).
+absl::Status StageDropout(device::DeviceKernels& k, const TensorParallelContext& tp,
+                          const cp::ContextParallelContext& cpc, const cp::CpLayout& layout,
+                          bool forward, const float* x, float* y, int64_t b, int64_t s, int64_t h,
+                          float p, const kernels::RngKey* key) {
+  auto run = [&](int64_t at, int64_t n, int64_t offset) {
+    return forward ? k.DropoutForward(x + at, y + at, n, p, key, offset)
+                   : k.DropoutBackward(x + at, y + at, n, p, key, offset);
+  };
   if (cpc.enabled()) {
     for (const cp::CpTokenRun& r : cp::CpLocalTokenRuns(layout, cpc.rank, b, tp.sp() ? tp.rank : 0,
                                                         tp.sp() ? tp.size : 1)) {
-      const int64_t at = r.local_row * h, n = r.rows * h, offset = r.global_row * h;
-      if (forward) {
-        cpu::DropoutForward(ctx, x + at, y + at, n, p, key, offset);
-      } else {
-        cpu::DropoutBackward(ctx, x + at, y + at, n, p, key, offset);
-      }
+      MXMACA_RETURN_IF_ERROR(run(r.local_row * h, r.rows * h, r.global_row * h));
     }
-    return;
+    return absl::OkStatus();
   }
-  if (!tp.sp()) {
-    if (forward) {
-      cpu::DropoutForward(ctx, x, y, b * s * h, p, key, 0);
-    } else {
-      cpu::DropoutBackward(ctx, x, y, b * s * h, p, key, 0);
-    }
-    return;
-  }
+  if (!tp.sp()) return run(0, b * s * h, 0);
   const int64_t n = (s / tp.size) * h;
   for (int64_t bi = 0; bi < b; ++bi) {
-    const int64_t offset = SequenceShardIndexOffset(tp, bi, s, h);
-    if (forward) {
-      cpu::DropoutForward(ctx, x + bi * n, y + bi * n, n, p, key, offset);
-    } else {
-      cpu::DropoutBackward(ctx, x + bi * n, y + bi * n, n, p, key, offset);
-    }
+    MXMACA_RETURN_IF_ERROR(run(bi * n, n, SequenceShardIndexOffset(tp, bi, s, h)));
   }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status GptStage::EmbeddingForward(const MicroBatchInput& in, bool training, float* x0,
-                                        MicroBatchStash* st, MemoryTracker* tracker) {
-  const int64_t b = in.micro_batch_size, s = in.seq_length, t = b * s, h = config_.hidden_size;
+const kernels::RngKey* GptStage::EmbeddingDropoutKey(const MicroBatchStash& st,
+                                                     kernels::RngKey* host) const {
+  const kernels::RngKey* slot_keys = SlotDropoutKeys(st, -1);
+  if (slot_keys != nullptr) return slot_keys;
+  *host = DropoutKey(config_.seed, -1, DropoutSite::kEmbedding, st.iteration, st.micro_batch_id);
+  return host;
+}
+
+absl::Status GptStage::EmbeddingForward(const MicroBatchStash& st, bool training, float* x0) {
+  const int64_t b = st.b, s = st.s, t = b * s, h = config_.hidden_size;
   // Full [T, h] embedding: here x0 itself, except under SP (scattered afterwards).
   std::vector<float> full_buf;
   float* full = x0;
@@ -406,28 +402,42 @@ absl::Status GptStage::EmbeddingForward(const MicroBatchInput& in, bool training
   }
   // VocabParallelEmbedding: this shard's rows (others zero), summed over TP. Each row is
   // non-zero on exactly one rank, so the sum is exact.
-  MXMACA_RETURN_IF_ERROR(modules::WordEmbeddingForward(*kernels_, VocabRowsOf(), in.tokens.data(),
-                                                       store_.param(ids_.word_embeddings), t, h,
+  MXMACA_RETURN_IF_ERROR(modules::WordEmbeddingForward(*kernels_, VocabRowsOf(), st.tokens.data(),
+                                                       backend_param(ids_.word_embeddings), t, h,
                                                        full));
   if (tp_.size > 1) MXMACA_RETURN_IF_ERROR(ReduceFromTensorParallelRegion(tp_, full, t * h));
   if (ids_.position_embeddings >= 0) {
-    std::vector<int32_t> pos(in.position_ids.begin(), in.position_ids.end());
-    if (pos.empty()) {
-      pos.resize(t);
-      for (int64_t i = 0; i < t; ++i) pos[i] = static_cast<int32_t>(Position(i % s));
-    }
     MXMACA_RETURN_IF_ERROR(modules::PositionEmbeddingAdd(
-        *kernels_, pos.data(), store_.param(ids_.position_embeddings), t, h, full));
-    if (training) CopyInto(&st->position_ids, tracker, absl::Span<const int32_t>(pos));
+        *kernels_, st.position_ids.data(), backend_param(ids_.position_embeddings), t, h, full));
   }
   if (tp_.sp()) ScatterToSequenceParallelRegion(tp_, full, b, s, h, x0);
-  if (training) CopyInto(&st->tokens, tracker, in.tokens);
   if (training && config_.hidden_dropout > 0.0f) {
-    StageDropout(
-        ctx_, tp_, cp_, cp_layout_, true, x0, x0, b, s, h, config_.hidden_dropout,
-        DropoutKey(config_.seed, -1, DropoutSite::kEmbedding, in.iteration, in.micro_batch_id));
+    kernels::RngKey host_key;
+    MXMACA_RETURN_IF_ERROR(StageDropout(*kernels_, tp_, cp_, cp_layout_, true, x0, x0, b, s, h,
+                                        config_.hidden_dropout,
+                                        EmbeddingDropoutKey(st, &host_key)));
   }
   return absl::OkStatus();
+}
+
+absl::Status GptStage::StageDropoutBackward(const float* dy, float* dx, const MicroBatchStash& st,
+                                          kernels::RngKey* host_key) {
+  return StageDropout(*kernels_, tp_, cp_, cp_layout_, false, dy, dx, st.b, st.s,
+                      config_.hidden_size, config_.hidden_dropout,
+                      EmbeddingDropoutKey(st, host_key));
+}
+
+float* GptStage::HiddenIn(int i, MicroBatchStash* st, MemoryTracker* tracker, float* stage_out) {
+  const int64_t tl = local_tokens(st->b, st->s), h = config_.hidden_size;
+  if (i < static_cast<int>(layers_.size())) {
+    st->layers[i].input.Allocate(tracker, tl * h);
+    return st->layers[i].input.data();
+  }
+  if (layout_.has_loss_head) {
+    st->final_input.Allocate(tracker, tl * h);
+    return st->final_input.data();
+  }
+  return stage_out;
 }
 
 absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBatchStash* st,
@@ -437,7 +447,7 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
   const bool training = mode == Mode::kTrain;
   MemoryTracker* tracker = training ? &tracker_ : &eval_tracker_;
   const int64_t b = in.micro_batch_size, s = in.seq_length, t = b * s, h = config_.hidden_size,
-                tl = local_tokens(b, s), vl = vocab_.rows;
+                tl = local_tokens(b, s);
   const int n = static_cast<int>(layers_.size());
   st->micro_batch_id = in.micro_batch_id;
   st->iteration = in.iteration;
@@ -445,38 +455,99 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
   st->b = b;
   st->s = s;
   st->layers.resize(n);
-  CopyInto(&st->doc_start, tracker, in.doc_start);
   *output = StageOutput();
 
-  // hidden_in(i): the input buffer of local layer i ([tl, h]); i == n: the stage's output.
-  auto hidden_in = [&](int i) -> float* {
-    if (i < n) {
-      st->layers[i].input.Allocate(tracker, tl * h);
-      return st->layers[i].input.data();
-    }
-    if (layout_.has_loss_head) {
-      st->final_input.Allocate(tracker, tl * h);
-      return st->final_input.data();
-    }
+  // The inputs where the backend reads them (host -> device copies on a device backend;
+  // memcpy into the stash on the CPU backend), before the segment.
+  MXMACA_RETURN_IF_ERROR(UploadInto(&st->doc_start, tracker, in.doc_start));
+  MXMACA_RETURN_IF_ERROR(PrepareRopePositions(b, s));
+  if (device_ != nullptr && training) MXMACA_RETURN_IF_ERROR(UploadDropoutKeys(st));
+  // stage_out: where the last layer writes a stage without the loss head (the caller's
+  // vector on the CPU backend).
+  float* stage_out = nullptr;
+  if (!layout_.has_loss_head) {
     output->hidden.assign(tl * h, 0.0f);
-    return output->hidden.data();
-  };
-
-  float* x0 = hidden_in(0);
+    stage_out = device_ != nullptr ? DeviceStageOutput() : output->hidden.data();
+  } else if (mode != Mode::kInference) {
+    output->token_losses.assign(t, 0.0f);
+  }
+  float* x0 = HiddenIn(0, st, tracker, stage_out);
   if (layout_.has_embedding) {
-    tracker_.set_activity("the forward of the embedding", -1, in.micro_batch_id);
-    MXMACA_RETURN_IF_ERROR(EmbeddingForward(in, training, x0, st, tracker));
+    MXMACA_RETURN_IF_ERROR(UploadInto(&st->tokens, tracker, in.tokens));
+    if (ids_.position_embeddings >= 0) {
+      std::vector<int32_t> pos(in.position_ids.begin(), in.position_ids.end());
+      if (pos.empty()) {
+        pos.resize(t);
+        for (int64_t i = 0; i < t; ++i) pos[i] = static_cast<int32_t>(Position(i % s));
+      }
+      MXMACA_RETURN_IF_ERROR(
+          UploadInto(&st->position_ids, tracker, absl::Span<const int32_t>(pos)));
+    }
   } else {
-    std::memcpy(x0, in.hidden.data(), tl * h * sizeof(float));
+    MXMACA_RETURN_IF_ERROR(Upload(x0, in.hidden.data(), 4 * tl * h));
+  }
+  if (device_ != nullptr && layout_.has_loss_head) {
+    MXMACA_RETURN_IF_ERROR(UploadInto(&st->labels, tracker, in.labels));
   }
 
+  MXMACA_RETURN_IF_ERROR(RunSegment(training ? "F" : "eval-F", *st, [&] {
+    return ForwardCompute(in, mode, st, output, x0, stage_out);
+  }));
+
+  // Outputs to the host, then what the host computes from them.
+  if (!layout_.has_loss_head) {
+    MXMACA_RETURN_IF_ERROR(Download(output->hidden.data(), stage_out, 4 * tl * h));
+  } else if (mode != Mode::kInference) {
+    MXMACA_RETURN_IF_ERROR(
+        Download(output->token_losses.data(), DeviceTokenLosses(output), 4 * t));
+  }
+  MXMACA_RETURN_IF_ERROR(kernels_->Synchronize());
+  if (!training) {
+    // Eval and inference keep nothing: the stash's inputs go back to the pool.
+    st->tokens.Free();
+    st->position_ids.Free();
+  }
+  if (!layout_.has_loss_head || mode == Mode::kInference) return tracker_.cap_error();
+  if (in.loss_mask.empty()) {
+    st->loss_mask.Allocate(tracker, t);
+    std::fill(st->loss_mask.data(), st->loss_mask.data() + t, 1.0f);
+  } else {
+    CopyInto(&st->loss_mask, tracker, in.loss_mask);
+  }
+  double loss_sum = 0.0, count = 0.0;
+  for (int64_t i = 0; i < t; ++i) {
+    loss_sum += static_cast<double>(output->token_losses[i]) * st->loss_mask.data()[i];
+    count += st->loss_mask.data()[i];
+  }
+  output->loss_sum = loss_sum;
+  output->num_tokens = count;
+  if (cp_.enabled()) {
+    // The CP loss rule (cp_batch.h): numerator and token count summed over the CP ranks.
+    MXMACA_ASSIGN_OR_RETURN(cp::CpLossPart total,
+                            cp::AllReduceCpLoss(cp_.comm, cp_.group,
+                                                cp::CpLossPart{loss_sum, count}, cp_.timeout));
+    output->loss_sum = total.loss_sum;
+    output->num_tokens = total.tokens;
+  }
+  if (training && device_ == nullptr) CopyInto(&st->labels, tracker, in.labels);
+  return tracker_.cap_error();
+}
+
+absl::Status GptStage::ForwardCompute(const MicroBatchInput& in, Mode mode, MicroBatchStash* st,
+                                      StageOutput* output, float* x0, float* stage_out) {
+  const bool training = mode == Mode::kTrain;
+  MemoryTracker* tracker = training ? &tracker_ : &eval_tracker_;
+  if (layout_.has_embedding) {
+    tracker_.set_activity("the forward of the embedding", -1, in.micro_batch_id);
+    MXMACA_RETURN_IF_ERROR(EmbeddingForward(*st, training, x0));
+  }
   const bool selective = config_.recompute_granularity == RecomputeGranularity::kSelective;
   for (const Chunk& chunk : chunks_) {
     for (int i = chunk.begin; i < chunk.end; ++i) {
       LayerCall call = MakeCall(*st, i, training);
       moe::MoEMetrics metrics;
       if (training && moe_layers_[static_cast<size_t>(i)]) call.moe_metrics = &metrics;
-      float* out = hidden_in(i + 1);
+      float* out = HiddenIn(i + 1, st, tracker, stage_out);
       ForwardKeep keep = ForwardKeep::kAll;
       if (!training || chunk.recompute) {
         keep = ForwardKeep::kInputOnly;
@@ -490,9 +561,17 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
       if (!training || (chunk.recompute && i != chunk.begin)) st->layers[i].input.Free();
     }
   }
-
   MXMACA_RETURN_IF_ERROR(tracker_.cap_error());
   if (!layout_.has_loss_head) return absl::OkStatus();
+  return HeadForward(in, mode, st, output);
+}
+
+absl::Status GptStage::HeadForward(const MicroBatchInput& in, Mode mode, MicroBatchStash* st,
+                                   StageOutput* output) {
+  const bool training = mode == Mode::kTrain;
+  MemoryTracker* tracker = training ? &tracker_ : &eval_tracker_;
+  const int64_t b = st->b, s = st->s, t = b * s, h = config_.hidden_size, tl = local_tokens(b, s),
+                vl = vocab_.rows;
   tracker_.set_activity("the forward of the loss head", -1, in.micro_batch_id);
   const bool ln = config_.normalization == Normalization::kLayerNorm;
   // Final norm on this rank's rows; with SP its output is gathered (the column-parallel
@@ -506,14 +585,15 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
     lnf_local.resize(tl * h);
     lnf = lnf_local.data();
   }
-  MXMACA_RETURN_IF_ERROR(modules::Norm(config_).Forward(*kernels_, st->final_input.data(), store_.param(ids_.final_norm_weight),
-      ids_.final_norm_bias >= 0 ? store_.param(ids_.final_norm_bias) : nullptr, tl, h, lnf,
-      ln ? st->lnf_mean.data() : nullptr, st->lnf_rstd.data(), gamma_scratch_.data()));
+  MXMACA_RETURN_IF_ERROR(modules::Norm(config_).Forward(
+      *kernels_, st->final_input.data(), backend_param(ids_.final_norm_weight),
+      ids_.final_norm_bias >= 0 ? backend_param(ids_.final_norm_bias) : nullptr, tl, h, lnf,
+      ln ? st->lnf_mean.data() : nullptr, st->lnf_rstd.data(), gamma_scratch_.Get(h)));
   if (tp_.sp()) {
     MXMACA_RETURN_IF_ERROR(GatherFromSequenceParallelRegion(tp_, lnf, b, s, h, st->lnf_out.data()));
   }
-  const float* w_out = store_.param(ids_.output_weight);
-  if (mode == Mode::kInference) {
+  const float* w_out = backend_param(ids_.output_weight);
+  if (mode == Mode::kInference) {  // the CPU backend only (ValidateInput)
     std::vector<float> last(b * h);
     for (int64_t bi = 0; bi < b; ++bi) {
       std::memcpy(&last[bi * h], st->lnf_out.data() + (bi * s + s - 1) * h, h * sizeof(float));
@@ -537,51 +617,28 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
   }
   // Output layer (column-parallel over the vocabulary) and the vocab-parallel
   // cross-entropy: whole when this rank's T tokens fit one chunk (the logits [T, VP/p] kept
-  // for B and W), else chunk by chunk keeping only lse (layers/chunked_loss_head.h).
-  if (config_.chunked_loss_head(t, vl)) {
+  // for B and W), else chunk by chunk keeping only lse (layers/chunked_loss_head.h; the CPU
+  // backend only).
+  float* token_losses = DeviceTokenLosses(output);
+  const int32_t* labels = device_ != nullptr ? st->labels.data() : in.labels.data();
+  if (device_ == nullptr && config_.chunked_loss_head(t, vl)) {
     st->loss_head_chunked = true;
     st->lse.Allocate(tracker, t);
-    output->token_losses.assign(t, 0.0f);
-    MXMACA_RETURN_IF_ERROR(ChunkedLossHeadForward(
-        ctx_, tp_, vocab_, config_.loss_chunk_tokens, t, h, st->lnf_out.data(), w_out,
-        in.labels.data(), output->token_losses.data(), st->lse.data(), tracker));
-  } else {
-    st->logits.Allocate(tracker, t * vl);
-    // The output layer (ColumnParallelLinear over the vocabulary, no bias).
-    MXMACA_RETURN_IF_ERROR(
-        modules::LinearProduct(*kernels_, st->lnf_out.data(), w_out, t, h, vl, st->logits.data()));
-    st->lse.Allocate(tracker, t);
-    output->token_losses.assign(t, 0.0f);
-    MXMACA_RETURN_IF_ERROR(VocabParallelCrossEntropyForward(ctx_, tp_, vocab_, st->logits.data(),
-                                                            t, in.labels.data(),
-                                                            output->token_losses.data(),
-                                                            st->lse.data()));
+    return ChunkedLossHeadForward(ctx_, tp_, vocab_, config_.loss_chunk_tokens, t, h,
+                                  st->lnf_out.data(), w_out, labels, token_losses, st->lse.data(),
+                                  tracker);
   }
-  if (in.loss_mask.empty()) {
-    st->loss_mask.Allocate(tracker, t);
-    std::fill(st->loss_mask.data(), st->loss_mask.data() + t, 1.0f);
-  } else {
-    CopyInto(&st->loss_mask, tracker, in.loss_mask);
+  st->logits.Allocate(tracker, t * vl);
+  // The output layer (ColumnParallelLinear over the vocabulary, no bias).
+  MXMACA_RETURN_IF_ERROR(
+      modules::LinearProduct(*kernels_, st->lnf_out.data(), w_out, t, h, vl, st->logits.data()));
+  st->lse.Allocate(tracker, t);
+  if (tp_.size == 1) {
+    return kernels_->CrossEntropyForward(st->logits.data(), labels, t, vl, vocab_.softmax,
+                                         token_losses, st->lse.data());
   }
-  double loss_sum = 0.0, count = 0.0;
-  for (int64_t i = 0; i < t; ++i) {
-    loss_sum += static_cast<double>(output->token_losses[i]) * st->loss_mask.data()[i];
-    count += st->loss_mask.data()[i];
-  }
-  output->loss_sum = loss_sum;
-  output->num_tokens = count;
-  if (cp_.enabled()) {
-    // The CP loss rule (cp_batch.h): numerator and token count summed over the CP ranks.
-    MXMACA_ASSIGN_OR_RETURN(cp::CpLossPart total,
-                            cp::AllReduceCpLoss(cp_.comm, cp_.group,
-                                                cp::CpLossPart{loss_sum, count}, cp_.timeout));
-    output->loss_sum = total.loss_sum;
-    output->num_tokens = total.tokens;
-  }
-  if (training) {
-    CopyInto(&st->labels, tracker, in.labels);
-  }
-  return tracker_.cap_error();
+  return VocabParallelCrossEntropyForward(ctx_, tp_, vocab_, st->logits.data(), t, labels,
+                                          token_losses, st->lse.data());
 }
 
 absl::Status GptStage::EnsureCpAttention(int64_t b) {
@@ -603,9 +660,19 @@ absl::Status GptStage::EnsureCpAttention(int64_t b) {
 }
 
 absl::Status GptStage::Forward(const MicroBatchInput& input, StageOutput* output) {
-  if (stashes_.count(input.micro_batch_id) != 0) {
+  if (FindStash(input.micro_batch_id) != nullptr) {
     return absl::AlreadyExistsError(
         absl::StrCat("micro-batch ", input.micro_batch_id, " already has a stash on this stage"));
+  }
+  if (device_ != nullptr) {
+    MXMACA_ASSIGN_OR_RETURN(MicroBatchStash * st, AcquireSlot(input.micro_batch_id));
+    absl::Status status = RunForward(input, Mode::kTrain, st, output);
+    if (!status.ok()) {
+      ReleaseSlot(st);
+      return status;
+    }
+    forward_order_.push_back(input.micro_batch_id);
+    return absl::OkStatus();
   }
   auto st = std::make_unique<MicroBatchStash>();
   absl::Status status = RunForward(input, Mode::kTrain, st.get(), output);
@@ -616,6 +683,13 @@ absl::Status GptStage::Forward(const MicroBatchInput& input, StageOutput* output
 }
 
 absl::Status GptStage::EvalForward(const MicroBatchInput& input, StageOutput* output) {
+  if (device_ != nullptr) {
+    // A slot for the call only (freed at once).
+    MXMACA_ASSIGN_OR_RETURN(MicroBatchStash * st, AcquireSlot(-1));
+    absl::Status status = RunForward(input, Mode::kEval, st, output);
+    ReleaseSlot(st);
+    return status;
+  }
   MicroBatchStash st;
   return RunForward(input, Mode::kEval, &st, output);
 }
@@ -625,205 +699,18 @@ absl::Status GptStage::InferenceForward(const MicroBatchInput& input, StageOutpu
   return RunForward(input, Mode::kInference, &st, output);
 }
 
-absl::Status GptStage::RecomputeChunk(const Chunk& chunk, MicroBatchStash* st) {
-  const int64_t tl = local_tokens(st->b, st->s), h = config_.hidden_size;
-  const bool selective = config_.recompute_granularity == RecomputeGranularity::kSelective;
-  std::vector<float> discard;
-  for (int i = chunk.begin; i < chunk.end; ++i) {
-    const LayerCall call = MakeCall(*st, i, true);
-    float* out;
-    if (i + 1 < chunk.end) {
-      st->layers[i + 1].input.Allocate(&tracker_, tl * h);
-      out = st->layers[i + 1].input.data();
-    } else {
-      discard.resize(tl * h);  // the chunk's output was passed on in F already
-      out = discard.data();
-    }
-    MXMACA_RETURN_IF_ERROR(layers_[i].Forward(call, &st->layers[i], out,
-                                              selective ? ForwardKeep::kNoProbs : ForwardKeep::kAll,
-                                              &scratch_));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status GptStage::EmbeddingBackwardWeight(MicroBatchStash* st, WeightGradSink* sink) {
-  // d_embedding is the full [T, h] (gathered under SP), the same on every TP rank.
-  const int64_t t = st->b * st->s, h = config_.hidden_size;
-  float* dw = sink->Begin(ids_.word_embeddings);
-  MXMACA_RETURN_IF_ERROR(modules::WordEmbeddingBackward(
-      *kernels_, VocabRowsOf(), st->tokens.data(), st->d_embedding.data(), t, h, dw));
-  sink->End(ids_.word_embeddings);
-  if (ids_.position_embeddings >= 0) {
-    float* dp = sink->Begin(ids_.position_embeddings);
-    MXMACA_RETURN_IF_ERROR(modules::PositionEmbeddingBackward(
-        *kernels_, st->position_ids.data(), st->d_embedding.data(), t, h, dp));
-    sink->End(ids_.position_embeddings);
-  }
-  st->d_embedding.Free();
-  st->tokens.Free();
-  st->position_ids.Free();
-  return absl::OkStatus();
-}
-
-modules::VocabRows GptStage::VocabRowsOf() const {
-  return modules::VocabRows{tp_.size > 1, vocab_.start, vocab_.rows};
-}
-
-std::unique_ptr<WeightGradSink> GptStage::MakeSink(MicroBatchStash* st, bool direct) {
-  if (direct) return std::make_unique<DirectSink>(&store_, ctx_, &sink_pool_);
-  st->pending_grads.AllocateZeroed(&tracker_, static_cast<int64_t>(store_.grads_arena().size()));
-  return std::make_unique<PendingSink>(&store_, st->pending_grads.data());
-}
-
-void GptStage::RetireInOrder() {
-  while (!forward_order_.empty()) {
-    auto it = stashes_.find(forward_order_.front());
-    if (it == stashes_.end() || it->second->phase != MicroBatchStash::Phase::kWeightGradPending) {
-      break;
-    }
-    absl::Span<float> arena = store_.grads_arena();
-    cpu::Add(ctx_, arena.data(), it->second->pending_grads.data(), arena.data(),
-             static_cast<int64_t>(arena.size()));
-    stashes_.erase(it);
-    forward_order_.pop_front();
-  }
-}
-
-absl::Status GptStage::RunBackward(int64_t micro_batch_id, absl::Span<const float> d_output,
-                                   float loss_grad_scale, std::vector<float>* d_input, bool fused) {
+MicroBatchStash* GptStage::FindStash(int64_t micro_batch_id) {
+  if (device_ != nullptr) return FindSlot(micro_batch_id);
   auto it = stashes_.find(micro_batch_id);
-  if (it == stashes_.end()) {
-    return absl::NotFoundError(absl::StrCat("no stash for micro-batch ", micro_batch_id,
-                                            " (Forward not run, or W already done)"));
-  }
-  MicroBatchStash* st = it->second.get();
-  if (st->phase != MicroBatchStash::Phase::kForwardDone) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("BackwardInput of micro-batch ", micro_batch_id, " already ran"));
-  }
-  const int64_t t = st->b * st->s, tl = local_tokens(st->b, st->s), h = config_.hidden_size;
-  if (!layout_.has_loss_head) {
-    MXMACA_RETURN_IF_ERROR(CheckSize("d_output", d_output.size(), tl * h));
-  }
-  MXMACA_RETURN_IF_ERROR(EnsureCpAttention(st->b));
-  const bool direct = !forward_order_.empty() && forward_order_.front() == micro_batch_id;
-  std::unique_ptr<WeightGradSink> sink;
-  if (fused) sink = MakeSink(st, direct);
-
-  grad_a_.resize(tl * h);
-  grad_b_.resize(tl * h);
-  float* d_cur = grad_a_.data();
-  float* d_next = grad_b_.data();
-  if (layout_.has_loss_head) {
-    tracker_.set_activity("the backward of the loss head", -1, micro_batch_id);
-    MXMACA_RETURN_IF_ERROR(
-        HeadBackwardInput(st, loss_grad_scale, d_cur, fused ? sink.get() : nullptr));
-    if (fused) {
-      MXMACA_RETURN_IF_ERROR(HeadBackwardWeight(st, sink.get(), st->loss_head_chunked));
-    }
-  } else {
-    std::memcpy(d_cur, d_output.data(), tl * h * sizeof(float));
-  }
-  for (auto chunk = chunks_.rbegin(); chunk != chunks_.rend(); ++chunk) {
-    if (chunk->recompute) {
-      tracker_.set_activity("the recomputation", layout_.first_layer + chunk->begin,
-                            micro_batch_id);
-      MXMACA_RETURN_IF_ERROR(RecomputeChunk(*chunk, st));
-    }
-    for (int i = chunk->end - 1; i >= chunk->begin; --i) {
-      const LayerCall call = MakeCall(*st, i, true);
-      MXMACA_RETURN_IF_ERROR(tracker_.cap_error());
-      tracker_.set_activity("the backward", call.global_layer, micro_batch_id);
-      MXMACA_RETURN_IF_ERROR(
-          layers_[i].BackwardInput(call, &st->layers[i], d_cur, d_next, &scratch_));
-      std::swap(d_cur, d_next);
-      if (fused) {
-        MXMACA_RETURN_IF_ERROR(layers_[i].BackwardWeight(call, &st->layers[i], sink.get()));
-      }
-    }
-  }
-  if (layout_.has_embedding) {
-    // d_embedding: the gradient of the embedding sum, full [T, h] (under SP the local
-    // rows' dropout backward, then gathered: the conjugate of the forward scatter).
-    st->d_embedding.Allocate(&tracker_, t * h);
-    std::vector<float> local_buf;
-    float* local = st->d_embedding.data();
-    if (tp_.sp()) {
-      local_buf.resize(tl * h);
-      local = local_buf.data();
-    }
-    if (config_.hidden_dropout > 0.0f) {
-      StageDropout(
-          ctx_, tp_, cp_, cp_layout_, false, d_cur, local, st->b, st->s, h, config_.hidden_dropout,
-          DropoutKey(config_.seed, -1, DropoutSite::kEmbedding, st->iteration, st->micro_batch_id));
-    } else {
-      std::memcpy(local, d_cur, tl * h * sizeof(float));
-    }
-    if (tp_.sp()) {
-      MXMACA_RETURN_IF_ERROR(
-          GatherFromSequenceParallelRegion(tp_, local, st->b, st->s, h, st->d_embedding.data()));
-    }
-    if (fused) MXMACA_RETURN_IF_ERROR(EmbeddingBackwardWeight(st, sink.get()));
-    if (d_input != nullptr) d_input->clear();
-  } else if (d_input != nullptr) {
-    d_input->assign(d_cur, d_cur + tl * h);
-  }
-  MXMACA_RETURN_IF_ERROR(tracker_.cap_error());
-  st->phase = MicroBatchStash::Phase::kBackwardInputDone;
-  if (fused) {
-    st->doc_start.Free();
-    if (direct) {
-      stashes_.erase(it);
-      forward_order_.pop_front();
-      RetireInOrder();
-    } else {
-      st->phase = MicroBatchStash::Phase::kWeightGradPending;
-    }
-  }
-  return absl::OkStatus();
+  return it == stashes_.end() ? nullptr : it->second.get();
 }
 
-absl::Status GptStage::BackwardInput(int64_t micro_batch_id, absl::Span<const float> d_output,
-                                     float loss_grad_scale, std::vector<float>* d_input) {
-  return RunBackward(micro_batch_id, d_output, loss_grad_scale, d_input, /*fused=*/false);
-}
-
-absl::Status GptStage::Backward(int64_t micro_batch_id, absl::Span<const float> d_output,
-                                float loss_grad_scale, std::vector<float>* d_input) {
-  return RunBackward(micro_batch_id, d_output, loss_grad_scale, d_input, /*fused=*/true);
-}
-
-absl::Status GptStage::BackwardWeight(int64_t micro_batch_id) {
-  auto it = stashes_.find(micro_batch_id);
-  if (it == stashes_.end()) {
-    return absl::NotFoundError(absl::StrCat("no stash for micro-batch ", micro_batch_id));
+void GptStage::ReleaseStash(int64_t micro_batch_id) {
+  if (device_ != nullptr) {
+    if (MicroBatchStash* st = FindSlot(micro_batch_id)) ReleaseSlot(st);
+    return;
   }
-  MicroBatchStash* st = it->second.get();
-  if (st->phase != MicroBatchStash::Phase::kBackwardInputDone) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("BackwardWeight of micro-batch ", micro_batch_id,
-                     st->phase == MicroBatchStash::Phase::kForwardDone ? " before its BackwardInput"
-                                                                       : " ran twice"));
-  }
-  const bool direct = !forward_order_.empty() && forward_order_.front() == micro_batch_id;
-  std::unique_ptr<WeightGradSink> sink = MakeSink(st, direct);
-  tracker_.set_activity("the weight gradient", -1, micro_batch_id);
-  if (layout_.has_loss_head) MXMACA_RETURN_IF_ERROR(HeadBackwardWeight(st, sink.get()));
-  for (int i = static_cast<int>(layers_.size()) - 1; i >= 0; --i) {
-    MXMACA_RETURN_IF_ERROR(
-        layers_[i].BackwardWeight(MakeCall(*st, i, true), &st->layers[i], sink.get()));
-  }
-  if (layout_.has_embedding) MXMACA_RETURN_IF_ERROR(EmbeddingBackwardWeight(st, sink.get()));
-  MXMACA_RETURN_IF_ERROR(tracker_.cap_error());
-  st->doc_start.Free();
-  if (direct) {
-    stashes_.erase(it);
-    forward_order_.pop_front();
-    RetireInOrder();
-  } else {
-    st->phase = MicroBatchStash::Phase::kWeightGradPending;
-  }
-  return absl::OkStatus();
+  stashes_.erase(micro_batch_id);
 }
 
 }  // namespace mxmaca::layers

@@ -47,6 +47,33 @@
 // that many tokens and never holds the whole [T, VP/p] logits (layers/chunked_loss_head.h;
 // B and W recompute each chunk's logits); otherwise the logits are kept for B and W.
 //
+// Backends. Create builds the stage on the CPU backend (device::CpuDeviceKernels over the
+// ParameterStore's host arenas and host stashes that grow as needed). CreateOnDevice builds
+// the same stage on a given DeviceKernels (CUDA, or the emulated device that CI runs):
+// parameters, gradients and AdamW moments in device arenas of the store's layout (the host
+// store keeps names, shapes and a copy for checkpoints and a host optimizer:
+// UploadParameters / DownloadGradients), and each micro-batch in flight in a SLOT: a
+// MicroBatchStash whose buffers are bound (StashBuffer::Bind) to one device allocation
+// sized for DeviceStageOptions' micro_batch_size x seq_length, at fixed addresses for the
+// slot's lifetime, so each op's device work (a SEGMENT, layers/device/segment_runner.h) can
+// be captured into a CUDA graph once and replayed. A micro-batch takes the first free slot
+// at F and frees it at W; a new slot is allocated when all are busy (pipeline depth). Each
+// op is: host -> device copies of its inputs (tokens, labels, document starts, RoPE
+// positions, dropout keys, loss gradients, incoming hidden states), the segment, device ->
+// host copies of its outputs, one Synchronize. The F/B/W code is the same for both: the
+// CPU backend's copies are memcpy, and on the CPU kernels the device stage reproduces the
+// CPU stage bit for bit (layers/device/device_stage_test.cc).
+// On a device backend, not yet (InvalidArgument naming the flag, FailedPrecondition for
+// the call): tensor, context and expert parallelism and MoE layers (their collectives
+// and the MoE block address host memory), the chunked loss head (the whole logits are
+// kept), InferenceForward, and W out of forward order (the dynamic pipeline).
+//
+// Gradient accumulation on a device: DeviceStageOptions::gradient_accumulation_fusion
+// (Megatron's --gradient-accumulation-fusion) makes the 2-D weights' GEMMs accumulate into
+// the arena (beta = 1; biases and norms still pass through a zeroed temporary); without it
+// each gradient goes to a zeroed temporary first and is then added (the CPU order, bit for
+// bit).
+//
 // Not thread-safe: one caller (the stage actor) at a time.
 #ifndef MXMACA_LAYERS_GPT_STAGE_H_
 #define MXMACA_LAYERS_GPT_STAGE_H_
@@ -69,6 +96,8 @@
 #include "layers/context_parallel/cp_context.h"
 #include "layers/context_parallel/cp_layout.h"
 #include "layers/device/cpu_device_kernels.h"
+#include "layers/device/device_kernels.h"
+#include "layers/device/segment_runner.h"
 #include "layers/gpt_config.h"
 #include "layers/gpt_parameters.h"
 #include "layers/micro_batch_stash.h"
@@ -101,6 +130,22 @@ struct ExpertParallelContext {
   std::optional<transport::ProcessGroup> expert_data_parallel_group;
 };
 
+// DeviceStageOptions: what a stage on a device backend is sized and built for.
+struct DeviceStageOptions {
+  int64_t micro_batch_size = 1;  // b of every slot (a micro-batch may use fewer rows)
+  int64_t seq_length = 0;        // s of every slot; 0 = config.seq_length
+  // Weight GEMMs accumulate straight into the gradient arena (Megatron's
+  // --gradient-accumulation-fusion); false = the CPU stage's temporary-then-add order.
+  bool gradient_accumulation_fusion = false;
+  // Fused (flash-style) attention: no [b, np, s, s] probabilities in the stash; needs
+  // DeviceKernels::has_fused_attention for the head dim (CUDA). false = materialised
+  // probabilities (the CPU backend's kernel and numerics).
+  bool fused_attention = false;
+  // arena_multiple: the arenas are padded to a multiple of this many elements (16 x the
+  // data-parallel size for the buckets, ParameterStore::Finalize).
+  int64_t arena_multiple = 16;
+};
+
 // GptStage: parameters (ParameterStore under Megatron names) and F/B/W of one stage.
 class GptStage {
  public:
@@ -128,6 +173,55 @@ class GptStage {
       const GptConfig& config, const StageLayout& layout, int64_t arena_multiple = 16,
       const TensorParallelContext* tp = nullptr, const ExpertParallelContext* ep = nullptr,
       const cp::ContextParallelContext* cp = nullptr);
+
+  // CreateOnDevice: the stage on `kernels` (not owned; must outlive the stage; see
+  // "Backends"): registers the parameters, initialises them from config.seed (the weights
+  // equal Create's + InitializeParameters), allocates the device arenas and uploads them.
+  // InvalidArgument for an invalid config, one the device path does not run yet (naming
+  // the flag), options out of range, or fused attention the kernels lack;
+  // ResourceExhausted when the device memory does not suffice.
+  static absl::StatusOr<std::unique_ptr<GptStage>> CreateOnDevice(
+      const GptConfig& config, const StageLayout& layout, device::DeviceKernels* kernels,
+      const DeviceStageOptions& options);
+  ~GptStage();
+  GptStage(const GptStage&) = delete;
+  GptStage& operator=(const GptStage&) = delete;
+
+  // on_device: built by CreateOnDevice. kernels: the backend every computation runs on.
+  bool on_device() const { return device_ != nullptr; }
+  device::DeviceKernels& kernels() { return *kernels_; }
+  const device::DeviceKernels& kernels() const { return *kernels_; }
+
+  // The backend's arenas. On the CPU backend they are the ParameterStore's own and the
+  // transfers below are no-ops. UploadParameters: host parameter arena -> backend;
+  // DownloadParameters / DownloadGradients: backend -> host arena (each synchronous).
+  absl::Status UploadParameters();
+  absl::Status DownloadParameters();
+  absl::Status DownloadGradients();
+  // backend_param / backend_grad: backend pointers of parameter `id`.
+  float* backend_param(int id);
+  float* backend_grad(int id);
+  // ZeroGrads: the backend's gradient arena to 0 (enqueued).
+  absl::Status ZeroGrads();
+  // GradNormSquared: sum of squared gradients over the tensors `counts(id)` selects
+  // (nullptr: all; fp64, one fp64 partial per tensor, summed on the host in index order).
+  // Synchronous.
+  absl::StatusOr<double> GradNormSquared(const std::function<bool(int)>& counts);
+  // ScaleGrads: every gradient *= factor (enqueued).
+  absl::Status ScaleGrads(float factor);
+  // AdamWStep: torch.optim.AdamW's update of every parameter on the backend
+  // (layers/optimizer.h; weight decay where ParameterSpec::weight_decay), `step` the
+  // 1-based Adam step; the moments are allocated (zero) by the first call. Enqueued.
+  absl::Status AdamWStep(float lr, float weight_decay, float beta1, float beta2, float eps,
+                         int64_t step);
+
+  // Device backends: set_segment_runner (nullptr runs segments eagerly; see "Backends"),
+  // num_slots (slots allocated so far), slot_bytes (device bytes of one slot),
+  // device_bytes (arenas, slots and scratch). 0 on the CPU backend.
+  void set_segment_runner(device::SegmentRunner runner);
+  int num_slots() const;
+  int64_t slot_bytes() const;
+  int64_t device_bytes() const;
 
   // holds_expert_shard: tensor `id` is an expert of this rank's EP shard (P > 1), held by
   // no other rank of its EP group: its gradient counts toward the grad norm and it is
@@ -251,7 +345,69 @@ class GptStage {
   };
   enum class Mode { kTrain, kEval, kInference };
 
-  GptStage(const GptConfig& config, const StageLayout& layout);
+  GptStage(const GptConfig& config, const StageLayout& layout, device::DeviceKernels* kernels);
+  // CreateOn: Create on `kernels` (nullptr: the CPU backend, owned).
+  static absl::StatusOr<std::unique_ptr<GptStage>> CreateOn(
+      const GptConfig& config, const StageLayout& layout, int64_t arena_multiple,
+      const TensorParallelContext* tp, const ExpertParallelContext* ep,
+      const cp::ContextParallelContext* cp, device::DeviceKernels* kernels);
+
+  // ---- device backends (gpt_stage_device.cc): arenas, scratch and slots ----
+  struct DeviceState;
+  absl::Status InitDevice(const DeviceStageOptions& options);
+  const DeviceStageOptions& device_options() const;
+  absl::StatusOr<float*> AllocateBackend(int64_t floats);
+  // AcquireSlot: the first free slot (a new one when all are busy), its stash reset for
+  // a new micro-batch. FindSlot: the busy slot of a micro-batch (nullptr: none).
+  absl::StatusOr<MicroBatchStash*> AcquireSlot(int64_t micro_batch_id);
+  MicroBatchStash* FindSlot(int64_t micro_batch_id);
+  void ReleaseSlot(const MicroBatchStash* st);
+  // UploadDropoutKeys: the micro-batch's dropout keys into its slot (training F).
+  // SlotDropoutKeys: where local layer `local_layer`'s three keys (-1: the embedding's
+  // one) are in the slot of `st`; nullptr on the CPU backend (keys computed per call).
+  absl::Status UploadDropoutKeys(MicroBatchStash* st);
+  const kernels::RngKey* SlotDropoutKeys(const MicroBatchStash& st, int local_layer) const;
+  // The device's per-op buffers (shared by all slots): the RoPE positions [T], the
+  // stage's output hidden states [T, h] (also recomputation's discarded output), the
+  // token losses [T] and the loss gradient [T].
+  const int32_t* DeviceRopePositions() const;
+  float* DeviceStageOutput();
+  float* DeviceTokenLosses(StageOutput* output);  // output's own vector on the CPU backend
+  float* DeviceLossGrad();
+  absl::Status RunDeviceSegment(const char* op, const MicroBatchStash& st,
+                                const device::Segment& segment);
+  class DeviceGradSink;  // WeightGradSink over the device gradient arena
+  std::unique_ptr<WeightGradSink> MakeDeviceSink();
+
+  // ---- one op: inputs in, the segment, outputs out ----
+  // RunSegment: `segment` (an op's backend work on `st`) through the segment runner on a
+  // device backend, directly on the CPU backend.
+  absl::Status RunSegment(const char* op, const MicroBatchStash& st,
+                          const device::Segment& segment);
+  // Upload / Download: host <-> backend copies (memcpy on the CPU backend; skipped when
+  // both are the same memory).
+  absl::Status Upload(void* dst, const void* src, int64_t bytes);
+  absl::Status Download(void* dst, const void* src, int64_t bytes);
+  template <typename T>
+  absl::Status UploadInto(StashBuffer<T>* dst, MemoryTracker* tracker, absl::Span<const T> src) {
+    dst->Allocate(tracker, static_cast<int64_t>(src.size()));
+    if (src.empty()) return absl::OkStatus();
+    return Upload(dst->data(), src.data(), static_cast<int64_t>(src.size() * sizeof(T)));
+  }
+  // PrepareRopePositions: the original position of every row of a [b, s] micro-batch
+  // where the kernels read them (rope_positions_, or the device's copy).
+  absl::Status PrepareRopePositions(int64_t b, int64_t s);
+  // HiddenIn: the input buffer of local layer i ([tl, h], allocated in the stash); i = the
+  // number of layers: the loss head's input, or `stage_out` without the loss head.
+  float* HiddenIn(int i, MicroBatchStash* st, MemoryTracker* tracker, float* stage_out);
+  // The segments' bodies: F (embedding, layers, loss head), B (from the loss gradient
+  // `dloss` or the incoming gradient already in grad_a; sink: fused B+W).
+  absl::Status ForwardCompute(const MicroBatchInput& in, Mode mode, MicroBatchStash* st,
+                              StageOutput* output, float* x0, float* stage_out);
+  absl::Status HeadForward(const MicroBatchInput& in, Mode mode, MicroBatchStash* st,
+                           StageOutput* output);
+  absl::Status BackwardCompute(MicroBatchStash* st, const float* dloss, float* grad_a,
+                               float* grad_b, WeightGradSink* sink);
   absl::Status ValidateInput(const MicroBatchInput& input, Mode mode) const;
   absl::Status RunForward(const MicroBatchInput& input, Mode mode, MicroBatchStash* st,
                           StageOutput* output);
@@ -259,12 +415,17 @@ class GptStage {
                            float loss_grad_scale, std::vector<float>* d_input, bool fused);
   LayerCall MakeCall(const MicroBatchStash& st, int local_layer, bool training);
   absl::Status RecomputeChunk(const Chunk& chunk, MicroBatchStash* st);
-  absl::Status EmbeddingForward(const MicroBatchInput& in, bool training, float* x0,
-                                MicroBatchStash* st, MemoryTracker* tracker);
+  absl::Status EmbeddingForward(const MicroBatchStash& st, bool training, float* x0);
+  // EmbeddingDropoutKey: where the kernels read the embedding's dropout key (the slot's,
+  // or `host` filled here). StageDropoutBackward: the embedding dropout's backward.
+  const kernels::RngKey* EmbeddingDropoutKey(const MicroBatchStash& st,
+                                             kernels::RngKey* host) const;
+  absl::Status StageDropoutBackward(const float* dy, float* dx, const MicroBatchStash& st,
+                                    kernels::RngKey* host_key);
   // HeadBackwardInput: the loss head's B; with a chunked head and fused_sink (fused B+W)
   // also the output weight's gradient. HeadBackwardWeight: its W (output_weight_done:
   // that gradient was already added by HeadBackwardInput).
-  absl::Status HeadBackwardInput(MicroBatchStash* st, float loss_grad_scale, float* d_final_input,
+  absl::Status HeadBackwardInput(MicroBatchStash* st, const float* dloss, float* d_final_input,
                                  WeightGradSink* fused_sink = nullptr);
   absl::Status HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* sink,
                                   bool output_weight_done = false);
@@ -282,7 +443,14 @@ class GptStage {
   // Adds the stash's pending gradient (if any) to the arena and retires flushed stashes
   // in micro-batch order.
   void RetireInOrder();
+  // CheckWeightGradOrder: FailedPrecondition on a device backend when W of micro_batch_id
+  // is not the next in forward order. RetireWeightGrads: after the W of `st`.
+  absl::Status CheckWeightGradOrder(int64_t micro_batch_id) const;
+  void RetireWeightGrads(MicroBatchStash* st, bool direct);
   std::unique_ptr<WeightGradSink> MakeSink(MicroBatchStash* st, bool direct);
+  // Stash lookup and release over the host map or the device slots.
+  MicroBatchStash* FindStash(int64_t micro_batch_id);
+  void ReleaseStash(int64_t micro_batch_id);
 
   GptConfig config_;
   GptConfig layer_config_;  // LocalLayerConfig(config_, tp size): what the layers see
@@ -294,10 +462,19 @@ class GptStage {
   int64_t cp_b_ = 0;
   VocabShard vocab_;          // this rank's rows of the padded vocabulary
   kernels::ExecContext ctx_;
-  // The backend the transformer layers compute on (the CPU instance, ctx_'s threads and
-  // precision); the final norm too.
-  std::unique_ptr<device::CpuDeviceKernels> kernels_;
-  std::vector<float> gamma_scratch_;  // the final norm's 1 + w (--apply-layernorm-1p)
+  // The backend everything computes on: CreateOnDevice's, or the CPU instance
+  // (owned_kernels_, ctx_'s threads and precision).
+  device::DeviceKernels* kernels_ = nullptr;
+  std::unique_ptr<device::CpuDeviceKernels> owned_kernels_;
+  std::unique_ptr<DeviceState> device_;  // device backends only
+  // The backend's parameter and gradient arenas (the store's own on the CPU backend).
+  float* params_ = nullptr;
+  float* grads_ = nullptr;
+  float* exp_avg_ = nullptr;     // AdamWStep's moments (allocated by its first call)
+  float* exp_avg_sq_ = nullptr;
+  std::vector<double> host_norm_partials_;
+  std::vector<void*> backend_allocations_;  // AllocateBackend's, freed by the destructor
+  ScratchBuffer gamma_scratch_;  // the final norm's 1 + w (--apply-layernorm-1p)
   ParameterStore store_;
   GptParameterIds ids_;
   std::vector<TransformerLayer> layers_;
@@ -320,8 +497,11 @@ class GptStage {
   std::map<int64_t, std::unique_ptr<MicroBatchStash>> stashes_;
   std::deque<int64_t> forward_order_;  // micro-batches whose W is not yet in the arena
   std::vector<int32_t> rope_positions_;
+  const int32_t* rope_backend_ = nullptr;  // PrepareRopePositions' result
   LayerScratch scratch_;
-  std::vector<float> grad_a_, grad_b_, dloss_;
+  ScratchBuffer grad_a_, grad_b_;  // B's gradient between layers
+  ScratchBuffer recompute_discard_;  // a recomputed chunk's output (CPU backend)
+  std::vector<float> dloss_;       // the last stage's dL/d(token loss), host
   std::vector<std::vector<float>> sink_pool_;  // reusable per-tensor gradient buffers
 };
 

@@ -14,18 +14,19 @@ namespace mxmaca::layers {
 
 namespace cpu = ::mxmaca::kernels::cpu;
 
-absl::Status GptStage::HeadBackwardInput(MicroBatchStash* st, float loss_grad_scale,
+absl::Status GptStage::HeadBackwardInput(MicroBatchStash* st, const float* dloss,
                                          float* d_final_input, WeightGradSink* fused_sink) {
   const int64_t t = st->b * st->s, tl = local_tokens(st->b, st->s), h = config_.hidden_size,
                 vl = vocab_.rows;
   const bool ln = config_.normalization == Normalization::kLayerNorm;
-  dloss_.resize(t);
-  for (int64_t i = 0; i < t; ++i) dloss_[i] = loss_grad_scale * st->loss_mask.data()[i];
+  // dloss [T]: dL/d(token loss), on the backend (RunBackward; W of a chunked head
+  // recomputes it from st->loss_grad_scale).
   if (st->loss_head_chunked) {
-    st->loss_grad_scale = loss_grad_scale;  // W recomputes dloss_ from it
+    // The chunks' gradients are computed below, chunk by chunk.
   } else if (tp_.size == 1) {
-    cpu::CrossEntropyBackward(ctx_, st->logits.data(), st->labels.data(), st->lse.data(),
-                              dloss_.data(), t, vl, vocab_.softmax, st->logits.data());
+    MXMACA_RETURN_IF_ERROR(kernels_->CrossEntropyBackward(st->logits.data(), st->labels.data(),
+                                                          st->lse.data(), dloss, t, vl,
+                                                          vocab_.softmax, st->logits.data()));
   } else {
     // Shard-local targets (-1: not in this shard) with the global logsumexp: exactly the
     // vocab-parallel gradient (cross_entropy.h).
@@ -35,7 +36,7 @@ absl::Status GptStage::HeadBackwardInput(MicroBatchStash* st, float loss_grad_sc
       local_targets[i] = c >= 0 && c < vocab_.real ? static_cast<int32_t>(c) : -1;
     }
     cpu::CrossEntropyBackward(ctx_, st->logits.data(), local_targets.data(), st->lse.data(),
-                              dloss_.data(), t, vl, vocab_.softmax, st->logits.data());
+                              dloss, t, vl, vocab_.softmax, st->logits.data());
   }
   if (!st->loss_head_chunked) st->lse.Free();
   // Output layer's input gradient: partial over the vocab shards, summed over TP
@@ -53,15 +54,15 @@ absl::Status GptStage::HeadBackwardInput(MicroBatchStash* st, float loss_grad_sc
     float* dw = fused_sink != nullptr ? fused_sink->Begin(ids_.output_weight) : nullptr;
     MXMACA_RETURN_IF_ERROR(ChunkedLossHeadBackward(
         ctx_, tp_, vocab_, config_.loss_chunk_tokens, t, h, st->lnf_out.data(),
-        store_.param(ids_.output_weight), st->labels.data(), st->lse.data(), dloss_.data(), partial,
-        dw, &tracker_));
+        backend_param(ids_.output_weight), st->labels.data(), st->lse.data(), dloss, partial, dw,
+        &tracker_));
     if (fused_sink != nullptr &&
         !(ids_.output_weight == ids_.word_embeddings && layout_.has_embedding)) {
       fused_sink->End(ids_.output_weight);
     }
   } else {
     MXMACA_RETURN_IF_ERROR(modules::LinearBackwardInput(
-        *kernels_, st->logits.data(), store_.param(ids_.output_weight), t, h, vl, partial));
+        *kernels_, st->logits.data(), backend_param(ids_.output_weight), t, h, vl, partial));
   }
   if (tp_.sp()) {
     MXMACA_RETURN_IF_ERROR(
@@ -70,9 +71,9 @@ absl::Status GptStage::HeadBackwardInput(MicroBatchStash* st, float loss_grad_sc
     MXMACA_RETURN_IF_ERROR(ReduceFromTensorParallelRegion(tp_, partial, t * h));
   }
   return modules::Norm(config_).BackwardInput(
-      *kernels_, st->d_lnf_out.data(), st->final_input.data(), store_.param(ids_.final_norm_weight),
-      ln ? st->lnf_mean.data() : nullptr, st->lnf_rstd.data(), tl, h, d_final_input,
-      gamma_scratch_.data());
+      *kernels_, st->d_lnf_out.data(), st->final_input.data(),
+      backend_param(ids_.final_norm_weight), ln ? st->lnf_mean.data() : nullptr,
+      st->lnf_rstd.data(), tl, h, d_final_input, gamma_scratch_.Get(h));
 }
 
 absl::Status GptStage::HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* sink,
@@ -89,11 +90,12 @@ absl::Status GptStage::HeadBackwardWeight(MicroBatchStash* st, WeightGradSink* s
       for (int64_t i = 0; i < t; ++i) dloss_[i] = st->loss_grad_scale * st->loss_mask.data()[i];
       MXMACA_RETURN_IF_ERROR(ChunkedLossHeadBackward(
           ctx_, tp_, vocab_, config_.loss_chunk_tokens, t, h, st->lnf_out.data(),
-          store_.param(ids_.output_weight), st->labels.data(), st->lse.data(), dloss_.data(),
+          backend_param(ids_.output_weight), st->labels.data(), st->lse.data(), dloss_.data(),
           nullptr, dw, &tracker_));
     } else {
-      MXMACA_RETURN_IF_ERROR(modules::LinearBackwardWeight(
-          *kernels_, st->logits.data(), st->lnf_out.data(), t, h, vl, dw, nullptr));
+      MXMACA_RETURN_IF_ERROR(
+          modules::LinearBackwardWeight(*kernels_, st->logits.data(), st->lnf_out.data(), t, h, vl,
+                                        dw, nullptr, sink->accumulates(ids_.output_weight)));
     }
     if (!tied_here) sink->End(ids_.output_weight);
   }

@@ -112,7 +112,7 @@ class MemoryTracker {
 // destruction.
 //
 // A BOUND buffer (Bind) is a view of caller-owned memory at a fixed address — a device
-// stage's slot (layers/device/device_gpt_stage.h), whose addresses captured CUDA graphs
+// stage's slot (layers/gpt_stage.h "Backends"), whose addresses captured CUDA graphs
 // reuse: Allocate then only sets the size (at most the bound capacity; more is a
 // programming error and aborts with a message), Free only clears it, and data() is the
 // bound address throughout. Nothing is counted by a tracker and nothing is written by the
@@ -290,6 +290,7 @@ struct MicroBatchStash {
   double moe_aux_loss_grad_scale = 1.0;  // MicroBatchInput's, for the MoE layers' B
   int64_t b = 0, s = 0;        // micro-batch size and sequence length
   Phase phase = Phase::kForwardDone;
+  int slot = -1;  // a device stage's slot holding this stash (layers/gpt_stage.h); -1: none
 
   // Inputs kept for B/W (int32 [T]).
   StashBuffer<int32_t> tokens;        // first stage: word-embedding rows (W)

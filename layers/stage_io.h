@@ -1,6 +1,6 @@
 // layers/stage_io.h: what a pipeline stage's forward takes and returns — one micro-batch
-// as Megatron's get_batch gives it, and the stage's output — shared by the CPU stage
-// (layers/gpt_stage.h) and the device stage (layers/device/device_gpt_stage.h).
+// as Megatron's get_batch gives it, and the stage's output (layers/gpt_stage.h, on every
+// backend).
 #ifndef MXMACA_LAYERS_STAGE_IO_H_
 #define MXMACA_LAYERS_STAGE_IO_H_
 

@@ -144,6 +144,9 @@ class WeightGradSink {
   virtual ~WeightGradSink() = default;
   virtual float* Begin(int param_id) = 0;
   virtual void End(int param_id) = 0;
+  // status: the first error of the backend work Begin / End enqueued (they have no error
+  // path of their own); OK by default.
+  virtual absl::Status status() const { return absl::OkStatus(); }
   virtual bool accumulates(int param_id) const {
     (void)param_id;
     return false;

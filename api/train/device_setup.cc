@@ -42,9 +42,6 @@ absl::Status CheckDeviceArgs(const MegatronArgs& a) {
   if (a.rebalance_threshold || a.force_layer_move) {
     return refuse("--rebalance-threshold / --force-layer-move (moving layers between stages)");
   }
-  if (a.recompute_granularity.has_value() && *a.recompute_granularity == "full") {
-    return refuse("--recompute-granularity full");
-  }
   if (a.memory_cap_per_shard) return refuse("--memory-cap-per-shard");
   if (a.synthetic_op_ms) return refuse("--synthetic-op-ms");  // synthetic stages: no device
   return absl::OkStatus();

@@ -1,16 +1,20 @@
 // api/train/device_setup.h: `--device` (issue 8): which backend `mxmaca train` runs the
 // model on, what each backend accepts, and the per-actor device it gives a stage.
-//   cpu            the CPU backend (layers::GptStage; the reference; default).
-//   cuda           the GPU backend: layers/device DeviceGptStage on CUDA kernels; every
-//                  stage actor gets its own CUDA stream, cuBLASLt handle and device memory
-//                  (actors/device_stage_program.h). Multi-process jobs put process
-//                  LOCAL_RANK on GPU LOCAL_RANK (one process per GPU, as torchrun); the
-//                  in-process ranks of one process share its GPU, each with its own stream.
-//   device-on-cpu  the GPU backend's code path (DeviceGptStage, DeviceStageProgram, host
-//                  master weights) on the CPU kernels: bit-identical to cpu, so CI tests the
-//                  GPU path's logic without a GPU.
+//   cpu            the CPU backend (layers::GptStage on the CPU kernels; the reference;
+//                  default).
+//   cuda           the GPU backend: the same layers::GptStage built on CUDA kernels
+//                  (GptStage::CreateOnDevice); every stage actor gets its own CUDA stream,
+//                  cuBLASLt handle and device memory (actors/gpt_stage_program.h "Device
+//                  backends"). Multi-process jobs put process LOCAL_RANK on GPU LOCAL_RANK
+//                  (one process per GPU, as torchrun); the in-process ranks of one process
+//                  share its GPU, each with its own stream.
+//   device-on-cpu  the GPU backend's code path (device slots and segments, host master
+//                  weights) on the emulated device (the CPU kernels on memory the host
+//                  cannot read): bit-identical to cpu, so CI tests the GPU path's logic and
+//                  its device-memory discipline without a GPU.
 // The device backends run dense GPT models with TP = CP = EP = 1 (pipeline and data
-// parallelism, in one process or several); everything else is refused by name.
+// parallelism, in one process or several; selective or full recomputation); everything
+// else is refused by name.
 #ifndef MXMACA_API_TRAIN_DEVICE_SETUP_H_
 #define MXMACA_API_TRAIN_DEVICE_SETUP_H_
 

@@ -40,18 +40,20 @@ TEST_CASE("the device backends refuse what they do not run, by flag", "[device]"
   MegatronArgs synthetic = a;
   synthetic.synthetic_op_ms = "1,1,1";
   refused(synthetic, "--synthetic-op-ms");
+  // Selective and full recomputation run on the device backends (layers/device:
+  // device_stage_test compares them with the CPU backend bit for bit).
   MegatronArgs full = a;
   full.recompute_granularity = "full";
-  refused(full, "--recompute-granularity full");
-  MegatronArgs selective = a;  // runs on the device backends (device_gpt_stage_test)
+  CHECK(CheckDeviceArgs(full).ok());
+  MegatronArgs selective = a;
   selective.recompute_granularity = "selective";
   CHECK(CheckDeviceArgs(selective).ok());
   MegatronArgs moe = a;
   moe.num_experts = 4;
   refused(moe, "--num-experts");
   // RoPE scaling, interpolation and interleaved pairs, zero-centred norm weights and q/k
-  // layernorms run on the device backends (the transformer layer is GptStage's;
-  // device_gpt_stage_test compares them with GptStage bit for bit).
+  // layernorms run on the device backends (one GptStage on either backend;
+  // device_stage_test compares them with the CPU backend bit for bit).
   MegatronArgs model = a;
   model.rotary_interleaved = true;
   model.use_rope_scaling = true;

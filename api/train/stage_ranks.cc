@@ -7,10 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "actors/device_stage_program.h"
+#include "actors/gpt_stage_program.h"
 #include "layers/context_parallel/cp_context.h"
 #include "layers/device/cuda_graph_runner.h"
-#include "layers/device/device_gpt_stage.h"
 #include "layers/gpt_stage.h"
 #include "layers/tensor_parallel.h"
 #include "transport/rank_grid.h"
@@ -20,9 +19,9 @@ namespace mxmaca::api {
 namespace {
 
 // BuildDeviceRank: a rank of the device backends (device_setup.h): the rank's own
-// DeviceKernels (its CUDA stream), a DeviceGptStage per chunk with host master weights
-// initialised as GptStage's (same names, same seed), and the same buckets and AdamW over
-// the host store as the CPU backend.
+// DeviceKernels (its CUDA stream), a GptStage per chunk built on it (CreateOnDevice) with
+// host master weights initialised as on the CPU backend (same names, same seed), and the
+// same buckets and AdamW over the host store as the CPU backend.
 absl::Status BuildDeviceRank(const layers::GptConfig& model,
                              const std::vector<layers::StageLayout>& layouts,
                              const StageRankOptions& options, int64_t arena_multiple,
@@ -31,7 +30,7 @@ absl::Status BuildDeviceRank(const layers::GptConfig& model,
   MXMACA_ASSIGN_OR_RETURN(
       std::unique_ptr<layers::device::DeviceKernels> kernels,
       MakeDeviceKernels(options.device, options.gpu, model.num_threads, model.precision));
-  layers::device::DeviceStageOptions device_options;
+  layers::DeviceStageOptions device_options;
   device_options.micro_batch_size = options.micro_batch_size;
   device_options.arena_multiple = arena_multiple;
   device_options.gradient_accumulation_fusion = options.gradient_accumulation_fusion;
@@ -42,12 +41,12 @@ absl::Status BuildDeviceRank(const layers::GptConfig& model,
       options.cuda_graphs.mode != kernels::CudaGraphMode::kNone) {
     MXMACA_ASSIGN_OR_RETURN(graphs, layers::device::MakeCudaGraphs(options.cuda_graphs));
   }
-  std::vector<std::unique_ptr<layers::device::DeviceGptStage>> chunks;
+  std::vector<std::unique_ptr<layers::GptStage>> chunks;
   for (const layers::StageLayout& layout : layouts) {
     MXMACA_ASSIGN_OR_RETURN(
-        std::unique_ptr<layers::device::DeviceGptStage> stage,
-        layers::device::DeviceGptStage::Create(model, layout, kernels.get(), device_options));
-    layers::ParameterStore& store = stage->host_parameters();
+        std::unique_ptr<layers::GptStage> stage,
+        layers::GptStage::CreateOnDevice(model, layout, kernels.get(), device_options));
+    layers::ParameterStore& store = stage->parameters();
     sr->num_parameters += store.num_elements();
     MXMACA_ASSIGN_OR_RETURN(layers::DataParallelBuckets buckets,
                             layers::BuildDataParallelBuckets(store, grad_group, bucket_elements));
@@ -66,7 +65,7 @@ absl::Status BuildDeviceRank(const layers::GptConfig& model,
     }
     chunks.push_back(std::move(stage));
   }
-  auto program = std::make_shared<actors::DeviceStageProgram>(
+  auto program = std::make_shared<actors::GptStageProgram>(
       std::move(kernels), std::move(chunks), options.num_microbatches,
       options.reset_attention_mask);
   program->set_cuda_graphs(std::move(graphs));

@@ -39,7 +39,8 @@ struct StageRank {
   int32_t data_parallel_rank = 0;
   int32_t tensor_parallel_rank = 0;
   int32_t context_parallel_rank = 0;
-  // GptStageProgram (--device cpu) or DeviceStageProgram (the device backends).
+  // GptStageProgram (on the CPU backend, or with --device cuda / device-on-cpu on the
+  // rank's own device).
   std::shared_ptr<actors::StageProgram> program;
   std::vector<std::shared_ptr<layers::AdamWOptimizer>> optimizers;
   std::vector<layers::DataParallelBuckets> buckets;
@@ -74,7 +75,7 @@ struct StageRankOptions {
   // naming the rank and its grid coordinates.
   int64_t memory_cap_bytes = 0;
   // --device (api/train/device_setup.h): the device backends build each rank's chunks as
-  // DeviceGptStages on a DeviceKernels of its own (GPU `gpu`), with `num_microbatches`
+  // GptStages on a DeviceKernels of its own (GPU `gpu`; GptStage::CreateOnDevice), with `num_microbatches`
   // per iteration (when its gradients are final) and micro_batch_size (slot size).
   Device device = Device::kCpu;
   int gpu = 0;

@@ -29,7 +29,6 @@
 #include "api/args/flags_doc.h"
 #include "api/args/megatron_args.h"
 #include "api/data_config/gpt_data_config.h"
-#include "actors/device_stage_program.h"
 #include "api/train/checkpoint_args.h"
 #include "api/train/cp_setup.h"
 #include "api/train/device_setup.h"
@@ -979,13 +978,15 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
       summary.first_iteration + 1, summary.last_iteration, summary.skipped_iterations,
       summary.mean_tokens_per_second, summary.peak_activation_bytes / 1048576.0));
   for (const StageRank& r : ranks) {  // --device cuda: what the CUDA graphs did
-    const auto* device = dynamic_cast<const actors::DeviceStageProgram*>(r.program.get());
+    const auto* program = dynamic_cast<const actors::GptStageProgram*>(r.program.get());
+    const actors::GptStageProgram* device =
+        program != nullptr && program->on_device() ? program : nullptr;
     const std::string graphs = device ? device->cuda_graph_summary() : "";
     if (!graphs.empty()) print(absl::StrCat(" > CUDA graphs of rank ", r.rank, ": ", graphs));
     // --device device-on-cpu: the host<->device traffic the emulated device counted (set-up,
     // evaluation and checkpoints included), against the weights' size.
     const auto* emulated =
-        device ? dynamic_cast<const layers::device::EmulatedDeviceKernels*>(&device->kernels())
+        device ? dynamic_cast<const layers::device::EmulatedDeviceKernels*>(device->kernels())
                : nullptr;
     const int64_t iterations = summary.last_iteration - summary.first_iteration;
     if (emulated != nullptr && iterations > 0) {

@@ -19,7 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/cuda_graph_flags.h"
-#include "layers/device/device_gpt_stage.h"
+#include "layers/device/segment_runner.h"
 #include "layers/device/device_kernels.h"
 
 namespace mxmaca::layers::device {

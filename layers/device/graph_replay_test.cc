@@ -1,4 +1,4 @@
-// layers/device/graph_replay_test.cc: the device stage's op segments are safe to capture
+// layers/device/graph_replay_test.cc: a device GptStage's op segments are safe to capture
 // into CUDA graphs — checked without a GPU.
 //
 // A CUDA graph freezes every kernel argument at capture and replays the same calls on
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "layers/device/cpu_device_kernels.h"
-#include "layers/device/device_gpt_stage.h"
+#include "layers/gpt_stage.h"
 #include "layers/testing/gpt_test_configs.h"
 
 namespace mxmaca::layers::device {
@@ -252,7 +252,7 @@ Run Train(const GptConfig& c, bool graphs, bool ignore_slot = false) {
   ReplayKernels kernels(ctx);
   DeviceStageOptions opts;
   opts.micro_batch_size = 2;
-  auto stage = DeviceGptStage::Create(c, StageLayout{0, c.num_layers, true, true}, &kernels, opts);
+  auto stage = GptStage::CreateOnDevice(c, StageLayout{0, c.num_layers, true, true}, &kernels, opts);
   REQUIRE(stage.ok());
   GraphEmulator emulator{&kernels, ignore_slot};
   if (graphs) {
@@ -283,7 +283,7 @@ Run Train(const GptConfig& c, bool graphs, bool ignore_slot = false) {
       in.labels = labels[m];
       in.loss_mask = masks[m];
       StageOutput out;
-      REQUIRE((*stage)->Forward(in, true, &out).ok());
+      REQUIRE((*stage)->Forward(in, &out).ok());
       run.losses.push_back(out.loss_sum);
     }
     std::vector<float> unused;
@@ -296,7 +296,7 @@ Run Train(const GptConfig& c, bool graphs, bool ignore_slot = false) {
     REQUIRE((*stage)->ZeroGrads().ok());
   }
   REQUIRE((*stage)->DownloadParameters().ok());
-  absl::Span<const float> p = (*stage)->host_parameters().params_arena();
+  absl::Span<const float> p = (*stage)->parameters().params_arena();
   run.params.assign(p.begin(), p.end());
   run.replays = emulator.replays;
   return run;

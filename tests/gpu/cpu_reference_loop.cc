@@ -44,7 +44,7 @@ absl::StatusOr<std::vector<StepRecord>> RunCpuReference(const layers::GptConfig&
       MXMACA_RETURN_IF_ERROR(stage->BackwardInput(in.micro_batch_id, {}, loss_grad_scale, &unused));
       MXMACA_RETURN_IF_ERROR(stage->BackwardWeight(in.micro_batch_id));
     }
-    // The norm as DeviceGptStage::GradNormSquared sums it: one fp64 SumSquares per tensor,
+    // The norm as GptStage::GradNormSquared sums it: one fp64 SumSquares per tensor,
     // added in parameter order (layers/grad_clip.cc GradNormSquared's order too).
     double norm_sq = 0.0;
     for (int i = 0; i < store.size(); ++i) {

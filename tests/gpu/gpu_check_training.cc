@@ -20,7 +20,7 @@
 #include "kernels/cuda_graph_flags.h"
 #include "layers/device/cuda_device_kernels.h"
 #include "layers/device/cuda_graph_runner.h"
-#include "layers/device/device_gpt_stage.h"
+#include "layers/gpt_stage.h"
 #include "layers/flops.h"
 #include "tests/gpu/pipeline_loop.h"
 #include "tests/gpu/reference_losses.h"
@@ -34,9 +34,9 @@ using kernels::Precision;
 using layers::GptConfig;
 using layers::device::CudaDeviceKernels;
 using layers::device::CudaGraphs;
-using layers::device::DeviceGptStage;
+using layers::GptStage;
 using layers::MicroBatchInput;
-using layers::device::DeviceStageOptions;
+using layers::DeviceStageOptions;
 using layers::StageOutput;
 using layers::device::Segment;
 using layers::device::SegmentRunner;
@@ -323,7 +323,7 @@ GptConfig ThroughputConfig() {
   return c;
 }
 
-// EstimateDeviceBytes: about what DeviceGptStage (device_gpt_stage.cc Init and AcquireSlot,
+// EstimateDeviceBytes: about what a device GptStage (gpt_stage_device.cc InitDevice and AcquireSlot,
 // fused attention, one slot) allocates at micro-batch b: four fp32 arenas of the
 // parameters, the scratch, one slot, the tied-embedding and gradient temporaries, and the
 // cuBLASLt workspace. Only to choose where to start; Create + one step decides.
@@ -358,7 +358,7 @@ double MeasureBf16Peak(int64_t n) {
 
 // TrainStep: one optimizer step of `micro_batches` micro-batches on the single stage;
 // returns the loss.
-double TrainStep(DeviceGptStage& stage, const GptConfig& config, const TrainingLoopOptions& loop,
+double TrainStep(GptStage& stage, const GptConfig& config, const TrainingLoopOptions& loop,
                  int step) {
   const double tokens = StepTokens(config, loop, step);
   double loss_sum = 0.0;
@@ -366,7 +366,7 @@ double TrainStep(DeviceGptStage& stage, const GptConfig& config, const TrainingL
     const TokenBatch bt = MakeTokenBatch(config, loop, step, m);
     const MicroBatchInput in = TrainingInput(bt, loop, step, m);
     StageOutput out;
-    Ok(stage.Forward(in, true, &out), "Forward");
+    Ok(stage.Forward(in, &out), "Forward");
     loss_sum += out.loss_sum;
     std::vector<float> unused;
     Ok(stage.BackwardInput(in.micro_batch_id, {}, static_cast<float>(1.0 / tokens), &unused),
@@ -406,7 +406,7 @@ void ThroughputSection(const TrainingCheckOptions& o) {
   loop.lr = 1e-4f;
   loop.lr_warmup_steps = 1;
   const int warmup_steps = o.quick ? 1 : 2, timed_steps = o.quick ? 2 : 5;
-  std::unique_ptr<DeviceGptStage> stage;
+  std::unique_ptr<GptStage> stage;
   Graphs graphs;
   int64_t b = 0;
   std::vector<double> losses;
@@ -423,7 +423,7 @@ void ThroughputSection(const TrainingCheckOptions& o) {
     so.fused_attention = true;
     so.gradient_accumulation_fusion = true;
     const Clock::time_point t0 = Clock::now();
-    auto created = DeviceGptStage::Create(
+    auto created = GptStage::CreateOnDevice(
         config, layers::StageLayout{0, config.num_layers, true, true}, kernels.get(), so);
     const double create_s = SecondsSince(t0);
     if (!created.ok()) {
@@ -433,9 +433,9 @@ void ThroughputSection(const TrainingCheckOptions& o) {
                     static_cast<long long>(candidate), std::string(created.status().message()).c_str());
         continue;
       }
-      Ok(created.status(), "DeviceGptStage::Create");
+      Ok(created.status(), "GptStage::CreateOnDevice");
     }
-    std::unique_ptr<DeviceGptStage> s = std::move(*created);
+    std::unique_ptr<GptStage> s = std::move(*created);
     Graphs g = MakeGraphs(kernels.get());
     s->set_segment_runner(g.runner);
     loop.micro_batch_size = candidate;

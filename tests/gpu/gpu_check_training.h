@@ -3,7 +3,7 @@
 //   (a) training: 20 steps of the small GPTs of training_loop.h on CudaDeviceKernels vs
 //       the CPU backend's per-step losses (cpu_reference_losses.txt beside the binary):
 //       fp32 within 1e-4 relative per step, bf16 GEMM inputs within 2e-2;
-//   (b) pipeline: two DeviceGptStages as two actor threads on one GPU, each with its own
+//   (b) pipeline: two device GptStages as two actor threads on one GPU, each with its own
 //       stream and CUDA graph cache (kernels/cuda/graph_cache.h), 1F1B over 4
 //       micro-batches, graphs off and on: losses identical bit for bit, and the host time
 //       per micro-batch spent issuing the device work (eager launches vs graph launches);

@@ -19,7 +19,7 @@ namespace mxmaca::gpu_check {
 namespace {
 
 using layers::GptConfig;
-using layers::device::DeviceGptStage;
+using layers::GptStage;
 using layers::MicroBatchInput;
 using layers::StageOutput;
 using layers::device::Segment;
@@ -70,7 +70,7 @@ class Channel {
 };
 
 // StageStep: one stage's operations of one step in 1F1B order.
-absl::Status StageStep(int rank, DeviceGptStage& stage, int step, const TrainingLoopOptions& o,
+absl::Status StageStep(int rank, GptStage& stage, int step, const TrainingLoopOptions& o,
                        const std::vector<TokenBatch>& batches, float loss_grad_scale,
                        Channel& forward, Channel& backward, double* loss_sum) {
   const int m_count = o.num_micro_batches;
@@ -93,7 +93,7 @@ absl::Status StageStep(int rank, DeviceGptStage& stage, int step, const Training
         in.loss_mask = bt.loss_mask;
       }
       StageOutput out;
-      MXMACA_RETURN_IF_ERROR(stage.Forward(in, /*training=*/true, &out));
+      MXMACA_RETURN_IF_ERROR(stage.Forward(in, &out));
       if (rank == 0) {
         forward.Push(Message{m, std::move(out.hidden)});
       } else {
@@ -131,7 +131,7 @@ std::vector<std::pair<char, int>> OneFOneBOrder(int rank, int stages, int micro_
 
 absl::StatusOr<PipelineResult> RunTwoStagePipeline(
     std::array<layers::device::DeviceKernels*, 2> kernels, const GptConfig& config,
-    const TrainingLoopOptions& options, layers::device::DeviceStageOptions stage_options,
+    const TrainingLoopOptions& options, layers::DeviceStageOptions stage_options,
     std::array<SegmentRunner, 2> runners) {
   if (config.num_layers < 2 || config.tied_embeddings()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -144,10 +144,10 @@ absl::StatusOr<PipelineResult> RunTwoStagePipeline(
   const std::array<layers::StageLayout, 2> layouts = {
       layers::StageLayout{0, half, true, false},
       layers::StageLayout{half, config.num_layers, false, true}};
-  std::array<std::unique_ptr<DeviceGptStage>, 2> stages;
+  std::array<std::unique_ptr<GptStage>, 2> stages;
   PipelineStepTiming timing;  // of the running step; stage r touches only index r
   for (int r = 0; r < 2; ++r) {
-    MXMACA_ASSIGN_OR_RETURN(stages[r], DeviceGptStage::Create(config, layouts[r], kernels[r],
+    MXMACA_ASSIGN_OR_RETURN(stages[r], GptStage::CreateOnDevice(config, layouts[r], kernels[r],
                                                                stage_options));
     stages[r]->set_segment_runner([r, &timing, runner = runners[r]](
                                       const layers::device::SegmentInfo& info,

@@ -1,5 +1,5 @@
 // tests/gpu/pipeline_loop.h: the GPU check's two-stage pipeline (issue 8, "a 2-stage
-// pipeline of actors on one GPU with graphs on and off"): two DeviceGptStages — layers
+// pipeline of actors on one GPU with graphs on and off"): two device GptStages (GptStage::CreateOnDevice) — layers
 // [0, L/2) with the embedding, [L/2, L) with the loss head — each on its OWN DeviceKernels
 // (own stream) with its own SegmentRunner (the stage's CUDA graph cache on the GPU),
 // driven as two actor threads that exchange activations forward and input gradients
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "layers/device/device_gpt_stage.h"
+#include "layers/gpt_stage.h"
 #include "layers/device/device_kernels.h"
 #include "layers/gpt_config.h"
 #include "tests/gpu/training_loop.h"
@@ -58,7 +58,7 @@ struct PipelineResult {
 // message out of order on a channel or a non-finite loss or norm.
 absl::StatusOr<PipelineResult> RunTwoStagePipeline(
     std::array<layers::device::DeviceKernels*, 2> kernels, const layers::GptConfig& config,
-    const TrainingLoopOptions& options, layers::device::DeviceStageOptions stage_options,
+    const TrainingLoopOptions& options, layers::DeviceStageOptions stage_options,
     std::array<layers::device::SegmentRunner, 2> runners);
 
 }  // namespace mxmaca::gpu_check

@@ -14,7 +14,7 @@ namespace mxmaca::gpu_check {
 namespace {
 
 using layers::GptConfig;
-using layers::device::DeviceGptStage;
+using layers::GptStage;
 using layers::MicroBatchInput;
 using layers::StageOutput;
 
@@ -129,12 +129,12 @@ double StepTokens(const GptConfig& config, const TrainingLoopOptions& options, i
 
 absl::StatusOr<std::vector<StepRecord>> RunDeviceStage(
     layers::device::DeviceKernels& kernels, const GptConfig& config,
-    const TrainingLoopOptions& options, layers::device::DeviceStageOptions stage_options,
+    const TrainingLoopOptions& options, layers::DeviceStageOptions stage_options,
     const layers::device::SegmentRunner& runner) {
   stage_options.micro_batch_size = std::max(stage_options.micro_batch_size, options.micro_batch_size);
   const layers::StageLayout layout{0, config.num_layers, true, true};
-  MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<DeviceGptStage> stage,
-                          DeviceGptStage::Create(config, layout, &kernels, stage_options));
+  MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<GptStage> stage,
+                          GptStage::CreateOnDevice(config, layout, &kernels, stage_options));
   if (runner) stage->set_segment_runner(runner);
   std::vector<StepRecord> records;
   for (int step = 0; step < options.steps; ++step) {
@@ -145,7 +145,7 @@ absl::StatusOr<std::vector<StepRecord>> RunDeviceStage(
       const TokenBatch bt = MakeTokenBatch(config, options, step, m);
       const MicroBatchInput in = TrainingInput(bt, options, step, m);
       StageOutput out;
-      MXMACA_RETURN_IF_ERROR(stage->Forward(in, /*training=*/true, &out));
+      MXMACA_RETURN_IF_ERROR(stage->Forward(in, &out));
       loss_sum += out.loss_sum;
       std::vector<float> unused;
       MXMACA_RETURN_IF_ERROR(stage->BackwardInput(in.micro_batch_id, {}, loss_grad_scale, &unused));

@@ -2,7 +2,7 @@
 // (issue 8, "20 training steps of a small GPT on one GPU vs the CPU backend"): the model
 // configurations, the synthetic data, the learning-rate schedule and the optimizer step
 // shared by the CPU reference (cpu_reference_loop.h, layers::GptStage) and the device
-// loop below (layers/device DeviceGptStage on any DeviceKernels).
+// loop below (layers/gpt_stage.h GptStage::CreateOnDevice on any DeviceKernels).
 //
 // One training step (both loops, the same operations in the same order):
 //   for each micro-batch m (in order): F, B (loss_grad_scale = 1 / num_tokens of the
@@ -25,7 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/exec_context.h"
-#include "layers/device/device_gpt_stage.h"
+#include "layers/gpt_stage.h"
 #include "layers/device/device_kernels.h"
 #include "layers/gpt_config.h"
 #include "layers/stage_io.h"
@@ -98,16 +98,16 @@ struct StepRecord {
   double grad_norm = 0.0;
 };
 
-// RunDeviceStage: `options.steps` steps of the single-stage DeviceGptStage (all layers,
+// RunDeviceStage: `options.steps` steps of the single device GptStage (all layers,
 // embedding and loss head) on `kernels`, from the weights of config.seed (equal to
-// GptStage's), with the device optimizer (DeviceGptStage::AdamWStep). `stage_options`
+// GptStage's), with the device optimizer (GptStage::AdamWStep). `stage_options`
 // gives fusion / fused attention; its micro_batch_size is raised to options'.
 // `runner` (may be empty) is installed with set_segment_runner.
 // Errors: the stage's (Create, F/B/W, optimizer calls), and kInternal for a non-finite
 // loss or norm (naming the step).
 absl::StatusOr<std::vector<StepRecord>> RunDeviceStage(
     layers::device::DeviceKernels& kernels, const layers::GptConfig& config,
-    const TrainingLoopOptions& options, layers::device::DeviceStageOptions stage_options,
+    const TrainingLoopOptions& options, layers::DeviceStageOptions stage_options,
     const layers::device::SegmentRunner& runner = nullptr);
 
 // RunFingerprint: one line naming every setting the losses depend on (model, data,

@@ -22,7 +22,7 @@ namespace {
 
 using kernels::Precision;
 using layers::device::EmulatedDeviceKernels;
-using layers::device::DeviceStageOptions;
+using layers::DeviceStageOptions;
 using layers::device::Segment;
 
 // Fewer steps than the GPU check's 20 keep the test at a few seconds; bit equality of

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # tests/integration/device_backend_test.sh: the GPU backend's code path (--device
-# device-on-cpu: DeviceStageProgram, DeviceGptStage, device-side slots and segments, host
-# master weights) gives the CPU backend's run bit for bit — every logged loss, grad norm
+# device-on-cpu: layers::GptStage built on the emulated device, its slots and segments,
+# host master weights) gives the CPU backend's run bit for bit — every logged loss, grad norm
 # and validation loss, and every checkpoint shard byte — across the layouts the device
 # backends accept: one device, PP x DP with 1F1B, interleaved virtual stages with the
 # distributed optimizer, zero-bubble ZB-H1 with tied embeddings and RoPE/SwiGLU, bf16,
 # Llama-3 RoPE scaling with interleaved pairs, q/k layernorms and zero-centred norms,
-# selective recomputation,
+# selective and full recomputation,
 # optimistic steps (--optimizer-post-validation) with an overlapped parameter gather, a resume,
 # and 4 UCX processes. --device cuda without a GPU fails with the no-GPU message, and what
 # the device backends do not run yet is refused by name. (With gradient accumulation
 # fusion the weight GEMMs would round differently, so this test runs with
 # --no-gradient-accumulation-fusion: the fused numerics are checked in
-# layers/device/device_gpt_stage_test within their fp32 bound.)
+# layers/device/device_stage_test within their fp32 bound.)
 set -euo pipefail
 root="${TEST_SRCDIR:-}/mxmaca"
 [ -x "$root/api/mxmaca" ] || root="."
@@ -76,6 +76,8 @@ check model_flags --pipeline-model-parallel-size 2 --world-size 2 --position-emb
   --use-rope-scaling --rotary-interleaved --qk-layernorm --apply-layernorm-1p
 check selective_recompute --recompute-granularity selective --pipeline-model-parallel-size 2 \
   --world-size 2
+check full_recompute --recompute-granularity full --recompute-method uniform \
+  --recompute-num-layers 1 --pipeline-model-parallel-size 2 --world-size 2
 check post_validation --pipeline-model-parallel-size 2 --world-size 4 --optimizer-post-validation \
   --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
 
@@ -103,7 +105,6 @@ fi
 grep -Eq -- "--device cuda: (no GPU|MXMACA was built without CUDA)" cuda.log ||
   { echo "FAIL cuda: unexpected message"; cat cuda.log; exit 1; }
 for flags in "--tensor-model-parallel-size 2 --world-size 2|--tensor-model-parallel-size 2" \
-             "--recompute-granularity full|--recompute-granularity full" \
              "--num-experts 4|--num-experts" \
              "--memory-cap-per-shard 1G|--memory-cap-per-shard"; do
   f="${flags%%|*}" want="${flags##*|}"
@@ -113,5 +114,5 @@ for flags in "--tensor-model-parallel-size 2 --world-size 2|--tensor-model-paral
   grep -q -- "$want needs --device cpu" refuse.log ||
     { echo "FAIL refuse $f: unexpected message"; cat refuse.log; exit 1; }
 done
-echo "ok   errors: no GPU, and TP / full recompute / MoE / memory cap refused by name"
+echo "ok   errors: no GPU, and TP / MoE / memory cap refused by name"
 echo PASS

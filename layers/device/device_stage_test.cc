@@ -1,12 +1,11 @@
-// layers/device/device_gpt_stage_test.cc: the device GPT stage on the CPU kernels equals
-// layers::GptStage (the CPU backend, itself checked against PyTorch) bit for bit: both
+// layers/device/device_stage_test.cc: layers::GptStage on a device backend (CreateOnDevice
+// over the emulated device: the CPU kernels on memory the host cannot read) equals the same
+// stage on the CPU backend (Create; itself checked against PyTorch) bit for bit: both
 // run the same kernels in the same order on the same initial weights (a function of seed
 // and name), so losses, input gradients, weight gradients and AdamW updates must agree in
 // every bit; with --gradient-accumulation-fusion the weight GEMM adds into the arena
 // (beta = 1) instead of adding a separately rounded product, so there the tolerance is a
 // few fp32 roundings per element (1e-5 relative, norm-wise).
-#include "layers/device/device_gpt_stage.h"
-
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -17,6 +16,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "layers/device/emulated_device_kernels.h"
 #include "layers/gpt_stage.h"
+#include "layers/moe/moe_layer.h"
 #include "layers/optimizer.h"
 #include "layers/testing/gpt_test_configs.h"
 
@@ -96,7 +96,7 @@ std::vector<OptimizerTensor> OptimizerTensors(ParameterStore& store) {
 }
 
 // RunAndCompare: `iterations` training iterations of two micro-batches in the pipelined
-// order F1 F2 B1 B2 W1 W2 on one GptStage and one DeviceGptStage (single stage), then the
+// order F1 F2 B1 B2 W1 W2 on one stage on the CPU backend and one on the emulated device (single stage), then the
 // scaled AdamW step; checks losses, gradients and parameters bit for bit (or within
 // `tolerance` when fusion is on).
 void RunAndCompare(const GptConfig& c, kernels::Precision precision, bool fusion,
@@ -113,10 +113,10 @@ void RunAndCompare(const GptConfig& c, kernels::Precision precision, bool fusion
   DeviceStageOptions opts;
   opts.micro_batch_size = 2;
   opts.gradient_accumulation_fusion = fusion;
-  auto dev = DeviceGptStage::Create(cpu_config, layout, &kernels, opts);
+  auto dev = GptStage::CreateOnDevice(cpu_config, layout, &kernels, opts);
   REQUIRE(dev.ok());
   ParameterStore& cs = (*cpu)->parameters();
-  ParameterStore& ds = (*dev)->host_parameters();
+  ParameterStore& ds = (*dev)->parameters();
   REQUIRE(cs.arena_elements() == ds.arena_elements());
   REQUIRE(BitEqual(cs.params_arena(), ds.params_arena()));  // same names, same init
   AdamWOptimizer adam(AdamWOptions{}, OptimizerTensors(cs));
@@ -128,8 +128,8 @@ void RunAndCompare(const GptConfig& c, kernels::Precision precision, bool fusion
     StageOutput do1, do2;
     REQUIRE((*cpu)->Forward(Input(b1, id1, it, nullptr), &co1).ok());
     REQUIRE((*cpu)->Forward(Input(b2, id2, it, nullptr), &co2).ok());
-    REQUIRE((*dev)->Forward(Input(b1, id1, it, nullptr), true, &do1).ok());
-    REQUIRE((*dev)->Forward(Input(b2, id2, it, nullptr), true, &do2).ok());
+    REQUIRE((*dev)->Forward(Input(b1, id1, it, nullptr), &do1).ok());
+    REQUIRE((*dev)->Forward(Input(b2, id2, it, nullptr), &do2).ok());
     CHECK(co1.loss_sum == do1.loss_sum);
     CHECK(co2.loss_sum == do2.loss_sum);
     CHECK(co1.num_tokens == do1.num_tokens);
@@ -198,6 +198,19 @@ TEST_CASE("device stage on CPU kernels equals GptStage bit for bit", "[device]")
       RunAndCompare(c, kernels::Precision::kFp32, false, 0.0);
     }
   }
+  SECTION("full recomputation, uniform and block (LayerNorm/GELU/dropout and RMSNorm/SwiGLU)") {
+    // Recomputing a chunk in B runs the same F kernels on the same inputs and dropout keys:
+    // the same bits, as on the CPU backend (gpt_stage_test.cc).
+    for (GptConfig c : {TinyConfig(), RopeConfig()}) {
+      c.recompute_granularity = RecomputeGranularity::kFull;
+      c.recompute_method = RecomputeMethod::kUniform;
+      c.recompute_num_layers = 2;
+      RunAndCompare(c, kernels::Precision::kFp32, false, 0.0);
+      c.recompute_method = RecomputeMethod::kBlock;
+      c.recompute_num_layers = 1;
+      RunAndCompare(c, kernels::Precision::kFp32, false, 0.0);
+    }
+  }
   SECTION("Llama-3 RoPE scaling, interleaved pairs, position interpolation") {
     GptConfig c = RopeConfig();
     c.rope_scaling = true;
@@ -223,25 +236,19 @@ TEST_CASE("selective recomputation: slots keep no attention probabilities", "[de
   EmulatedDeviceKernels kernels(ctx);
   DeviceStageOptions opts;
   opts.micro_batch_size = 2;
-  auto plain = DeviceGptStage::Create(c, layout, &kernels, opts);
+  auto plain = GptStage::CreateOnDevice(c, layout, &kernels, opts);
   REQUIRE(plain.ok());
   c.recompute_granularity = RecomputeGranularity::kSelective;
-  auto selective = DeviceGptStage::Create(c, layout, &kernels, opts);
+  auto selective = GptStage::CreateOnDevice(c, layout, &kernels, opts);
   REQUIRE(selective.ok());
   const Batch bt = MakeBatch(c, 7);
   StageOutput out;
-  REQUIRE((*plain)->Forward(Input(bt, 0, 0, nullptr), true, &out).ok());
-  REQUIRE((*selective)->Forward(Input(bt, 0, 0, nullptr), true, &out).ok());
+  REQUIRE((*plain)->Forward(Input(bt, 0, 0, nullptr), &out).ok());
+  REQUIRE((*selective)->Forward(Input(bt, 0, 0, nullptr), &out).ok());
   const int64_t probs = 2 * c.num_attention_heads * c.seq_length * c.seq_length;
   const int64_t saved = (*plain)->slot_bytes() - (*selective)->slot_bytes();
   CHECK(saved >= 4 * c.num_layers * probs);
   CHECK(saved < 4 * c.num_layers * (probs + 64));
-  // Full recomputation is refused by name.
-  c.recompute_granularity = RecomputeGranularity::kFull;
-  auto full = DeviceGptStage::Create(c, layout, &kernels, opts);
-  REQUIRE_FALSE(full.ok());
-  CHECK(std::string(full.status().message()).find("--recompute-granularity full") !=
-        std::string::npos);
 }
 
 TEST_CASE("gradient accumulation fusion stays within fp32 rounding", "[device]") {
@@ -260,8 +267,8 @@ TEST_CASE("a two-stage pipeline equals GptStage's two stages", "[device]") {
   opts.micro_batch_size = 2;
   auto c0 = GptStage::Create(c, first);
   auto c1 = GptStage::Create(c, last);
-  auto d0 = DeviceGptStage::Create(c, first, &kernels, opts);
-  auto d1 = DeviceGptStage::Create(c, last, &kernels, opts);
+  auto d0 = GptStage::CreateOnDevice(c, first, &kernels, opts);
+  auto d1 = GptStage::CreateOnDevice(c, last, &kernels, opts);
   REQUIRE((c0.ok() && c1.ok() && d0.ok() && d1.ok()));
   (*c0)->InitializeParameters();
   (*c1)->InitializeParameters();
@@ -269,10 +276,10 @@ TEST_CASE("a two-stage pipeline equals GptStage's two stages", "[device]") {
   StageOutput co0, co1;
   StageOutput do0, do1;
   REQUIRE((*c0)->Forward(Input(bt, 0, 0, nullptr), &co0).ok());
-  REQUIRE((*d0)->Forward(Input(bt, 0, 0, nullptr), true, &do0).ok());
+  REQUIRE((*d0)->Forward(Input(bt, 0, 0, nullptr), &do0).ok());
   REQUIRE(BitEqual(co0.hidden, do0.hidden));
   REQUIRE((*c1)->Forward(Input(bt, 0, 0, &co0.hidden), &co1).ok());
-  REQUIRE((*d1)->Forward(Input(bt, 0, 0, &do0.hidden), true, &do1).ok());
+  REQUIRE((*d1)->Forward(Input(bt, 0, 0, &do0.hidden), &do1).ok());
   CHECK(co1.loss_sum == do1.loss_sum);
   std::vector<float> cg, dg, unused;
   REQUIRE((*c1)->BackwardInput(0, {}, 0.01f, &cg).ok());
@@ -286,8 +293,8 @@ TEST_CASE("a two-stage pipeline equals GptStage's two stages", "[device]") {
     REQUIRE(s->BackwardWeight(0).ok());
     REQUIRE(s->DownloadGradients().ok());
   }
-  CHECK(BitEqual((*c0)->parameters().grads_arena(), (*d0)->host_parameters().grads_arena()));
-  CHECK(BitEqual((*c1)->parameters().grads_arena(), (*d1)->host_parameters().grads_arena()));
+  CHECK(BitEqual((*c0)->parameters().grads_arena(), (*d0)->parameters().grads_arena()));
+  CHECK(BitEqual((*c1)->parameters().grads_arena(), (*d1)->parameters().grads_arena()));
 }
 
 TEST_CASE("device stage: evaluation, segments, slots and errors", "[device]") {
@@ -296,7 +303,7 @@ TEST_CASE("device stage: evaluation, segments, slots and errors", "[device]") {
   EmulatedDeviceKernels kernels(ctx);
   DeviceStageOptions opts;
   opts.micro_batch_size = 2;
-  auto dev = DeviceGptStage::Create(c, StageLayout{0, c.num_layers, true, true}, &kernels, opts);
+  auto dev = GptStage::CreateOnDevice(c, StageLayout{0, c.num_layers, true, true}, &kernels, opts);
   REQUIRE(dev.ok());
   std::vector<std::string> keys;
   (*dev)->set_segment_runner([&](const SegmentInfo& info, const Segment& segment) {
@@ -306,16 +313,17 @@ TEST_CASE("device stage: evaluation, segments, slots and errors", "[device]") {
   const Batch bt = MakeBatch(c, 3);
   StageOutput out;
   // Eval frees its slot at once; three training micro-batches in flight take three slots.
-  REQUIRE((*dev)->Forward(Input(bt, 50, 0, nullptr), false, &out).ok());
+  REQUIRE((*dev)->EvalForward(Input(bt, 50, 0, nullptr), &out).ok());
   for (int64_t id = 0; id < 3; ++id) {
-    REQUIRE((*dev)->Forward(Input(bt, id, 0, nullptr), true, &out).ok());
+    REQUIRE((*dev)->Forward(Input(bt, id, 0, nullptr), &out).ok());
   }
   CHECK((*dev)->num_slots() == 3);
   CHECK(keys.front() == "eval-F/slot0/b2/s12/doc");
   CHECK(keys.back() == "F/slot2/b2/s12/doc");
-  // The same micro-batch twice, W before B, W out of forward order.
-  CHECK((*dev)->Forward(Input(bt, 1, 0, nullptr), true, &out).code() ==
-        absl::StatusCode::kFailedPrecondition);
+  // The same micro-batch twice (AlreadyExists, as on the CPU backend), W before B, W out
+  // of forward order.
+  CHECK((*dev)->Forward(Input(bt, 1, 0, nullptr), &out).code() ==
+        absl::StatusCode::kAlreadyExists);
   CHECK((*dev)->BackwardWeight(0).code() == absl::StatusCode::kFailedPrecondition);
   std::vector<float> unused;
   REQUIRE((*dev)->BackwardInput(1, {}, 1.0f, &unused).ok());
@@ -325,23 +333,30 @@ TEST_CASE("device stage: evaluation, segments, slots and errors", "[device]") {
   // Bad input: a token out of range, a shape beyond the slot.
   Batch bad = bt;
   bad.tokens[5] = static_cast<int32_t>(c.vocab_size);
-  const absl::Status bad_token = (*dev)->Forward(Input(bad, 9, 0, nullptr), true, &out);
+  const absl::Status bad_token = (*dev)->Forward(Input(bad, 9, 0, nullptr), &out);
   CHECK(bad_token.code() == absl::StatusCode::kInvalidArgument);
   CHECK(std::string(bad_token.message()).find("tokens[5] = 90") != std::string::npos);
   Batch big = bt;
   big.b = 3;
-  CHECK((*dev)->Forward(Input(big, 10, 0, nullptr), true, &out).code() ==
+  CHECK((*dev)->Forward(Input(big, 10, 0, nullptr), &out).code() ==
         absl::StatusCode::kInvalidArgument);
   // Refused configurations name their flag.
-  GptConfig recompute = c;
-  recompute.recompute_granularity = RecomputeGranularity::kFull;
+  GptConfig moe = c;
+  auto moe_config = std::make_shared<moe::MoELayerConfig>();
+  moe_config->router.hidden_size = c.hidden_size;
+  moe_config->router.num_experts = 4;
+  moe_config->router.topk = 2;
+  moe_config->expert.hidden_size = c.hidden_size;
+  moe_config->expert.ffn_hidden_size = 40;
+  moe_config->num_layers = c.num_layers;
+  moe.moe = moe_config;
+  moe.moe_layers.assign(static_cast<size_t>(c.num_layers), true);
   auto refused =
-      DeviceGptStage::Create(recompute, StageLayout{0, c.num_layers, true, true}, &kernels, opts);
-  CHECK(std::string(refused.status().message()).find("--recompute-granularity") !=
-        std::string::npos);
+      GptStage::CreateOnDevice(moe, StageLayout{0, c.num_layers, true, true}, &kernels, opts);
+  CHECK(std::string(refused.status().message()).find("--num-experts") != std::string::npos);
   DeviceStageOptions fused = opts;
   fused.fused_attention = true;
-  CHECK(DeviceGptStage::Create(c, StageLayout{0, c.num_layers, true, true}, &kernels, fused)
+  CHECK(GptStage::CreateOnDevice(c, StageLayout{0, c.num_layers, true, true}, &kernels, fused)
             .status()
             .code() == absl::StatusCode::kInvalidArgument);
 }
