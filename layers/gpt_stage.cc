@@ -12,8 +12,8 @@
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/elementwise.h"
 #include "layers/chunked_loss_head.h"
-#include "layers/gpt_stage_device_state.h"
 #include "layers/context_parallel/cp_batch.h"
+#include "layers/gpt_stage_device_state.h"
 #include "layers/modules/embedding.h"
 #include "layers/modules/linear.h"
 #include "layers/modules/norm.h"
@@ -252,10 +252,10 @@ absl::Status GptStage::ValidateInput(const MicroBatchInput& in, Mode mode) const
   }
   if (device_ != nullptr &&
       (b > device_options().micro_batch_size || s > device_options().seq_length)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "micro-batch ", in.micro_batch_id, ": micro_batch_size ", b, " x seq_length ", s,
-        ", expected 1..", device_options().micro_batch_size, " x 1..",
-        device_options().seq_length, " (the device stage's slot size)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("micro-batch ", in.micro_batch_id, ": micro_batch_size ", b, " x seq_length ",
+                     s, ", expected 1..", device_options().micro_batch_size, " x 1..",
+                     device_options().seq_length, " (the device stage's slot size)"));
   }
   if (device_ != nullptr && mode == Mode::kInference) {
     return absl::UnimplementedError(
@@ -394,23 +394,17 @@ const kernels::RngKey* GptStage::EmbeddingDropoutKey(const MicroBatchStash& st,
 absl::Status GptStage::EmbeddingForward(const MicroBatchStash& st, bool training, float* x0) {
   const int64_t b = st.b, s = st.s, t = b * s, h = config_.hidden_size;
   // Full [T, h] embedding: here x0 itself, except under SP (scattered afterwards).
-  std::vector<float> full_buf;
-  float* full = x0;
-  if (tp_.sp()) {
-    full_buf.resize(t * h);
-    full = full_buf.data();
-  }
+  float* full = tp_.sp() ? sp_full_.Get(t * h) : x0;
   // VocabParallelEmbedding: this shard's rows (others zero), summed over TP. Each row is
   // non-zero on exactly one rank, so the sum is exact.
-  MXMACA_RETURN_IF_ERROR(modules::WordEmbeddingForward(*kernels_, VocabRowsOf(), st.tokens.data(),
-                                                       backend_param(ids_.word_embeddings), t, h,
-                                                       full));
+  MXMACA_RETURN_IF_ERROR(modules::WordEmbeddingForward(
+      *kernels_, VocabRowsOf(), st.tokens.data(), backend_param(ids_.word_embeddings), t, h, full));
   if (tp_.size > 1) MXMACA_RETURN_IF_ERROR(ReduceFromTensorParallelRegion(tp_, full, t * h));
   if (ids_.position_embeddings >= 0) {
     MXMACA_RETURN_IF_ERROR(modules::PositionEmbeddingAdd(
         *kernels_, st.position_ids.data(), backend_param(ids_.position_embeddings), t, h, full));
   }
-  if (tp_.sp()) ScatterToSequenceParallelRegion(tp_, full, b, s, h, x0);
+  if (tp_.sp()) MXMACA_RETURN_IF_ERROR(ScatterToSequenceParallelRegion(tp_, full, b, s, h, x0));
   if (training && config_.hidden_dropout > 0.0f) {
     kernels::RngKey host_key;
     MXMACA_RETURN_IF_ERROR(StageDropout(*kernels_, tp_, cp_, cp_layout_, true, x0, x0, b, s, h,
@@ -421,7 +415,7 @@ absl::Status GptStage::EmbeddingForward(const MicroBatchStash& st, bool training
 }
 
 absl::Status GptStage::StageDropoutBackward(const float* dy, float* dx, const MicroBatchStash& st,
-                                          kernels::RngKey* host_key) {
+                                            kernels::RngKey* host_key) {
   return StageDropout(*kernels_, tp_, cp_, cp_layout_, false, dy, dx, st.b, st.s,
                       config_.hidden_size, config_.hidden_dropout,
                       EmbeddingDropoutKey(st, host_key));
@@ -498,8 +492,7 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
   if (!layout_.has_loss_head) {
     MXMACA_RETURN_IF_ERROR(Download(output->hidden.data(), stage_out, 4 * tl * h));
   } else if (mode != Mode::kInference) {
-    MXMACA_RETURN_IF_ERROR(
-        Download(output->token_losses.data(), DeviceTokenLosses(output), 4 * t));
+    MXMACA_RETURN_IF_ERROR(Download(output->token_losses.data(), DeviceTokenLosses(output), 4 * t));
   }
   MXMACA_RETURN_IF_ERROR(kernels_->Synchronize());
   if (!training) {
@@ -523,9 +516,9 @@ absl::Status GptStage::RunForward(const MicroBatchInput& in, Mode mode, MicroBat
   output->num_tokens = count;
   if (cp_.enabled()) {
     // The CP loss rule (cp_batch.h): numerator and token count summed over the CP ranks.
-    MXMACA_ASSIGN_OR_RETURN(cp::CpLossPart total,
-                            cp::AllReduceCpLoss(cp_.comm, cp_.group,
-                                                cp::CpLossPart{loss_sum, count}, cp_.timeout));
+    MXMACA_ASSIGN_OR_RETURN(
+        cp::CpLossPart total,
+        cp::AllReduceCpLoss(cp_.comm, cp_.group, cp::CpLossPart{loss_sum, count}, cp_.timeout));
     output->loss_sum = total.loss_sum;
     output->num_tokens = total.tokens;
   }
@@ -579,12 +572,7 @@ absl::Status GptStage::HeadForward(const MicroBatchInput& in, Mode mode, MicroBa
   st->lnf_out.Allocate(tracker, t * h);
   if (ln) st->lnf_mean.Allocate(tracker, tl);
   st->lnf_rstd.Allocate(tracker, tl);
-  std::vector<float> lnf_local;
-  float* lnf = st->lnf_out.data();
-  if (tp_.sp()) {
-    lnf_local.resize(tl * h);
-    lnf = lnf_local.data();
-  }
+  float* lnf = tp_.sp() ? sp_local_.Get(tl * h) : st->lnf_out.data();
   MXMACA_RETURN_IF_ERROR(modules::Norm(config_).Forward(
       *kernels_, st->final_input.data(), backend_param(ids_.final_norm_weight),
       ids_.final_norm_bias >= 0 ? backend_param(ids_.final_norm_bias) : nullptr, tl, h, lnf,
@@ -637,8 +625,23 @@ absl::Status GptStage::HeadForward(const MicroBatchInput& in, Mode mode, MicroBa
     return kernels_->CrossEntropyForward(st->logits.data(), labels, t, vl, vocab_.softmax,
                                          token_losses, st->lse.data());
   }
-  return VocabParallelCrossEntropyForward(ctx_, tp_, vocab_, st->logits.data(), t, labels,
-                                          token_losses, st->lse.data());
+  if (device_ == nullptr) {
+    return VocabParallelCrossEntropyForward(ctx_, tp_, vocab_, st->logits.data(), t, labels,
+                                            token_losses, st->lse.data());
+  }
+  // A device backend: the vocab-parallel cross-entropy's host arithmetic on a host copy of
+  // this rank's logits [T, VP/p] (the backend has no row-max / sum-exp kernels yet;
+  // docs/CUDA.md "Not done"), the losses and logsumexp copied back.
+  std::vector<float> host_logits(t * vl), loss(t), lse(t);
+  MXMACA_RETURN_IF_ERROR(Download(host_logits.data(), st->logits.data(), 4 * t * vl));
+  MXMACA_RETURN_IF_ERROR(kernels_->Synchronize());
+  TensorParallelContext host_tp = tp_;
+  host_tp.device = nullptr;
+  MXMACA_RETURN_IF_ERROR(VocabParallelCrossEntropyForward(
+      ctx_, host_tp, vocab_, host_logits.data(), t, in.labels.data(), loss.data(), lse.data()));
+  MXMACA_RETURN_IF_ERROR(Upload(token_losses, loss.data(), 4 * t));
+  MXMACA_RETURN_IF_ERROR(Upload(st->lse.data(), lse.data(), 4 * t));
+  return kernels_->Synchronize();
 }
 
 absl::Status GptStage::EnsureCpAttention(int64_t b) {

@@ -63,10 +63,13 @@
 // host copies of its outputs, one Synchronize. The F/B/W code is the same for both: the
 // CPU backend's copies are memcpy, and on the CPU kernels the device stage reproduces the
 // CPU stage bit for bit (layers/device/device_stage_test.cc).
+// Tensor (and sequence) parallelism on a device backend: the TP collectives copy their
+// device tensors to the host and back (TensorParallelContext::device), and so does the
+// vocab-parallel cross-entropy's forward (its logits); no CUDA graphs then.
 // On a device backend, not yet (InvalidArgument naming the flag, FailedPrecondition for
-// the call): tensor, context and expert parallelism and MoE layers (their collectives
-// and the MoE block address host memory), the chunked loss head (the whole logits are
-// kept), InferenceForward, and W out of forward order (the dynamic pipeline).
+// the call): context and expert parallelism and MoE layers (the ring and the MoE block
+// address host memory), the chunked loss head (the whole logits are kept),
+// InferenceForward, and W out of forward order (the dynamic pipeline).
 //
 // Gradient accumulation on a device: DeviceStageOptions::gradient_accumulation_fusion
 // (Megatron's --gradient-accumulation-fusion) makes the 2-D weights' GEMMs accumulate into
@@ -180,9 +183,13 @@ class GptStage {
   // InvalidArgument for an invalid config, one the device path does not run yet (naming
   // the flag), options out of range, or fused attention the kernels lack;
   // ResourceExhausted when the device memory does not suffice.
+  // tp: this stage's TP rank as in Create (nullptr or size 1: none); its collectives pass
+  // through host memory (TensorParallelContext::device). CreateOnDevice runs each op's
+  // TP collectives with synchronous copies, so its segments cannot be captured into CUDA
+  // graphs: give it no segment runner with TP > 1.
   static absl::StatusOr<std::unique_ptr<GptStage>> CreateOnDevice(
       const GptConfig& config, const StageLayout& layout, device::DeviceKernels* kernels,
-      const DeviceStageOptions& options);
+      const DeviceStageOptions& options, const TensorParallelContext* tp = nullptr);
   ~GptStage();
   GptStage(const GptStage&) = delete;
   GptStage& operator=(const GptStage&) = delete;
@@ -374,6 +381,7 @@ class GptStage {
   float* DeviceStageOutput();
   float* DeviceTokenLosses(StageOutput* output);  // output's own vector on the CPU backend
   float* DeviceLossGrad();
+  int32_t* DeviceLocalTargets();  // [T] the vocab-parallel cross-entropy's shard targets
   absl::Status RunDeviceSegment(const char* op, const MicroBatchStash& st,
                                 const device::Segment& segment);
   class DeviceGradSink;  // WeightGradSink over the device gradient arena
@@ -470,11 +478,11 @@ class GptStage {
   // The backend's parameter and gradient arenas (the store's own on the CPU backend).
   float* params_ = nullptr;
   float* grads_ = nullptr;
-  float* exp_avg_ = nullptr;     // AdamWStep's moments (allocated by its first call)
+  float* exp_avg_ = nullptr;  // AdamWStep's moments (allocated by its first call)
   float* exp_avg_sq_ = nullptr;
   std::vector<double> host_norm_partials_;
   std::vector<void*> backend_allocations_;  // AllocateBackend's, freed by the destructor
-  ScratchBuffer gamma_scratch_;  // the final norm's 1 + w (--apply-layernorm-1p)
+  ScratchBuffer gamma_scratch_;             // the final norm's 1 + w (--apply-layernorm-1p)
   ParameterStore store_;
   GptParameterIds ids_;
   std::vector<TransformerLayer> layers_;
@@ -499,9 +507,13 @@ class GptStage {
   std::vector<int32_t> rope_positions_;
   const int32_t* rope_backend_ = nullptr;  // PrepareRopePositions' result
   LayerScratch scratch_;
-  ScratchBuffer grad_a_, grad_b_;  // B's gradient between layers
+  ScratchBuffer grad_a_, grad_b_;    // B's gradient between layers
   ScratchBuffer recompute_discard_;  // a recomputed chunk's output (CPU backend)
-  std::vector<float> dloss_;       // the last stage's dL/d(token loss), host
+  // Sequence parallelism: a full [T, h] and a local [T/p, h] temporary (the embedding sum
+  // before its scatter, the output layer's partial input gradient; the final norm's local
+  // output, the embedding's local gradient).
+  ScratchBuffer sp_full_, sp_local_;
+  std::vector<float> dloss_;                   // the last stage's dL/d(token loss), host
   std::vector<std::vector<float>> sink_pool_;  // reusable per-tensor gradient buffers
 };
 

@@ -95,13 +95,13 @@ absl::Status GptStage::EmbeddingBackwardWeight(MicroBatchStash* st, WeightGradSi
   // d_embedding is the full [T, h] (gathered under SP), the same on every TP rank.
   const int64_t t = st->b * st->s, h = config_.hidden_size;
   float* dw = sink->Begin(ids_.word_embeddings);
-  MXMACA_RETURN_IF_ERROR(modules::WordEmbeddingBackward(
-      *kernels_, VocabRowsOf(), st->tokens.data(), st->d_embedding.data(), t, h, dw));
+  MXMACA_RETURN_IF_ERROR(modules::WordEmbeddingBackward(*kernels_, VocabRowsOf(), st->tokens.data(),
+                                                        st->d_embedding.data(), t, h, dw));
   sink->End(ids_.word_embeddings);
   if (ids_.position_embeddings >= 0) {
     float* dp = sink->Begin(ids_.position_embeddings);
-    MXMACA_RETURN_IF_ERROR(modules::PositionEmbeddingBackward(
-        *kernels_, st->position_ids.data(), st->d_embedding.data(), t, h, dp));
+    MXMACA_RETURN_IF_ERROR(modules::PositionEmbeddingBackward(*kernels_, st->position_ids.data(),
+                                                              st->d_embedding.data(), t, h, dp));
     sink->End(ids_.position_embeddings);
   }
   st->d_embedding.Free();
@@ -251,12 +251,7 @@ absl::Status GptStage::BackwardCompute(MicroBatchStash* st, const float* dloss, 
   // d_embedding: the gradient of the embedding sum, full [T, h] (under SP the local
   // rows' dropout backward, then gathered: the conjugate of the forward scatter).
   st->d_embedding.Allocate(&tracker_, t * h);
-  std::vector<float> local_buf;
-  float* local = st->d_embedding.data();
-  if (tp_.sp()) {
-    local_buf.resize(tl * h);
-    local = local_buf.data();
-  }
+  float* local = tp_.sp() ? sp_local_.Get(tl * h) : st->d_embedding.data();
   if (config_.hidden_dropout > 0.0f) {
     kernels::RngKey host_key;
     MXMACA_RETURN_IF_ERROR(StageDropoutBackward(d_cur, local, *st, &host_key));

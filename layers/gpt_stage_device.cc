@@ -59,7 +59,7 @@ GptStage::~GptStage() {
 
 absl::StatusOr<std::unique_ptr<GptStage>> GptStage::CreateOnDevice(
     const GptConfig& config, const StageLayout& layout, device::DeviceKernels* kernels,
-    const DeviceStageOptions& options) {
+    const DeviceStageOptions& options, const TensorParallelContext* tp) {
   if (kernels == nullptr) return absl::InvalidArgumentError("device stage: no DeviceKernels");
   MXMACA_RETURN_IF_ERROR(config.Validate());
   if (config.moe != nullptr) {
@@ -82,9 +82,12 @@ absl::StatusOr<std::unique_ptr<GptStage>> GptStage::CreateOnDevice(
         absl::StrCat("device stage: fused attention requested but the ", kernels->name(),
                      " backend has none for head dim ", config.head_dim()));
   }
-  MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<GptStage> stage,
-                          CreateOn(config, layout, opts.arena_multiple, nullptr, nullptr, nullptr,
-                                   kernels));
+  TensorParallelContext device_tp;
+  if (tp != nullptr) device_tp = *tp;
+  device_tp.device = kernels;  // its collectives stage device tensors through the host
+  MXMACA_ASSIGN_OR_RETURN(
+      std::unique_ptr<GptStage> stage,
+      CreateOn(config, layout, opts.arena_multiple, &device_tp, nullptr, nullptr, kernels));
   stage->InitializeParameters();
   MXMACA_RETURN_IF_ERROR(stage->InitDevice(opts));
   return stage;
@@ -133,7 +136,9 @@ absl::Status GptStage::InitDevice(const DeviceStageOptions& options) {
                 pj = config_.attention_projection_size();
   FloatCarver count(nullptr);
   auto carve = [&](FloatCarver& cv) {
-    auto bind = [&](ScratchBuffer& buffer, int64_t floats) { buffer.Bind(cv.Take(floats), floats); };
+    auto bind = [&](ScratchBuffer& buffer, int64_t floats) {
+      buffer.Bind(cv.Take(floats), floats);
+    };
     bind(grad_a_, t * h);
     bind(grad_b_, t * h);
     bind(gamma_scratch_, h);
@@ -145,7 +150,10 @@ absl::Status GptStage::InitDevice(const DeviceStageOptions& options) {
     bind(scratch_.e, 2 * b * ng * s * hn);
     bind(scratch_.gamma, std::max(h, hn));
     bind(scratch_.delta, b * np * s);
+    bind(sp_full_, t * h);
+    bind(sp_local_, t * h);
     d.rope_positions = cv.TakeInts(t);
+    d.local_targets = cv.TakeInts(t);
     d.stage_output = cv.Take(t * h);
     d.token_losses = cv.Take(t);
     d.loss_grad = cv.Take(t);
@@ -154,7 +162,8 @@ absl::Status GptStage::InitDevice(const DeviceStageOptions& options) {
   MXMACA_ASSIGN_OR_RETURN(float* scratch_base, AllocateBackend(count.used()));
   FloatCarver cv(scratch_base);
   carve(cv);
-  d.scratch_bytes = 4 * (count.used() + d.grad_temp_floats + (tied_here ? store_.info(ids_.word_embeddings).numel : 0));
+  d.scratch_bytes = 4 * (count.used() + d.grad_temp_floats +
+                         (tied_here ? store_.info(ids_.word_embeddings).numel : 0));
   const bool selective = config_.recompute_granularity == RecomputeGranularity::kSelective;
   if (selective && !options.fused_attention) {
     // No micro-batch keeps its attention probabilities from F to B (B recomputes them),
@@ -286,8 +295,8 @@ absl::Status GptStage::UploadDropoutKeys(MicroBatchStash* st) {
   keys[SlotKeyIndex(-1, DropoutSite::kEmbedding)] =
       DropoutKey(config_.seed, -1, DropoutSite::kEmbedding, st->iteration, st->micro_batch_id);
   for (int i = 0; i < nl; ++i) {
-    for (DropoutSite site : {DropoutSite::kAttentionProbs, DropoutSite::kAttentionOutput,
-                             DropoutSite::kMlpOutput}) {
+    for (DropoutSite site :
+         {DropoutSite::kAttentionProbs, DropoutSite::kAttentionOutput, DropoutSite::kMlpOutput}) {
       keys[SlotKeyIndex(i, site)] = DropoutKey(config_.seed, layout_.first_layer + i, site,
                                                st->iteration, st->micro_batch_id);
     }
@@ -297,12 +306,11 @@ absl::Status GptStage::UploadDropoutKeys(MicroBatchStash* st) {
                                 static_cast<int64_t>(sizeof(kernels::RngKey) * keys.size()));
 }
 
-const kernels::RngKey* GptStage::SlotDropoutKeys(const MicroBatchStash& st,
-                                                 int local_layer) const {
+const kernels::RngKey* GptStage::SlotDropoutKeys(const MicroBatchStash& st, int local_layer) const {
   if (device_ == nullptr || st.slot < 0) return nullptr;
   return device_->slots[st.slot].dropout_keys +
-         SlotKeyIndex(local_layer, local_layer < 0 ? DropoutSite::kEmbedding
-                                                   : DropoutSite::kAttentionProbs);
+         SlotKeyIndex(local_layer,
+                      local_layer < 0 ? DropoutSite::kEmbedding : DropoutSite::kAttentionProbs);
 }
 
 const int32_t* GptStage::DeviceRopePositions() const { return device_->rope_positions; }
@@ -311,6 +319,7 @@ float* GptStage::DeviceTokenLosses(StageOutput* output) {
   return device_ != nullptr ? device_->token_losses : output->token_losses.data();
 }
 float* GptStage::DeviceLossGrad() { return device_->loss_grad; }
+int32_t* GptStage::DeviceLocalTargets() { return device_->local_targets; }
 
 absl::Status GptStage::RunDeviceSegment(const char* op, const MicroBatchStash& st,
                                         const device::Segment& segment) {
@@ -457,7 +466,8 @@ absl::StatusOr<double> GptStage::GradNormSquared(const std::function<bool(int)>&
   host_norm_partials_.assign(n, 0.0);
   double* partials = device_ != nullptr ? device_->norm_partials : host_norm_partials_.data();
   for (int i = 0; i < n; ++i) {
-    MXMACA_RETURN_IF_ERROR(kernels_->SumSquares(backend_grad(i), store_.info(i).numel, partials + i));
+    MXMACA_RETURN_IF_ERROR(
+        kernels_->SumSquares(backend_grad(i), store_.info(i).numel, partials + i));
   }
   MXMACA_RETURN_IF_ERROR(Download(host_norm_partials_.data(), partials, 8 * n));
   MXMACA_RETURN_IF_ERROR(kernels_->Synchronize());
@@ -473,8 +483,8 @@ absl::Status GptStage::ScaleGrads(float factor) {
   return kernels_->Scale(base, store_.arena_elements(), factor);
 }
 
-absl::Status GptStage::AdamWStep(float lr, float weight_decay, float beta1, float beta2,
-                                 float eps, int64_t step) {
+absl::Status GptStage::AdamWStep(float lr, float weight_decay, float beta1, float beta2, float eps,
+                                 int64_t step) {
   const int64_t n = store_.arena_elements();
   if (exp_avg_ == nullptr) {  // the first step: zeroed moments
     MXMACA_ASSIGN_OR_RETURN(exp_avg_, AllocateBackend(n));
@@ -486,9 +496,9 @@ absl::Status GptStage::AdamWStep(float lr, float weight_decay, float beta1, floa
   for (int i = 0; i < store_.size(); ++i) {
     const ParameterInfo& info = store_.info(i);
     const int64_t off = info.arena_offset;
-    MXMACA_RETURN_IF_ERROR(kernels_->AdamWStep(
-        backend_param(i), backend_grad(i), exp_avg_ + off, exp_avg_sq_ + off, info.numel, lr,
-        beta1, beta2, eps, info.spec.weight_decay ? weight_decay : 0.0f, step));
+    MXMACA_RETURN_IF_ERROR(kernels_->AdamWStep(backend_param(i), backend_grad(i), exp_avg_ + off,
+                                               exp_avg_sq_ + off, info.numel, lr, beta1, beta2, eps,
+                                               info.spec.weight_decay ? weight_decay : 0.0f, step));
   }
   return absl::OkStatus();
 }

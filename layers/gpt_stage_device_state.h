@@ -30,6 +30,7 @@ struct GptStage::DeviceState {
   float* shared_probs = nullptr;
   // Per-op buffers (not kept between ops).
   int32_t* rope_positions = nullptr;  // [T]
+  int32_t* local_targets = nullptr;   // [T] (TP > 1)
   float* stage_output = nullptr;      // [T, h]
   float* token_losses = nullptr;      // [T]
   float* loss_grad = nullptr;         // [T]

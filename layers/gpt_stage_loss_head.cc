@@ -30,32 +30,44 @@ absl::Status GptStage::HeadBackwardInput(MicroBatchStash* st, const float* dloss
   } else {
     // Shard-local targets (-1: not in this shard) with the global logsumexp: exactly the
     // vocab-parallel gradient (cross_entropy.h).
-    std::vector<int32_t> local_targets(t);
+    std::vector<int32_t> local_targets(t), host_labels;
+    const int32_t* labels = st->labels.data();
+    if (device_ != nullptr) {  // the labels to the host (TP on a device: no segment graphs)
+      host_labels.resize(t);
+      MXMACA_RETURN_IF_ERROR(Download(host_labels.data(), st->labels.data(), 4 * t));
+      MXMACA_RETURN_IF_ERROR(kernels_->Synchronize());
+      labels = host_labels.data();
+    }
     for (int64_t i = 0; i < t; ++i) {
-      const int64_t c = st->labels.data()[i] - vocab_.start;
+      const int64_t c = labels[i] - vocab_.start;
       local_targets[i] = c >= 0 && c < vocab_.real ? static_cast<int32_t>(c) : -1;
     }
-    cpu::CrossEntropyBackward(ctx_, st->logits.data(), local_targets.data(), st->lse.data(),
-                              dloss, t, vl, vocab_.softmax, st->logits.data());
+    if (device_ == nullptr) {
+      cpu::CrossEntropyBackward(ctx_, st->logits.data(), local_targets.data(), st->lse.data(),
+                                dloss, t, vl, vocab_.softmax, st->logits.data());
+    } else {
+      // The same gradient by the backend's kernel (a target of -1 matches no column).
+      int32_t* targets = DeviceLocalTargets();
+      MXMACA_RETURN_IF_ERROR(Upload(targets, local_targets.data(), 4 * t));
+      MXMACA_RETURN_IF_ERROR(kernels_->CrossEntropyBackward(st->logits.data(), targets,
+                                                            st->lse.data(), dloss, t, vl,
+                                                            vocab_.softmax, st->logits.data()));
+      MXMACA_RETURN_IF_ERROR(kernels_->Synchronize());
+    }
   }
   if (!st->loss_head_chunked) st->lse.Free();
   // Output layer's input gradient: partial over the vocab shards, summed over TP
   // (reduce-scattered to this rank's rows with SP).
   st->d_lnf_out.Allocate(&tracker_, tl * h);
-  std::vector<float> partial_buf;
-  float* partial = st->d_lnf_out.data();
-  if (tp_.sp()) {
-    partial_buf.resize(t * h);
-    partial = partial_buf.data();
-  }
+  float* partial = tp_.sp() ? sp_full_.Get(t * h) : st->d_lnf_out.data();
   if (st->loss_head_chunked) {
     // Fused B+W: the output weight's gradient in the same pass over the chunks (one
     // recomputation of the logits instead of two); HeadBackwardWeight then skips it.
     float* dw = fused_sink != nullptr ? fused_sink->Begin(ids_.output_weight) : nullptr;
-    MXMACA_RETURN_IF_ERROR(ChunkedLossHeadBackward(
-        ctx_, tp_, vocab_, config_.loss_chunk_tokens, t, h, st->lnf_out.data(),
-        backend_param(ids_.output_weight), st->labels.data(), st->lse.data(), dloss, partial, dw,
-        &tracker_));
+    MXMACA_RETURN_IF_ERROR(
+        ChunkedLossHeadBackward(ctx_, tp_, vocab_, config_.loss_chunk_tokens, t, h,
+                                st->lnf_out.data(), backend_param(ids_.output_weight),
+                                st->labels.data(), st->lse.data(), dloss, partial, dw, &tracker_));
     if (fused_sink != nullptr &&
         !(ids_.output_weight == ids_.word_embeddings && layout_.has_embedding)) {
       fused_sink->End(ids_.output_weight);

@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/status_macros.h"
 
 namespace mxmaca::layers {
 
@@ -144,10 +146,36 @@ float* Scratch(int64_t n) {
   return buf.data();
 }
 
+// HostOp: a helper's work on host copies of its tensors, with a host context.
+using HostOp =
+    std::function<absl::Status(const TensorParallelContext& host, const float* in, float* out)>;
+
+// Staged: a device backend's tensors (tp.device): `in` [n_in] copied to the host, `op` run
+// on the copies, its output [n_out] copied back to `out` (both synchronous).
+absl::Status Staged(const TensorParallelContext& tp, const float* in, int64_t n_in, float* out,
+                    int64_t n_out, const HostOp& op) {
+  device::DeviceKernels& k = *tp.device;
+  std::vector<float> host_in(static_cast<size_t>(n_in)), host_out(static_cast<size_t>(n_out));
+  if (n_in > 0) MXMACA_RETURN_IF_ERROR(k.CopyToHost(host_in.data(), in, 4 * n_in));
+  MXMACA_RETURN_IF_ERROR(k.Synchronize());
+  TensorParallelContext host = tp;
+  host.device = nullptr;
+  MXMACA_RETURN_IF_ERROR(op(host, host_in.data(), host_out.data()));
+  if (n_out > 0) MXMACA_RETURN_IF_ERROR(k.CopyToDevice(out, host_out.data(), 4 * n_out));
+  return k.Synchronize();
+}
+
 }  // namespace
 
 absl::Status AllReduceSum(const TensorParallelContext& tp, float* data, int64_t count) {
   if (tp.size == 1 || count == 0) return absl::OkStatus();
+  if (tp.device != nullptr) {
+    return Staged(tp, data, count, data, count,
+                  [count](const TensorParallelContext& host, const float* in, float* out) {
+                    std::memcpy(out, in, 4 * count);
+                    return AllReduceSum(host, out, count);
+                  });
+  }
   return Wait(tp, "all_reduce", count, [&](transport::DoneCallback done) {
     tp.comm->AllReduceSum(tp.group, data, data, count, std::move(done));
   });
@@ -155,6 +183,12 @@ absl::Status AllReduceSum(const TensorParallelContext& tp, float* data, int64_t 
 
 absl::Status AllGather(const TensorParallelContext& tp, const float* send, float* recv,
                        int64_t count) {
+  if (tp.device != nullptr) {
+    return Staged(tp, send, count, recv, tp.size * count,
+                  [count](const TensorParallelContext& host, const float* in, float* out) {
+                    return AllGather(host, in, out, count);
+                  });
+  }
   if (tp.size == 1) {
     if (count > 0 && send != recv) std::memmove(recv, send, count * sizeof(float));
     return absl::OkStatus();
@@ -166,6 +200,12 @@ absl::Status AllGather(const TensorParallelContext& tp, const float* send, float
 
 absl::Status ReduceScatterSum(const TensorParallelContext& tp, const float* send, float* recv,
                               int64_t count) {
+  if (tp.device != nullptr) {
+    return Staged(tp, send, tp.size * count, recv, count,
+                  [count](const TensorParallelContext& host, const float* in, float* out) {
+                    return ReduceScatterSum(host, in, out, count);
+                  });
+  }
   if (tp.size == 1) {
     if (count > 0 && send != recv) std::memmove(recv, send, count * sizeof(float));
     return absl::OkStatus();
@@ -182,6 +222,12 @@ absl::Status ReduceFromTensorParallelRegion(const TensorParallelContext& tp, flo
 absl::Status GatherFromSequenceParallelRegion(const TensorParallelContext& tp, const float* local,
                                               int64_t b, int64_t s, int64_t w, float* full) {
   const int64_t p = tp.size, sl = s / p, block = b * sl * w;
+  if (tp.device != nullptr) {
+    return Staged(tp, local, block, full, p * block,
+                  [=](const TensorParallelContext& host, const float* in, float* out) {
+                    return GatherFromSequenceParallelRegion(host, in, b, s, w, out);
+                  });
+  }
   if (p == 1 || b == 1) return AllGather(tp, local, full, block);
   // recv = [p, b, s/p, w]; reorder to [b, s, w] (rank r's rows go to positions r s/p...).
   float* gathered = Scratch(p * block);
@@ -199,6 +245,12 @@ absl::Status ReduceScatterToSequenceParallelRegion(const TensorParallelContext& 
                                                    const float* full, int64_t b, int64_t s,
                                                    int64_t w, float* local) {
   const int64_t p = tp.size, sl = s / p, block = b * sl * w;
+  if (tp.device != nullptr) {
+    return Staged(tp, full, p * block, local, block,
+                  [=](const TensorParallelContext& host, const float* in, float* out) {
+                    return ReduceScatterToSequenceParallelRegion(host, in, b, s, w, out);
+                  });
+  }
   if (p == 1 || b == 1) return ReduceScatterSum(tp, full, local, block);
   // send = [p, b, s/p, w]: block r holds rank r's positions of every sequence.
   float* send = Scratch(p * block);
@@ -211,17 +263,30 @@ absl::Status ReduceScatterToSequenceParallelRegion(const TensorParallelContext& 
   return ReduceScatterSum(tp, send, local, block);
 }
 
-void ScatterToSequenceParallelRegion(const TensorParallelContext& tp, const float* full, int64_t b,
-                                     int64_t s, int64_t w, float* local) {
+absl::Status ScatterToSequenceParallelRegion(const TensorParallelContext& tp, const float* full,
+                                             int64_t b, int64_t s, int64_t w, float* local) {
   const int64_t p = tp.size, sl = s / p;
   for (int64_t bi = 0; bi < b; ++bi) {
-    std::memcpy(local + bi * sl * w, full + (bi * s + tp.rank * sl) * w, sl * w * sizeof(float));
+    float* dst = local + bi * sl * w;
+    const float* src = full + (bi * s + tp.rank * sl) * w;
+    if (tp.device != nullptr) {
+      MXMACA_RETURN_IF_ERROR(tp.device->CopyDeviceToDevice(dst, src, sl * w * sizeof(float)));
+    } else {
+      std::memcpy(dst, src, sl * w * sizeof(float));
+    }
   }
+  return absl::OkStatus();
 }
 
 absl::Status GatherFromTensorParallelRegion(const TensorParallelContext& tp, const float* local,
                                             int64_t n, int64_t w, float* full) {
   const int64_t p = tp.size;
+  if (tp.device != nullptr) {
+    return Staged(tp, local, n * w, full, p * n * w,
+                  [=](const TensorParallelContext& host, const float* in, float* out) {
+                    return GatherFromTensorParallelRegion(host, in, n, w, out);
+                  });
+  }
   if (p == 1) return AllGather(tp, local, full, n * w);
   float* gathered = Scratch(p * n * w);  // [p, n, w]
   if (absl::Status st = AllGather(tp, local, gathered, n * w); !st.ok()) return st;

@@ -59,6 +59,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "layers/device/device_kernels.h"
 #include "layers/gpt_config.h"
 #include "layers/parameter_store.h"
 #include "transport/communicator.h"
@@ -74,6 +75,11 @@ namespace mxmaca::layers {
 //   sequence_parallel: --sequence-parallel.
 //   timeout: how long a blocking helper waits for its collective before it gives up with
 //     DeadlineExceeded (a peer that never posts must not hang the job silently).
+//   device: set when the tensors the helpers below take live in a device backend's memory
+//     (layers/gpt_stage.h CreateOnDevice): each helper then copies its input to host
+//     memory, runs there over the communicator and copies its output back (synchronous).
+//     Until the collectives run on device buffers (NCCL), TP on a device passes through
+//     the host this way. nullptr: host memory.
 struct TensorParallelContext {
   transport::Communicator* comm = nullptr;
   transport::ProcessGroup group;
@@ -81,6 +87,7 @@ struct TensorParallelContext {
   int size = 1;
   bool sequence_parallel = false;
   absl::Duration timeout = absl::Minutes(5);
+  device::DeviceKernels* device = nullptr;
 
   // sp: sequence parallelism in effect (size > 1 and sequence_parallel).
   bool sp() const { return size > 1 && sequence_parallel; }
@@ -166,8 +173,9 @@ absl::Status ReduceScatterToSequenceParallelRegion(const TensorParallelContext& 
                                                    int64_t w, float* local);
 // ScatterToSequenceParallelRegion: full [b, s, w] (identical on every rank) -> local
 // [b, s/p, w] (this rank's positions; no communication). Its backward is the gather.
-void ScatterToSequenceParallelRegion(const TensorParallelContext& tp, const float* full, int64_t b,
-                                     int64_t s, int64_t w, float* local);
+// Errors: only the device copies' (tp.device).
+absl::Status ScatterToSequenceParallelRegion(const TensorParallelContext& tp, const float* full,
+                                             int64_t b, int64_t s, int64_t w, float* local);
 
 // GatherFromTensorParallelRegion: local [n, w] (this rank's column block of a
 // column-parallel output) -> full [n, p w] (blocks in rank order along the last dim).

@@ -516,8 +516,10 @@ absl::Status TransformerLayer::BackwardWeight(const LayerCall& call, LayerStash*
     if (MoEOnLocalTokens(call)) {  // the router and shared expert saw this rank's rows
       x_local.resize(static_cast<size_t>(tl * h));
       dy_local.resize(static_cast<size_t>(tl * h));
-      ScatterToSequenceParallelRegion(*call.tp, x, call.b, call.s, h, x_local.data());
-      ScatterToSequenceParallelRegion(*call.tp, dy, call.b, call.s, h, dy_local.data());
+      MXMACA_RETURN_IF_ERROR(
+          ScatterToSequenceParallelRegion(*call.tp, x, call.b, call.s, h, x_local.data()));
+      MXMACA_RETURN_IF_ERROR(
+          ScatterToSequenceParallelRegion(*call.tp, dy, call.b, call.s, h, dy_local.data()));
       x = x_local.data();
       dy = dy_local.data();
     }
@@ -610,7 +612,8 @@ absl::Status TransformerLayer::MoEForward(const LayerCall& call, LayerStash* st,
   const float* x = st->ln2_out.data();
   if (local) {
     float* x_local = LayerScratch::Get(scratch->b, tl * h);
-    ScatterToSequenceParallelRegion(*call.tp, x, call.b, call.s, h, x_local);
+    MXMACA_RETURN_IF_ERROR(
+        ScatterToSequenceParallelRegion(*call.tp, x, call.b, call.s, h, x_local));
     x = x_local;
   }
   float* y_full = LayerScratch::Get(scratch->a, mc.num_tokens * h);
@@ -619,7 +622,7 @@ absl::Status TransformerLayer::MoEForward(const LayerCall& call, LayerStash* st,
   float* y = y_full;
   if (Sp(call) && !local) {
     y = LayerScratch::Get(scratch->c, tl * h);
-    ScatterToSequenceParallelRegion(*call.tp, y_full, call.b, call.s, h, y);
+    MXMACA_RETURN_IF_ERROR(ScatterToSequenceParallelRegion(*call.tp, y_full, call.b, call.s, h, y));
   }
   return MlpOutputToResidual(call, st, y, out, keep);
 }
@@ -635,8 +638,10 @@ absl::Status TransformerLayer::MoEBackwardInput(const LayerCall& call, LayerStas
   if (MoEOnLocalTokens(call)) {
     float* x_local = LayerScratch::Get(scratch->b, tl * h);
     float* dy_local = LayerScratch::Get(scratch->c, tl * h);
-    ScatterToSequenceParallelRegion(*call.tp, st->ln2_out.data(), call.b, call.s, h, x_local);
-    ScatterToSequenceParallelRegion(*call.tp, st->d_fc2.data(), call.b, call.s, h, dy_local);
+    MXMACA_RETURN_IF_ERROR(
+        ScatterToSequenceParallelRegion(*call.tp, st->ln2_out.data(), call.b, call.s, h, x_local));
+    MXMACA_RETURN_IF_ERROR(
+        ScatterToSequenceParallelRegion(*call.tp, st->d_fc2.data(), call.b, call.s, h, dy_local));
     MXMACA_RETURN_IF_ERROR(moe_->BackwardInput(call.ctx, x_local, dy_local,
                                                call.moe_aux_loss_grad_scale, st->moe.get(),
                                                st->d_ln2_out.data()));
@@ -648,7 +653,8 @@ absl::Status TransformerLayer::MoEBackwardInput(const LayerCall& call, LayerStas
                                              call.moe_aux_loss_grad_scale, st->moe.get(), dx_full));
   st->moe_bytes.Set(call.tracker, moe::MoEStashBytes(*st->moe));
   if (Sp(call)) {
-    ScatterToSequenceParallelRegion(*call.tp, dx_full, call.b, call.s, h, st->d_ln2_out.data());
+    MXMACA_RETURN_IF_ERROR(ScatterToSequenceParallelRegion(*call.tp, dx_full, call.b, call.s, h,
+                                                           st->d_ln2_out.data()));
   } else {
     MXMACA_RETURN_IF_ERROR(call.kernels->CopyDeviceToDevice(
         st->d_ln2_out.data(), dx_full, sizeof(float) * static_cast<size_t>(t * h)));

@@ -23,12 +23,9 @@ absl::Status CheckDeviceArgs(const MegatronArgs& a) {
   const std::string which = absl::StrCat("--device ", *a.device);
   auto refuse = [&](const std::string& what) {
     return absl::UnimplementedError(
-        absl::StrCat(which, " runs dense GPT models with pipeline and data parallelism only; ",
+        absl::StrCat(which, " runs dense GPT models with pipeline, data and tensor parallelism only; ",
                      what, " needs --device cpu for now (docs/CUDA.md)"));
   };
-  if (a.tensor_model_parallel_size > 1) {
-    return refuse(absl::StrCat("--tensor-model-parallel-size ", a.tensor_model_parallel_size));
-  }
   if (a.context_parallel_size > 1) {
     return refuse(absl::StrCat("--context-parallel-size ", a.context_parallel_size));
   }

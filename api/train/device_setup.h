@@ -12,9 +12,9 @@
 //                  weights) on the emulated device (the CPU kernels on memory the host
 //                  cannot read): bit-identical to cpu, so CI tests the GPU path's logic and
 //                  its device-memory discipline without a GPU.
-// The device backends run dense GPT models with TP = CP = EP = 1 (pipeline and data
-// parallelism, in one process or several; selective or full recomputation); everything
-// else is refused by name.
+// The device backends run dense GPT models with CP = EP = 1 (pipeline, data and tensor
+// parallelism with or without SP, in one process or several; selective or full
+// recomputation); everything else is refused by name.
 #ifndef MXMACA_API_TRAIN_DEVICE_SETUP_H_
 #define MXMACA_API_TRAIN_DEVICE_SETUP_H_
 

@@ -31,9 +31,13 @@ TEST_CASE("the device backends refuse what they do not run, by flag", "[device]"
     INFO(s.message());
     CHECK(Has(std::string(s.message()), flag + " needs --device cpu"));
   };
-  MegatronArgs tp = a;
+  MegatronArgs tp = a;  // runs: its collectives pass through host memory
   tp.tensor_model_parallel_size = 2;
-  refused(tp, "--tensor-model-parallel-size 2");
+  tp.sequence_parallel = true;
+  CHECK(CheckDeviceArgs(tp).ok());
+  MegatronArgs cp = a;
+  cp.context_parallel_size = 2;
+  refused(cp, "--context-parallel-size 2");
   MegatronArgs cap = a;
   cap.memory_cap_per_shard = "1G";
   refused(cap, "--memory-cap-per-shard");

@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
 #include "actors/gpt_stage_program.h"
+#include "base/status_macros.h"
 #include "layers/context_parallel/cp_context.h"
 #include "layers/device/cuda_graph_runner.h"
 #include "layers/gpt_stage.h"
@@ -26,7 +26,7 @@ absl::Status BuildDeviceRank(const layers::GptConfig& model,
                              const std::vector<layers::StageLayout>& layouts,
                              const StageRankOptions& options, int64_t arena_multiple,
                              int64_t bucket_elements, int32_t grad_group, int32_t shard_rank,
-                             StageRank* sr) {
+                             const layers::TensorParallelContext* tp, StageRank* sr) {
   MXMACA_ASSIGN_OR_RETURN(
       std::unique_ptr<layers::device::DeviceKernels> kernels,
       MakeDeviceKernels(options.device, options.gpu, model.num_threads, model.precision));
@@ -37,7 +37,10 @@ absl::Status BuildDeviceRank(const layers::GptConfig& model,
   device_options.fused_attention =
       options.fused_attention && kernels->has_fused_attention(model.head_dim());
   std::shared_ptr<layers::device::CudaGraphs> graphs;
-  if (options.device == Device::kCuda &&
+  // CUDA graphs: not with TP, whose collectives pass through host memory with synchronous
+  // copies inside the segments (TensorParallelContext::device).
+  const bool tensor_parallel = tp != nullptr && tp->size > 1;
+  if (options.device == Device::kCuda && !tensor_parallel &&
       options.cuda_graphs.mode != kernels::CudaGraphMode::kNone) {
     MXMACA_ASSIGN_OR_RETURN(graphs, layers::device::MakeCudaGraphs(options.cuda_graphs));
   }
@@ -45,7 +48,7 @@ absl::Status BuildDeviceRank(const layers::GptConfig& model,
   for (const layers::StageLayout& layout : layouts) {
     MXMACA_ASSIGN_OR_RETURN(
         std::unique_ptr<layers::GptStage> stage,
-        layers::GptStage::CreateOnDevice(model, layout, kernels.get(), device_options));
+        layers::GptStage::CreateOnDevice(model, layout, kernels.get(), device_options, tp));
     layers::ParameterStore& store = stage->parameters();
     sr->num_parameters += store.num_elements();
     MXMACA_ASSIGN_OR_RETURN(layers::DataParallelBuckets buckets,
@@ -65,9 +68,9 @@ absl::Status BuildDeviceRank(const layers::GptConfig& model,
     }
     chunks.push_back(std::move(stage));
   }
-  auto program = std::make_shared<actors::GptStageProgram>(
-      std::move(kernels), std::move(chunks), options.num_microbatches,
-      options.reset_attention_mask);
+  auto program = std::make_shared<actors::GptStageProgram>(std::move(kernels), std::move(chunks),
+                                                           options.num_microbatches,
+                                                           options.reset_attention_mask);
   program->set_cuda_graphs(std::move(graphs));
   sr->program = std::move(program);
   return absl::OkStatus();
@@ -156,9 +159,9 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
       }
     }
     if (options.device != Device::kCpu) {
-      MXMACA_RETURN_IF_ERROR(
-          BuildDeviceRank(model, placement.layouts[pp], options, 16LL * grad_group,
-                          bucket_elements, grad_group, r * cp + c, &sr));
+      MXMACA_RETURN_IF_ERROR(BuildDeviceRank(model, placement.layouts[pp], options,
+                                             16LL * grad_group, bucket_elements, grad_group,
+                                             r * cp + c, tp_context ? &*tp_context : nullptr, &sr));
       ranks.push_back(std::move(sr));
       continue;
     }

@@ -20,8 +20,8 @@
 #include "kernels/cuda_graph_flags.h"
 #include "layers/device/cuda_device_kernels.h"
 #include "layers/device/cuda_graph_runner.h"
-#include "layers/gpt_stage.h"
 #include "layers/flops.h"
+#include "layers/gpt_stage.h"
 #include "tests/gpu/pipeline_loop.h"
 #include "tests/gpu/reference_losses.h"
 #include "tests/gpu/training_loop.h"
@@ -31,13 +31,13 @@ namespace {
 
 namespace kc = ::mxmaca::kernels::cuda;
 using kernels::Precision;
+using layers::DeviceStageOptions;
 using layers::GptConfig;
-using layers::device::CudaDeviceKernels;
-using layers::device::CudaGraphs;
 using layers::GptStage;
 using layers::MicroBatchInput;
-using layers::DeviceStageOptions;
 using layers::StageOutput;
+using layers::device::CudaDeviceKernels;
+using layers::device::CudaGraphs;
 using layers::device::Segment;
 using layers::device::SegmentRunner;
 using Clock = std::chrono::steady_clock;
@@ -323,8 +323,8 @@ GptConfig ThroughputConfig() {
   return c;
 }
 
-// EstimateDeviceBytes: about what a device GptStage (gpt_stage_device.cc InitDevice and AcquireSlot,
-// fused attention, one slot) allocates at micro-batch b: four fp32 arenas of the
+// EstimateDeviceBytes: about what a device GptStage (gpt_stage_device.cc InitDevice and
+// AcquireSlot, fused attention, one slot) allocates at micro-batch b: four fp32 arenas of the
 // parameters, the scratch, one slot, the tied-embedding and gradient temporaries, and the
 // cuBLASLt workspace. Only to choose where to start; Create + one step decides.
 double EstimateDeviceBytes(const GptConfig& c, int64_t b) {

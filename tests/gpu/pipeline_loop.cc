@@ -147,8 +147,8 @@ absl::StatusOr<PipelineResult> RunTwoStagePipeline(
   std::array<std::unique_ptr<GptStage>, 2> stages;
   PipelineStepTiming timing;  // of the running step; stage r touches only index r
   for (int r = 0; r < 2; ++r) {
-    MXMACA_ASSIGN_OR_RETURN(stages[r], GptStage::CreateOnDevice(config, layouts[r], kernels[r],
-                                                               stage_options));
+    MXMACA_ASSIGN_OR_RETURN(
+        stages[r], GptStage::CreateOnDevice(config, layouts[r], kernels[r], stage_options));
     stages[r]->set_segment_runner([r, &timing, runner = runners[r]](
                                       const layers::device::SegmentInfo& info,
                                       const Segment& segment) {

@@ -21,8 +21,8 @@ namespace mxmaca::gpu_check {
 namespace {
 
 using kernels::Precision;
-using layers::device::EmulatedDeviceKernels;
 using layers::DeviceStageOptions;
+using layers::device::EmulatedDeviceKernels;
 using layers::device::Segment;
 
 // Fewer steps than the GPU check's 20 keep the test at a few seconds; bit equality of

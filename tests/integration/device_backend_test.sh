@@ -6,10 +6,11 @@
 # backends accept: one device, PP x DP with 1F1B, interleaved virtual stages with the
 # distributed optimizer, zero-bubble ZB-H1 with tied embeddings and RoPE/SwiGLU, bf16,
 # Llama-3 RoPE scaling with interleaved pairs, q/k layernorms and zero-centred norms,
-# selective and full recomputation,
-# optimistic steps (--optimizer-post-validation) with an overlapped parameter gather, a resume,
-# and 4 UCX processes. --device cuda without a GPU fails with the no-GPU message, and what
-# the device backends do not run yet is refused by name. (With gradient accumulation
+# selective and full recomputation, tensor parallelism (with and without sequence
+# parallelism, its collectives through host memory),
+# optimistic steps (--optimizer-post-validation) with an overlapped parameter gather, a
+# resume, and 4 UCX processes (PP2 x DP2, and TP2 x PP2). --device cuda without a GPU fails
+# with the no-GPU message, and what the device backends do not run yet is refused by name. (With gradient accumulation
 # fusion the weight GEMMs would round differently, so this test runs with
 # --no-gradient-accumulation-fusion: the fused numerics are checked in
 # layers/device/device_stage_test within their fp32 bound.)
@@ -78,6 +79,10 @@ check selective_recompute --recompute-granularity selective --pipeline-model-par
   --world-size 2
 check full_recompute --recompute-granularity full --recompute-method uniform \
   --recompute-num-layers 1 --pipeline-model-parallel-size 2 --world-size 2
+check tp2_sp_pp2 --tensor-model-parallel-size 2 --sequence-parallel --pipeline-model-parallel-size 2 \
+  --world-size 4
+check tp2_dp2_rope_swiglu --tensor-model-parallel-size 2 --world-size 4 --position-embedding-type rope \
+  --swiglu --normalization RMSNorm --qk-layernorm --use-distributed-optimizer --overlap-grad-reduce
 check post_validation --pipeline-model-parallel-size 2 --world-size 4 --optimizer-post-validation \
   --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
 
@@ -97,6 +102,14 @@ port=$((20000 + RANDOM % 20000))
   --pipeline-model-parallel-size 2 --device device-on-cpu --save mp.dev > mp.dev.log 2>&1 ||
   { echo "FAIL multi-process: the run failed"; tail -8 mp.dev.log; exit 1; }
 same multiprocess_pp2_dp2 pp2_dp2.cpu mp.dev
+# 4 UCX processes with TP2 x PP2 (sequence parallel; the TP collectives go device -> host
+# -> UCX -> host -> device): the in-process cpu run.
+port=$((20000 + RANDOM % 20000))
+"$mxmaca" launch --nproc-per-node 4 --master-port "$port" -- train "${base[@]}" \
+  --tensor-model-parallel-size 2 --sequence-parallel --pipeline-model-parallel-size 2 \
+  --device device-on-cpu --save mp_tp.dev > mp_tp.dev.log 2>&1 ||
+  { echo "FAIL multi-process TP: the run failed"; tail -8 mp_tp.dev.log; exit 1; }
+same multiprocess_tp2_sp_pp2 tp2_sp_pp2.cpu mp_tp.dev
 
 # Errors: cuda without a GPU (or without CUDA in the build), and refusals by name.
 if "$mxmaca" train "${base[@]}" --device cuda > cuda.log 2>&1; then
@@ -104,7 +117,7 @@ if "$mxmaca" train "${base[@]}" --device cuda > cuda.log 2>&1; then
 fi
 grep -Eq -- "--device cuda: (no GPU|MXMACA was built without CUDA)" cuda.log ||
   { echo "FAIL cuda: unexpected message"; cat cuda.log; exit 1; }
-for flags in "--tensor-model-parallel-size 2 --world-size 2|--tensor-model-parallel-size 2" \
+for flags in "--context-parallel-size 2 --world-size 2|--context-parallel-size 2" \
              "--num-experts 4|--num-experts" \
              "--memory-cap-per-shard 1G|--memory-cap-per-shard"; do
   f="${flags%%|*}" want="${flags##*|}"
@@ -114,5 +127,5 @@ for flags in "--tensor-model-parallel-size 2 --world-size 2|--tensor-model-paral
   grep -q -- "$want needs --device cpu" refuse.log ||
     { echo "FAIL refuse $f: unexpected message"; cat refuse.log; exit 1; }
 done
-echo "ok   errors: no GPU, and TP / MoE / memory cap refused by name"
+echo "ok   errors: no GPU, and CP / MoE / memory cap refused by name"
 echo PASS
