@@ -69,7 +69,9 @@
 // On a device backend, not yet (InvalidArgument naming the flag, FailedPrecondition for
 // the call): context and expert parallelism and MoE layers (the ring and the MoE block
 // address host memory), the chunked loss head (the whole logits are kept),
-// InferenceForward, and W out of forward order (the dynamic pipeline).
+// and InferenceForward. W out of forward order (the dynamic pipeline) keeps the
+// micro-batch's gradient in an arena-sized pending buffer of its slot, as the CPU backend
+// keeps it in the stash.
 //
 // Gradient accumulation on a device: DeviceStageOptions::gradient_accumulation_fusion
 // (Megatron's --gradient-accumulation-fusion) makes the 2-D weights' GEMMs accumulate into
@@ -313,9 +315,11 @@ class GptStage {
   // allocations pass the cap) and every later call returns it too. Eval and inference
   // temporaries are not capped. One cap per GptStage: a rank with virtual pipeline stages
   // (several model chunks) caps each chunk separately.
-  void SetMemoryCap(int64_t cap_bytes, std::string shard) {
-    tracker_.SetCap(cap_bytes, std::move(shard));
-  }
+  // On a device backend the cap is on the micro-batch slots' device bytes (slots x
+  // slot_bytes, what GptStageProgram reports as the peak): a Forward that needs a new slot
+  // beyond it returns ResourceExhausted "out of memory: shard <shard>: allocating <n> bytes
+  // for the slot of micro-batch <m> would use ... of the <cap>-byte cap".
+  void SetMemoryCap(int64_t cap_bytes, std::string shard);
   int64_t peak_activation_bytes() const { return tracker_.peak(); }
   void ResetPeakActivationBytes() { tracker_.ResetPeak(); }
 
@@ -384,8 +388,11 @@ class GptStage {
   int32_t* DeviceLocalTargets();  // [T] the vocab-parallel cross-entropy's shard targets
   absl::Status RunDeviceSegment(const char* op, const MicroBatchStash& st,
                                 const device::Segment& segment);
-  class DeviceGradSink;  // WeightGradSink over the device gradient arena
-  std::unique_ptr<WeightGradSink> MakeDeviceSink();
+  class DeviceGradSink;     // WeightGradSink over the device gradient arena
+  class DevicePendingSink;  // into the slot's pending buffer (W out of forward order)
+  std::unique_ptr<WeightGradSink> MakeDeviceSink(const MicroBatchStash& st, bool direct);
+  // DevicePendingGrads: the slot's arena-shaped pending gradient buffer (MakeDeviceSink).
+  float* DevicePendingGrads(const MicroBatchStash& st);
 
   // ---- one op: inputs in, the segment, outputs out ----
   // RunSegment: `segment` (an op's backend work on `st`) through the segment runner on a
@@ -449,12 +456,10 @@ class GptStage {
   // EnsureCpAttention: with CP, the ring attention object for micro-batch size b.
   absl::Status EnsureCpAttention(int64_t b);
   // Adds the stash's pending gradient (if any) to the arena and retires flushed stashes
-  // in micro-batch order.
-  void RetireInOrder();
-  // CheckWeightGradOrder: FailedPrecondition on a device backend when W of micro_batch_id
-  // is not the next in forward order. RetireWeightGrads: after the W of `st`.
-  absl::Status CheckWeightGradOrder(int64_t micro_batch_id) const;
-  void RetireWeightGrads(MicroBatchStash* st, bool direct);
+  // in micro-batch order. Errors: the backend's add.
+  absl::Status RetireInOrder();
+  // RetireWeightGrads: after the W of `st`: retired (direct: it was the oldest) or pending.
+  absl::Status RetireWeightGrads(MicroBatchStash* st, bool direct);
   std::unique_ptr<WeightGradSink> MakeSink(MicroBatchStash* st, bool direct);
   // Stash lookup and release over the host map or the device slots.
   MicroBatchStash* FindStash(int64_t micro_batch_id);

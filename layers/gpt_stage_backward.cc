@@ -115,48 +115,43 @@ modules::VocabRows GptStage::VocabRowsOf() const {
 }
 
 std::unique_ptr<WeightGradSink> GptStage::MakeSink(MicroBatchStash* st, bool direct) {
-  if (device_ != nullptr) return MakeDeviceSink();  // in forward order only (the callers)
+  if (device_ != nullptr) return MakeDeviceSink(*st, direct);
   if (direct) return std::make_unique<DirectSink>(&store_, ctx_, &sink_pool_);
   st->pending_grads.AllocateZeroed(&tracker_, static_cast<int64_t>(store_.grads_arena().size()));
   return std::make_unique<PendingSink>(&store_, st->pending_grads.data());
 }
 
-void GptStage::RetireInOrder() {
+absl::Status GptStage::RetireInOrder() {
   while (!forward_order_.empty()) {
-    auto it = stashes_.find(forward_order_.front());
-    if (it == stashes_.end() || it->second->phase != MicroBatchStash::Phase::kWeightGradPending) {
-      break;
+    const int64_t id = forward_order_.front();
+    MicroBatchStash* st = FindStash(id);
+    if (st == nullptr || st->phase != MicroBatchStash::Phase::kWeightGradPending) break;
+    if (device_ != nullptr) {
+      const int64_t n = store_.arena_elements();
+      MXMACA_RETURN_IF_ERROR(kernels_->Add(grads_, DevicePendingGrads(*st), grads_, n));
+    } else {
+      absl::Span<float> arena = store_.grads_arena();
+      cpu::Add(ctx_, arena.data(), st->pending_grads.data(), arena.data(),
+               static_cast<int64_t>(arena.size()));
     }
-    absl::Span<float> arena = store_.grads_arena();
-    cpu::Add(ctx_, arena.data(), it->second->pending_grads.data(), arena.data(),
-             static_cast<int64_t>(arena.size()));
-    stashes_.erase(it);
     forward_order_.pop_front();
+    ReleaseStash(id);
   }
-}
-
-absl::Status GptStage::CheckWeightGradOrder(int64_t micro_batch_id) const {
-  if (device_ == nullptr || (!forward_order_.empty() && forward_order_.front() == micro_batch_id)) {
-    return absl::OkStatus();
-  }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "device stage: W of micro-batch ", micro_batch_id, " before W of micro-batch ",
-      forward_order_.empty() ? -1 : forward_order_.front(),
-      ": the device backend adds weight gradients in forward order (no --dynamic-pipeline)"));
+  return absl::OkStatus();
 }
 
 // RetireWeightGrads: after W (or fused B+W) of `st`: its gradient is in the arena (direct)
 // or pending until the earlier micro-batches' are.
-void GptStage::RetireWeightGrads(MicroBatchStash* st, bool direct) {
+absl::Status GptStage::RetireWeightGrads(MicroBatchStash* st, bool direct) {
   st->doc_start.Free();
-  if (direct) {
-    const int64_t id = st->micro_batch_id;
-    forward_order_.pop_front();
-    ReleaseStash(id);
-    if (device_ == nullptr) RetireInOrder();
-  } else {
+  if (!direct) {
     st->phase = MicroBatchStash::Phase::kWeightGradPending;
+    return absl::OkStatus();
   }
+  const int64_t id = st->micro_batch_id;
+  forward_order_.pop_front();
+  ReleaseStash(id);
+  return RetireInOrder();
 }
 
 absl::Status GptStage::RunBackward(int64_t micro_batch_id, absl::Span<const float> d_output,
@@ -175,7 +170,6 @@ absl::Status GptStage::RunBackward(int64_t micro_batch_id, absl::Span<const floa
     return absl::InvalidArgumentError(
         absl::StrCat("d_output: got ", d_output.size(), " elements, expected ", tl * h));
   }
-  if (fused) MXMACA_RETURN_IF_ERROR(CheckWeightGradOrder(micro_batch_id));
   MXMACA_RETURN_IF_ERROR(EnsureCpAttention(st->b));
   const bool direct = !forward_order_.empty() && forward_order_.front() == micro_batch_id;
   std::unique_ptr<WeightGradSink> sink;
@@ -197,7 +191,10 @@ absl::Status GptStage::RunBackward(int64_t micro_batch_id, absl::Span<const floa
   } else {
     MXMACA_RETURN_IF_ERROR(Upload(grad_a, d_output.data(), 4 * tl * h));
   }
-  MXMACA_RETURN_IF_ERROR(RunSegment("B", *st, [&] {
+  // Fused B+W is its own segment ("BW"), and so is W into a pending buffer: each does
+  // other device work than the plain op on the same slot.
+  const char* op = !fused ? "B" : direct ? "BW" : "BW-pending";
+  MXMACA_RETURN_IF_ERROR(RunSegment(op, *st, [&] {
     return BackwardCompute(st, dloss, grad_a, grad_b, fused ? sink.get() : nullptr);
   }));
   // Each layer's B swaps the two buffers: the stage's input gradient is in grad_a after
@@ -215,7 +212,7 @@ absl::Status GptStage::RunBackward(int64_t micro_batch_id, absl::Span<const floa
   if (sink != nullptr) MXMACA_RETURN_IF_ERROR(sink->status());
   MXMACA_RETURN_IF_ERROR(tracker_.cap_error());
   st->phase = MicroBatchStash::Phase::kBackwardInputDone;
-  if (fused) RetireWeightGrads(st, direct);
+  if (fused) return RetireWeightGrads(st, direct);
   return absl::OkStatus();
 }
 
@@ -287,11 +284,10 @@ absl::Status GptStage::BackwardWeight(int64_t micro_batch_id) {
                      st->phase == MicroBatchStash::Phase::kForwardDone ? " before its BackwardInput"
                                                                        : " ran twice"));
   }
-  MXMACA_RETURN_IF_ERROR(CheckWeightGradOrder(micro_batch_id));
   const bool direct = !forward_order_.empty() && forward_order_.front() == micro_batch_id;
   std::unique_ptr<WeightGradSink> sink = MakeSink(st, direct);
   tracker_.set_activity("the weight gradient", -1, micro_batch_id);
-  MXMACA_RETURN_IF_ERROR(RunSegment("W", *st, [&]() -> absl::Status {
+  MXMACA_RETURN_IF_ERROR(RunSegment(direct ? "W" : "W-pending", *st, [&]() -> absl::Status {
     if (layout_.has_loss_head) MXMACA_RETURN_IF_ERROR(HeadBackwardWeight(st, sink.get()));
     for (int i = static_cast<int>(layers_.size()) - 1; i >= 0; --i) {
       MXMACA_RETURN_IF_ERROR(
@@ -303,8 +299,7 @@ absl::Status GptStage::BackwardWeight(int64_t micro_batch_id) {
   MXMACA_RETURN_IF_ERROR(kernels_->Synchronize());
   MXMACA_RETURN_IF_ERROR(sink->status());
   MXMACA_RETURN_IF_ERROR(tracker_.cap_error());
-  RetireWeightGrads(st, direct);
-  return absl::OkStatus();
+  return RetireWeightGrads(st, direct);
 }
 
 }  // namespace mxmaca::layers

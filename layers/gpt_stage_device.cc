@@ -264,8 +264,17 @@ absl::StatusOr<MicroBatchStash*> GptStage::AcquireSlot(int64_t micro_batch_id) {
   };
   FloatCarver count(nullptr);
   carve(count);
+  const int64_t bytes = 4 * count.used();
+  const int64_t held = bytes * static_cast<int64_t>(device_->slots.size());
+  if (device_->cap_bytes > 0 && held + bytes > device_->cap_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("out of memory: shard ", device_->cap_shard, ": allocating ", bytes,
+                     " bytes for the slot of micro-batch ", micro_batch_id, " would use ",
+                     held + bytes, " of the ", device_->cap_bytes,
+                     "-byte cap (--memory-cap-per-shard; ", held, " bytes already held)"));
+  }
   MXMACA_ASSIGN_OR_RETURN(float* base, AllocateBackend(count.used()));
-  device_->slot_bytes = 4 * count.used();
+  device_->slot_bytes = bytes;
   FloatCarver cv(base);
   carve(cv);
   st->slot = static_cast<int>(device_->slots.size());
@@ -419,8 +428,51 @@ class GptStage::DeviceGradSink : public WeightGradSink {
   absl::Status status_;
 };
 
-std::unique_ptr<WeightGradSink> GptStage::MakeDeviceSink() {
-  return std::make_unique<DeviceGradSink>(this);
+// DevicePendingSink: W of a micro-batch that is not the oldest awaiting W: its gradient
+// into its slot's zeroed arena-shaped pending buffer, added to the arena in forward order
+// by RetireInOrder (the CPU backend's PendingSink, the same elementwise grad += g).
+class GptStage::DevicePendingSink : public WeightGradSink {
+ public:
+  DevicePendingSink(const ParameterStore* store, float* pending, absl::Status zeroed)
+      : store_(store), pending_(pending), status_(std::move(zeroed)) {}
+  float* Begin(int id) override { return pending_ + store_->info(id).arena_offset; }
+  void End(int) override {}
+  absl::Status status() const override { return status_; }
+
+ private:
+  const ParameterStore* store_;
+  float* pending_;
+  absl::Status status_;
+};
+
+std::unique_ptr<WeightGradSink> GptStage::MakeDeviceSink(const MicroBatchStash& st, bool direct) {
+  if (direct) return std::make_unique<DeviceGradSink>(this);
+  DeviceState::Slot& slot = device_->slots[st.slot];
+  const int64_t n = store_.arena_elements();
+  absl::Status status;
+  if (slot.pending_grads == nullptr) {
+    absl::StatusOr<float*> pending = AllocateBackend(n);
+    if (!pending.ok()) {
+      return std::make_unique<DevicePendingSink>(&store_, device_->grad_temp, pending.status());
+    }
+    slot.pending_grads = *pending;
+    device_->arena_bytes += 4 * n;
+  }
+  status = kernels_->Zero(slot.pending_grads, 4 * n);
+  return std::make_unique<DevicePendingSink>(&store_, slot.pending_grads, std::move(status));
+}
+
+float* GptStage::DevicePendingGrads(const MicroBatchStash& st) {
+  return device_->slots[st.slot].pending_grads;
+}
+
+void GptStage::SetMemoryCap(int64_t cap_bytes, std::string shard) {
+  if (device_ == nullptr) {
+    tracker_.SetCap(cap_bytes, std::move(shard));
+    return;
+  }
+  device_->cap_bytes = cap_bytes;
+  device_->cap_shard = std::move(shard);
 }
 
 // ---- the arenas (both backends) ----

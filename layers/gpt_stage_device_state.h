@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/exec_context.h"
@@ -39,12 +40,15 @@ struct GptStage::DeviceState {
   struct Slot {
     std::unique_ptr<MicroBatchStash> stash;
     kernels::RngKey* dropout_keys = nullptr;  // NumSlotKeys(layers) keys
+    float* pending_grads = nullptr;  // [arena] W out of forward order (allocated at first use)
     bool busy = false;
   };
   std::vector<Slot> slots;
   int64_t slot_bytes = 0;     // of one slot
   int64_t arena_bytes = 0;    // parameters, gradients (and the Adam moments once allocated)
   int64_t scratch_bytes = 0;  // the per-op buffers, temporaries, shared probabilities
+  int64_t cap_bytes = 0;      // --memory-cap-per-shard on the slots' bytes (0: none)
+  std::string cap_shard;
   std::vector<kernels::RngKey> host_keys;  // UploadDropoutKeys' staging (until the op's sync)
   device::SegmentRunner runner;
 };

@@ -33,13 +33,9 @@ absl::Status CheckDeviceArgs(const MegatronArgs& a) {
     return refuse(absl::StrCat("--expert-model-parallel-size ", a.expert_model_parallel_size));
   }
   if (a.num_experts.has_value() && *a.num_experts > 0) return refuse("--num-experts");
-  if (a.dynamic_pipeline) {
-    return refuse("--dynamic-pipeline (the device stage adds weight gradients in forward order)");
-  }
   if (a.rebalance_threshold || a.force_layer_move) {
     return refuse("--rebalance-threshold / --force-layer-move (moving layers between stages)");
   }
-  if (a.memory_cap_per_shard) return refuse("--memory-cap-per-shard");
   if (a.synthetic_op_ms) return refuse("--synthetic-op-ms");  // synthetic stages: no device
   return absl::OkStatus();
 }

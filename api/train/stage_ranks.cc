@@ -18,6 +18,12 @@ namespace mxmaca::api {
 
 namespace {
 
+// ShardName: how a --memory-cap-per-shard error names the rank.
+std::string ShardName(int32_t rank, int32_t pp, int32_t t, int32_t c, int32_t r) {
+  return absl::StrCat("rank ", rank, " (pipeline stage ", pp, ", tensor rank ", t,
+                      ", context rank ", c, ", data rank ", r, ")");
+}
+
 // BuildDeviceRank: a rank of the device backends (device_setup.h): the rank's own
 // DeviceKernels (its CUDA stream), a GptStage per chunk built on it (CreateOnDevice) with
 // host master weights initialised as on the CPU backend (same names, same seed), and the
@@ -26,7 +32,8 @@ absl::Status BuildDeviceRank(const layers::GptConfig& model,
                              const std::vector<layers::StageLayout>& layouts,
                              const StageRankOptions& options, int64_t arena_multiple,
                              int64_t bucket_elements, int32_t grad_group, int32_t shard_rank,
-                             const layers::TensorParallelContext* tp, StageRank* sr) {
+                             const layers::TensorParallelContext* tp, const std::string& shard,
+                             StageRank* sr) {
   MXMACA_ASSIGN_OR_RETURN(
       std::unique_ptr<layers::device::DeviceKernels> kernels,
       MakeDeviceKernels(options.device, options.gpu, model.num_threads, model.precision));
@@ -49,6 +56,7 @@ absl::Status BuildDeviceRank(const layers::GptConfig& model,
     MXMACA_ASSIGN_OR_RETURN(
         std::unique_ptr<layers::GptStage> stage,
         layers::GptStage::CreateOnDevice(model, layout, kernels.get(), device_options, tp));
+    if (options.memory_cap_bytes > 0) stage->SetMemoryCap(options.memory_cap_bytes, shard);
     layers::ParameterStore& store = stage->parameters();
     sr->num_parameters += store.num_elements();
     MXMACA_ASSIGN_OR_RETURN(layers::DataParallelBuckets buckets,
@@ -159,9 +167,9 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
       }
     }
     if (options.device != Device::kCpu) {
-      MXMACA_RETURN_IF_ERROR(BuildDeviceRank(model, placement.layouts[pp], options,
-                                             16LL * grad_group, bucket_elements, grad_group,
-                                             r * cp + c, tp_context ? &*tp_context : nullptr, &sr));
+      MXMACA_RETURN_IF_ERROR(BuildDeviceRank(
+          model, placement.layouts[pp], options, 16LL * grad_group, bucket_elements, grad_group,
+          r * cp + c, tp_context ? &*tp_context : nullptr, ShardName(rank, pp, t, c, r), &sr));
       ranks.push_back(std::move(sr));
       continue;
     }
@@ -175,9 +183,7 @@ absl::StatusOr<std::vector<StageRank>> BuildStageRanks(const layers::GptConfig& 
                                    cp_context ? &*cp_context : nullptr));
       stage->InitializeParameters();
       if (options.memory_cap_bytes > 0) {
-        stage->SetMemoryCap(options.memory_cap_bytes,
-                            absl::StrCat("rank ", rank, " (pipeline stage ", pp, ", tensor rank ",
-                                         t, ", context rank ", c, ", data rank ", r, ")"));
+        stage->SetMemoryCap(options.memory_cap_bytes, ShardName(rank, pp, t, c, r));
       }
       layers::ParameterStore& store = stage->parameters();
       sr.num_parameters += store.num_elements();

@@ -7,7 +7,8 @@
 # distributed optimizer, zero-bubble ZB-H1 with tied embeddings and RoPE/SwiGLU, bf16,
 # Llama-3 RoPE scaling with interleaved pairs, q/k layernorms and zero-centred norms,
 # selective and full recomputation, tensor parallelism (with and without sequence
-# parallelism, its collectives through host memory),
+# parallelism, its collectives through host memory), the dynamic pipeline (W out of forward
+# order) under an injected slowdown, a memory cap that holds,
 # optimistic steps (--optimizer-post-validation) with an overlapped parameter gather, a
 # resume, and 4 UCX processes (PP2 x DP2, and TP2 x PP2). --device cuda without a GPU fails
 # with the no-GPU message, and what the device backends do not run yet is refused by name. (With gradient accumulation
@@ -83,6 +84,9 @@ check tp2_sp_pp2 --tensor-model-parallel-size 2 --sequence-parallel --pipeline-m
   --world-size 4
 check tp2_dp2_rope_swiglu --tensor-model-parallel-size 2 --world-size 4 --position-embedding-type rope \
   --swiglu --normalization RMSNorm --qk-layernorm --use-distributed-optimizer --overlap-grad-reduce
+check zbh1_dynamic --pipeline-model-parallel-size 2 --pipeline-schedule zb-h1 --dynamic-pipeline \
+  --inject-stage-slowdown 1:3:2 --world-size 2
+check memory_cap --pipeline-model-parallel-size 2 --world-size 2 --memory-cap-per-shard 64M
 check post_validation --pipeline-model-parallel-size 2 --world-size 4 --optimizer-post-validation \
   --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
 
@@ -118,8 +122,7 @@ fi
 grep -Eq -- "--device cuda: (no GPU|MXMACA was built without CUDA)" cuda.log ||
   { echo "FAIL cuda: unexpected message"; cat cuda.log; exit 1; }
 for flags in "--context-parallel-size 2 --world-size 2|--context-parallel-size 2" \
-             "--num-experts 4|--num-experts" \
-             "--memory-cap-per-shard 1G|--memory-cap-per-shard"; do
+             "--num-experts 4|--num-experts"; do
   f="${flags%%|*}" want="${flags##*|}"
   if "$mxmaca" train "${base[@]}" $f --device device-on-cpu > refuse.log 2>&1; then
     echo "FAIL refuse $f: accepted"; exit 1
@@ -127,5 +130,12 @@ for flags in "--context-parallel-size 2 --world-size 2|--context-parallel-size 2
   grep -q -- "$want needs --device cpu" refuse.log ||
     { echo "FAIL refuse $f: unexpected message"; cat refuse.log; exit 1; }
 done
-echo "ok   errors: no GPU, and CP / MoE / memory cap refused by name"
+# A cap below two slots: the first Forward that needs a second slot fails, naming the cap.
+if "$mxmaca" train "${base[@]}" --pipeline-model-parallel-size 2 --world-size 2 \
+    --memory-cap-per-shard 1K --device device-on-cpu > cap.log 2>&1; then
+  echo "FAIL memory cap: a 1K cap trained"; exit 1
+fi
+grep -q -- "out of memory: shard rank .* for the slot of micro-batch .*--memory-cap-per-shard" cap.log ||
+  { echo "FAIL memory cap: unexpected message"; cat cap.log; exit 1; }
+echo "ok   errors: no GPU, CP / MoE refused by name, a memory cap below one slot"
 echo PASS
