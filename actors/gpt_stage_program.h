@@ -21,8 +21,7 @@
 // completes a chunk's last micro-batch of the iteration downloads its gradients to the
 // host arena (before the actor reduces them) and zeroes the device gradients. So each
 // iteration moves the parameters host->device and the gradients device->host once per
-// chunk, and AdamW runs on the host CPU. The trainer refuses layer migration with a device
-// backend.
+// chunk, and AdamW runs on the host CPU.
 #ifndef MXMACA_ACTORS_GPT_STAGE_PROGRAM_H_
 #define MXMACA_ACTORS_GPT_STAGE_PROGRAM_H_
 

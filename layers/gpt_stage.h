@@ -186,9 +186,9 @@ class GptStage {
   // the flag), options out of range, or fused attention the kernels lack;
   // ResourceExhausted when the device memory does not suffice.
   // tp: this stage's TP rank as in Create (nullptr or size 1: none); its collectives pass
-  // through host memory (TensorParallelContext::device). CreateOnDevice runs each op's
-  // TP collectives with synchronous copies, so its segments cannot be captured into CUDA
-  // graphs: give it no segment runner with TP > 1.
+  // through host memory (TensorParallelContext::device) with synchronous copies, which a
+  // CUDA graph cannot capture: with TP > 1 the segments run eagerly (a segment runner is
+  // not used).
   static absl::StatusOr<std::unique_ptr<GptStage>> CreateOnDevice(
       const GptConfig& config, const StageLayout& layout, device::DeviceKernels* kernels,
       const DeviceStageOptions& options, const TensorParallelContext* tp = nullptr);

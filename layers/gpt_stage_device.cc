@@ -332,7 +332,9 @@ int32_t* GptStage::DeviceLocalTargets() { return device_->local_targets; }
 
 absl::Status GptStage::RunDeviceSegment(const char* op, const MicroBatchStash& st,
                                         const device::Segment& segment) {
-  if (!device_->runner) return segment();
+  // TP: the collectives inside the segment copy through the host and synchronise, which
+  // a CUDA graph cannot capture: eager.
+  if (!device_->runner || tp_.size > 1) return segment();
   // A graph launch enqueues outside DeviceKernels: the device must be current on this
   // thread (the stage actor's strand may run on any pool thread).
   MXMACA_RETURN_IF_ERROR(kernels_->MakeCurrent());

@@ -33,9 +33,6 @@ absl::Status CheckDeviceArgs(const MegatronArgs& a) {
     return refuse(absl::StrCat("--expert-model-parallel-size ", a.expert_model_parallel_size));
   }
   if (a.num_experts.has_value() && *a.num_experts > 0) return refuse("--num-experts");
-  if (a.rebalance_threshold || a.force_layer_move) {
-    return refuse("--rebalance-threshold / --force-layer-move (moving layers between stages)");
-  }
   if (a.synthetic_op_ms) return refuse("--synthetic-op-ms");  // synthetic stages: no device
   return absl::OkStatus();
 }

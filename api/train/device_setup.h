@@ -14,7 +14,8 @@
 //                  its device-memory discipline without a GPU.
 // The device backends run dense GPT models with CP = EP = 1 (pipeline, data and tensor
 // parallelism with or without SP, in one process or several; selective or full
-// recomputation; the dynamic pipeline; --memory-cap-per-shard on the slots' bytes);
+// recomputation; the dynamic pipeline and stage rebalancing; --memory-cap-per-shard on
+// the slots' bytes);
 // everything else is refused by name.
 #ifndef MXMACA_API_TRAIN_DEVICE_SETUP_H_
 #define MXMACA_API_TRAIN_DEVICE_SETUP_H_

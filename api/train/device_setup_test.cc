@@ -38,8 +38,9 @@ TEST_CASE("the device backends refuse what they do not run, by flag", "[device]"
   MegatronArgs cp = a;
   cp.context_parallel_size = 2;
   refused(cp, "--context-parallel-size 2");
-  // The memory cap (on the slots' bytes) and the dynamic pipeline (W out of forward order)
-  // run on the device backends; moving layers between stages does not yet.
+  // The memory cap (on the slots' bytes), the dynamic pipeline (W out of forward order) and
+  // moving layers between stages (new device stages, parameters copied by name on the host)
+  // run on the device backends.
   MegatronArgs cap = a;
   cap.memory_cap_per_shard = "1G";
   CHECK(CheckDeviceArgs(cap).ok());
@@ -49,7 +50,7 @@ TEST_CASE("the device backends refuse what they do not run, by flag", "[device]"
   MegatronArgs rebalance = a;
   rebalance.dynamic_pipeline = true;
   rebalance.force_layer_move = "1:0:2";
-  refused(rebalance, "--rebalance-threshold / --force-layer-move (moving layers between stages)");
+  CHECK(CheckDeviceArgs(rebalance).ok());
   MegatronArgs synthetic = a;
   synthetic.synthetic_op_ms = "1,1,1";
   refused(synthetic, "--synthetic-op-ms");

@@ -5,6 +5,8 @@
 #   1. fp32, 20 iterations: every logged loss within 1e-4 relative of the CPU backend's;
 #   2. --bf16, 20 iterations: within 2e-2 (bf16 GEMM inputs round differently on cuBLASLt
 #      and oneDNN only in the fp32 accumulation order, but the error grows with steps);
+#   2b. TP2 with sequence parallelism (two ranks sharing the GPU, their collectives through
+#      host memory), fp32: within 1e-4 of the CPU backend's TP2 run;
 #   3. a 2-stage pipeline (two stage actors on one GPU, each on its own CUDA stream), CUDA
 #      graphs on (the default) vs --no-cuda-graph: identical logged losses, and the
 #      iteration times each way;
@@ -92,6 +94,10 @@ echo "== mxmaca train --device $dev vs --device cpu =="
 run cpu32 --device cpu && run cuda32 --device "$dev" && compare "fp32 loss ($iters iterations)" cpu32 cuda32 1e-4
 grep -m1 'CUDA graphs' cuda32.log || true
 run cpu16 --device cpu --bf16 && run cuda16 --device "$dev" --bf16 && compare "bf16 loss ($iters iterations)" cpu16 cuda16 2e-2
+echo "== TP2 with sequence parallelism (two ranks on one GPU, collectives through the host) =="
+tp=(--tensor-model-parallel-size 2 --sequence-parallel --world-size 2)
+run cpu_tp --device cpu "${tp[@]}" && run cuda_tp --device "$dev" "${tp[@]}" &&
+  compare "TP2+SP fp32 loss ($iters iterations)" cpu_tp cuda_tp 1e-4
 echo "== 2-stage pipeline on one GPU: graphs on vs off =="
 if run pp_graphs --device "$dev" --pipeline-model-parallel-size 2 --global-batch-size 32 &&
    run pp_eager --device "$dev" --pipeline-model-parallel-size 2 --global-batch-size 32 --no-cuda-graph; then

@@ -8,7 +8,7 @@
 # Llama-3 RoPE scaling with interleaved pairs, q/k layernorms and zero-centred norms,
 # selective and full recomputation, tensor parallelism (with and without sequence
 # parallelism, its collectives through host memory), the dynamic pipeline (W out of forward
-# order) under an injected slowdown, a memory cap that holds,
+# order) under an injected slowdown, a memory cap that holds, a forced layer move,
 # optimistic steps (--optimizer-post-validation) with an overlapped parameter gather, a
 # resume, and 4 UCX processes (PP2 x DP2, and TP2 x PP2). --device cuda without a GPU fails
 # with the no-GPU message, and what the device backends do not run yet is refused by name. (With gradient accumulation
@@ -87,6 +87,7 @@ check tp2_dp2_rope_swiglu --tensor-model-parallel-size 2 --world-size 4 --positi
 check zbh1_dynamic --pipeline-model-parallel-size 2 --pipeline-schedule zb-h1 --dynamic-pipeline \
   --inject-stage-slowdown 1:3:2 --world-size 2
 check memory_cap --pipeline-model-parallel-size 2 --world-size 2 --memory-cap-per-shard 64M
+check layer_move --pipeline-model-parallel-size 2 --world-size 2 --force-layer-move 2:1:0
 check post_validation --pipeline-model-parallel-size 2 --world-size 4 --optimizer-post-validation \
   --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
 
