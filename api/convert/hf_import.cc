@@ -42,7 +42,10 @@ absl::StatusOr<std::vector<std::string>> ImportFromHuggingFace(const HfImportOpt
   MXMACA_ASSIGN_OR_RETURN(std::vector<std::string> argv,
                           MegatronArgvFromHfConfig(hf_config, o.seq_length, &type));
   // The model exactly as `mxmaca train` would build it from these flags.
-  MXMACA_ASSIGN_OR_RETURN(MegatronArgs args, ParseMegatronArgs(argv));
+  // (--train-iters and --lr only to pass validation; the recorded argv holds the model flags.)
+  std::vector<std::string> validated = argv;
+  validated.insert(validated.end(), {"--train-iters", "1", "--lr", "1e-4"});
+  MXMACA_ASSIGN_OR_RETURN(MegatronArgs args, ParseMegatronArgs(validated));
   MXMACA_RETURN_IF_ERROR(ValidateAndDeriveArgs(&args, 1));
   MXMACA_ASSIGN_OR_RETURN(layers::GptConfig config,
                           GptConfigFromArgs(args, hf_config["vocab_size"].get<int64_t>()));
