@@ -2,6 +2,7 @@
 #include "api/convert/hf_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -193,9 +194,12 @@ absl::StatusOr<std::vector<std::string>> MegatronArgvFromHfConfig(const nlohmann
     if (!hf[field].is_boolean()) return bad(field, hf[field], "true or false");
     return hf[field].get<bool>();
   };
-  auto num = [](double v) {
+  auto num = [](double v) {  // the shortest decimal that reads back as v
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.17g", v);
+    for (int precision = 1; precision <= 17; ++precision) {
+      std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+      if (std::strtod(buf, nullptr) == v) break;
+    }
     return std::string(buf);
   };
   std::vector<std::string> argv;
@@ -286,10 +290,14 @@ absl::StatusOr<std::vector<std::string>> MegatronArgvFromHfConfig(const nlohmann
     if (!eps.ok()) return eps.status();
     absl::StatusOr<double> theta = number("rope_theta", 10000.0);
     if (!theta.ok()) return theta.status();
+    if (!(*theta >= 1 && *theta < 9e15 && std::floor(*theta) == *theta)) {
+      return bad("rope_theta", *theta, "a positive whole number (Megatron's --rotary-base is an int)");
+    }
     argv = {"--num-layers", absl::StrCat(*l), "--hidden-size", absl::StrCat(*h),
             "--ffn-hidden-size", absl::StrCat(*f), "--num-attention-heads", absl::StrCat(*np),
             "--normalization", "RMSNorm", "--norm-epsilon", num(*eps), "--swiglu",
-            "--position-embedding-type", "rope", "--rotary-base", num(*theta)};
+            "--position-embedding-type", "rope", "--rotary-base",
+            absl::StrCat(static_cast<int64_t>(*theta))};
     if (ng != *np) {
       argv.insert(argv.end(), {"--group-query-attention", "--num-query-groups", absl::StrCat(ng)});
     }

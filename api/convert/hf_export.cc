@@ -63,6 +63,9 @@ absl::StatusOr<std::string> CopyTokenizerFiles(const nlohmann::json& args, const
       }
     }
   }
+  if (spec->tokenizer_type == "NullTokenizer") {
+    return std::string("no tokenizer files written (the run used NullTokenizer: the token ids are the text)");
+  }
   return absl::StrCat("no tokenizer files written (the run used ", spec->tokenizer_type,
                       spec->tokenizer_model ? " " + *spec->tokenizer_model : std::string(),
                       spec->vocab_file ? " " + *spec->vocab_file : std::string(),
