@@ -13,11 +13,14 @@
 namespace mxmaca::api {
 
 const char kConvertUsage[] =
-    "usage: mxmaca convert --to hf --load CKPT_DIR --save HF_DIR [--model-type auto|gpt2|llama|mistral]\n"
-    "                      [--dtype fp32|bf16] [--max-shard-size-mb N (5120; 0 = one file)] [--ckpt-step N]\n"
+    "usage: mxmaca convert --to hf --load CKPT_DIR --save HF_DIR [--model-type "
+    "auto|gpt2|llama|mistral]\n"
+    "                      [--dtype fp32|bf16] [--max-shard-size-mb N (5120; 0 = one file)] "
+    "[--ckpt-step N]\n"
     "       mxmaca convert --from hf --load HF_DIR --save CKPT_DIR [--seq-length N]\n"
     "\n"
-    "--to hf: writes the checkpoint's weights (fp32 masters, true vocabulary rows) as a Hugging Face\n"
+    "--to hf: writes the checkpoint's weights (fp32 masters, true vocabulary rows) as a Hugging "
+    "Face\n"
     "  model: model.safetensors (model-0000i-of-0000n.safetensors + model.safetensors.index.json\n"
     "  above --max-shard-size-mb), config.json, and the run's tokenizer files when its args name\n"
     "  them (GPT-2 BPE: vocab.json, merges.txt; HuggingFaceTokenizer: tokenizer.json ...).\n"
@@ -63,7 +66,8 @@ absl::Status RunConvert(const std::vector<std::string>& args) {
     }
     auto next = [&]() -> absl::StatusOr<std::string> {
       if (inline_value) return value;
-      if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
+      if (i + 1 >= args.size())
+        return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
       return args[++i];
     };
     if (flag == "--help" || flag == "-h") {
@@ -109,12 +113,14 @@ absl::Status RunConvert(const std::vector<std::string>& args) {
       seq_length = s;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
-          "unknown flag ", flag, " (convert takes --to, --from, --load, --save, --model-type, "
+          "unknown flag ", flag,
+          " (convert takes --to, --from, --load, --save, --model-type, "
           "--dtype, --max-shard-size-mb, --ckpt-step, --seq-length; see mxmaca convert --help)"));
     }
   }
   if (to.has_value() == from.has_value()) {
-    return absl::InvalidArgumentError("give exactly one of --to hf (export) and --from hf (import)");
+    return absl::InvalidArgumentError(
+        "give exactly one of --to hf (export) and --from hf (import)");
   }
   if ((to && *to != "hf") || (from && *from != "hf")) {
     return absl::InvalidArgumentError(absl::StrCat(to ? "--to " : "--from ", to ? *to : *from,

@@ -35,9 +35,12 @@ const char* NormName(layers::Normalization n) {
 
 const char* PositionName(layers::PositionEmbeddingType p) {
   switch (p) {
-    case layers::PositionEmbeddingType::kRope: return "rope";
-    case layers::PositionEmbeddingType::kNone: return "none";
-    default: return "learned_absolute";
+    case layers::PositionEmbeddingType::kRope:
+      return "rope";
+    case layers::PositionEmbeddingType::kNone:
+      return "none";
+    default:
+      return "learned_absolute";
   }
 }
 
@@ -56,8 +59,8 @@ absl::StatusOr<HfModelType> ChooseHfModelType(const layers::GptConfig& c,
   } else if (requested == "llama" || requested == "mistral") {
     t = {HfArchitecture::kLlama, requested};
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("--model-type is ", requested,
-                                                   "; expected auto, gpt2, llama or mistral"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--model-type is ", requested, "; expected auto, gpt2, llama or mistral"));
   }
   const std::string& target = t.model_type;
   if (c.moe != nullptr) {
@@ -65,13 +68,15 @@ absl::StatusOr<HfModelType> ChooseHfModelType(const layers::GptConfig& c,
         "the checkpoint is a Mixture-of-Experts model (--num-experts): exporting MoE models "
         "(Hugging Face mixtral) is not implemented; gpt2, llama and mistral are dense");
   }
-  if (c.apply_layernorm_1p) return Refuse("--apply-layernorm-1p is set", target, "plain norm weights");
+  if (c.apply_layernorm_1p)
+    return Refuse("--apply-layernorm-1p is set", target, "plain norm weights");
   if (c.qk_layernorm) return Refuse("--qk-layernorm is set", target, "no q/k norms");
   if (c.rotary_interleaved) {
     return Refuse("--rotary-interleaved is set (RoPE on adjacent pairs)", target,
                   "RoPE rotating the two halves of each head");
   }
-  if (c.rope_scaling) return Refuse("--use-rope-scaling is set", target, "rope_scaling null (not written yet)");
+  if (c.rope_scaling)
+    return Refuse("--use-rope-scaling is set", target, "rope_scaling null (not written yet)");
   if (c.rotary_seq_len_interpolation_factor > 0) {
     return Refuse(absl::StrCat("--rotary-seq-len-interpolation-factor is ",
                                Str(c.rotary_seq_len_interpolation_factor)),
@@ -83,14 +88,17 @@ absl::StatusOr<HfModelType> ChooseHfModelType(const layers::GptConfig& c,
   }
   if (t.architecture == HfArchitecture::kGpt2) {
     if (c.normalization != layers::Normalization::kLayerNorm) {
-      return Refuse(absl::StrCat("--normalization is ", NormName(c.normalization)), target, "LayerNorm");
+      return Refuse(absl::StrCat("--normalization is ", NormName(c.normalization)), target,
+                    "LayerNorm");
     }
     if (c.position_embedding_type != layers::PositionEmbeddingType::kLearnedAbsolute) {
-      return Refuse(absl::StrCat("--position-embedding-type is ", PositionName(c.position_embedding_type)),
-                    target, "learned_absolute");
+      return Refuse(
+          absl::StrCat("--position-embedding-type is ", PositionName(c.position_embedding_type)),
+          target, "learned_absolute");
     }
     if (c.swiglu) return Refuse("--swiglu is set", target, "a GELU MLP");
-    if (!c.add_bias_linear) return Refuse("--disable-bias-linear is set", target, "biases on every linear");
+    if (!c.add_bias_linear)
+      return Refuse("--disable-bias-linear is set", target, "biases on every linear");
     if (!c.tied_embeddings()) {
       return Refuse("--untie-embeddings-and-output-weights is set", target, "tied embeddings");
     }
@@ -104,16 +112,19 @@ absl::StatusOr<HfModelType> ChooseHfModelType(const layers::GptConfig& c,
     }
   } else {
     if (c.normalization != layers::Normalization::kRmsNorm) {
-      return Refuse(absl::StrCat("--normalization is ", NormName(c.normalization)), target, "RMSNorm");
+      return Refuse(absl::StrCat("--normalization is ", NormName(c.normalization)), target,
+                    "RMSNorm");
     }
     if (c.position_embedding_type != layers::PositionEmbeddingType::kRope) {
-      return Refuse(absl::StrCat("--position-embedding-type is ", PositionName(c.position_embedding_type)),
-                    target, "rope");
+      return Refuse(
+          absl::StrCat("--position-embedding-type is ", PositionName(c.position_embedding_type)),
+          target, "rope");
     }
     if (!c.swiglu) return Refuse("--swiglu is not set", target, "a SwiGLU MLP (hidden_act silu)");
     if (!c.add_bias_linear && c.add_qkv_bias) {
-      return Refuse("--add-qkv-bias is set without --add-bias-linear (Qwen2's layout)", target,
-                    "biases on all of q, k, v, o and the MLP (attention_bias and mlp_bias) or none");
+      return Refuse(
+          "--add-qkv-bias is set without --add-bias-linear (Qwen2's layout)", target,
+          "biases on all of q, k, v, o and the MLP (attention_bias and mlp_bias) or none");
     }
   }
   return t;
@@ -171,13 +182,15 @@ absl::StatusOr<std::vector<std::string>> MegatronArgvFromHfConfig(const nlohmann
                                                                   HfModelType* type) {
   if (!hf.is_object()) return absl::InvalidArgumentError("config.json is not a JSON object");
   const std::string model_type = hf.value("model_type", std::string());
-  auto bad = [&](const std::string& field, const nlohmann::json& value, const std::string& expected) {
-    return absl::InvalidArgumentError(absl::StrCat("config.json ", field, " is ", value.dump(),
-                                                   "; expected ", expected));
+  auto bad = [&](const std::string& field, const nlohmann::json& value,
+                 const std::string& expected) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json ", field, " is ", value.dump(), "; expected ", expected));
   };
   auto integer = [&](const char* field) -> absl::StatusOr<int64_t> {
     if (!hf.contains(field)) {
-      return absl::InvalidArgumentError(absl::StrCat("config.json has no ", field, " (", model_type, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.json has no ", field, " (", model_type, ")"));
     }
     if (!hf[field].is_number_integer() || hf[field].get<int64_t>() <= 0) {
       return bad(field, hf[field], "a positive integer");
@@ -236,10 +249,20 @@ absl::StatusOr<std::vector<std::string>> MegatronArgvFromHfConfig(const nlohmann
     if (!*scale) return bad("scale_attn_weights", false, "true (softmax(q k^T / sqrt(hn)))");
     absl::StatusOr<double> eps = number("layer_norm_epsilon", 1e-5);
     if (!eps.ok()) return eps.status();
-    argv = {"--num-layers", absl::StrCat(*l), "--hidden-size", absl::StrCat(*h),
-            "--ffn-hidden-size", absl::StrCat(inner), "--num-attention-heads", absl::StrCat(*np),
-            "--normalization", "LayerNorm", "--norm-epsilon", num(*eps),
-            "--position-embedding-type", "learned_absolute"};
+    argv = {"--num-layers",
+            absl::StrCat(*l),
+            "--hidden-size",
+            absl::StrCat(*h),
+            "--ffn-hidden-size",
+            absl::StrCat(inner),
+            "--num-attention-heads",
+            absl::StrCat(*np),
+            "--normalization",
+            "LayerNorm",
+            "--norm-epsilon",
+            num(*eps),
+            "--position-embedding-type",
+            "learned_absolute"};
     if (act == "gelu") argv.push_back("--no-bias-gelu-fusion");
     max_pos = *pos;
     vocab = *v;
@@ -291,12 +314,25 @@ absl::StatusOr<std::vector<std::string>> MegatronArgvFromHfConfig(const nlohmann
     absl::StatusOr<double> theta = number("rope_theta", 10000.0);
     if (!theta.ok()) return theta.status();
     if (!(*theta >= 1 && *theta < 9e15 && std::floor(*theta) == *theta)) {
-      return bad("rope_theta", *theta, "a positive whole number (Megatron's --rotary-base is an int)");
+      return bad("rope_theta", *theta,
+                 "a positive whole number (Megatron's --rotary-base is an int)");
     }
-    argv = {"--num-layers", absl::StrCat(*l), "--hidden-size", absl::StrCat(*h),
-            "--ffn-hidden-size", absl::StrCat(*f), "--num-attention-heads", absl::StrCat(*np),
-            "--normalization", "RMSNorm", "--norm-epsilon", num(*eps), "--swiglu",
-            "--position-embedding-type", "rope", "--rotary-base",
+    argv = {"--num-layers",
+            absl::StrCat(*l),
+            "--hidden-size",
+            absl::StrCat(*h),
+            "--ffn-hidden-size",
+            absl::StrCat(*f),
+            "--num-attention-heads",
+            absl::StrCat(*np),
+            "--normalization",
+            "RMSNorm",
+            "--norm-epsilon",
+            num(*eps),
+            "--swiglu",
+            "--position-embedding-type",
+            "rope",
+            "--rotary-base",
             absl::StrCat(static_cast<int64_t>(*theta))};
     if (ng != *np) {
       argv.insert(argv.end(), {"--group-query-attention", "--num-query-groups", absl::StrCat(ng)});

@@ -11,10 +11,9 @@
 #ifndef MXMACA_API_CONVERT_HF_CONFIG_H_
 #define MXMACA_API_CONVERT_HF_CONFIG_H_
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -59,9 +58,9 @@ nlohmann::json HfConfigJson(const layers::GptConfig& config, const HfModelType& 
 // config.json field, its value and what is expected): a model_type other than gpt2 /
 // llama / mistral (mixtral: Unimplemented), a missing or mistyped field, and what MXMACA
 // cannot run: hidden_act other than silu (llama), activation_function other than
-// gelu_new / gelu_pytorch_tanh / gelu (gpt2), rope_scaling, a sliding_window, a rope_theta that is not a whole number, attention_bias
-// without mlp_bias or the reverse, untied gpt2 embeddings, scale_attn_by_inverse_layer_idx,
-// cross-attention.
+// gelu_new / gelu_pytorch_tanh / gelu (gpt2), rope_scaling, a sliding_window, a rope_theta that is
+// not a whole number, attention_bias without mlp_bias or the reverse, untied gpt2 embeddings,
+// scale_attn_by_inverse_layer_idx, cross-attention.
 absl::StatusOr<std::vector<std::string>> MegatronArgvFromHfConfig(const nlohmann::json& hf,
                                                                   int64_t seq_length,
                                                                   HfModelType* type);

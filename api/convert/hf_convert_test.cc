@@ -21,13 +21,12 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
@@ -93,9 +92,9 @@ struct Model {
 };
 
 Model MakeModel(std::vector<std::string> argv) {
-  argv.insert(argv.end(), {"--seq-length", "16", "--max-position-embeddings", "32", "--tokenizer-type",
-                           "NullTokenizer", "--vocab-size", "99", "--micro-batch-size", "1",
-                           "--train-iters", "1", "--lr", "1e-4"});
+  argv.insert(argv.end(), {"--seq-length", "16", "--max-position-embeddings", "32",
+                           "--tokenizer-type", "NullTokenizer", "--vocab-size", "99",
+                           "--micro-batch-size", "1", "--train-iters", "1", "--lr", "1e-4"});
   absl::StatusOr<MegatronArgs> a = ParseMegatronArgs(argv);
   INFO(a.status().message());
   REQUIRE(a.ok());
@@ -112,11 +111,13 @@ Model MakeModel(std::vector<std::string> argv) {
 
 // MakeCheckpoint: a checkpoint of `m` at iteration 3 in `dir` with random parameters;
 // returns the stage holding them.
-std::unique_ptr<layers::GptStage> MakeCheckpoint(const Model& m, const std::string& dir, uint32_t seed) {
+std::unique_ptr<layers::GptStage> MakeCheckpoint(const Model& m, const std::string& dir,
+                                                 uint32_t seed) {
   layers::StageLayout layout;
   layout.first_layer = 0;
   layout.last_layer = m.config.num_layers;
-  absl::StatusOr<std::unique_ptr<layers::GptStage>> stage = layers::GptStage::Create(m.config, layout);
+  absl::StatusOr<std::unique_ptr<layers::GptStage>> stage =
+      layers::GptStage::Create(m.config, layout);
   INFO(stage.status().message());
   REQUIRE(stage.ok());
   layers::ParameterStore& store = (*stage)->parameters();
@@ -128,9 +129,11 @@ std::unique_ptr<layers::GptStage> MakeCheckpoint(const Model& m, const std::stri
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     const float scale = norm_weight ? 0.3f : bias ? 0.1f : 0.25f;
     float* p = store.param(i);
-    for (int64_t e = 0; e < store.info(i).numel; ++e) p[e] = (norm_weight ? 1.0f : 0.0f) + scale * dist(gen);
+    for (int64_t e = 0; e < store.info(i).numel; ++e)
+      p[e] = (norm_weight ? 1.0f : 0.0f) + scale * dist(gen);
   }
-  absl::StatusOr<actors::checkpoint::CheckpointWriter> w = actors::checkpoint::CheckpointWriter::Begin(dir, 3);
+  absl::StatusOr<actors::checkpoint::CheckpointWriter> w =
+      actors::checkpoint::CheckpointWriter::Begin(dir, 3);
   REQUIRE(w.ok());
   REQUIRE(actors::WriteStageShard(*w, "stage0", store, nullptr).ok());
   nlohmann::json state = {{"iteration", 3}};
@@ -194,8 +197,10 @@ double MaxLossDifference(layers::GptStage& stage, const Model& m, const std::str
   io["tokens"] = nlohmann::json::array();
   io["labels"] = nlohmann::json::array();
   for (int64_t r = 0; r < b; ++r) {
-    io["tokens"].push_back(std::vector<int32_t>(tokens.begin() + r * s, tokens.begin() + (r + 1) * s));
-    io["labels"].push_back(std::vector<int32_t>(labels.begin() + r * s, labels.begin() + (r + 1) * s));
+    io["tokens"].push_back(
+        std::vector<int32_t>(tokens.begin() + r * s, tokens.begin() + (r + 1) * s));
+    io["labels"].push_back(
+        std::vector<int32_t>(labels.begin() + r * s, labels.begin() + (r + 1) * s));
   }
   const std::string tmp = MakeTempDir();
   std::ofstream(tmp + "/in.json") << io.dump();
@@ -311,18 +316,35 @@ TEST_CASE("gpt2 with the erf GELU (activation_function gelu)") {
 }
 
 TEST_CASE("llama: GQA, untied, no biases") {
-  CheckModel(MakeModel({"--num-layers", "2", "--hidden-size", "48", "--num-attention-heads", "6",
-                        "--group-query-attention", "--num-query-groups", "2", "--ffn-hidden-size",
-                        "80", "--normalization", "RMSNorm", "--swiglu", "--position-embedding-type",
-                        "rope", "--disable-bias-linear", "--untie-embeddings-and-output-weights",
-                        "--rotary-base", "500000", "--norm-epsilon", "1e-6"}),
+  CheckModel(MakeModel({"--num-layers",
+                        "2",
+                        "--hidden-size",
+                        "48",
+                        "--num-attention-heads",
+                        "6",
+                        "--group-query-attention",
+                        "--num-query-groups",
+                        "2",
+                        "--ffn-hidden-size",
+                        "80",
+                        "--normalization",
+                        "RMSNorm",
+                        "--swiglu",
+                        "--position-embedding-type",
+                        "rope",
+                        "--disable-bias-linear",
+                        "--untie-embeddings-and-output-weights",
+                        "--rotary-base",
+                        "500000",
+                        "--norm-epsilon",
+                        "1e-6"}),
              "llama", 21);
 }
 
 TEST_CASE("llama: tied, biases on every linear, head_dim != hidden / heads") {
   CheckModel(MakeModel({"--num-layers", "2", "--hidden-size", "48", "--num-attention-heads", "4",
-                        "--kv-channels", "16", "--ffn-hidden-size", "96", "--normalization", "RMSNorm", "--swiglu",
-                        "--position-embedding-type", "rope"}),
+                        "--kv-channels", "16", "--ffn-hidden-size", "96", "--normalization",
+                        "RMSNorm", "--swiglu", "--position-embedding-type", "rope"}),
              "llama", 31);
 }
 
@@ -361,7 +383,8 @@ TEST_CASE("export refuses what the target cannot express, naming the value") {
   c = LlamaConfig();
   c.add_qkv_bias = true;
   ExpectRefused(c, "llama", "--add-qkv-bias");
-  ExpectRefused(LlamaConfig(), "gpt2", "--normalization is RMSNorm but Hugging Face gpt2 expects LayerNorm");
+  ExpectRefused(LlamaConfig(), "gpt2",
+                "--normalization is RMSNorm but Hugging Face gpt2 expects LayerNorm");
   c = MakeModel({"--num-layers", "1", "--hidden-size", "32", "--num-attention-heads", "4",
                  "--untie-embeddings-and-output-weights"})
           .config;
@@ -381,8 +404,8 @@ Exported ExportLlama() {
   e.root = MakeTempDir();
   e.hf = e.root + "/hf";
   Model m = MakeModel({"--num-layers", "1", "--hidden-size", "32", "--num-attention-heads", "4",
-                       "--normalization", "RMSNorm", "--swiglu", "--position-embedding-type", "rope",
-                       "--disable-bias-linear"});
+                       "--normalization", "RMSNorm", "--swiglu", "--position-embedding-type",
+                       "rope", "--disable-bias-linear"});
   MakeCheckpoint(m, e.root + "/ckpt", 5);
   HfExportOptions ex;
   ex.load = e.root + "/ckpt";
@@ -430,10 +453,13 @@ TEST_CASE("import: a missing tensor, a wrong shape, a truncated file, an unknown
   });
   msg = ImportError(e.hf, e.root + "/x");
   UNSCOPED_INFO(msg);
-  CHECK(absl::StrContains(msg, "model.layers.0.mlp.up_proj.weight has shape [32, 64], expected [64, 32]"));
+  CHECK(absl::StrContains(
+      msg, "model.layers.0.mlp.up_proj.weight has shape [32, 64], expected [64, 32]"));
 
   e = ExportLlama();
-  RewriteTensors(e.hf, [](HfTensors& t) { t["model.layers.0.self_attn.q_norm.weight"] = {{8}, std::vector<float>(8)}; });
+  RewriteTensors(e.hf, [](HfTensors& t) {
+    t["model.layers.0.self_attn.q_norm.weight"] = {{8}, std::vector<float>(8)};
+  });
   msg = ImportError(e.hf, e.root + "/x");
   CHECK(absl::StrContains(msg, "model.layers.0.self_attn.q_norm.weight"));
 
@@ -472,7 +498,8 @@ TEST_CASE("import refuses config.json fields MXMACA cannot run, naming field and
     c["model_type"] = "llama";
     c["num_key_value_heads"] = 3;
   });
-  CHECK(absl::StrContains(ImportError(e.hf, e.root + "/x"), "config.json num_key_value_heads is 3"));
+  CHECK(
+      absl::StrContains(ImportError(e.hf, e.root + "/x"), "config.json num_key_value_heads is 3"));
 }
 
 TEST_CASE("export: a corrupt checkpoint is refused naming the file") {

@@ -25,8 +25,8 @@ absl::Status CopyFile(const fs::path& from, const fs::path& to) {
   std::error_code ec;
   fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
   if (ec) {
-    return absl::InternalError(absl::StrCat("copying ", from.string(), " to ", to.string(), ": ",
-                                            ec.message()));
+    return absl::InternalError(
+        absl::StrCat("copying ", from.string(), " to ", to.string(), ": ", ec.message()));
   }
   return absl::OkStatus();
 }
@@ -34,7 +34,8 @@ absl::Status CopyFile(const fs::path& from, const fs::path& to) {
 // CopyTokenizerFiles: the run's tokenizer files into `save` (see hf_export.h).
 absl::StatusOr<std::string> CopyTokenizerFiles(const nlohmann::json& args, const fs::path& save) {
   absl::StatusOr<data::TokenizerSpec> spec = TokenizerSpecFromCheckpointArgs(args);
-  if (!spec.ok()) return std::string("no tokenizer files written (the checkpoint's args name no tokenizer)");
+  if (!spec.ok())
+    return std::string("no tokenizer files written (the checkpoint's args name no tokenizer)");
   std::error_code ec;
   if (spec->tokenizer_type == "GPT2BPETokenizer" && spec->vocab_file && spec->merge_file &&
       fs::is_regular_file(*spec->vocab_file, ec) && fs::is_regular_file(*spec->merge_file, ec)) {
@@ -59,12 +60,14 @@ absl::StatusOr<std::string> CopyTokenizerFiles(const nlohmann::json& args, const
         }
       }
       if (!copied.empty()) {
-        return absl::StrCat("tokenizer: ", absl::StrJoin(copied, ", "), " copied from ", model.string());
+        return absl::StrCat("tokenizer: ", absl::StrJoin(copied, ", "), " copied from ",
+                            model.string());
       }
     }
   }
   if (spec->tokenizer_type == "NullTokenizer") {
-    return std::string("no tokenizer files written (the run used NullTokenizer: the token ids are the text)");
+    return std::string(
+        "no tokenizer files written (the run used NullTokenizer: the token ids are the text)");
   }
   return absl::StrCat("no tokenizer files written (the run used ", spec->tokenizer_type,
                       spec->tokenizer_model ? " " + *spec->tokenizer_model : std::string(),
@@ -81,21 +84,23 @@ absl::StatusOr<std::vector<std::string>> ExportToHuggingFace(const HfExportOptio
   MXMACA_ASSIGN_OR_RETURN(layers::GptConfig config, ModelConfigFromCheckpointArgs(reader.args()));
   MXMACA_ASSIGN_OR_RETURN(HfModelType type, ChooseHfModelType(config, o.model_type));
   const int64_t v = config.vocab_size, h = config.hidden_size;
-  TensorFetch fetch = [&](const std::string& name, const std::vector<int64_t>& shape)
-      -> absl::StatusOr<std::vector<float>> {
+  TensorFetch fetch = [&](const std::string& name,
+                          const std::vector<int64_t>& shape) -> absl::StatusOr<std::vector<float>> {
     const std::string stored = "model/" + name;
     absl::StatusOr<std::vector<int64_t>> full = reader.FullShape(stored);
     if (!full.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("checkpoint ", reader.dir(), " has no ", stored,
-                                                     ", which its args' model needs (", ShapeStr(shape), ")"));
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint ", reader.dir(), " has no ",
+                                                     stored, ", which its args' model needs (",
+                                                     ShapeStr(shape), ")"));
     }
     const bool vocab = name == "embedding.word_embeddings.weight" || name == "output_layer.weight";
     // Vocabulary tensors: [V, h] logical rows, or [V_pad, h] (padding rows kept); take [0, V).
-    const bool fits = vocab ? full->size() == 2 && (*full)[0] >= v && (*full)[1] == h : *full == shape;
+    const bool fits =
+        vocab ? full->size() == 2 && (*full)[0] >= v && (*full)[1] == h : *full == shape;
     if (!fits) {
-      return absl::InvalidArgumentError(absl::StrCat("checkpoint ", reader.dir(), ": ", stored, " is ",
-                                                     ShapeStr(*full), " but its args' model has ",
-                                                     ShapeStr(shape)));
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint ", reader.dir(), ": ", stored,
+                                                     " is ", ShapeStr(*full),
+                                                     " but its args' model has ", ShapeStr(shape)));
     }
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
@@ -126,7 +131,8 @@ absl::StatusOr<std::vector<std::string>> ExportToHuggingFace(const HfExportOptio
                                o.dtype == HfDtype::kBf16 ? "bf16" : "fp32"));
   MXMACA_ASSIGN_OR_RETURN(std::string tokenizer, CopyTokenizerFiles(reader.args(), o.save));
   lines.push_back(tokenizer);
-  lines.push_back("not exported: the optimizer state and the training state (iteration, data position)");
+  lines.push_back(
+      "not exported: the optimizer state and the training state (iteration, data position)");
   return lines;
 }
 

@@ -24,11 +24,11 @@ namespace mxmaca::api::convert {
 
 // HfExportOptions: the flags of `mxmaca convert --to hf`.
 struct HfExportOptions {
-  std::string load;                  // --load: the MXMACA checkpoint directory
-  std::optional<int64_t> iteration;  // --ckpt-step (default: the tracker's latest)
-  std::string save;                  // --save: the Hugging Face directory (created)
-  std::string model_type = "auto";   // --model-type auto|gpt2|llama|mistral
-  HfDtype dtype = HfDtype::kF32;     // --dtype fp32|bf16
+  std::string load;                            // --load: the MXMACA checkpoint directory
+  std::optional<int64_t> iteration;            // --ckpt-step (default: the tracker's latest)
+  std::string save;                            // --save: the Hugging Face directory (created)
+  std::string model_type = "auto";             // --model-type auto|gpt2|llama|mistral
+  HfDtype dtype = HfDtype::kF32;               // --dtype fp32|bf16
   int64_t max_shard_bytes = int64_t{5} << 30;  // --max-shard-size-mb (0: one file)
 };
 

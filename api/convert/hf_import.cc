@@ -3,9 +3,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -26,7 +25,9 @@ namespace fs = std::filesystem;
 absl::StatusOr<nlohmann::json> ReadConfig(const std::string& dir) {
   const std::string path = dir + "/config.json";
   std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, " does not exist (is ", dir, " a Hugging Face model?)"));
+  if (!in)
+    return absl::NotFoundError(
+        absl::StrCat(path, " does not exist (is ", dir, " a Hugging Face model?)"));
   std::ostringstream s;
   s << in.rdbuf();
   nlohmann::json j = nlohmann::json::parse(s.str(), nullptr, /*allow_exceptions=*/false);
@@ -64,19 +65,20 @@ absl::StatusOr<std::vector<std::string>> ImportFromHuggingFace(const HfImportOpt
     elements += static_cast<int64_t>(t.values.size());
   }
   MXMACA_RETURN_IF_ERROR(writer.WriteShard("stage0", views));
-  nlohmann::json state = {{"iteration", 0},
-                          {"consumed_train_samples", 0},
-                          {"consumed_valid_samples", 0},
-                          {"skipped_iterations", 0},
-                          {"optimizer_step", 0},
-                          {"has_optimizer_state", false},
-                          {"source", absl::StrCat("Hugging Face ", type.model_type, " model ", o.load)}};
+  nlohmann::json state = {
+      {"iteration", 0},
+      {"consumed_train_samples", 0},
+      {"consumed_valid_samples", 0},
+      {"skipped_iterations", 0},
+      {"optimizer_step", 0},
+      {"has_optimizer_state", false},
+      {"source", absl::StrCat("Hugging Face ", type.model_type, " model ", o.load)}};
   MXMACA_RETURN_IF_ERROR(writer.Commit(CheckpointArgsJson(argv, args, config), state));
 
   std::vector<std::string> lines;
-  lines.push_back(absl::StrCat("imported Hugging Face ", type.model_type, " model ", o.load, " into ",
-                               o.save, " (iteration 0): ", tensors.size(), " tensors, ", elements,
-                               " parameters"));
+  lines.push_back(absl::StrCat("imported Hugging Face ", type.model_type, " model ", o.load,
+                               " into ", o.save, " (iteration 0): ", tensors.size(), " tensors, ",
+                               elements, " parameters"));
   lines.push_back(absl::StrCat("model flags: ", absl::StrJoin(argv, " ")));
   std::error_code ec;
   std::vector<std::string> copied;
@@ -85,16 +87,18 @@ absl::StatusOr<std::vector<std::string>> ImportFromHuggingFace(const HfImportOpt
     const fs::path from = fs::path(o.load) / name;
     if (!fs::is_regular_file(from, ec)) continue;
     fs::create_directories(fs::path(o.save) / "tokenizer", ec);
-    fs::copy_file(from, fs::path(o.save) / "tokenizer" / name, fs::copy_options::overwrite_existing, ec);
+    fs::copy_file(from, fs::path(o.save) / "tokenizer" / name, fs::copy_options::overwrite_existing,
+                  ec);
     if (ec) return absl::InternalError(absl::StrCat("copying ", from.string(), ": ", ec.message()));
     copied.push_back(name);
   }
-  lines.push_back(copied.empty()
-                      ? std::string("tokenizer: none in the Hugging Face directory; the args record "
-                                    "NullTokenizer with the model's vocabulary")
-                      : absl::StrCat("tokenizer: ", absl::StrJoin(copied, ", "), " copied to ", o.save,
-                                     "/tokenizer/ (the args record NullTokenizer; pass the tokenizer flags "
-                                     "to train / generate)"));
+  lines.push_back(
+      copied.empty()
+          ? std::string("tokenizer: none in the Hugging Face directory; the args record "
+                        "NullTokenizer with the model's vocabulary")
+          : absl::StrCat("tokenizer: ", absl::StrJoin(copied, ", "), " copied to ", o.save,
+                         "/tokenizer/ (the args record NullTokenizer; pass the tokenizer flags "
+                         "to train / generate)"));
   lines.push_back(absl::StrCat("load it with: mxmaca train --load ", o.save,
                                " --finetune <the model flags above> <data and training flags>"));
   return lines;

@@ -5,9 +5,8 @@
 
 #include <cstring>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -86,8 +85,8 @@ absl::Status ReadOneFile(const std::string& path, HfTensors* out) {
     return absl::DataLossError(absl::StrCat(path, ": truncated or corrupt: header length ", n,
                                             " but the file has ", bytes.size(), " bytes"));
   }
-  nlohmann::json header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + n,
-                                                nullptr, /*allow_exceptions=*/false);
+  nlohmann::json header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + n, nullptr,
+                                                /*allow_exceptions=*/false);
   if (!header.is_object()) {
     return absl::DataLossError(absl::StrCat(path, ": the header is not a JSON object"));
   }
@@ -110,15 +109,16 @@ absl::Status ReadOneFile(const std::string& path, HfTensors* out) {
       }
       uint64_t numel = 1;
       for (int64_t d : shape) {
-        if (d < 0) return absl::DataLossError(absl::StrCat(path, ": tensor ", key, ": negative dim"));
+        if (d < 0)
+          return absl::DataLossError(absl::StrCat(path, ": tensor ", key, ": negative dim"));
         numel *= static_cast<uint64_t>(d);
       }
       if (off.size() != 2 || off[0] > off[1] || off[1] > data_size ||
           off[1] - off[0] != numel * elem) {
-        return absl::DataLossError(absl::StrCat(
-            path, ": tensor ", key, ": data_offsets ", e.at("data_offsets").dump(),
-            " do not hold ", numel, " ", dtype, " values inside the ", data_size,
-            "-byte data (truncated or corrupt file)"));
+        return absl::DataLossError(absl::StrCat(path, ": tensor ", key, ": data_offsets ",
+                                                e.at("data_offsets").dump(), " do not hold ", numel,
+                                                " ", dtype, " values inside the ", data_size,
+                                                "-byte data (truncated or corrupt file)"));
       }
       if (out->count(key) > 0) {
         return absl::DataLossError(absl::StrCat(path, ": tensor ", key, " is stored twice"));
@@ -203,7 +203,8 @@ absl::StatusOr<HfTensors> ReadHfSafetensors(const std::string& dir) {
     std::map<std::string, std::vector<std::string>> files;
     for (const auto& [name, file] : index["weight_map"].items()) {
       if (!file.is_string()) {
-        return absl::DataLossError(absl::StrCat(index_path, ": weight_map.", name, " is not a string"));
+        return absl::DataLossError(
+            absl::StrCat(index_path, ": weight_map.", name, " is not a string"));
       }
       files[file.get<std::string>()].push_back(name);
     }
@@ -216,8 +217,8 @@ absl::StatusOr<HfTensors> ReadHfSafetensors(const std::string& dir) {
       MXMACA_RETURN_IF_ERROR(ReadOneFile(path, &out));
       for (const std::string& name : names) {
         if (out.count(name) == 0) {
-          return absl::DataLossError(absl::StrCat(index_path, " puts ", name, " in ", path,
-                                                  ", which does not hold it"));
+          return absl::DataLossError(
+              absl::StrCat(index_path, " puts ", name, " in ", path, ", which does not hold it"));
         }
       }
     }
@@ -225,8 +226,8 @@ absl::StatusOr<HfTensors> ReadHfSafetensors(const std::string& dir) {
   }
   const std::string path = dir + "/model.safetensors";
   if (!FileExists(path)) {
-    return absl::NotFoundError(absl::StrCat("neither ", path, " nor ", index_path,
-                                            " exists (is ", dir, " a Hugging Face model?)"));
+    return absl::NotFoundError(absl::StrCat("neither ", path, " nor ", index_path, " exists (is ",
+                                            dir, " a Hugging Face model?)"));
   }
   MXMACA_RETURN_IF_ERROR(ReadOneFile(path, &out));
   return out;
@@ -244,8 +245,8 @@ absl::Status WriteHfSafetensors(const std::string& dir, const HfTensors& tensors
     int64_t numel = 1;
     for (int64_t d : it->second.shape) numel *= d;
     if (numel != static_cast<int64_t>(it->second.values.size())) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor ", name, ": ", it->second.values.size(),
-                                                     " values for ", numel, " elements"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor ", name, ": ", it->second.values.size(), " values for ", numel, " elements"));
     }
     total += it->second.values.size() * elem;
   }
@@ -267,7 +268,8 @@ absl::Status WriteHfSafetensors(const std::string& dir, const HfTensors& tensors
   index["metadata"] = {{"total_size", total}};
   nlohmann::ordered_json map = nlohmann::ordered_json::object();
   for (size_t i = 0; i < shards.size(); ++i) {
-    const std::string file = absl::StrFormat("model-%05d-of-%05d.safetensors", i + 1, shards.size());
+    const std::string file =
+        absl::StrFormat("model-%05d-of-%05d.safetensors", i + 1, shards.size());
     MXMACA_RETURN_IF_ERROR(WriteOneFile(dir + "/" + file, tensors, shards[i], dtype));
     for (const std::string& name : shards[i]) map[name] = file;
   }

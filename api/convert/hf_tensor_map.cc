@@ -61,7 +61,9 @@ RowRanges QkvRanges(const layers::GptConfig& c, int part) {
 
 RowRanges All(int64_t rows) { return {{0, rows}}; }
 
-std::string L(int64_t i, const std::string& suffix) { return layers::LayerParameterName(i, suffix); }
+std::string L(int64_t i, const std::string& suffix) {
+  return layers::LayerParameterName(i, suffix);
+}
 
 std::vector<Link> Links(const layers::GptConfig& c, HfArchitecture arch) {
   const int64_t h = c.hidden_size, v = c.vocab_size, f = c.ffn_hidden_size;
@@ -71,8 +73,10 @@ std::vector<Link> Links(const layers::GptConfig& c, HfArchitecture arch) {
   if (arch == HfArchitecture::kGpt2) {
     const std::string t = "transformer.";
     links.push_back({t + "wte.weight", {v, h}, "embedding.word_embeddings.weight", All(v)});
-    links.push_back({t + "wpe.weight", {c.max_position_embeddings, h},
-                     "embedding.position_embeddings.weight", All(c.max_position_embeddings)});
+    links.push_back({t + "wpe.weight",
+                     {c.max_position_embeddings, h},
+                     "embedding.position_embeddings.weight",
+                     All(c.max_position_embeddings)});
     RowRanges qkv = QkvRanges(c, 0);
     for (int part = 1; part < 3; ++part) {
       for (const auto& r : QkvRanges(c, part)) qkv.push_back(r);
@@ -81,24 +85,34 @@ std::vector<Link> Links(const layers::GptConfig& c, HfArchitecture arch) {
       const std::string p = absl::StrCat(t, "h.", i, ".");
       links.push_back({p + "ln_1.weight", {h}, L(i, "input_layernorm.weight"), All(h)});
       links.push_back({p + "ln_1.bias", {h}, L(i, "input_layernorm.bias"), All(h)});
-      links.push_back({p + "attn.c_attn.weight", {h, q + 2 * kv},
-                       L(i, "self_attention.linear_qkv.weight"), qkv, true});
-      links.push_back({p + "attn.c_attn.bias", {q + 2 * kv}, L(i, "self_attention.linear_qkv.bias"), qkv});
-      links.push_back({p + "attn.c_proj.weight", {q, h}, L(i, "self_attention.linear_proj.weight"),
-                       All(h), true});
-      links.push_back({p + "attn.c_proj.bias", {h}, L(i, "self_attention.linear_proj.bias"), All(h)});
+      links.push_back({p + "attn.c_attn.weight",
+                       {h, q + 2 * kv},
+                       L(i, "self_attention.linear_qkv.weight"),
+                       qkv,
+                       true});
+      links.push_back(
+          {p + "attn.c_attn.bias", {q + 2 * kv}, L(i, "self_attention.linear_qkv.bias"), qkv});
+      links.push_back({p + "attn.c_proj.weight",
+                       {q, h},
+                       L(i, "self_attention.linear_proj.weight"),
+                       All(h),
+                       true});
+      links.push_back(
+          {p + "attn.c_proj.bias", {h}, L(i, "self_attention.linear_proj.bias"), All(h)});
       links.push_back({p + "ln_2.weight", {h}, L(i, "pre_mlp_layernorm.weight"), All(h)});
       links.push_back({p + "ln_2.bias", {h}, L(i, "pre_mlp_layernorm.bias"), All(h)});
       links.push_back({p + "mlp.c_fc.weight", {h, f}, L(i, "mlp.linear_fc1.weight"), All(f), true});
       links.push_back({p + "mlp.c_fc.bias", {f}, L(i, "mlp.linear_fc1.bias"), All(f)});
-      links.push_back({p + "mlp.c_proj.weight", {f, h}, L(i, "mlp.linear_fc2.weight"), All(h), true});
+      links.push_back(
+          {p + "mlp.c_proj.weight", {f, h}, L(i, "mlp.linear_fc2.weight"), All(h), true});
       links.push_back({p + "mlp.c_proj.bias", {h}, L(i, "mlp.linear_fc2.bias"), All(h)});
     }
     links.push_back({t + "ln_f.weight", {h}, "decoder.final_layernorm.weight", All(h)});
     links.push_back({t + "ln_f.bias", {h}, "decoder.final_layernorm.bias", All(h)});
     return links;
   }
-  links.push_back({"model.embed_tokens.weight", {v, h}, "embedding.word_embeddings.weight", All(v)});
+  links.push_back(
+      {"model.embed_tokens.weight", {v, h}, "embedding.word_embeddings.weight", All(v)});
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string p = absl::StrCat("model.layers.", i, ".");
     const std::string qkv_w = L(i, "self_attention.linear_qkv.weight");
@@ -112,11 +126,14 @@ std::vector<Link> Links(const layers::GptConfig& c, HfArchitecture arch) {
       links.push_back({p + "self_attn.k_proj.bias", {kv}, qkv_b, QkvRanges(c, 1)});
       links.push_back({p + "self_attn.v_proj.bias", {kv}, qkv_b, QkvRanges(c, 2)});
     }
-    links.push_back({p + "self_attn.o_proj.weight", {h, q}, L(i, "self_attention.linear_proj.weight"), All(h)});
+    links.push_back(
+        {p + "self_attn.o_proj.weight", {h, q}, L(i, "self_attention.linear_proj.weight"), All(h)});
     if (bias) {
-      links.push_back({p + "self_attn.o_proj.bias", {h}, L(i, "self_attention.linear_proj.bias"), All(h)});
+      links.push_back(
+          {p + "self_attn.o_proj.bias", {h}, L(i, "self_attention.linear_proj.bias"), All(h)});
     }
-    links.push_back({p + "post_attention_layernorm.weight", {h}, L(i, "pre_mlp_layernorm.weight"), All(h)});
+    links.push_back(
+        {p + "post_attention_layernorm.weight", {h}, L(i, "pre_mlp_layernorm.weight"), All(h)});
     links.push_back({p + "mlp.gate_proj.weight", {f, h}, L(i, "mlp.linear_fc1.weight"), {{0, f}}});
     links.push_back({p + "mlp.up_proj.weight", {f, h}, L(i, "mlp.linear_fc1.weight"), {{f, f}}});
     links.push_back({p + "mlp.down_proj.weight", {h, f}, L(i, "mlp.linear_fc2.weight"), All(h)});
@@ -127,7 +144,8 @@ std::vector<Link> Links(const layers::GptConfig& c, HfArchitecture arch) {
     }
   }
   links.push_back({"model.norm.weight", {h}, "decoder.final_layernorm.weight", All(h)});
-  if (!c.tied_embeddings()) links.push_back({"lm_head.weight", {v, h}, "output_layer.weight", All(v)});
+  if (!c.tied_embeddings())
+    links.push_back({"lm_head.weight", {v, h}, "output_layer.weight", All(v)});
   return links;
 }
 
@@ -151,7 +169,8 @@ std::vector<float> Gather(const Link& link, const Shape& shape, const std::vecto
 }
 
 // Scatter: the inverse of Gather, into `mg`.
-void Scatter(const Link& link, const Shape& shape, const std::vector<float>& hf, std::vector<float>* mg) {
+void Scatter(const Link& link, const Shape& shape, const std::vector<float>& hf,
+             std::vector<float>* mg) {
   const int64_t cols = shape.size() > 1 ? Numel(shape) / shape[0] : 1;
   const int64_t rows = RowCount(link.rows);
   int64_t r = 0;
@@ -243,8 +262,8 @@ absl::StatusOr<std::vector<MegatronTensor>> FromHfTensors(const layers::GptConfi
   for (const Link& link : Links(config, arch)) {
     auto it = hf.find(link.hf);
     if (it == hf.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(source, " has no tensor ", link.hf, " (",
-                                                     ShapeStr(link.hf_shape), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, " has no tensor ", link.hf, " (", ShapeStr(link.hf_shape), ")"));
     }
     if (it->second.shape != link.hf_shape) {
       return absl::InvalidArgumentError(absl::StrCat(source, ": tensor ", link.hf, " has shape ",
@@ -264,13 +283,14 @@ absl::StatusOr<std::vector<MegatronTensor>> FromHfTensors(const layers::GptConfi
           std::memcmp(t.values.data(), emb.values.data(), t.values.size() * sizeof(float)) == 0) {
         continue;
       }
-      return absl::InvalidArgumentError(absl::StrCat(
-          source, " has an lm_head.weight that differs from the embedding, but config.json "
-          "says tie_word_embeddings: true"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(source,
+                       " has an lm_head.weight that differs from the embedding, but config.json "
+                       "says tie_word_embeddings: true"));
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, " has tensor ", name, " ", ShapeStr(t.shape),
-        ", which the model config.json describes has no place for"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, " has tensor ", name, " ", ShapeStr(t.shape),
+                     ", which the model config.json describes has no place for"));
   }
   for (auto& [name, shape] : MegatronTensorShapes(config)) order.push_back(std::move(mg.at(name)));
   return order;

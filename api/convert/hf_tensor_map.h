@@ -66,9 +66,8 @@ using TensorFetch = std::function<absl::StatusOr<std::vector<float>>(
 // ToHfTensors: the Hugging Face state dict of `config` in layout `architecture` (after
 // ChooseHfModelType), built from `fetch`; `names` gets the state-dict order. Errors: the
 // fetch's.
-absl::StatusOr<HfTensors> ToHfTensors(const layers::GptConfig& config,
-                                      HfArchitecture architecture, const TensorFetch& fetch,
-                                      std::vector<std::string>* names);
+absl::StatusOr<HfTensors> ToHfTensors(const layers::GptConfig& config, HfArchitecture architecture,
+                                      const TensorFetch& fetch, std::vector<std::string>* names);
 
 // FromHfTensors: the Megatron tensors of `config` (MegatronTensorShapes' order) from a
 // Hugging Face state dict (`hf` is consumed). GPT-2 names are accepted with or without the
@@ -77,8 +76,8 @@ absl::StatusOr<HfTensors> ToHfTensors(const layers::GptConfig& config,
 // a missing tensor, a tensor of the wrong shape ("... has [768, 2304], expected [768,
 // 2304]"), a tensor the model has no place for, lm_head.weight with tied embeddings.
 absl::StatusOr<std::vector<MegatronTensor>> FromHfTensors(const layers::GptConfig& config,
-                                                          HfArchitecture architecture,
-                                                          HfTensors hf, const std::string& source);
+                                                          HfArchitecture architecture, HfTensors hf,
+                                                          const std::string& source);
 
 }  // namespace mxmaca::api::convert
 
