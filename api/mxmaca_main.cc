@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "api/calibrate/calibrate_command.h"
+#include "api/convert/convert_command.h"
 #include "api/generate/generate_command.h"
 #include "api/launch/launch_command.h"
 #include "api/launch/launcher_watch.h"
@@ -33,6 +34,7 @@ constexpr char kUsage[] =
     "  inspect-checkpoint  show a checkpoint directory: format, iteration, layout, tensors, the\n"
     "                      --save lock and leftovers of killed saves (DIR [--verify])\n"
     "  generate       sample text from a checkpoint (--load DIR --prompt TEXT)\n"
+    "  convert        checkpoints to and from Hugging Face (--to hf | --from hf, --load, --save)\n"
     "  launch         start N local processes (torchrun variables) running a subcommand\n"
     "  simulate       cost-model a training step on a cluster (train flags + --cluster --world-size)\n"
     "  plan           search parallel layouts with the simulator (model flags + batch, cluster, GPUs)\n"
@@ -77,6 +79,8 @@ int main(int argc, char** argv) {
     status = mxmaca::api::RunInspectCheckpoint(args);
   } else if (command == "generate") {
     status = mxmaca::api::RunGenerate(args);
+  } else if (command == "convert") {
+    status = mxmaca::api::RunConvert(args);
   } else if (command == "simulate") {
     status = mxmaca::api::RunSimulate(args);
   } else if (command == "plan") {

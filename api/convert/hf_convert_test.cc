@@ -1,0 +1,526 @@
+// api/convert/hf_convert_test.cc: `mxmaca convert` checked end to end on tiny models.
+//
+// Each case builds an MXMACA checkpoint of a tiny model (every parameter, biases and norm
+// weights included, set to seeded random values, so a misplaced row changes the result),
+// exports it to Hugging Face, and checks:
+//   1. round trip: importing the export gives back every tensor bit for bit (fp32, one
+//      file and sharded), and args that reconstruct the same model;
+//   2. an independent reference: hf_reference.py (torch, float64, the transformers
+//      definitions, reading the export by Hugging Face names) gives per-token losses on
+//      fresh random tokens within kTolerance of MXMACA's own EvalForward on the original
+//      checkpoint — and a deliberately swapped q/k split (--swap-qk) does not.
+// Plus the refusals (what the target cannot express) and bad input (missing tensor,
+// wrong shape, truncated file, config fields MXMACA cannot run), each naming the value.
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "actors/checkpoint/checkpoint_reader.h"
+#include "actors/checkpoint/checkpoint_writer.h"
+#include "actors/stage_checkpoint.h"
+#include "api/args/megatron_args.h"
+#include "api/convert/hf_config.h"
+#include "api/convert/hf_export.h"
+#include "api/convert/hf_import.h"
+#include "api/convert/hf_safetensors.h"
+#include "api/train/checkpoint_args.h"
+#include "api/train/train_setup.h"
+#include "layers/gpt_stage.h"
+#include "layers/moe/moe_layer.h"
+
+namespace mxmaca::api::convert {
+namespace {
+
+using actors::checkpoint::CheckpointReader;
+// MakeTempDir: a new empty directory under $TEST_TMPDIR (Bazel) or /tmp.
+std::string MakeTempDir() {
+  const char* base = getenv("TEST_TMPDIR");
+  std::string templ = std::string(base != nullptr ? base : "/tmp") + "/hf_XXXXXX";
+  REQUIRE(mkdtemp(templ.data()) != nullptr);
+  return templ;
+}
+
+int64_t NumElementsOf(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+}
+
+// kTolerance: max |MXMACA fp32 loss - float64 reference loss| per token, in nats. MXMACA
+// computes in fp32 (unit roundoff 6e-8); with these sizes (h <= 48, f <= 96, 2 layers,
+// V = 100, losses ~ 4.6 nats) the accumulated error of the GEMMs, softmaxes and norms is
+// of order 1e-6 (measured: printed by each case); 1e-4 leaves two orders of margin and
+// is still ~1000x below what a wrong split gives (the --swap-qk check).
+constexpr double kTolerance = 1e-4;
+
+const std::string kDir = "api/convert/";
+
+std::string Run(const std::string& cmd, int* code) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+struct Model {
+  std::vector<std::string> argv;
+  MegatronArgs args;
+  layers::GptConfig config;
+};
+
+Model MakeModel(std::vector<std::string> argv) {
+  argv.insert(argv.end(), {"--seq-length", "16", "--max-position-embeddings", "32",
+                           "--tokenizer-type", "NullTokenizer", "--vocab-size", "99",
+                           "--micro-batch-size", "1", "--train-iters", "1", "--lr", "1e-4"});
+  absl::StatusOr<MegatronArgs> a = ParseMegatronArgs(argv);
+  INFO(a.status().message());
+  REQUIRE(a.ok());
+  const absl::Status valid = ValidateAndDeriveArgs(&*a, 1);
+  INFO(valid.message());
+  REQUIRE(valid.ok());
+  absl::StatusOr<layers::GptConfig> c = GptConfigFromArgs(*a, 100);
+  INFO(c.status().message());
+  REQUIRE(c.ok());
+  c->hidden_dropout = 0.0f;
+  c->attention_dropout = 0.0f;
+  return {argv, *a, *c};
+}
+
+// MakeCheckpoint: a checkpoint of `m` at iteration 3 in `dir` with random parameters;
+// returns the stage holding them.
+std::unique_ptr<layers::GptStage> MakeCheckpoint(const Model& m, const std::string& dir,
+                                                 uint32_t seed) {
+  layers::StageLayout layout;
+  layout.first_layer = 0;
+  layout.last_layer = m.config.num_layers;
+  absl::StatusOr<std::unique_ptr<layers::GptStage>> stage =
+      layers::GptStage::Create(m.config, layout);
+  INFO(stage.status().message());
+  REQUIRE(stage.ok());
+  layers::ParameterStore& store = (*stage)->parameters();
+  std::mt19937 gen(seed);
+  for (int i = 0; i < store.size(); ++i) {
+    const std::string& name = store.info(i).spec.name;
+    const bool norm_weight = absl::StrContains(name, "layernorm.weight");
+    const bool bias = absl::EndsWith(name, ".bias");
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    const float scale = norm_weight ? 0.3f : bias ? 0.1f : 0.25f;
+    float* p = store.param(i);
+    for (int64_t e = 0; e < store.info(i).numel; ++e)
+      p[e] = (norm_weight ? 1.0f : 0.0f) + scale * dist(gen);
+  }
+  absl::StatusOr<actors::checkpoint::CheckpointWriter> w =
+      actors::checkpoint::CheckpointWriter::Begin(dir, 3);
+  REQUIRE(w.ok());
+  REQUIRE(actors::WriteStageShard(*w, "stage0", store, nullptr).ok());
+  nlohmann::json state = {{"iteration", 3}};
+  REQUIRE(w->Commit(CheckpointArgsJson(m.argv, m.args, m.config), state).ok());
+  return std::move(*stage);
+}
+
+// ExpectSameTensors: every "model/" tensor of `a` is in `b` with the same shape and bytes.
+void ExpectSameTensors(const std::string& a_dir, const std::string& b_dir) {
+  absl::StatusOr<CheckpointReader> a = CheckpointReader::Open(a_dir);
+  absl::StatusOr<CheckpointReader> b = CheckpointReader::Open(b_dir);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  std::vector<std::string> names_a, names_b;
+  for (const std::string& n : a->TensorNames()) {
+    if (absl::StartsWith(n, "model/")) names_a.push_back(n);
+  }
+  for (const std::string& n : b->TensorNames()) names_b.push_back(n);
+  CHECK(names_a == names_b);
+  for (const std::string& n : names_a) {
+    INFO(n);
+    const std::vector<int64_t> shape = *a->FullShape(n);
+    REQUIRE(b->HasTensor(n));
+    REQUIRE(*b->FullShape(n) == shape);
+    std::vector<float> va(NumElementsOf(shape)), vb(va.size());
+    const std::vector<int64_t> zero(shape.size(), 0);
+    REQUIRE(a->ReadSlice(n, zero, shape, va.data()).ok());
+    REQUIRE(b->ReadSlice(n, zero, shape, vb.data()).ok());
+    CHECK(BitEqual(va, vb));
+  }
+}
+
+nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return nlohmann::json::parse(s.str());
+}
+
+// MaxLossDifference: max over tokens of |MXMACA's EvalForward loss - the reference's| on
+// fresh random tokens and labels (b = 2, s = 16), with the reference run on `hf_dir`.
+double MaxLossDifference(layers::GptStage& stage, const Model& m, const std::string& hf_dir,
+                         uint32_t seed, const std::string& reference_flags = "") {
+  const int64_t b = 2, s = 16;
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(m.config.vocab_size) - 1);
+  std::vector<int32_t> tokens(b * s), labels(b * s);
+  for (int32_t& t : tokens) t = tok(gen);
+  for (int32_t& t : labels) t = tok(gen);
+  layers::MicroBatchInput in;
+  in.micro_batch_size = b;
+  in.seq_length = s;
+  in.tokens = tokens;
+  in.labels = labels;
+  layers::StageOutput out;
+  absl::Status st = stage.EvalForward(in, &out);
+  INFO(st.message());
+  REQUIRE(st.ok());
+  REQUIRE(out.token_losses.size() == static_cast<size_t>(b * s));
+  nlohmann::json io;
+  io["tokens"] = nlohmann::json::array();
+  io["labels"] = nlohmann::json::array();
+  for (int64_t r = 0; r < b; ++r) {
+    io["tokens"].push_back(
+        std::vector<int32_t>(tokens.begin() + r * s, tokens.begin() + (r + 1) * s));
+    io["labels"].push_back(
+        std::vector<int32_t>(labels.begin() + r * s, labels.begin() + (r + 1) * s));
+  }
+  const std::string tmp = MakeTempDir();
+  std::ofstream(tmp + "/in.json") << io.dump();
+  int code = 0;
+  const std::string log = Run("/usr/bin/python3 " + kDir + "hf_reference.py " + hf_dir + " " + tmp +
+                                  "/in.json " + tmp + "/out.json " + reference_flags,
+                              &code);
+  INFO(log);
+  REQUIRE(code == 0);
+  const nlohmann::json ref = ReadJson(tmp + "/out.json")["token_losses"];
+  double max_diff = 0.0;
+  for (int64_t r = 0; r < b; ++r) {
+    for (int64_t t = 0; t < s; ++t) {
+      const double d = std::fabs(ref[r][t].get<double>() - out.token_losses[r * s + t]);
+      max_diff = std::max(max_diff, d);
+    }
+  }
+  return max_diff;
+}
+
+// CheckModel: the whole check of one model: export, reference, import round trip.
+void CheckModel(const Model& m, const std::string& expected_type, uint32_t seed) {
+  const std::string root = MakeTempDir();
+  const std::string ckpt = root + "/ckpt", hf = root + "/hf", back = root + "/back";
+  std::unique_ptr<layers::GptStage> stage = MakeCheckpoint(m, ckpt, seed);
+
+  HfExportOptions ex;
+  ex.load = ckpt;
+  ex.save = hf;
+  absl::StatusOr<std::vector<std::string>> lines = ExportToHuggingFace(ex);
+  INFO(lines.status().message());
+  REQUIRE(lines.ok());
+  const nlohmann::json cfg = ReadJson(hf + "/config.json");
+  CHECK(cfg["model_type"] == expected_type);
+  CHECK(cfg["vocab_size"] == 100);  // the true vocabulary, not the padded 128
+  CHECK(cfg["torch_dtype"] == "float32");
+
+  // 2. The independent reference, and a wrong split that it must catch.
+  const double diff = MaxLossDifference(*stage, m, hf, seed + 1);
+  std::printf("%s: max |MXMACA - reference| token loss = %.3g nats\n", expected_type.c_str(), diff);
+  CHECK(diff < kTolerance);
+  const double swapped = MaxLossDifference(*stage, m, hf, seed + 1, "--swap-qk");
+  std::printf("%s: with q/k swapped in layer 0: %.3g nats\n", expected_type.c_str(), swapped);
+  CHECK(swapped > 100 * kTolerance);
+
+  // 1. Round trip, bit for bit, and the reconstructed model.
+  HfImportOptions im;
+  im.load = hf;
+  im.save = back;
+  im.seq_length = m.config.seq_length;
+  absl::StatusOr<std::vector<std::string>> imported = ImportFromHuggingFace(im);
+  INFO(imported.status().message());
+  REQUIRE(imported.ok());
+  ExpectSameTensors(ckpt, back);
+  absl::StatusOr<CheckpointReader> r = CheckpointReader::Open(back);
+  REQUIRE(r.ok());
+  CHECK(r->iteration() == 0);
+  CHECK(CheckModelMatchesCheckpoint(m.config, r->args(), back).ok());
+  absl::StatusOr<layers::GptConfig> c = ModelConfigFromCheckpointArgs(r->args());
+  REQUIRE(c.ok());
+  CHECK(c->gelu_tanh_approximation == m.config.gelu_tanh_approximation);
+  CHECK(c->norm_epsilon == m.config.norm_epsilon);
+  CHECK(c->rotary_base == m.config.rotary_base);
+  CHECK(c->seq_length == m.config.seq_length);
+
+  // Sharded export (tiny shards) round-trips too; bf16 export gives the rounded values.
+  const std::string sharded = root + "/hf_sharded", back2 = root + "/back2";
+  ex.save = sharded;
+  ex.max_shard_bytes = 8192;
+  REQUIRE(ExportToHuggingFace(ex).ok());
+  CHECK(std::filesystem::exists(sharded + "/model.safetensors.index.json"));
+  std::set<std::string> files;
+  const nlohmann::json index = ReadJson(sharded + "/model.safetensors.index.json");
+  for (const auto& [name, file] : index["weight_map"].items()) {
+    files.insert(file.get<std::string>());
+  }
+  CHECK(files.size() >= 2);
+  for (const std::string& file : files) CHECK(std::filesystem::exists(sharded + "/" + file));
+  im.load = sharded;
+  im.save = back2;
+  REQUIRE(ImportFromHuggingFace(im).ok());
+  ExpectSameTensors(ckpt, back2);
+
+  ex.save = root + "/hf_bf16";
+  ex.max_shard_bytes = 0;
+  ex.dtype = HfDtype::kBf16;
+  REQUIRE(ExportToHuggingFace(ex).ok());
+  CHECK(ReadJson(ex.save + "/config.json")["torch_dtype"] == "bfloat16");
+  absl::StatusOr<HfTensors> f32 = ReadHfSafetensors(hf), bf16 = ReadHfSafetensors(ex.save);
+  REQUIRE(f32.ok());
+  REQUIRE(bf16.ok());
+  for (const auto& [name, t] : *f32) {
+    INFO(name);
+    const HfTensor& u = bf16->at(name);
+    REQUIRE(u.values.size() == t.values.size());
+    for (size_t i = 0; i < t.values.size(); ++i) {
+      // bf16 keeps 8 significant bits: within half an ulp (2^-9 relative).
+      REQUIRE(std::fabs(u.values[i] - t.values[i]) <= std::fabs(t.values[i]) * (1.0 / 256) + 1e-30);
+    }
+  }
+}
+
+TEST_CASE("gpt2: export, reference forward, import round trip") {
+  CheckModel(MakeModel({"--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4"}),
+             "gpt2", 11);
+}
+
+TEST_CASE("gpt2 with the erf GELU (activation_function gelu)") {
+  Model m = MakeModel({"--num-layers", "1", "--hidden-size", "32", "--num-attention-heads", "4",
+                       "--ffn-hidden-size", "48", "--no-bias-gelu-fusion"});
+  REQUIRE(!m.config.gelu_tanh_approximation);
+  CheckModel(m, "gpt2", 12);
+}
+
+TEST_CASE("llama: GQA, untied, no biases") {
+  CheckModel(MakeModel({"--num-layers",
+                        "2",
+                        "--hidden-size",
+                        "48",
+                        "--num-attention-heads",
+                        "6",
+                        "--group-query-attention",
+                        "--num-query-groups",
+                        "2",
+                        "--ffn-hidden-size",
+                        "80",
+                        "--normalization",
+                        "RMSNorm",
+                        "--swiglu",
+                        "--position-embedding-type",
+                        "rope",
+                        "--disable-bias-linear",
+                        "--untie-embeddings-and-output-weights",
+                        "--rotary-base",
+                        "500000",
+                        "--norm-epsilon",
+                        "1e-6"}),
+             "llama", 21);
+}
+
+TEST_CASE("llama: tied, biases on every linear, head_dim != hidden / heads") {
+  CheckModel(MakeModel({"--num-layers", "2", "--hidden-size", "48", "--num-attention-heads", "4",
+                        "--kv-channels", "16", "--ffn-hidden-size", "96", "--normalization",
+                        "RMSNorm", "--swiglu", "--position-embedding-type", "rope"}),
+             "llama", 31);
+}
+
+// --- refusals ---------------------------------------------------------------------------
+
+layers::GptConfig LlamaConfig() {
+  return MakeModel({"--num-layers", "1", "--hidden-size", "32", "--num-attention-heads", "4",
+                    "--normalization", "RMSNorm", "--swiglu", "--position-embedding-type", "rope",
+                    "--disable-bias-linear"})
+      .config;
+}
+
+void ExpectRefused(const layers::GptConfig& c, const std::string& type, const std::string& words) {
+  absl::StatusOr<HfModelType> t = ChooseHfModelType(c, type);
+  INFO(type << ": " << t.status().message());
+  REQUIRE(!t.ok());
+  CHECK(absl::StrContains(t.status().message(), words));
+}
+
+TEST_CASE("export refuses what the target cannot express, naming the value") {
+  REQUIRE(ChooseHfModelType(LlamaConfig(), "auto").ok());
+  CHECK(ChooseHfModelType(LlamaConfig(), "auto")->model_type == "llama");
+  CHECK(ChooseHfModelType(LlamaConfig(), "mistral")->model_type == "mistral");
+  layers::GptConfig c = LlamaConfig();
+  c.qk_layernorm = true;
+  ExpectRefused(c, "llama", "--qk-layernorm");
+  c = LlamaConfig();
+  c.apply_layernorm_1p = true;
+  ExpectRefused(c, "llama", "--apply-layernorm-1p");
+  c = LlamaConfig();
+  c.rotary_interleaved = true;
+  ExpectRefused(c, "llama", "--rotary-interleaved");
+  c = LlamaConfig();
+  c.moe = std::make_shared<layers::moe::MoELayerConfig>();
+  ExpectRefused(c, "auto", "Mixture-of-Experts");
+  c = LlamaConfig();
+  c.add_qkv_bias = true;
+  ExpectRefused(c, "llama", "--add-qkv-bias");
+  ExpectRefused(LlamaConfig(), "gpt2",
+                "--normalization is RMSNorm but Hugging Face gpt2 expects LayerNorm");
+  c = MakeModel({"--num-layers", "1", "--hidden-size", "32", "--num-attention-heads", "4",
+                 "--untie-embeddings-and-output-weights"})
+          .config;
+  ExpectRefused(c, "auto", "--untie-embeddings-and-output-weights");
+  ExpectRefused(c, "llama", "--normalization is LayerNorm");
+  ExpectRefused(LlamaConfig(), "falcon", "--model-type is falcon");
+}
+
+// --- bad input ----------------------------------------------------------------------------
+
+struct Exported {
+  std::string root, hf;
+};
+
+Exported ExportLlama() {
+  Exported e;
+  e.root = MakeTempDir();
+  e.hf = e.root + "/hf";
+  Model m = MakeModel({"--num-layers", "1", "--hidden-size", "32", "--num-attention-heads", "4",
+                       "--normalization", "RMSNorm", "--swiglu", "--position-embedding-type",
+                       "rope", "--disable-bias-linear"});
+  MakeCheckpoint(m, e.root + "/ckpt", 5);
+  HfExportOptions ex;
+  ex.load = e.root + "/ckpt";
+  ex.save = e.hf;
+  REQUIRE(ExportToHuggingFace(ex).ok());
+  return e;
+}
+
+std::string ImportError(const std::string& hf, const std::string& save) {
+  HfImportOptions im;
+  im.load = hf;
+  im.save = save;
+  absl::StatusOr<std::vector<std::string>> r = ImportFromHuggingFace(im);
+  REQUIRE(!r.ok());
+  return std::string(r.status().message());
+}
+
+void RewriteTensors(const std::string& hf, const std::function<void(HfTensors&)>& edit) {
+  absl::StatusOr<HfTensors> t = ReadHfSafetensors(hf);
+  REQUIRE(t.ok());
+  edit(*t);
+  std::vector<std::string> names;
+  for (const auto& [name, v] : *t) names.push_back(name);
+  REQUIRE(WriteHfSafetensors(hf, *t, names, HfDtype::kF32, 0).ok());
+}
+
+void EditConfig(const std::string& hf, const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json c = ReadJson(hf + "/config.json");
+  edit(c);
+  std::ofstream(hf + "/config.json") << c.dump();
+}
+
+TEST_CASE("import: a missing tensor, a wrong shape, a truncated file, an unknown key") {
+  Exported e = ExportLlama();
+  RewriteTensors(e.hf, [](HfTensors& t) { t.erase("model.layers.0.self_attn.k_proj.weight"); });
+  std::string msg = ImportError(e.hf, e.root + "/x");
+  INFO(msg);
+  CHECK(absl::StrContains(msg, "has no tensor model.layers.0.self_attn.k_proj.weight"));
+  CHECK(absl::StrContains(msg, e.hf));
+
+  e = ExportLlama();
+  RewriteTensors(e.hf, [](HfTensors& t) {
+    HfTensor& up = t.at("model.layers.0.mlp.up_proj.weight");
+    up.shape = {up.shape[1], up.shape[0]};
+  });
+  msg = ImportError(e.hf, e.root + "/x");
+  UNSCOPED_INFO(msg);
+  CHECK(absl::StrContains(
+      msg, "model.layers.0.mlp.up_proj.weight has shape [32, 64], expected [64, 32]"));
+
+  e = ExportLlama();
+  RewriteTensors(e.hf, [](HfTensors& t) {
+    t["model.layers.0.self_attn.q_norm.weight"] = {{8}, std::vector<float>(8)};
+  });
+  msg = ImportError(e.hf, e.root + "/x");
+  CHECK(absl::StrContains(msg, "model.layers.0.self_attn.q_norm.weight"));
+
+  e = ExportLlama();
+  const std::string file = e.hf + "/model.safetensors";
+  std::filesystem::resize_file(file, std::filesystem::file_size(file) - 100);
+  msg = ImportError(e.hf, e.root + "/x");
+  CHECK(absl::StrContains(msg, file));
+  CHECK(absl::StrContains(msg, "truncated"));
+
+  std::filesystem::remove(file);
+  msg = ImportError(e.hf, e.root + "/x");
+  CHECK(absl::StrContains(msg, "model.safetensors"));
+}
+
+TEST_CASE("import refuses config.json fields MXMACA cannot run, naming field and value") {
+  Exported e = ExportLlama();
+  EditConfig(e.hf, [](nlohmann::json& c) { c["sliding_window"] = 4096; });
+  CHECK(absl::StrContains(ImportError(e.hf, e.root + "/x"), "config.json sliding_window is 4096"));
+  EditConfig(e.hf, [](nlohmann::json& c) {
+    c["sliding_window"] = nullptr;
+    c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+  });
+  CHECK(absl::StrContains(ImportError(e.hf, e.root + "/x"), "config.json rope_scaling is"));
+  EditConfig(e.hf, [](nlohmann::json& c) {
+    c["rope_scaling"] = nullptr;
+    c["hidden_act"] = "gelu";
+  });
+  CHECK(absl::StrContains(ImportError(e.hf, e.root + "/x"), "config.json hidden_act is \"gelu\""));
+  EditConfig(e.hf, [](nlohmann::json& c) {
+    c["hidden_act"] = "silu";
+    c["model_type"] = "mixtral";
+  });
+  CHECK(absl::StrContains(ImportError(e.hf, e.root + "/x"), "mixtral"));
+  EditConfig(e.hf, [](nlohmann::json& c) {
+    c["model_type"] = "llama";
+    c["num_key_value_heads"] = 3;
+  });
+  CHECK(
+      absl::StrContains(ImportError(e.hf, e.root + "/x"), "config.json num_key_value_heads is 3"));
+}
+
+TEST_CASE("export: a corrupt checkpoint is refused naming the file") {
+  const std::string root = MakeTempDir();
+  Model m = MakeModel({"--num-layers", "1", "--hidden-size", "32", "--num-attention-heads", "4"});
+  MakeCheckpoint(m, root + "/ckpt", 7);
+  const std::string shard = root + "/ckpt/iter_0000003/shard_stage0.safetensors";
+  REQUIRE(std::filesystem::exists(shard));
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(shard) - 8));
+    f.write("garbage!", 8);
+  }
+  HfExportOptions ex;
+  ex.load = root + "/ckpt";
+  ex.save = root + "/hf";
+  absl::StatusOr<std::vector<std::string>> r = ExportToHuggingFace(ex);
+  REQUIRE(!r.ok());
+  INFO(r.status().message());
+  CHECK(absl::StrContains(r.status().message(), "shard_stage0.safetensors"));
+}
+
+}  // namespace
+}  // namespace mxmaca::api::convert

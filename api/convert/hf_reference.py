@@ -1,0 +1,159 @@
+"""api/convert/hf_reference.py: an independent forward of a Hugging Face gpt2 / llama model
+directory, written from transformers' definitions (modeling_gpt2.py GPT2Attention / GPT2MLP /
+Conv1D; modeling_llama.py LlamaRMSNorm, LlamaRotaryEmbedding + rotate_half, repeat_kv,
+LlamaMLP), reading model.safetensors by Hugging Face names with a parser of its own (u64 LE
+header length, JSON header, raw little-endian data). Computes in float64 so the comparison
+measures MXMACA's fp32 error alone.
+
+usage: hf_reference.py HF_DIR INPUT_JSON OUTPUT_JSON [--swap-qk]
+  INPUT_JSON: {"tokens": [[...]], "labels": [[...]]} ([b, s] ints)
+  OUTPUT_JSON: {"token_losses": [[...]]} (per-token cross-entropy, nats)
+  --swap-qk: a deliberately wrong split (q and k exchanged in layer 0) for the negative test.
+"""
+import json
+import math
+import struct
+import sys
+
+import numpy as np
+import torch
+
+torch.set_default_dtype(torch.float64)
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        b, end = e["data_offsets"]
+        raw = data[base + b:base + end]
+        if e["dtype"] == "F32":
+            arr = np.frombuffer(raw, dtype="<f4").astype(np.float64)
+        elif e["dtype"] == "BF16":
+            u = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+            arr = u.view(np.float32).astype(np.float64)
+        else:
+            raise ValueError(f"{path}: {name}: dtype {e['dtype']}")
+        out[name] = torch.from_numpy(arr.reshape(e["shape"]).copy())
+    return out
+
+
+def causal_attention(q, k, v):
+    # q, k, v: [b, heads, s, hn]; softmax(q k^T / sqrt(hn) + causal mask) v
+    s = q.shape[2]
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    mask = torch.triu(torch.ones(s, s, dtype=torch.bool), diagonal=1)
+    scores = scores.masked_fill(mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def gpt2_forward(cfg, w, tokens, swap_qk):
+    p = "transformer." if "transformer.wte.weight" in w else ""
+    h, nh = cfg["n_embd"], cfg["n_head"]
+    hn = h // nh
+    eps = cfg["layer_norm_epsilon"]
+    b, s = tokens.shape
+    x = w[p + "wte.weight"][tokens] + w[p + "wpe.weight"][torch.arange(s)][None]
+    act = cfg.get("activation_function", "gelu_new")
+
+    def gelu(t):
+        if act in ("gelu_new", "gelu_pytorch_tanh"):
+            return 0.5 * t * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (t + 0.044715 * t ** 3)))
+        return torch.nn.functional.gelu(t)
+
+    def ln(t, name):
+        return torch.nn.functional.layer_norm(t, (h,), w[name + ".weight"], w[name + ".bias"], eps)
+
+    for i in range(cfg["n_layer"]):
+        q_ = f"{p}h.{i}."
+        a = ln(x, q_ + "ln_1")
+        qkv = a @ w[q_ + "attn.c_attn.weight"] + w[q_ + "attn.c_attn.bias"]  # Conv1D: x W + b
+        q, k, v = qkv.split(h, dim=-1)
+        if swap_qk and i == 0:
+            q, k = k, q
+        heads = lambda t: t.view(b, s, nh, hn).transpose(1, 2)
+        o = causal_attention(heads(q), heads(k), heads(v)).transpose(1, 2).reshape(b, s, h)
+        x = x + o @ w[q_ + "attn.c_proj.weight"] + w[q_ + "attn.c_proj.bias"]
+        m = ln(x, q_ + "ln_2")
+        m = gelu(m @ w[q_ + "mlp.c_fc.weight"] + w[q_ + "mlp.c_fc.bias"])
+        x = x + m @ w[q_ + "mlp.c_proj.weight"] + w[q_ + "mlp.c_proj.bias"]
+    x = ln(x, p + "ln_f")
+    return x @ w[p + "wte.weight"].T
+
+
+def llama_forward(cfg, w, tokens, swap_qk):
+    h, nh = cfg["hidden_size"], cfg["num_attention_heads"]
+    ng = cfg.get("num_key_value_heads") or nh
+    hn = cfg.get("head_dim") or h // nh
+    eps, theta = cfg["rms_norm_eps"], cfg.get("rope_theta", 10000.0)
+    b, s = tokens.shape
+
+    def linear(t, name):
+        y = t @ w[name + ".weight"].T
+        return y + w[name + ".bias"] if name + ".bias" in w else y
+
+    def rms(t, name):  # LlamaRMSNorm
+        return w[name + ".weight"] * (t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + eps))
+
+    inv_freq = 1.0 / (theta ** (torch.arange(0, hn, 2, dtype=torch.float64) / hn))
+    freqs = torch.arange(s, dtype=torch.float64)[:, None] * inv_freq[None]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos(), emb.sin()
+
+    def rotate_half(t):
+        t1, t2 = t[..., : t.shape[-1] // 2], t[..., t.shape[-1] // 2:]
+        return torch.cat((-t2, t1), dim=-1)
+
+    x = w["model.embed_tokens.weight"][tokens]
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        a = rms(x, p + "input_layernorm")
+        q = linear(a, p + "self_attn.q_proj").view(b, s, nh, hn).transpose(1, 2)
+        k = linear(a, p + "self_attn.k_proj").view(b, s, ng, hn).transpose(1, 2)
+        v = linear(a, p + "self_attn.v_proj").view(b, s, ng, hn).transpose(1, 2)
+        if swap_qk and i == 0:  # exchange the first query head with the first k head
+            q0 = q[:, :1].clone()
+            q = torch.cat((k[:, :1], q[:, 1:]), dim=1)
+            k = torch.cat((q0, k[:, 1:]), dim=1)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = k.repeat_interleave(nh // ng, dim=1)  # repeat_kv
+        v = v.repeat_interleave(nh // ng, dim=1)
+        o = causal_attention(q, k, v).transpose(1, 2).reshape(b, s, nh * hn)
+        x = x + linear(o, p + "self_attn.o_proj")
+        m = rms(x, p + "post_attention_layernorm")
+        m = linear(torch.nn.functional.silu(linear(m, p + "mlp.gate_proj")) * linear(m, p + "mlp.up_proj"),
+                   p + "mlp.down_proj")
+        x = x + m
+    x = rms(x, "model.norm")
+    head = w["lm_head.weight"] if "lm_head.weight" in w else w["model.embed_tokens.weight"]
+    return x @ head.T
+
+
+def main():
+    hf_dir, inp, outp = sys.argv[1:4]
+    swap_qk = "--swap-qk" in sys.argv[4:]
+    with open(hf_dir + "/config.json") as f:
+        cfg = json.load(f)
+    w = read_safetensors(hf_dir + "/model.safetensors")
+    with open(inp) as f:
+        io = json.load(f)
+    tokens = torch.tensor(io["tokens"], dtype=torch.long)
+    labels = torch.tensor(io["labels"], dtype=torch.long)
+    if cfg["model_type"] == "gpt2":
+        logits = gpt2_forward(cfg, w, tokens, swap_qk)
+    else:
+        logits = llama_forward(cfg, w, tokens, swap_qk)
+    losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels, reduction="none")
+    with open(outp, "w") as f:
+        json.dump({"token_losses": losses.tolist()}, f)
+
+
+if __name__ == "__main__":
+    main()
