@@ -51,7 +51,10 @@ struct RankReport {
   // far (its local stages; summed over the ranks for the job's totals).
   int32_t optimistic_confirmed = 0;
   int32_t optimistic_rolled_back = 0;
-  int32_t padding = 0;
+  // async_save_ended: 1 when the sender's --async-save background write has ended (written
+  // or failed) and its result is not taken yet (multi-process: when every rank says so in
+  // the same reports, every rank takes the results at that iteration's end: AfterStep).
+  int32_t async_save_ended = 0;
 };
 constexpr int32_t kExitByTime = 1;
 constexpr int32_t kExitBySignal = 2;
@@ -222,6 +225,8 @@ struct CoordinatorState {
   std::string control_what;
   std::function<void(const ControlPlane::Blocks&)> control_next;
   int32_t agreed_exit_flags = 0;
+  // Multi-process --async-save: every rank's last reports said its background write ended.
+  bool agreed_async_save_ended = false;
   std::string save_error;
   std::string metrics_error;  // the first error of a metrics sink (CoordinatorConfig::metrics)
   // --optimizer-post-validation: the partial reduction of this iteration's reports so far
@@ -427,10 +432,16 @@ void AfterStep(CoordinatorPointer self) {
     return;
   }
   // --async-save: a background save that ended is reported here (a failure ends the run).
-  // (Multi-process: at the next save or the end, when the ranks agree: DrainAsyncSave.)
+  // Multi-process: once the reports just exchanged said every rank's write had ended, all
+  // ranks take the results here (the same decision from the same bytes), and rank 0
+  // publishes the checkpoint; else at the next save or the end (DrainAsyncSave).
   if (st.async_writer && !st.cfg->control) {
     std::optional<checkpoint::AsyncSaveResult> r = st.async_writer->TryFinish();
     if (r && !ReapAsyncSave(self, *r)) return;
+  }
+  if (st.cfg->control && st.agreed_async_save_ended) {
+    DrainAsyncSave(self, [self] { AfterStep(self); });
+    return;
   }
   const CoordinatorConfig& c = *st.cfg;
   if (st.pending_eval) {
@@ -652,10 +663,10 @@ std::string AsyncSaveLine(const CoordinatorState& st, const checkpoint::AsyncSav
   return absl::StrFormat(
       "  successfully saved %scheckpoint from iteration %7d to %s\n"
       "  checkpoint save at iteration %d (--async-save): training blocked %.3f s, "
-      "background write %.3f s",
+      "background write %.3f s, reported after iteration %d",
       st.async_non_persistent ? "non-persistent " : "", r.iteration,
       st.async_non_persistent ? SaveDir(c, true) : c.save_log_dir.value_or(*c.save_dir),
-      r.iteration, st.async_blocked_seconds, r.write_seconds);
+      r.iteration, st.async_blocked_seconds, r.write_seconds, st.iteration);
 }
 
 // ReapAsyncSave: takes the result of the background save: prints its line, or ends the
@@ -675,9 +686,11 @@ bool ReapAsyncSave(CoordinatorPointer self, const checkpoint::AsyncSaveResult& r
 // DrainAsyncSave: waits for the background save in flight (if any), then runs `next`;
 // a failure ends the run instead. Multi-process: every rank reports its background write
 // (an exchange, so that rank 0 publishes only once every rank's shard files are durable),
-// then rank 0 commits here; every rank calls it at the same point (the next save, the end).
+// then rank 0 commits here; every rank calls it at the same point (the end of an iteration
+// whose reports said every rank's write had ended, the next save, the end).
 void DrainAsyncSave(CoordinatorPointer self, std::function<void()> next) {
   auto& st = self->state;
+  st.agreed_async_save_ended = false;
   std::optional<checkpoint::AsyncSaveResult> r;
   if (st.async_writer) r = st.async_writer->Wait();
   if (!r) {
@@ -1311,6 +1324,7 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
         mine.exit_flags = LocalExitFlags(st);
         mine.optimistic_confirmed = static_cast<int32_t>(st.local_confirmed);
         mine.optimistic_rolled_back = static_cast<int32_t>(st.local_rolled_back);
+        mine.async_save_ended = st.async_writer && st.async_writer->ended() ? 1 : 0;
         const size_t moe_doubles = st.cfg->moe_layers.size() * MoEStride(*st.cfg);
         r.rank_moe[me].resize(moe_doubles, 0.0);
         Exchange(self, ReportBlock(mine, r.rank_moe[me]),
@@ -1319,6 +1333,7 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
                    auto& st = self->state;
                    PhaseReports& r = st.reports;
                    st.agreed_exit_flags = 0;
+                   st.agreed_async_save_ended = !blocks.empty();
                    const size_t moe_doubles = st.cfg->moe_layers.size() * MoEStride(*st.cfg);
                    for (size_t i = 0; i < blocks.size() && i < r.ranks.size(); ++i) {
                      if (blocks[i].size() != sizeof(RankReport) + moe_doubles * sizeof(double)) {
@@ -1333,6 +1348,7 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
                                    moe_doubles * sizeof(double));
                      }
                      st.agreed_exit_flags |= r.ranks[i].exit_flags;
+                     if (r.ranks[i].async_save_ended == 0) st.agreed_async_save_ended = false;
                    }
                    st.summary.optimistic_steps_confirmed = 0;
                    st.summary.optimistic_steps_rolled_back = 0;

@@ -72,6 +72,10 @@ class AsyncCheckpointWriter {
   // in_flight: a job was started and its result not yet taken.
   bool in_flight() const { return thread_.joinable(); }
 
+  // ended: a job is in flight and has ended (its result waits for TryFinish / Wait, which
+  // then return at once). Never blocks; takes nothing.
+  bool ended() const { return thread_.joinable() && done_.load(std::memory_order_acquire); }
+
   // TryFinish: the result of the job in flight if it has ended (joining its thread), else
   // nullopt without blocking; nullopt too when none is in flight.
   std::optional<AsyncSaveResult> TryFinish();
