@@ -75,11 +75,19 @@ absl::StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args)
       s = integer(&out.master_port);
     } else if (flag == "--max-restarts") {
       s = integer(&out.max_restarts);
+    } else if (flag == "--exit-timeout") {
+      int seconds = 0;
+      s = integer(&seconds);
+      if (s.ok() && seconds < 1) {
+        s = absl::InvalidArgumentError(
+            absl::StrCat("--exit-timeout must be at least 1 second (got ", seconds, ")"));
+      }
+      out.exit_timeout = absl::Seconds(seconds);
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown launcher flag ", flag,
                        " (known: --nproc-per-node, --nnodes, --node-rank, "
-                       "--master-addr, --master-port, --max-restarts)"));
+                       "--master-addr, --master-port, --max-restarts, --exit-timeout)"));
     }
     if (!s.ok()) return s;
   }
@@ -210,6 +218,9 @@ AttemptResult RunAttempt(const LaunchArgs& args, const std::string& program, int
   size_t alive = children.size();
   bool stopping = result.code != 0;
   absl::Time kill_at = absl::InfiniteFuture();
+  // After the first child that exited 0: the others' deadline (--exit-timeout).
+  absl::Time exit_deadline = absl::InfiniteFuture();
+  int first_success = -1;
   auto signal_all = [&](int sig) {
     for (size_t k = 0; k < children.size(); ++k) {
       if (running[k]) ::kill(-children[k], sig);
@@ -242,6 +253,10 @@ AttemptResult RunAttempt(const LaunchArgs& args, const std::string& program, int
           result.failed_rank = static_cast<int>(k);
           failed_pid = pid;
         }
+        if (code == 0 && first_success < 0) {
+          first_success = static_cast<int>(k);
+          exit_deadline = absl::Now() + args.exit_timeout;
+        }
       }
     }
     if (first_pass_failure && result.code != 0) {
@@ -256,6 +271,24 @@ AttemptResult RunAttempt(const LaunchArgs& args, const std::string& program, int
       kill_at = absl::Now() + args.grace;
     }
     if (alive == 0) break;
+    if (!stopping && absl::Now() >= exit_deadline) {
+      // A child still running long after another exited 0: hung at its end (or stopped).
+      for (size_t k = 0; k < children.size(); ++k) {
+        if (!running[k]) continue;
+        std::fprintf(stderr,
+                     "mxmaca launch: local rank %d (pid %d) still running %s after local rank "
+                     "%d exited 0; stopping it\n",
+                     static_cast<int>(k), static_cast<int>(children[k]),
+                     absl::FormatDuration(args.exit_timeout).c_str(), first_success);
+        if (result.code == 0) {
+          result.code = 1;
+          result.failed_rank = static_cast<int>(k);
+        }
+      }
+      stopping = true;
+      signal_all(SIGTERM);
+      kill_at = absl::Now() + args.grace;
+    }
     if (absl::Now() >= kill_at) {
       signal_all(SIGKILL);
       kill_at = absl::InfiniteFuture();
@@ -323,12 +356,14 @@ int RunLaunch(const std::vector<std::string>& args) {
   if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
     std::fputs(
         "usage: mxmaca launch --nproc-per-node N [--nnodes M --node-rank R --master-addr HOST "
-        "--master-port PORT --max-restarts K] -- <mxmaca subcommand and its flags>\n"
+        "--master-port PORT --max-restarts K --exit-timeout S] -- <mxmaca subcommand and its "
+        "flags>\n"
         "Starts N processes of this binary on this node with torchrun's variables (RANK, "
         "WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT), "
         "forwards SIGINT/SIGTERM, and when a child fails stops the others; then starts the "
         "whole group again up to K times (default 0), else exits with the first failing "
-        "child's code.\n",
+        "child's code. Once a child exited 0, the others must exit within S seconds "
+        "(default 120), or they are stopped and the attempt fails.\n",
         stdout);
     return 0;
   }

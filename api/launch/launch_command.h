@@ -2,7 +2,8 @@
 // (docs/ARCHITECTURE.md "What users do" 3).
 //
 //   mxmaca launch --nproc-per-node N [--nnodes M --node-rank K --master-addr A
-//                 --master-port P --max-restarts R] -- <mxmaca subcommand and its flags>
+//                 --master-port P --max-restarts R --exit-timeout S]
+//                 -- <mxmaca subcommand and its flags>
 //
 // starts N copies of this mxmaca binary running the subcommand, each with torchrun's
 // variables: RANK = K*N + local rank, WORLD_SIZE = M*N, LOCAL_RANK, LOCAL_WORLD_SIZE = N,
@@ -19,7 +20,13 @@
 // the children, which get signal_grace (30 s, torchrun's close timeout) to finish, e.g.
 // to save a checkpoint under `train --exit-signal-handler`, before SIGKILL; when a child
 // fails (non-zero exit or a signal) the launcher stops the others (SIGTERM, then SIGKILL
-// after `grace`) and reaps every one.
+// after `grace`) and reaps every one. Once a child has exited 0, the others must end
+// within --exit-timeout seconds (default 120): a child that does not (hung in its
+// teardown, stopped by SIGSTOP) is stopped the same way and counts as a failure with exit
+// code 1 (`mxmaca launch: local rank L (pid P) still running 120 s after local rank K
+// exited 0; stopping it`), so the launcher neither waits forever nor reports success
+// for a rank whose end it never saw (with --max-restarts the job restarts and, its last
+// checkpoint being the final one, ends at once).
 //
 // Restarts (torchrun's --max-restarts; default 0): after a failed attempt, if fewer than R
 // restarts were done, the launcher prints
@@ -59,11 +66,15 @@ struct LaunchArgs {
   absl::Duration grace = absl::Seconds(5);
   // signal_grace: the same after a SIGINT / SIGTERM forwarded from the launcher.
   absl::Duration signal_grace = absl::Seconds(30);
+  // exit_timeout (--exit-timeout, seconds): how long the other children may still run
+  // after one exited 0.
+  absl::Duration exit_timeout = absl::Seconds(120);
 };
 
 // ParseLaunchArgs: errors (InvalidArgument) name the flag: unknown flag, missing or
 // non-integer value, --nproc-per-node missing or < 1, --nnodes < 1, --node-rank outside
-// [0, nnodes), --master-port outside 1..65535, --max-restarts < 0, nothing after "--".
+// [0, nnodes), --master-port outside 1..65535, --max-restarts < 0, --exit-timeout < 1,
+// nothing after "--".
 absl::StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args);
 
 // ChildEnvironment: the variables set for local rank `local_rank` in attempt

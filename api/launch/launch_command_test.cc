@@ -144,6 +144,48 @@ TEST_CASE("parse launcher flags") {
              Catch::Contains("--max-restarts must be at least 0 (got -1)"));
   CHECK_THAT(error({"--nproc-per-node", "2", "--max-restarts", "two", "--", "t"}),
              Catch::Contains("--max-restarts=\"two\" is not an integer"));
+  CHECK(a->exit_timeout == absl::Seconds(120));
+  r = ParseLaunchArgs({"--nproc-per-node", "2", "--exit-timeout", "30", "--", "train"});
+  REQUIRE(r.ok());
+  CHECK(r->exit_timeout == absl::Seconds(30));
+  CHECK_THAT(error({"--nproc-per-node", "2", "--exit-timeout", "0", "--", "t"}),
+             Catch::Contains("--exit-timeout must be at least 1 second (got 0)"));
+}
+
+TEST_CASE("--exit-timeout: a child still running after another exited 0 fails the attempt") {
+  LaunchArgs a;
+  a.nproc_per_node = 2;
+  a.grace = absl::Seconds(1);
+  a.exit_timeout = absl::Seconds(1);
+  SECTION("a child that stops itself (SIGSTOP) is killed; exit 1, not a hang") {
+    const std::string dir = TempDir();
+    // Rank 0 exits 0 at once; rank 1 stops itself: alive, silent, never exits.
+    a.command = {"-c", absl::StrCat("echo $$ >> ", dir,
+                                    "/pids; if [ \"$RANK\" = 1 ]; then kill -STOP $$; fi; exit 0")};
+    const absl::Time start = absl::Now();
+    CHECK(WithStderrTo(dir + "/stderr", [&] { return RunLaunched(a, "/bin/sh"); }) == 1);
+    CHECK(absl::Now() - start < absl::Seconds(10));
+    CHECK_THAT(Slurp(dir + "/stderr"),
+               Catch::Contains("mxmaca launch: local rank 1 (pid ") &&
+                   Catch::Contains(" still running 1s after local rank 0 exited 0; stopping it"));
+    ExpectAllGone(dir + "/pids");
+  }
+  SECTION("with --max-restarts 1 the job restarts, and a clean second attempt exits 0") {
+    const std::string dir = TempDir();
+    a.max_restarts = 1;
+    a.command = {"-c", absl::StrCat("if [ \"$RANK\" = 1 ] && [ ! -e ", dir, "/marker ]; then touch ",
+                                    dir, "/marker; kill -STOP $$; fi; exit 0")};
+    CHECK(WithStderrTo(dir + "/stderr", [&] { return RunLaunched(a, "/bin/sh"); }) == 0);
+    CHECK_THAT(Slurp(dir + "/stderr"),
+               Catch::Contains("child local rank 1 exited with code 1; restarting the job (1/1)"));
+  }
+  SECTION("a child that ends within the timeout is not stopped") {
+    const std::string dir = TempDir();
+    a.exit_timeout = absl::Seconds(5);
+    a.command = {"-c", "if [ \"$RANK\" = 1 ]; then sleep 1; fi; exit 0"};
+    CHECK(WithStderrTo(dir + "/stderr", [&] { return RunLaunched(a, "/bin/sh"); }) == 0);
+    CHECK_THAT(Slurp(dir + "/stderr"), !Catch::Contains("still running"));
+  }
 }
 
 TEST_CASE("children see torchrun's variables; all succeed -> 0") {
