@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -267,8 +268,16 @@ absl::Status ValidateTensorIndex(const TensorIndex& index) {
 json TensorIndexToJson(const TensorIndex& index) {
   json tensors = json::object();
   for (const auto& [name, entry] : index) {
+    // In a canonical order (offsets, file, key): the ranks of a multi-process job report
+    // their shards in whatever order they finish, and metadata.json must not depend on it.
+    std::vector<const ShardEntry*> ordered;
+    for (const ShardEntry& s : entry.shards) ordered.push_back(&s);
+    std::sort(ordered.begin(), ordered.end(), [](const ShardEntry* a, const ShardEntry* b) {
+      return std::tie(a->offsets, a->file, a->key) < std::tie(b->offsets, b->file, b->key);
+    });
     json shards = json::array();
-    for (const ShardEntry& s : entry.shards) {
+    for (const ShardEntry* p : ordered) {
+      const ShardEntry& s = *p;
       shards.push_back({{"file", s.file},
                         {"key", s.key},
                         {"offsets", s.offsets},

@@ -212,6 +212,19 @@ TEST_CASE("tensor index survives JSON and rejects malformed JSON", "[checkpoint]
              Contains("only F32"));
 }
 
+TEST_CASE("the JSON index lists each tensor's shards in one order, whatever order they came in",
+          "[checkpoint]") {
+  // Ranks of a multi-process job report their shards as they finish: the same checkpoint
+  // must give the same metadata.json bytes (found by tests/bench/fault_soak.py).
+  TensorIndex forward = TwoShardIndex({3, 0}, {3, 4});
+  TensorIndex reversed = forward;
+  std::swap(reversed.at("w").shards[0], reversed.at("w").shards[1]);
+  REQUIRE(reversed.at("w").shards[0].offsets != forward.at("w").shards[0].offsets);
+  CHECK(TensorIndexToJson(forward).dump() == TensorIndexToJson(reversed).dump());
+  CHECK(TensorIndexToJson(reversed)["w"]["shards"][0]["offsets"] ==
+        nlohmann::json::array({0, 0}));
+}
+
 
 // Random byte flips, truncations and insertions of a valid file: the parser must return
 // (OK or DataLoss) without crashing or reading out of bounds (the latter checked by running
