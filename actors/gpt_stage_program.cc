@@ -35,7 +35,8 @@ GptStageProgram::~GptStageProgram() {
 }
 
 absl::Status GptStageProgram::SyncParameters(const MicroBatchKey& key) {
-  if (!on_device() || (synced_ && synced_iteration_ == key.iteration && synced_eval_ == key.eval)) {
+  if (!on_device() || (synced_ && (state_on_backend_ || (synced_iteration_ == key.iteration &&
+                                                         synced_eval_ == key.eval)))) {
     return absl::OkStatus();
   }
   for (auto& chunk : chunks_) MXMACA_RETURN_IF_ERROR(chunk->UploadParameters());
@@ -126,8 +127,9 @@ absl::Status GptStageProgram::BackwardWeight(const MicroBatchKey& key) {
   absl::Status s = (*chunk)->BackwardWeight(key.global_microbatch);
   EndCall(key.chunk);
   if (!s.ok() || !on_device() || ++w_done_[key.chunk] < num_microbatches_) return s;
-  // The chunk's gradients are final: to the host arena for the reduction and the step.
   w_done_[key.chunk] = 0;
+  if (state_on_backend_) return s;  // they stay for GradSumSquaresOnBackend / StepOnBackend
+  // The chunk's gradients are final: to the host arena for the reduction and the step.
   MXMACA_RETURN_IF_ERROR((*chunk)->DownloadGradients());
   return (*chunk)->ZeroGrads();
 }
@@ -148,6 +150,34 @@ bool GptStageProgram::counts_toward_grad_norm(int chunk, int param) const {
   if (stage.holds_expert_shard(param)) return true;  // this EP rank's experts
   return layers::CountsTowardGradNorm(stage.parameters().info(param),
                                       stage.tensor_parallel().rank);
+}
+
+absl::StatusOr<double> GptStageProgram::GradSumSquaresOnBackend(
+    int chunk, absl::Span<const layers::GradBucket> ranges) {
+  if (!state_on_backend_) return StageProgram::GradSumSquaresOnBackend(chunk, ranges);
+  return chunks_[chunk]->GradSumSquares(ranges);
+}
+
+absl::Status GptStageProgram::StepOnBackend(int chunk, layers::AdamWOptimizer& optimizer, bool skip,
+                                            absl::Span<const double> grad_factors, double lr,
+                                            double decoupled_lr, double weight_decay) {
+  if (!state_on_backend_) {
+    return StageProgram::StepOnBackend(chunk, optimizer, skip, grad_factors, lr, decoupled_lr,
+                                       weight_decay);
+  }
+  layers::GptStage& stage = *chunks_[chunk];
+  if (!skip) {
+    for (const double factor : grad_factors) {
+      if (factor != 1.0) MXMACA_RETURN_IF_ERROR(stage.ScaleGrads(static_cast<float>(factor)));
+    }
+    MXMACA_RETURN_IF_ERROR(stage.StepOptimizer(optimizer, lr, decoupled_lr, weight_decay));
+  }
+  return stage.ZeroGrads();
+}
+
+absl::Status GptStageProgram::DownloadTrainingState(int chunk, layers::AdamWOptimizer& optimizer) {
+  if (!state_on_backend_) return absl::OkStatus();
+  return chunks_[chunk]->DownloadOptimizerState(optimizer);
 }
 
 void GptStageProgram::BeginCall(int chunk) { chunks_[chunk]->ResetPeakActivationBytes(); }

@@ -21,7 +21,11 @@
 // completes a chunk's last micro-batch of the iteration downloads its gradients to the
 // host arena (before the actor reduces them) and zeroes the device gradients. So each
 // iteration moves the parameters host->device and the gradients device->host once per
-// chunk, and AdamW runs on the host CPU.
+// chunk, and AdamW runs on the host CPU. With the training state on the device
+// (set_state_on_backend: stages whose gradients need no host-side reduction) the
+// parameters are uploaded once, the gradients, AdamW moments and step stay on the
+// device, and only checkpoints download the state: docs/CUDA.md "Training state on the
+// device".
 #ifndef MXMACA_ACTORS_GPT_STAGE_PROGRAM_H_
 #define MXMACA_ACTORS_GPT_STAGE_PROGRAM_H_
 
@@ -108,6 +112,19 @@ class GptStageProgram : public StageProgram {
   std::string cuda_graph_summary() const { return graphs_ ? graphs_->Summary() : ""; }
   int64_t parameter_bytes() const;
 
+  // Training state on the device (StageProgram::state_on_backend; set by
+  // api/train/stage_ranks.cc before the first op, device backends only): the parameters
+  // are uploaded once, at the first op (after any checkpoint load into the host stores),
+  // gradients stay on the device, and the step runs there (GptStage::StepOptimizer).
+  void set_state_on_backend(bool on) { state_on_backend_ = on && on_device(); }
+  bool state_on_backend() const override { return state_on_backend_; }
+  absl::StatusOr<double> GradSumSquaresOnBackend(
+      int chunk, absl::Span<const layers::GradBucket> ranges) override;
+  absl::Status StepOnBackend(int chunk, layers::AdamWOptimizer& optimizer, bool skip,
+                             absl::Span<const double> grad_factors, double lr, double decoupled_lr,
+                             double weight_decay) override;
+  absl::Status DownloadTrainingState(int chunk, layers::AdamWOptimizer& optimizer) override;
+
  private:
   absl::StatusOr<layers::GptStage*> Chunk(const MicroBatchKey& key);
   // ForwardOn: Forward on `stage` with the batch as the stage sees it (CP: its slice).
@@ -119,7 +136,8 @@ class GptStageProgram : public StageProgram {
   void EndCall(int chunk);
 
   // SyncParameters: on a device backend, uploads every chunk's host parameters at the
-  // first op of a new (iteration, eval) group.
+  // first op of a new (iteration, eval) group; with the state on the device, at the first
+  // op only.
   absl::Status SyncParameters(const MicroBatchKey& key);
 
   // Declared before the chunks, destroyed after them (they allocated from it).
@@ -131,6 +149,7 @@ class GptStageProgram : public StageProgram {
   bool synced_ = false;
   int64_t synced_iteration_ = -1;
   bool synced_eval_ = false;
+  bool state_on_backend_ = false;
   std::vector<int64_t> w_done_;  // per chunk: W ops of the current iteration
   std::shared_ptr<layers::device::CudaGraphs> graphs_;
   std::function<absl::Status(float* data, int64_t n)> expert_bias_all_reduce_;

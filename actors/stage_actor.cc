@@ -2,25 +2,25 @@
 #include "actors/stage_actor.h"
 
 #include <algorithm>
+#include <caf/actor_system.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
 #include <chrono>
-#include <new>
 #include <cmath>
 #include <deque>
 #include <exception>
 #include <map>
+#include <new>
 #include <set>
 #include <thread>
 #include <tuple>
 #include <utility>
 
-#include <caf/actor_system.hpp>
-#include <caf/send.hpp>
-#include <caf/stateful_actor.hpp>
-#include <caf/typed_event_based_actor.hpp>
-
 #include "absl/strings/str_cat.h"
 #include "actors/activation_pool.h"
 #include "actors/step_backup.h"
+#include "base/status_macros.h"
 #include "kernels/cpu/elementwise.h"
 
 namespace mxmaca::actors {
@@ -388,6 +388,7 @@ void MaybeReport(StagePointer self) {
     const absl::Status finished_iteration =
         RunGuarded([&] { return program->FinishTrainingIteration(); });
     double sq = 0.0;
+    absl::Status norm_status;
     for (int c = 0; c < program->num_chunks(); ++c) {
       const layers::ParameterStore& store = program->parameters(c);
       const std::function<bool(const layers::ParameterInfo&)> counts =
@@ -395,12 +396,27 @@ void MaybeReport(StagePointer self) {
             const int id = store.Index(info.spec.name).value_or(-1);
             return program->counts_toward_grad_norm(c, id);
           };
-      sq += layers::ShardGradNormSquared(exec, store, buckets[c], dp_rank, counts);
+      if (program->state_on_backend()) {
+        // The same ranges in the same order, summed where the gradients are.
+        absl::StatusOr<double> part = program->GradSumSquaresOnBackend(
+            c, layers::ShardGradNormRanges(store, buckets[c], dp_rank, counts));
+        if (part.ok()) {
+          sq += *part;
+        } else if (norm_status.ok()) {
+          norm_status = part.status();
+        }
+      } else {
+        sq += layers::ShardGradNormSquared(exec, store, buckets[c], dp_rank, counts);
+      }
       sq += program->ExpertGradNormSquared(c);  // outside the buckets (EP across DP)
     }
     GradNormFinished finished{iteration, sq, std::isfinite(sq)};
     finished.moe_stats = program->TakeMoEStats();
-    if (!finished_iteration.ok()) finished.error = std::string(finished_iteration.message());
+    if (!finished_iteration.ok()) {
+      finished.error = std::string(finished_iteration.message());
+    } else if (!norm_status.ok()) {
+      finished.error = absl::StrCat("grad norm on the device: ", norm_status.message());
+    }
     caf::anon_send(me, std::move(finished));
   });
 }
@@ -790,7 +806,13 @@ void RunSave(StagePointer self, SaveCheckpointShard save) {
                    st.cfg.distributed_optimizer, st.cfg.tensor_parallel_rank % std::max(1, tp)};
   CoordinatorActor coordinator = st.cfg.coordinator;
   st.cfg.strand->Post([program, optimizers, id, coordinator, save] {
-    absl::Status s = RunGuarded([&] { return save.write_shard(id, *program, optimizers); });
+    absl::Status s = RunGuarded([&]() -> absl::Status {
+      // Training state on the device: its parameters and moments to the host stores first.
+      for (int c = 0; c < program->num_chunks(); ++c) {
+        MXMACA_RETURN_IF_ERROR(program->DownloadTrainingState(c, *optimizers[c]));
+      }
+      return save.write_shard(id, *program, optimizers);
+    });
     ShardSaved msg{id.rank, save.iteration, s.ok(), std::string(s.message())};
     caf::anon_send(coordinator, std::move(msg));
   });
@@ -818,6 +840,13 @@ absl::Status RunStep(StageProgram& program,
                      const kernels::ExecContext& exec, const ApplyOptimizerStep& step) {
   const Clock::time_point t0 = Clock::now();
   for (int c = 0; c < program.num_chunks(); ++c) {
+    if (program.state_on_backend()) {  // the same arithmetic where the state lives
+      const double factors[] = {step.grad_scale, step.clip_coeff};
+      MXMACA_RETURN_IF_ERROR(program.StepOnBackend(c, *optimizers[c], step.skip, factors, step.lr,
+                                                   step.decoupled_lr.value_or(step.lr),
+                                                   step.weight_decay));
+      continue;
+    }
     layers::ParameterStore& params = program.parameters(c);
     if (!step.skip) {
       absl::Span<float> g = params.grads_arena();

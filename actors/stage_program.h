@@ -14,8 +14,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "data/gpt_batch.h"
+#include "layers/grad_buckets.h"
 #include "layers/moe/moe_stats.h"
+#include "layers/optimizer.h"
 #include "layers/parameter_store.h"
 
 namespace mxmaca::actors {
@@ -135,6 +139,45 @@ class StageProgram {
   virtual std::vector<std::pair<std::string, std::vector<float>*>> persistent_buffers(int chunk) {
     (void)chunk;
     return {};
+  }
+
+  // Training state on the backend (docs/CUDA.md "Training state on the device"):
+  // state_on_backend: the program keeps parameters, gradients and the AdamW moments on its
+  // backend (device memory) between iterations. The stage actor then never touches
+  // parameters(c)'s host arenas during training: it takes the grad norm with
+  // GradSumSquaresOnBackend (over layers::ShardGradNormRanges), steps with StepOnBackend,
+  // and calls DownloadTrainingState before a checkpoint writes parameters(c) and the
+  // optimizer. Only for stages without a host-side gradient reduction (data-parallel
+  // group of 1, no cross-stage tied embedding: api/train/stage_ranks.h). False by default.
+  virtual bool state_on_backend() const { return false; }
+  // GradSumSquaresOnBackend: chunk `chunk`'s sum of g^2 over `ranges` of its gradient
+  // arena (fp64, one partial per range added in range order: ShardGradNormSquared's
+  // arithmetic). Errors: the backend's; Unimplemented without state on the backend.
+  virtual absl::StatusOr<double> GradSumSquaresOnBackend(
+      int chunk, absl::Span<const layers::GradBucket> ranges) {
+    (void)chunk;
+    (void)ranges;
+    return absl::UnimplementedError("GradSumSquaresOnBackend: the state is on the host");
+  }
+  // StepOnBackend: unless `skip`, chunk `chunk`'s gradients *= each factor != 1 of
+  // `grad_factors` in turn (the loss scale, then the clip coefficient) and `optimizer`'s
+  // AdamW step (learning rates and weight decay as AdamWOptimizer::Step) on the backend;
+  // then its gradients are zeroed. Errors: the backend's; Unimplemented without state on
+  // the backend.
+  virtual absl::Status StepOnBackend(int chunk, layers::AdamWOptimizer& optimizer, bool skip,
+                                     absl::Span<const double> grad_factors, double lr,
+                                     double decoupled_lr, double weight_decay) {
+    (void)chunk, (void)optimizer, (void)skip, (void)grad_factors, (void)lr, (void)decoupled_lr,
+        (void)weight_decay;
+    return absl::UnimplementedError("StepOnBackend: the state is on the host");
+  }
+  // DownloadTrainingState: chunk `chunk`'s parameters into parameters(chunk) and its
+  // moments into `optimizer` (synchronous; before a checkpoint is written). No-op without
+  // state on the backend.
+  virtual absl::Status DownloadTrainingState(int chunk, layers::AdamWOptimizer& optimizer) {
+    (void)chunk;
+    (void)optimizer;
+    return absl::OkStatus();
   }
 };
 

@@ -105,11 +105,13 @@
 #include "layers/device/segment_runner.h"
 #include "layers/gpt_config.h"
 #include "layers/gpt_parameters.h"
+#include "layers/grad_buckets.h"
 #include "layers/micro_batch_stash.h"
 #include "layers/modules/embedding.h"
 #include "layers/moe/dispatch/token_dispatcher.h"
 #include "layers/moe/moe_layer.h"
 #include "layers/moe/moe_stats.h"
+#include "layers/optimizer.h"
 #include "layers/parameter_store.h"
 #include "layers/stage_io.h"
 #include "layers/tensor_parallel.h"
@@ -223,6 +225,32 @@ class GptStage {
   // 1-based Adam step; the moments are allocated (zero) by the first call. Enqueued.
   absl::Status AdamWStep(float lr, float weight_decay, float beta1, float beta2, float eps,
                          int64_t step);
+
+  // Training state on the device (docs/CUDA.md "Training state on the device"): the
+  // parameters, gradients and AdamW moments stay in the backend's arenas between
+  // iterations; the host reads scalars, and whole tensors only for a checkpoint.
+  //
+  // GradSumSquares: sum of g^2 over `ranges` (elements [begin, end) of the gradient arena,
+  // e.g. ShardGradNormRanges): one fp64 SumSquares per range on the backend, added on the
+  // host in range order — ShardGradNormSquared's arithmetic for the same ranges, so the
+  // emulated device gives the CPU backend's bits. Synchronous. Errors: InvalidArgument for
+  // a range outside the arena; the backend's.
+  absl::StatusOr<double> GradSumSquares(absl::Span<const GradBucket> ranges);
+  // StepOptimizer: `optimizer`'s update (AdamWOptimizer::Step: its tensors, betas, eps,
+  // decoupled-lr and weight-decay groups, Adam step optimizer.step() + 1, then
+  // optimizer.step() advanced) applied on the backend to its parameters, gradients and
+  // moments with kernels' AdamWStep (the same per-element arithmetic). The first call
+  // allocates the moments on the backend and uploads the optimizer's (zeros, or a loaded
+  // checkpoint's); from then on `optimizer`'s host moments are stale until
+  // DownloadOptimizerState. Enqueued. Errors: FailedPrecondition on the CPU backend (its
+  // optimizer steps the host store: AdamWOptimizer::Step); InvalidArgument when a tensor
+  // of `optimizer` is not a whole tensor of this stage's store (the distributed
+  // optimizer's pieces); the backend's (ResourceExhausted for the moments).
+  absl::Status StepOptimizer(AdamWOptimizer& optimizer, double lr, double decoupled_lr,
+                             double weight_decay);
+  // DownloadOptimizerState: the backend's parameters into the host store and, once
+  // StepOptimizer ran, its moments into `optimizer`'s (for a checkpoint). Synchronous.
+  absl::Status DownloadOptimizerState(AdamWOptimizer& optimizer);
 
   // Device backends: set_segment_runner (nullptr runs segments eagerly; see "Backends"),
   // num_slots (slots allocated so far), slot_bytes (device bytes of one slot),
@@ -483,8 +511,14 @@ class GptStage {
   // The backend's parameter and gradient arenas (the store's own on the CPU backend).
   float* params_ = nullptr;
   float* grads_ = nullptr;
+  // AllocateMoments: exp_avg_ / exp_avg_sq_ on the backend, zeroed (once).
+  absl::Status AllocateMoments();
+  // OptimizerTensorOffsets: the arena offset of each of `optimizer`'s tensors, which must
+  // be whole tensors of the store (StepOptimizer's InvalidArgument otherwise).
+  absl::StatusOr<std::vector<int64_t>> OptimizerTensorOffsets(const AdamWOptimizer& optimizer);
   float* exp_avg_ = nullptr;  // AdamWStep's moments (allocated by its first call)
   float* exp_avg_sq_ = nullptr;
+  bool moments_from_optimizer_ = false;  // StepOptimizer uploaded an optimizer's moments
   std::vector<double> host_norm_partials_;
   std::vector<void*> backend_allocations_;  // AllocateBackend's, freed by the destructor
   ScratchBuffer gamma_scratch_;             // the final norm's 1 + w (--apply-layernorm-1p)

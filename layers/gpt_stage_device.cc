@@ -516,18 +516,40 @@ absl::Status GptStage::ZeroGrads() {
 }
 
 absl::StatusOr<double> GptStage::GradNormSquared(const std::function<bool(int)>& counts) {
-  const int n = store_.size();
-  host_norm_partials_.assign(n, 0.0);
-  double* partials = device_ != nullptr ? device_->norm_partials : host_norm_partials_.data();
-  for (int i = 0; i < n; ++i) {
-    MXMACA_RETURN_IF_ERROR(
-        kernels_->SumSquares(backend_grad(i), store_.info(i).numel, partials + i));
+  std::vector<GradBucket> ranges;
+  for (int i = 0; i < store_.size(); ++i) {
+    if (counts != nullptr && !counts(i)) continue;
+    const ParameterInfo& info = store_.info(i);
+    ranges.push_back({info.arena_offset, info.arena_offset + info.numel});
   }
-  MXMACA_RETURN_IF_ERROR(Download(host_norm_partials_.data(), partials, 8 * n));
-  MXMACA_RETURN_IF_ERROR(kernels_->Synchronize());
+  return GradSumSquares(ranges);
+}
+
+absl::StatusOr<double> GptStage::GradSumSquares(absl::Span<const GradBucket> ranges) {
+  const int64_t n = store_.arena_elements();
+  for (const GradBucket& r : ranges) {
+    if (r.begin < 0 || r.end < r.begin || r.end > n) {
+      return absl::InvalidArgumentError(absl::StrCat("GradSumSquares: range [", r.begin, ", ",
+                                                     r.end, ") outside the gradient arena of ", n,
+                                                     " elements"));
+    }
+  }
+  // One fp64 partial per range, in batches of the partials buffer's size.
+  const size_t cap = static_cast<size_t>(std::max(store_.size(), 1));
+  host_norm_partials_.assign(cap, 0.0);
+  double* partials = device_ != nullptr ? device_->norm_partials : host_norm_partials_.data();
+  const float* grads = device_ != nullptr ? grads_ : store_.grads_arena().data();
   double sum = 0.0;
-  for (int i = 0; i < n; ++i) {
-    if (counts == nullptr || counts(i)) sum += host_norm_partials_[i];
+  for (size_t begin = 0; begin < ranges.size(); begin += cap) {
+    const size_t end = std::min(ranges.size(), begin + cap);
+    for (size_t k = begin; k < end; ++k) {
+      MXMACA_RETURN_IF_ERROR(
+          kernels_->SumSquares(grads + ranges[k].begin, ranges[k].size(), partials + (k - begin)));
+    }
+    MXMACA_RETURN_IF_ERROR(
+        Download(host_norm_partials_.data(), partials, static_cast<int64_t>(8 * (end - begin))));
+    MXMACA_RETURN_IF_ERROR(kernels_->Synchronize());
+    for (size_t k = begin; k < end; ++k) sum += host_norm_partials_[k - begin];
   }
   return sum;
 }
@@ -537,16 +559,20 @@ absl::Status GptStage::ScaleGrads(float factor) {
   return kernels_->Scale(base, store_.arena_elements(), factor);
 }
 
+absl::Status GptStage::AllocateMoments() {
+  if (exp_avg_ != nullptr) return absl::OkStatus();
+  const int64_t n = store_.arena_elements();
+  MXMACA_ASSIGN_OR_RETURN(exp_avg_, AllocateBackend(n));
+  MXMACA_ASSIGN_OR_RETURN(exp_avg_sq_, AllocateBackend(n));
+  MXMACA_RETURN_IF_ERROR(kernels_->Zero(exp_avg_, 4 * n));
+  MXMACA_RETURN_IF_ERROR(kernels_->Zero(exp_avg_sq_, 4 * n));
+  if (device_ != nullptr) device_->arena_bytes += 2 * 4 * n;
+  return absl::OkStatus();
+}
+
 absl::Status GptStage::AdamWStep(float lr, float weight_decay, float beta1, float beta2, float eps,
                                  int64_t step) {
-  const int64_t n = store_.arena_elements();
-  if (exp_avg_ == nullptr) {  // the first step: zeroed moments
-    MXMACA_ASSIGN_OR_RETURN(exp_avg_, AllocateBackend(n));
-    MXMACA_ASSIGN_OR_RETURN(exp_avg_sq_, AllocateBackend(n));
-    MXMACA_RETURN_IF_ERROR(kernels_->Zero(exp_avg_, 4 * n));
-    MXMACA_RETURN_IF_ERROR(kernels_->Zero(exp_avg_sq_, 4 * n));
-    if (device_ != nullptr) device_->arena_bytes += 2 * 4 * n;
-  }
+  MXMACA_RETURN_IF_ERROR(AllocateMoments());  // the first step: zeroed moments
   for (int i = 0; i < store_.size(); ++i) {
     const ParameterInfo& info = store_.info(i);
     const int64_t off = info.arena_offset;
@@ -555,6 +581,77 @@ absl::Status GptStage::AdamWStep(float lr, float weight_decay, float beta1, floa
                                                info.spec.weight_decay ? weight_decay : 0.0f, step));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int64_t>> GptStage::OptimizerTensorOffsets(
+    const AdamWOptimizer& optimizer) {
+  const float* host = store_.params_arena().data();
+  const int64_t n = store_.arena_elements();
+  std::vector<int64_t> offsets;
+  for (const OptimizerTensor& t : optimizer.tensors()) {
+    const int64_t off = t.param - host;
+    absl::StatusOr<int> id = store_.Index(t.name);
+    if (off < 0 || off + t.numel > n || t.flat_offset != 0 || !id.ok() ||
+        store_.info(*id).arena_offset != off || store_.info(*id).numel != t.numel) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the optimizer's tensor ", t.name, " (", t.numel, " elements from element ",
+          t.flat_offset,
+          ") is not a whole tensor of this stage's parameters: training state "
+          "on the device needs one optimizer tensor per parameter (not the distributed "
+          "optimizer's shards)"));
+    }
+    offsets.push_back(off);
+  }
+  return offsets;
+}
+
+absl::Status GptStage::StepOptimizer(AdamWOptimizer& optimizer, double lr, double decoupled_lr,
+                                     double weight_decay) {
+  if (device_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "StepOptimizer: this stage is on the CPU backend, whose optimizer steps the host "
+        "parameters (AdamWOptimizer::Step)");
+  }
+  MXMACA_ASSIGN_OR_RETURN(const std::vector<int64_t> offsets, OptimizerTensorOffsets(optimizer));
+  const std::vector<OptimizerTensor>& tensors = optimizer.tensors();
+  if (!moments_from_optimizer_) {
+    // The optimizer's moments (zeros, or a loaded checkpoint's) become the device's.
+    MXMACA_RETURN_IF_ERROR(AllocateMoments());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const int64_t bytes = 4 * tensors[i].numel;
+      MXMACA_RETURN_IF_ERROR(Upload(exp_avg_ + offsets[i], optimizer.exp_avg(i).data(), bytes));
+      MXMACA_RETURN_IF_ERROR(
+          Upload(exp_avg_sq_ + offsets[i], optimizer.exp_avg_sq(i).data(), bytes));
+    }
+    moments_from_optimizer_ = true;
+  }
+  const AdamWOptions& o = optimizer.options();
+  const int64_t step = optimizer.step() + 1;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const OptimizerTensor& t = tensors[i];
+    const int64_t off = offsets[i];
+    // AdamWOptimizer::Step's arguments, cast as it casts them.
+    MXMACA_RETURN_IF_ERROR(kernels_->AdamWStep(
+        params_ + off, grads_ + off, exp_avg_ + off, exp_avg_sq_ + off, t.numel,
+        static_cast<float>(t.is_decoupled_lr ? decoupled_lr : lr), o.beta1, o.beta2, o.eps,
+        t.apply_weight_decay ? static_cast<float>(weight_decay) : 0.0f, step));
+  }
+  optimizer.set_step(step);
+  return absl::OkStatus();
+}
+
+absl::Status GptStage::DownloadOptimizerState(AdamWOptimizer& optimizer) {
+  if (device_ == nullptr) return absl::OkStatus();
+  MXMACA_RETURN_IF_ERROR(DownloadParameters());
+  if (!moments_from_optimizer_) return absl::OkStatus();  // never stepped here
+  MXMACA_ASSIGN_OR_RETURN(const std::vector<int64_t> offsets, OptimizerTensorOffsets(optimizer));
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    const int64_t bytes = 4 * optimizer.tensors()[i].numel;
+    MXMACA_RETURN_IF_ERROR(Download(optimizer.exp_avg(i).data(), exp_avg_ + offsets[i], bytes));
+    MXMACA_RETURN_IF_ERROR(
+        Download(optimizer.exp_avg_sq(i).data(), exp_avg_sq_ + offsets[i], bytes));
+  }
+  return kernels_->Synchronize();
 }
 
 }  // namespace mxmaca::layers

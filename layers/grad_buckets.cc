@@ -122,18 +122,28 @@ std::vector<GradSpan> ShardGradSpans(ParameterStore& store, const DataParallelBu
   return out;
 }
 
-double ShardGradNormSquared(const kernels::ExecContext& ctx, const ParameterStore& store,
-                            const DataParallelBuckets& buckets, int rank,
-                            const std::function<bool(const ParameterInfo&)>& counts) {
-  double total = 0.0;
+std::vector<GradBucket> ShardGradNormRanges(
+    const ParameterStore& store, const DataParallelBuckets& buckets, int rank,
+    const std::function<bool(const ParameterInfo&)>& counts) {
+  std::vector<GradBucket> out;
   for (int b = 0; b < buckets.num_buckets(); ++b) {
     const GradBucket shard = buckets.ShardOf(b, rank);
     for (int i : buckets.TensorsOfBucket(b)) {
       const GradBucket piece = Intersect(buckets.tensors[i], shard);
       if (piece.size() <= 0 || !counts(store.info(i))) continue;
-      const float* g = store.grad(i) + (piece.begin - store.info(i).arena_offset);
-      total += kernels::cpu::SumSquares(ctx, g, piece.size());
+      out.push_back(piece);
     }
+  }
+  return out;
+}
+
+double ShardGradNormSquared(const kernels::ExecContext& ctx, const ParameterStore& store,
+                            const DataParallelBuckets& buckets, int rank,
+                            const std::function<bool(const ParameterInfo&)>& counts) {
+  const float* grads = store.grads_arena().data();
+  double total = 0.0;
+  for (const GradBucket& r : ShardGradNormRanges(store, buckets, rank, counts)) {
+    total += kernels::cpu::SumSquares(ctx, grads + r.begin, r.size());
   }
   return total;
 }

@@ -106,6 +106,15 @@ std::vector<OptimizerTensor> DistributedOptimizerTensors(ParameterStore& store,
 std::vector<GradSpan> ShardGradSpans(ParameterStore& store, const DataParallelBuckets& buckets,
                                      int rank);
 
+// ShardGradNormRanges: the arena ranges ShardGradNormSquared sums, in its order: bucket
+// by bucket, tensor by tensor of the bucket, the piece of each tensor `counts` selects
+// that lies in DP rank `rank`'s shard (empty pieces left out). A backend that keeps the
+// gradients elsewhere (GptStage::GradSumSquares on a device) sums the same ranges in the
+// same order, so the norm has the same bits.
+std::vector<GradBucket> ShardGradNormRanges(
+    const ParameterStore& store, const DataParallelBuckets& buckets, int rank,
+    const std::function<bool(const ParameterInfo&)>& counts);
+
 // ShardGradNormSquared: sum of g^2 (fp64) over the gradient elements DP rank `rank` owns
 // (ShardOf every bucket), counting only tensors with counts(store.info(i)) true (the
 // caller leaves out, e.g., the last stage's tied copy of the word embeddings); the caller

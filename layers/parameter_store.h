@@ -158,6 +158,7 @@ class ParameterStore {
   // The whole arenas (including alignment padding, which stays 0).
   absl::Span<float> params_arena() { return absl::MakeSpan(params_); }
   absl::Span<float> grads_arena() { return absl::MakeSpan(grads_); }
+  absl::Span<const float> grads_arena() const { return absl::MakeConstSpan(grads_); }
   int64_t num_elements() const;  // sum of numel (no padding)
   // arena_elements: the length of each arena, padding included (0 before Finalize).
   int64_t arena_elements() const { return static_cast<int64_t>(params_.size()); }

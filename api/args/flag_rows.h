@@ -100,7 +100,8 @@ inline constexpr const char* kRMoeComm =
     "MXMACA's expert actors dispatch tokens with their own all-to-all";
 inline constexpr const char* kRRerun =
     "Megatron's rerun state machine (result validation) is not implemented";
-inline constexpr const char* kROffload = "tunes optimizer CPU offload, not supported";
+inline constexpr const char* kROffload =
+    "tunes Megatron's hybrid CPU offload; MXMACA's --optimizer-cpu-offload offloads all of it";
 inline constexpr const char* kRFp16Scale =
     "dynamic loss scaling is for --fp16, which MXMACA does not support";
 inline constexpr const char* kRNonPersistent =
@@ -111,7 +112,7 @@ inline constexpr const char* kRTokenizer = "tunes a tokenizer MXMACA does not pr
 inline constexpr const char* kRStraggler = "straggler detection is Megatron's own tooling";
 inline constexpr const char* kRWsd = "tunes the WSD schedule, which MXMACA does not support";
 inline constexpr const char* kRPrecisionOpt =
-    "tunes --use-precision-aware-optimizer, not supported; MXMACA keeps fp32 states";
+    "MXMACA keeps fp32 optimizer states and gradients (other dtypes not implemented)";
 
 // The table, in pieces (each appends Megatron's groups in add_megatron_arguments order).
 // flag_table_training.cc: network size .. mixed precision.

@@ -390,7 +390,7 @@ constexpr FlagSpec kExperimental[] = {
     T("--is-hybrid-model", kUnsup, "Mamba hybrid models"),
     T("--disable-mamba-mem-eff-path", kNote, kRMamba),
     V("--yaml-cfg", kStr, "None", kUnsup, "YAML configs"),
-    T("--use-precision-aware-optimizer", kUnsup),
+    T("--use-precision-aware-optimizer", kImpl, "required by --optimizer-cpu-offload; fp32 states"),
     V("--main-grads-dtype", kStr, "'fp32'", kNote, kRPrecisionOpt, "fp32 bf16"),
     V("--main-params-dtype", kStr, "'fp32'", kNote, kRPrecisionOpt, "fp32 fp16"),
     V("--exp-avg-dtype", kStr, "'fp32'", kNote, kRPrecisionOpt, "fp32 fp16 bf16 fp8"),

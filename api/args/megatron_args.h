@@ -158,6 +158,12 @@ struct MegatronArgs {
   std::optional<int64_t> expert_tensor_parallel_size;  // derived = tensor_model_parallel_size
   bool sequence_parallel = false;                      // --sequence-parallel
   bool use_distributed_optimizer = false;              // --use-distributed-optimizer
+  // --optimizer-cpu-offload: with --device cuda / device-on-cpu, the fp32 master weights,
+  // AdamW moments and the step stay on the host (the default keeps them on the device
+  // where a rank's gradients need no host reduction: api/train/stage_ranks.h). Megatron
+  // requires --use-precision-aware-optimizer with it.
+  bool optimizer_cpu_offload = false;
+  bool use_precision_aware_optimizer = false;          // --use-precision-aware-optimizer
   bool overlap_grad_reduce = false;                    // --overlap-grad-reduce
   bool overlap_param_gather = false;                   // --overlap-param-gather
   int64_t distributed_timeout_minutes = 10;            // collective timeout

@@ -211,6 +211,12 @@ absl::Status ValidatePipeline(MegatronArgs* a) {
         "--overlap-param-gather needs --use-distributed-optimizer and "
         "--overlap-grad-reduce");
   }
+  // megatron/training/arguments.py validate_args ("Optimizer CPU offload check").
+  if (a->optimizer_cpu_offload && !a->use_precision_aware_optimizer) {
+    return Invalid(
+        "--optimizer-cpu-offload must be used together with --use-precision-aware-optimizer "
+        "(as in Megatron, whose hybrid device optimizer reuses that flag's code path)");
+  }
   return absl::OkStatus();
 }
 

@@ -329,6 +329,13 @@ TEST_CASE("recompute, data, tokenizer and MXMACA flag checks") {
   CHECK(*ValidOk({"--num-threads", "3"}).num_threads == 3);
   CHECK(ValidError({"--overlap-param-gather"}) ==
         "--overlap-param-gather needs --use-distributed-optimizer and --overlap-grad-reduce");
+  CHECK(absl::StrContains(ValidError({"--optimizer-cpu-offload"}),
+                          "--optimizer-cpu-offload must be used together with "
+                          "--use-precision-aware-optimizer"));
+  const MegatronArgs offload =
+      ValidOk({"--optimizer-cpu-offload", "--use-precision-aware-optimizer"});
+  CHECK(offload.optimizer_cpu_offload);
+  CHECK(offload.use_precision_aware_optimizer);
   CHECK(absl::StrContains(
       ValidError({"--expert-model-parallel-size", "2"}, 2),
       "--num-experts (None) must be a multiple of --expert-model-parallel-size (2)"));

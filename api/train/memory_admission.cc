@@ -162,8 +162,15 @@ ProcessMemoryEstimate EstimateProcessMemory(const ParallelSetup& setup,
     out.stashed_microbatches = std::max(out.stashed_microbatches, stashed);
     if (cuda) {
       // Device: the activations, a working copy of the weights and the gradients; host:
-      // the fp32 master weights and Adam's moments.
+      // the fp32 master weights and Adam's moments (with the state on the device, the
+      // host copies that checkpoints are written from).
       out.device_bytes += n * (stash + params * (weight_copy + 4));
+      // Training state on the device (stage_ranks.h state_on_device): Adam's moments there
+      // too (counted for every rank of such a layout, also the stages of a tied embedding
+      // split across stages, which step on the host: an upper bound).
+      const bool state_on_device = !args.optimizer_cpu_offload && dp * cp == 1 &&
+                                   !args.use_distributed_optimizer && !args.num_experts;
+      if (state_on_device) out.device_bytes += n * optimizer;
       out.host_bytes += n * (4 * params + optimizer);
     } else {
       out.host_bytes += n * (8 * params + optimizer + stash);

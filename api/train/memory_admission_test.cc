@@ -135,11 +135,19 @@ TEST_CASE("in-process ranks add up; one process per rank counts its own") {
   const Setup dist = MakeSetup({"--global-batch-size", "8", "--use-distributed-optimizer"}, 4);
   const ProcessMemoryEstimate d = EstimateProcessMemory(dist.parallel, dist.model, dist.args, -1, false);
   CHECK(d.optimizer_bytes == Approx(b.optimizer_bytes / 4));
-  // --device cuda: activations and a working copy on the GPU, master weights and Adam on
-  // the host.
+  // --device cuda: activations, the weights, gradients and (the state on the device) Adam's
+  // moments on the GPU; the host copies of the weights and moments that checkpoints are
+  // written from on the host.
   const ProcessMemoryEstimate c = EstimateProcessMemory(one.parallel, one.model, one.args, -1, true);
-  CHECK(c.device_bytes == a.activation_bytes + 2 * a.parameter_bytes);
+  CHECK(c.device_bytes == a.activation_bytes + 2 * a.parameter_bytes + a.optimizer_bytes);
   CHECK(c.host_bytes == a.parameter_bytes + a.optimizer_bytes);
+  // --optimizer-cpu-offload: a working copy and the gradients on the GPU, master weights and
+  // Adam on the host.
+  const Setup off = MakeSetup({"--optimizer-cpu-offload", "--use-precision-aware-optimizer"});
+  const ProcessMemoryEstimate o =
+      EstimateProcessMemory(off.parallel, off.model, off.args, -1, true);
+  CHECK(o.device_bytes == a.activation_bytes + 2 * a.parameter_bytes);
+  CHECK(o.host_bytes == a.parameter_bytes + a.optimizer_bytes);
 }
 
 TEST_CASE("impossible sizes are refused with the estimate, the limit and the flags") {

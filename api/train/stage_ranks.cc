@@ -80,6 +80,12 @@ absl::Status BuildDeviceRank(const layers::GptConfig& model,
                                                            options.num_microbatches,
                                                            options.reset_attention_mask);
   program->set_cuda_graphs(std::move(graphs));
+  bool state_on_device =
+      options.state_on_device && grad_group == 1 && !options.distributed_optimizer && !model.moe;
+  for (int c = 0; c < program->num_chunks(); ++c) {
+    if (program->tied_embedding_parameter(c) >= 0) state_on_device = false;
+  }
+  program->set_state_on_backend(state_on_device);
   sr->program = std::move(program);
   return absl::OkStatus();
 }

@@ -89,6 +89,15 @@ struct StageRankOptions {
   // CUDA graphs (device_setup.h CudaGraphConfigFor): with --device cuda and mode local each
   // rank's actor owns a graph cache and its graph-safe chunks run through it.
   kernels::CudaGraphConfig cuda_graphs;
+  // state_on_device: on the device backends, keep each rank's parameters, gradients and
+  // AdamW moments on the device between iterations (actors::GptStageProgram
+  // set_state_on_backend) where its gradients need no host-side reduction: a gradient
+  // group (DP x CP) of 1, no distributed optimizer, no MoE, and no chunk with a
+  // cross-stage tied embedding (whose gradient sum runs on the host arenas). Other ranks
+  // keep the host optimizer. The caller clears it for --optimizer-cpu-offload and for the
+  // features that read or write the host stores during training (post-validation,
+  // rebalancing, --log-params-norm, --log-num-zeros-in-grad): api/train/train_command.cc.
+  bool state_on_device = false;
 };
 
 // BuildStageRanks: placement.pipeline_model_parallel_size x data_parallel_size x

@@ -75,25 +75,24 @@ void PrintLine(const std::string& line) {
 constexpr const char* kHonouredDests[] = {
     "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "kv_channels",
     "group_query_attention", "num_query_groups", "max_position_embeddings",
-    "position_embedding_type", "rotary_base", "rotary_percent", "normalization",
-    "use_rope_scaling", "rope_scaling_factor", "rotary_seq_len_interpolation_factor",
-    "norm_epsilon", "swiglu", "bias_gelu_fusion", "untie_embeddings_and_output_weights", "add_bias_linear",
-    "add_qkv_bias", "apply_layernorm_1p",
+    "position_embedding_type", "rotary_base", "rotary_percent", "normalization", "use_rope_scaling",
+    "rope_scaling_factor", "rotary_seq_len_interpolation_factor", "norm_epsilon", "swiglu",
+    "bias_gelu_fusion", "untie_embeddings_and_output_weights", "add_bias_linear", "add_qkv_bias",
+    "apply_layernorm_1p",
     // --no-position-embedding: validate_args refuses it unless --position-embedding-type is
     // rope, where (as in Megatron-Core, whose embedding adds a position table only for
     // learned_absolute) it changes nothing.
-    "add_position_embedding", "rotary_interleaved", "qk_layernorm",
-    "make_vocab_size_divisible_by", "attention_softmax_in_fp32", "hidden_dropout",
-    "attention_dropout", "weight_decay", "start_weight_decay", "end_weight_decay",
-    "weight_decay_incr_style", "clip_grad", "adam_beta1", "adam_beta2", "adam_eps",
-    "micro_batch_size", "global_batch_size", "train_iters", "train_samples", "exit_interval", "exit_signal_handler",
-    "exit_duration_in_mins", "optimizer", "recompute_granularity", "recompute_method",
-    "recompute_num_layers", "calculate_per_token_loss", "check_for_nan_in_loss_and_grad",
-    "seed", "init_method_std", "lr", "lr_decay_style", "lr_decay_iters", "lr_decay_samples",
-    "lr_warmup_fraction", "lr_warmup_iters", "lr_warmup_samples", "lr_warmup_init", "min_lr",
-    "override_opt_param_scheduler", "use_checkpoint_opt_param_scheduler", "save",
-    "save_interval", "load", "no_load_optim", "no_load_rng", "finetune", "bf16", "ckpt_format",
-    "async_save",
+    "add_position_embedding", "rotary_interleaved", "qk_layernorm", "make_vocab_size_divisible_by",
+    "attention_softmax_in_fp32", "hidden_dropout", "attention_dropout", "weight_decay",
+    "start_weight_decay", "end_weight_decay", "weight_decay_incr_style", "clip_grad", "adam_beta1",
+    "adam_beta2", "adam_eps", "micro_batch_size", "global_batch_size", "train_iters",
+    "train_samples", "exit_interval", "exit_signal_handler", "exit_duration_in_mins", "optimizer",
+    "recompute_granularity", "recompute_method", "recompute_num_layers", "calculate_per_token_loss",
+    "check_for_nan_in_loss_and_grad", "seed", "init_method_std", "lr", "lr_decay_style",
+    "lr_decay_iters", "lr_decay_samples", "lr_warmup_fraction", "lr_warmup_iters",
+    "lr_warmup_samples", "lr_warmup_init", "min_lr", "override_opt_param_scheduler",
+    "use_checkpoint_opt_param_scheduler", "save", "save_interval", "load", "no_load_optim",
+    "no_load_rng", "finetune", "bf16", "ckpt_format", "async_save",
     // Resume rules (api/train/resume_rules.h) and the decoupled learning rate.
     "ckpt_step", "use_checkpoint_args", "use_tokenizer_model_from_checkpoint_args",
     "non_persistent_save_interval", "non_persistent_ckpt_type", "non_persistent_global_ckpt_dir",
@@ -101,11 +100,10 @@ constexpr const char* kHonouredDests[] = {
     "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
     "expert_model_parallel_size", "sequence_parallel", "use_distributed_optimizer",
     "overlap_grad_reduce", "overlap_param_gather", "eval_iters", "eval_interval", "data_path",
-    "split", "train_data_path", "valid_data_path", "test_data_path", "mock_data",
-    "data_cache_path", "seq_length", "vocab_file", "merge_file", "tokenizer_type",
-    "vocab_size", "tokenizer_model", "vocab_extra_ids", "tiktoken_pattern",
-    "tiktoken_num_special_tokens", "tiktoken_special_tokens", "legacy_tokenizer",
-    "reset_position_ids", "reset_attention_mask", "eod_mask_loss",
+    "split", "train_data_path", "valid_data_path", "test_data_path", "mock_data", "data_cache_path",
+    "seq_length", "vocab_file", "merge_file", "tokenizer_type", "vocab_size", "tokenizer_model",
+    "vocab_extra_ids", "tiktoken_pattern", "tiktoken_num_special_tokens", "tiktoken_special_tokens",
+    "legacy_tokenizer", "reset_position_ids", "reset_attention_mask", "eod_mask_loss",
     "create_attention_mask_in_dataloader", "num_workers", "dataloader_type", "log_interval",
     "max_consecutive_nan_iterations", "num_threads", "trace_file", "help",
     // TensorBoard and metrics (api/train/metrics_setup.h).
@@ -113,16 +111,15 @@ constexpr const char* kHonouredDests[] = {
     "log_timers_to_tensorboard", "log_loss_scale_to_tensorboard",
     "log_validation_ppl_to_tensorboard", "log_memory_to_tensorboard",
     "log_world_size_to_tensorboard", "log_throughput", "log_learning_rate_to_tensorboard",
-    "metrics_jsonl", "log_params_norm", "log_num_zeros_in_grad",
-    "softmax_over_padded_vocab",
+    "metrics_jsonl", "log_params_norm", "log_num_zeros_in_grad", "softmax_over_padded_vocab",
     // Pipeline and data parallelism (in-process ranks).
     "world_size", "pipeline_schedule", "pipeline_channel_slots", "dynamic_pipeline",
     "optimizer_post_validation", "synthetic_op_ms", "memory_cap_per_shard", "memory_admission",
-    "device",
+    "device", "optimizer_cpu_offload", "use_precision_aware_optimizer",
     "gradient_accumulation_fusion", "cuda_graph_impl", "cuda_graph_scope",
     "cuda_graph_warmup_steps", "enable_cuda_graph", "external_cuda_graph", "no_cuda_graph",
-    "max_stashed_microbatches", "inject_stage_slowdown", "rebalance_threshold",
-    "rebalance_window", "force_layer_move", "ddp_bucket_size", "distributed_timeout_minutes",
+    "max_stashed_microbatches", "inject_stage_slowdown", "rebalance_threshold", "rebalance_window",
+    "force_layer_move", "ddp_bucket_size", "distributed_timeout_minutes",
     "num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank",
     "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
@@ -623,6 +620,12 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
   rank_options.num_microbatches = parallel.num_microbatches;
   rank_options.micro_batch_size = args.micro_batch_size.value_or(1);
   rank_options.gradient_accumulation_fusion = args.gradient_accumulation_fusion;
+  // Training state on the device (stage_ranks.h state_on_device), unless offloaded or a
+  // feature reads or writes the host stores during training.
+  rank_options.state_on_device = rank_options.device != Device::kCpu &&
+                                 !args.optimizer_cpu_offload && !args.optimizer_post_validation &&
+                                 !args.rebalance_threshold && !args.force_layer_move &&
+                                 !args.log_params_norm && !args.log_num_zeros_in_grad;
   {
     std::string graphs_notice;
     MXMACA_ASSIGN_OR_RETURN(rank_options.cuda_graphs,
@@ -680,6 +683,30 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
         r.tensor_parallel_rank, r.pipeline_rank, r.num_parameters));
   }
   for (const std::string& line : MemoryReport(parallel, model, ranks, args)) print(line);
+  if (rank_options.device != Device::kCpu) {
+    // Where the training state lives (stage_ranks.h state_on_device).
+    int on_device = 0;
+    for (const StageRank& r : ranks) on_device += r.program->state_on_backend() ? 1 : 0;
+    const int n = static_cast<int>(ranks.size());
+    std::string why;
+    if (args.optimizer_cpu_offload) {
+      why = "--optimizer-cpu-offload";
+    } else if (!rank_options.state_on_device) {
+      why =
+          "a flag that uses the host copies during training (--optimizer-post-validation, "
+          "--rebalance-threshold, --force-layer-move, --log-params-norm or "
+          "--log-num-zeros-in-grad)";
+    } else if (on_device < n) {
+      why =
+          "their gradients are reduced on the host (data or context parallel, the "
+          "distributed optimizer, MoE, or a tied embedding split across stages)";
+    }
+    print(absl::StrFormat(
+        " > training state (parameters, gradients, AdamW moments) on the device for %d of %d "
+        "rank%s%s",
+        on_device, n, n == 1 ? "" : "s",
+        on_device < n ? absl::StrCat("; the others step AdamW on the host: ", why) : ""));
+  }
 
   // Schedule and resume.
   MXMACA_ASSIGN_OR_RETURN(layers::OptimizerParamSchedulerConfig sched_config,
@@ -995,11 +1022,13 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
       const double per_iteration =
           static_cast<double>(c.host_to_device_bytes + c.device_to_host_bytes) / iterations;
       print(absl::StrFormat(
-          " > host<->device copies of rank %d (emulated device): host->device %.1f MB in %d "
-          "calls, device->host %.1f MB in %d calls, device->device %.1f MB; %.2f MB per "
-          "iteration = %.2f x the %.2f MB of parameters",
-          r.rank, c.host_to_device_bytes / mb, c.host_to_device_calls, c.device_to_host_bytes / mb,
-          c.device_to_host_calls, c.device_to_device_bytes / mb, per_iteration / mb,
+          " > host<->device copies of rank %d (emulated device): host->device %.1f MB (%d "
+          "bytes) in %d calls, device->host %.1f MB (%d bytes) in %d calls, device->device "
+          "%.1f MB; %.2f MB per iteration = %.2f x the %.2f MB of parameters (set-up, "
+          "evaluation and checkpoints included)",
+          r.rank, c.host_to_device_bytes / mb, c.host_to_device_bytes, c.host_to_device_calls,
+          c.device_to_host_bytes / mb, c.device_to_host_bytes, c.device_to_host_calls,
+          c.device_to_device_bytes / mb, per_iteration / mb,
           params > 0 ? per_iteration / params : 0.0, params / mb));
     }
   }

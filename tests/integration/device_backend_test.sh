@@ -9,8 +9,11 @@
 # selective and full recomputation, tensor parallelism (with and without sequence
 # parallelism, its collectives through host memory), the dynamic pipeline (W out of forward
 # order) under an injected slowdown, a memory cap that holds, a forced layer move,
-# optimistic steps (--optimizer-post-validation) with an overlapped parameter gather, a
-# resume, and 4 UCX processes (PP2 x DP2, and TP2 x PP2). --device cuda without a GPU fails
+# optimistic steps (--optimizer-post-validation) with an overlapped parameter gather,
+# training state on the device (untied PP2 with clipping, TP2+SP, PP4 mixed with host
+# stages) and its host<->device traffic against --optimizer-cpu-offload, a resume (the
+# state downloaded into the checkpoint and uploaded after the load), and 4 UCX processes
+# (PP2 x DP2, and TP2 x PP2). --device cuda without a GPU fails
 # with the no-GPU message, and what the device backends do not run yet is refused by name. (With gradient accumulation
 # fusion the weight GEMMs would round differently, so this test runs with
 # --no-gradient-accumulation-fusion: the fused numerics are checked in
@@ -90,6 +93,50 @@ check memory_cap --pipeline-model-parallel-size 2 --world-size 2 --memory-cap-pe
 check layer_move --pipeline-model-parallel-size 2 --world-size 2 --force-layer-move 2:1:0
 check post_validation --pipeline-model-parallel-size 2 --world-size 4 --optimizer-post-validation \
   --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
+# Training state on the device (parameters, gradients, AdamW moments stay there; the step
+# runs there): every rank of these has no host-side gradient reduction. pp4 mixes: its two
+# middle stages keep the state on the device, the two holding the tied embedding's ends
+# step on the host.
+check state_untied_pp2 --pipeline-model-parallel-size 2 --world-size 2 \
+  --untie-embeddings-and-output-weights --clip-grad 0.05
+check state_tp2 --tensor-model-parallel-size 2 --sequence-parallel --world-size 2
+check state_pp4_mixed --pipeline-model-parallel-size 4 --world-size 4
+for want in "single|1 of 1 rank" "state_untied_pp2|2 of 2 ranks" "state_tp2|2 of 2 ranks" \
+            "state_pp4_mixed|2 of 4 ranks; the others step AdamW on the host" \
+            "pp2_dp2|0 of 4 ranks; the others step AdamW on the host: their gradients"; do
+  grep -q "training state (parameters, gradients, AdamW moments) on the device for ${want##*|}" \
+    "${want%%|*}.dev.log" ||
+    { echo "FAIL state: ${want%%|*} does not say '${want##*|}'"; grep 'training state' "${want%%|*}.dev.log"; exit 1; }
+done
+# Traffic: from the emulated device's counters, the copies of iterations 5-8 (a run of 8
+# minus one of 4, no saves, no evaluation): with the state on the device only the batch and
+# a few scalars per iteration; with --optimizer-cpu-offload the weights up and the
+# gradients down (~2 x the parameter bytes).
+copies() {  # copies LOG: host->device + device->host bytes of rank 0
+  grep -oE 'host<->device copies of rank 0 .*' "$1" |
+    sed -E 's/.*host->device [0-9.]+ MB \(([0-9]+) bytes\).*device->host [0-9.]+ MB \(([0-9]+) bytes\).*/\1 \2/' |
+    awk '{print $1 + $2}'
+}
+params_bytes=$(( $(grep -oE 'the [0-9.]+ MB of parameters' single.dev.log | grep -oE '[0-9.]+' | head -1 |
+  awk '{printf "%d", $1 * 1048576}') ))
+for mode in device offload; do
+  extra=()
+  [ "$mode" = offload ] && extra=(--optimizer-cpu-offload --use-precision-aware-optimizer)
+  for iters in 4 8; do
+    "$mxmaca" train "${base[@]}" --device device-on-cpu --train-iters $iters --eval-iters 0 \
+      --save-interval 1000 "${extra[@]}" > "traffic.$mode.$iters.log" 2>&1 ||
+      { echo "FAIL traffic $mode: the run failed"; tail -5 "traffic.$mode.$iters.log"; exit 1; }
+  done
+  per_iter=$(( ($(copies traffic.$mode.8.log) - $(copies traffic.$mode.4.log)) / 4 ))
+  eval "traffic_$mode=$per_iter"
+done
+diff <(metrics traffic.device.8.log) <(metrics traffic.offload.8.log) > /dev/null ||
+  { echo "FAIL traffic: --optimizer-cpu-offload changed the losses"; exit 1; }
+[ "$traffic_device" -lt $((params_bytes / 20)) ] ||
+  { echo "FAIL traffic: $traffic_device bytes per iteration with the state on the device (parameters: $params_bytes)"; exit 1; }
+[ "$traffic_offload" -ge $((2 * params_bytes * 9 / 10)) ] ||
+  { echo "FAIL traffic: only $traffic_offload bytes per iteration with --optimizer-cpu-offload"; exit 1; }
+echo "ok   traffic per iteration (iterations 5-8): $traffic_device bytes with the state on the device, $traffic_offload with --optimizer-cpu-offload (parameters: $params_bytes bytes); the same losses"
 
 # Resume: 4 iterations, saved at 2, resumed to 4 on the device path = the straight run.
 "$mxmaca" train "${base[@]}" --device device-on-cpu --exit-interval 2 --save resume.dev \
