@@ -1,12 +1,14 @@
 #!/bin/bash
 # api/convert/convert_train_test.sh: `mxmaca convert` on checkpoints that `mxmaca train`
-# wrote. For a Llama-style run (RMSNorm, SwiGLU, RoPE, GQA, untied, no biases) and a
-# GPT-2-style run (LayerNorm, learned positions, biases, tied): train 3 iterations, export
+# wrote. For a Llama-style run (RMSNorm, SwiGLU, RoPE, GQA, untied, no biases), a
+# GPT-2-style run (LayerNorm, learned positions, biases, tied) and a Mixtral-style MoE run
+# (the Llama one with 4 experts, top-2, aux loss, on every layer): train 3 iterations, export
 # (--to hf), import back (--from hf), then `train --load ... --finetune` from the original
 # and from the imported checkpoint must print the same losses and grad norms (every
 # parameter equal: the runs are deterministic), and the imported checkpoint's model
-# tensors hold the original's bytes (CRC-32C per tensor from inspect-checkpoint). Also: a
-# sharded bf16 export, a refused --model-type, --help.
+# tensors hold the original's bytes (CRC-32C per tensor from inspect-checkpoint); for MoE
+# the load-balancing loss is compared too. Also: a sharded bf16 export, refused
+# --model-types, --help.
 set -euo pipefail
 root="${TEST_SRCDIR:-.}/mxmaca"
 [ -x "$root/api/mxmaca" ] || root="."
@@ -22,9 +24,16 @@ llama=(--num-layers 2 --hidden-size 48 --num-attention-heads 6 --group-query-att
        --num-query-groups 2 --ffn-hidden-size 80 --normalization RMSNorm --swiglu
        --position-embedding-type rope --disable-bias-linear --untie-embeddings-and-output-weights)
 gpt2=(--num-layers 2 --hidden-size 32 --num-attention-heads 4)
+# (--ffn-hidden-size = --moe-ffn-hidden-size: with every layer MoE the dense size is unused
+# and config.json cannot state it; the import records intermediate_size as both.)
+mixtral=(--num-layers 2 --hidden-size 48 --num-attention-heads 6 --group-query-attention
+         --num-query-groups 2 --ffn-hidden-size 40 --normalization RMSNorm --swiglu
+         --position-embedding-type rope --disable-bias-linear --untie-embeddings-and-output-weights
+         --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 40 --moe-aux-loss-coeff 1e-2)
 
-# losses LOG: the loss and grad norm of every iteration line.
-losses() { grep -o 'lm loss: [^|]*| loss scale: [^|]*| grad norm: [^|]*' "$1"; }
+# losses LOG: the loss (and with MoE load_balancing_loss, z_loss) and grad norm of every
+# iteration line.
+losses() { grep -o 'lm loss: .*| grad norm: [^|]*' "$1"; }
 # model_crcs DIR: "name shape crc" of every model/ tensor (inspect-checkpoint's listing).
 model_crcs() { "$mxmaca" inspect-checkpoint "$1" | grep -o 'model/[^ ]* .*' | sort; }
 
@@ -54,6 +63,18 @@ check() {  # check NAME EXPECTED_TYPE FLAGS...
 
 check llama llama "${llama[@]}"
 check gpt2 gpt2 "${gpt2[@]}"
+check mixtral mixtral "${mixtral[@]}"
+grep -q 'load_balancing_loss' mixtral.b.log || { echo "FAIL: no MoE loss in mixtral.b.log"; exit 1; }
+# A checkpoint trained with expert parallelism (EP 2 over 2 data-parallel ranks: each rank
+# saved its 2 experts under their global index) exports all 4 and imports back exactly.
+"$mxmaca" train "${common[@]}" "${mixtral[@]}" --world-size 2 --expert-model-parallel-size 2 \
+  --expert-tensor-parallel-size 1 --train-iters 3 --save ep2 --save-interval 3 > ep2.train.log 2>&1 ||
+  { echo "FAIL: training ep2"; tail -5 ep2.train.log; exit 1; }
+"$mxmaca" convert --to hf --load ep2 --save ep2.hf > /dev/null
+"$mxmaca" convert --from hf --load ep2.hf --save ep2.back > /dev/null
+[ "$(model_crcs ep2.back | grep -c 'experts.linear_fc1')" = 8 ] || { echo "FAIL: ep2 experts"; exit 1; }
+diff <(model_crcs ep2) <(model_crcs ep2.back) || { echo "FAIL: ep2 round trip"; exit 1; }
+echo "ok: an EP 2 checkpoint exports and imports back exactly"
 
 # bf16 in one file; fp32 in 1 MB shards with the index, which the import reads back exactly.
 "$mxmaca" convert --to hf --load llama --save llama.bf16 --dtype bf16 --max-shard-size-mb 0 > /dev/null
@@ -72,6 +93,11 @@ if "$mxmaca" convert --to hf --load llama --save bad --model-type gpt2 > bad.log
 fi
 grep -q 'normalization is RMSNorm but Hugging Face gpt2 expects LayerNorm' bad.log ||
   { echo "FAIL: refusal message"; cat bad.log; exit 1; }
+if "$mxmaca" convert --to hf --load mixtral --save bad3 --model-type llama > bad3.log 2>&1; then
+  echo "FAIL: a MoE model exported as llama"; exit 1
+fi
+grep -q 'Mixture-of-Experts model (--num-experts 4) but Hugging Face llama expects a dense model' \
+  bad3.log || { echo "FAIL: MoE refusal message"; cat bad3.log; exit 1; }
 if "$mxmaca" convert --from hf --load llama --save bad2 > bad2.log 2>&1; then
   echo "FAIL: an MXMACA checkpoint imported as Hugging Face"; exit 1
 fi

@@ -7,6 +7,9 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "layers/moe/moe_layer.h"
 
 namespace mxmaca::api::convert {
 namespace {
@@ -44,6 +47,69 @@ const char* PositionName(layers::PositionEmbeddingType p) {
   }
 }
 
+// CheckMixtral: what Hugging Face's MixtralSparseMoeBlock computes (every layer MoE; router
+// = softmax over all experts, top-k, renormalised to sum 1 = Megatron's default top-k on the
+// logits then softmax over the k; dropless; SwiGLU experts without biases; no shared
+// expert), refusing each MoE setting that differs.
+absl::Status CheckMixtral(const layers::GptConfig& c) {
+  const std::string target = "mixtral";
+  const layers::moe::MoELayerConfig& m = *c.moe;
+  const layers::moe::RouterConfig& r = m.router;
+  std::vector<int64_t> dense;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (!c.is_moe_layer(l)) dense.push_back(l);
+  }
+  if (!dense.empty()) {
+    return Refuse(
+        absl::StrCat("--moe-layer-freq makes layers [", absl::StrJoin(dense, ", "), "] dense"),
+        target, "a MoE block on every layer");
+  }
+  if (c.add_bias_linear || c.add_qkv_bias || m.expert.add_bias) {
+    return Refuse(c.add_bias_linear ? "--add-bias-linear is set (biases on every linear)"
+                                    : "--add-qkv-bias is set",
+                  target, "no biases (pass --disable-bias-linear)");
+  }
+  if (m.shared_expert_ffn_hidden_size > 0) {
+    return Refuse(
+        absl::StrCat("--moe-shared-expert-intermediate-size is ", m.shared_expert_ffn_hidden_size),
+        target, "routed experts only (no shared expert)");
+  }
+  if (r.score_function != layers::moe::ScoreFunction::kSoftmax) {
+    return Refuse("--moe-router-score-function is sigmoid", target, "softmax routing");
+  }
+  if (r.pre_softmax) {
+    return Refuse("--moe-router-pre-softmax is set (top-k probabilities not renormalised)", target,
+                  "the top-k softmax weights renormalised to sum 1");
+  }
+  if (r.num_groups > 0) {
+    return Refuse(
+        absl::StrCat("--moe-router-num-groups is ", r.num_groups, " (group-limited routing)"),
+        target, "top-k over all experts");
+  }
+  if (r.topk_scaling_factor != 0.0 && r.topk_scaling_factor != 1.0) {
+    return Refuse(absl::StrCat("--moe-router-topk-scaling-factor is ",
+                               Str(static_cast<float>(r.topk_scaling_factor))),
+                  target, "unscaled routing weights");
+  }
+  if (r.enable_expert_bias) {
+    return Refuse("--moe-router-enable-expert-bias is set", target, "no expert bias");
+  }
+  if (r.capacity_factor.has_value()) {
+    return Refuse(absl::StrCat("--moe-expert-capacity-factor is ",
+                               Str(static_cast<float>(*r.capacity_factor)),
+                               " (tokens over capacity are dropped)"),
+                  target, "dropless routing (no capacity factor)");
+  }
+  if (r.load_balancing_type == layers::moe::LoadBalancingType::kSinkhorn) {
+    return Refuse(
+        "--moe-router-load-balancing-type is sinkhorn (its routing weights are the softmax over "
+        "all experts, not renormalised over the top-k)",
+        target, "aux_loss, seq_aux_loss, global_aux_loss or none");
+  }
+  if (!m.expert.swiglu) return Refuse("--swiglu is not set", target, "SwiGLU experts");
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<HfModelType> ChooseHfModelType(const layers::GptConfig& c,
@@ -58,15 +124,22 @@ absl::StatusOr<HfModelType> ChooseHfModelType(const layers::GptConfig& c,
     t = {HfArchitecture::kGpt2, "gpt2"};
   } else if (requested == "llama" || requested == "mistral") {
     t = {HfArchitecture::kLlama, requested};
+  } else if (requested == "mixtral") {
+    t = {HfArchitecture::kMixtral, "mixtral"};
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--model-type is ", requested, "; expected auto, gpt2, llama or mistral"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--model-type is ", requested, "; expected auto, gpt2, llama, mistral or mixtral"));
   }
+  if (requested == "auto" && c.moe != nullptr) t = {HfArchitecture::kMixtral, "mixtral"};
   const std::string& target = t.model_type;
-  if (c.moe != nullptr) {
-    return absl::UnimplementedError(
-        "the checkpoint is a Mixture-of-Experts model (--num-experts): exporting MoE models "
-        "(Hugging Face mixtral) is not implemented; gpt2, llama and mistral are dense");
+  if (c.moe != nullptr && t.architecture != HfArchitecture::kMixtral) {
+    return Refuse(absl::StrCat("the checkpoint is a Mixture-of-Experts model (--num-experts ",
+                               c.moe->router.num_experts, ")"),
+                  target, "a dense model (export MoE models as --model-type mixtral or auto)");
+  }
+  if (c.moe == nullptr && t.architecture == HfArchitecture::kMixtral) {
+    return Refuse("--num-experts is not set (a dense model)", target,
+                  "a Mixture-of-Experts model (use llama or mistral for dense models)");
   }
   if (c.apply_layernorm_1p)
     return Refuse("--apply-layernorm-1p is set", target, "plain norm weights");
@@ -110,7 +183,7 @@ absl::StatusOr<HfModelType> ChooseHfModelType(const layers::GptConfig& c,
       return Refuse(absl::StrCat("--kv-channels is ", c.head_dim()), target,
                     absl::StrCat("hidden_size / heads = ", c.hidden_size / c.num_attention_heads));
     }
-  } else {
+  } else {  // llama, mistral, mixtral
     if (c.normalization != layers::Normalization::kRmsNorm) {
       return Refuse(absl::StrCat("--normalization is ", NormName(c.normalization)), target,
                     "RMSNorm");
@@ -127,7 +200,35 @@ absl::StatusOr<HfModelType> ChooseHfModelType(const layers::GptConfig& c,
           "biases on all of q, k, v, o and the MLP (attention_bias and mlp_bias) or none");
     }
   }
+  if (t.architecture == HfArchitecture::kMixtral) MXMACA_RETURN_IF_ERROR(CheckMixtral(c));
   return t;
+}
+
+std::vector<std::string> HfExportNotes(const layers::GptConfig& c, const HfModelType& t) {
+  std::vector<std::string> notes;
+  if (t.architecture != HfArchitecture::kMixtral || c.moe == nullptr) return notes;
+  const layers::moe::RouterConfig& r = c.moe->router;
+  if (r.load_balancing_type == layers::moe::LoadBalancingType::kSeqAuxLoss ||
+      r.load_balancing_type == layers::moe::LoadBalancingType::kGlobalAuxLoss) {
+    notes.push_back(absl::StrCat(
+        "note: --moe-router-load-balancing-type ",
+        r.load_balancing_type == layers::moe::LoadBalancingType::kSeqAuxLoss ? "seq_aux_loss"
+                                                                             : "global_aux_loss",
+        " is written as router_aux_loss_coef ", Str(static_cast<float>(r.aux_loss_coeff)),
+        " (Mixtral's one load-balancing loss, over the batch; training only)"));
+  }
+  if (c.ffn_hidden_size != c.moe->expert.ffn_hidden_size) {
+    notes.push_back(
+        absl::StrCat("not exported: --ffn-hidden-size ", c.ffn_hidden_size,
+                     " (unused: every layer is MoE; intermediate_size is --moe-ffn-hidden-size ",
+                     c.moe->expert.ffn_hidden_size, ", and an import records both as that)"));
+  }
+  if (r.z_loss_coeff != 0.0) {
+    notes.push_back(absl::StrCat("not exported: --moe-z-loss-coeff ",
+                                 Str(static_cast<float>(r.z_loss_coeff)),
+                                 " (Mixtral's config has no router z-loss; training only)"));
+  }
+  return notes;
 }
 
 nlohmann::json HfConfigJson(const layers::GptConfig& c, const HfModelType& t, HfDtype dtype) {
@@ -152,11 +253,15 @@ nlohmann::json HfConfigJson(const layers::GptConfig& c, const HfModelType& t, Hf
     j["scale_attn_weights"] = true;
     j["tie_word_embeddings"] = true;
   } else {
-    j["architectures"] = {t.model_type == "mistral" ? "MistralForCausalLM" : "LlamaForCausalLM"};
+    const bool mixtral = t.architecture == HfArchitecture::kMixtral;
+    j["architectures"] = {mixtral                     ? "MixtralForCausalLM"
+                          : t.model_type == "mistral" ? "MistralForCausalLM"
+                                                      : "LlamaForCausalLM"};
     j["model_type"] = t.model_type;
     j["vocab_size"] = c.vocab_size;
     j["hidden_size"] = c.hidden_size;
-    j["intermediate_size"] = c.ffn_hidden_size;
+    // Mixtral: each expert's FFN (every layer is MoE, so the dense --ffn-hidden-size is unused).
+    j["intermediate_size"] = mixtral ? c.moe->expert.ffn_hidden_size : c.ffn_hidden_size;
     j["num_hidden_layers"] = c.num_layers;
     j["num_attention_heads"] = c.num_attention_heads;
     j["num_key_value_heads"] = c.query_groups();
@@ -165,13 +270,27 @@ nlohmann::json HfConfigJson(const layers::GptConfig& c, const HfModelType& t, Hf
     j["max_position_embeddings"] = c.max_position_embeddings;
     j["rms_norm_eps"] = ShortestFloat(c.norm_epsilon);
     j["rope_theta"] = ShortestFloat(c.rotary_base);
-    j["rope_scaling"] = nullptr;
-    j["attention_bias"] = c.add_bias_linear;
-    j["mlp_bias"] = c.add_bias_linear;
+    if (!mixtral) {  // (MixtralConfig has neither; its linears never have biases)
+      j["rope_scaling"] = nullptr;
+      j["attention_bias"] = c.add_bias_linear;
+      j["mlp_bias"] = c.add_bias_linear;
+    }
     j["attention_dropout"] = ShortestFloat(c.attention_dropout);
     j["initializer_range"] = ShortestFloat(c.init_method_std);
     j["tie_word_embeddings"] = c.tied_embeddings();
-    if (t.model_type == "mistral") j["sliding_window"] = nullptr;
+    if (t.model_type == "mistral" || mixtral) j["sliding_window"] = nullptr;
+    if (mixtral) {
+      const layers::moe::RouterConfig& r = c.moe->router;
+      j["num_local_experts"] = r.num_experts;
+      j["num_experts_per_tok"] = r.topk;
+      // Megatron's per-layer aux loss coefficient (0 without a load-balancing loss).
+      j["router_aux_loss_coef"] =
+          ShortestFloat(r.load_balancing_type == layers::moe::LoadBalancingType::kNone
+                            ? 0.0f
+                            : static_cast<float>(r.aux_loss_coeff));
+      j["output_router_logits"] = false;
+      j["router_jitter_noise"] = 0.0;
+    }
   }
   j["torch_dtype"] = torch_dtype;
   return nlohmann::json::parse(j.dump());  // (nlohmann::json sorts the keys)
@@ -266,8 +385,9 @@ absl::StatusOr<std::vector<std::string>> MegatronArgvFromHfConfig(const nlohmann
     if (act == "gelu") argv.push_back("--no-bias-gelu-fusion");
     max_pos = *pos;
     vocab = *v;
-  } else if (model_type == "llama" || model_type == "mistral") {
-    *type = {HfArchitecture::kLlama, model_type};
+  } else if (model_type == "llama" || model_type == "mistral" || model_type == "mixtral") {
+    const bool mixtral = model_type == "mixtral";
+    *type = {mixtral ? HfArchitecture::kMixtral : HfArchitecture::kLlama, model_type};
     absl::StatusOr<int64_t> h = integer("hidden_size"), f = integer("intermediate_size"),
                             l = integer("num_hidden_layers"), np = integer("num_attention_heads"),
                             pos = integer("max_position_embeddings"), v = integer("vocab_size");
@@ -298,9 +418,11 @@ absl::StatusOr<std::vector<std::string>> MegatronArgvFromHfConfig(const nlohmann
       return bad("sliding_window", hf["sliding_window"],
                  "null (MXMACA's attention is full causal attention)");
     }
-    absl::StatusOr<bool> attn_bias = flag("attention_bias", false);
+    // (MixtralConfig has no bias fields: its linears never have biases.)
+    absl::StatusOr<bool> attn_bias =
+        mixtral ? absl::StatusOr<bool>(false) : flag("attention_bias", false);
     if (!attn_bias.ok()) return attn_bias.status();
-    absl::StatusOr<bool> mlp_bias = flag("mlp_bias", false);
+    absl::StatusOr<bool> mlp_bias = mixtral ? absl::StatusOr<bool>(false) : flag("mlp_bias", false);
     if (!mlp_bias.ok()) return mlp_bias.status();
     if (*attn_bias != *mlp_bias) {
       return bad("attention_bias", *attn_bias,
@@ -340,14 +462,38 @@ absl::StatusOr<std::vector<std::string>> MegatronArgvFromHfConfig(const nlohmann
     if (head_dim * *np != *h) argv.insert(argv.end(), {"--kv-channels", absl::StrCat(head_dim)});
     if (!*attn_bias) argv.push_back("--disable-bias-linear");
     if (!*tie) argv.push_back("--untie-embeddings-and-output-weights");
+    if (mixtral) {
+      // MixtralSparseMoeBlock on every layer: softmax over the experts' logits, top-k,
+      // renormalised = Megatron's default router (top-k on the logits, softmax over the k;
+      // not pre-softmax), dropless (no capacity factor), SwiGLU experts of
+      // intermediate_size, no shared expert; the load-balancing loss as aux_loss.
+      absl::StatusOr<int64_t> e = integer("num_local_experts"), k = integer("num_experts_per_tok");
+      for (const auto* s : {&e, &k}) {
+        if (!s->ok()) return s->status();
+      }
+      if (*k > *e) {
+        return bad("num_experts_per_tok", *k, absl::StrCat("at most num_local_experts (", *e, ")"));
+      }
+      absl::StatusOr<double> coef = number("router_aux_loss_coef", 0.001);  // MixtralConfig's
+      if (!coef.ok()) return coef.status();
+      if (!(*coef >= 0)) return bad("router_aux_loss_coef", *coef, "a number >= 0");
+      absl::StatusOr<double> jitter = number("router_jitter_noise", 0.0);
+      if (!jitter.ok()) return jitter.status();
+      if (*jitter != 0.0) {
+        return bad("router_jitter_noise", *jitter,
+                   "0 (MXMACA has no router input jitter, Megatron's --moe-input-jitter-eps)");
+      }
+      argv.insert(
+          argv.end(),
+          {"--num-experts", absl::StrCat(*e), "--moe-router-topk", absl::StrCat(*k),
+           "--moe-ffn-hidden-size", absl::StrCat(*f), "--moe-router-score-function", "softmax",
+           "--moe-router-load-balancing-type", "aux_loss", "--moe-aux-loss-coeff", num(*coef)});
+    }
     max_pos = *pos;
     vocab = *v;
-  } else if (model_type == "mixtral") {
-    return absl::UnimplementedError(
-        "config.json model_type is \"mixtral\": importing MoE models is not implemented; "
-        "expected gpt2, llama or mistral");
   } else {
-    return bad("model_type", hf.value("model_type", nlohmann::json()), "gpt2, llama or mistral");
+    return bad("model_type", hf.value("model_type", nlohmann::json()),
+               "gpt2, llama, mistral or mixtral");
   }
   if (vocab < 2) return bad("vocab_size", vocab, "at least 2");
   if (seq_length <= 0) seq_length = std::min<int64_t>(max_pos, 4096);

@@ -221,8 +221,11 @@ double MaxLossDifference(layers::GptStage& stage, const Model& m, const std::str
   return max_diff;
 }
 
-// CheckModel: the whole check of one model: export, reference, import round trip.
-void CheckModel(const Model& m, const std::string& expected_type, uint32_t seed) {
+// CheckModel: the whole check of one model: export, reference, import round trip. Each of
+// `wrong_readings` (hf_reference.py flags reading the export deliberately wrong) must move
+// the reference's losses by more than 100 x kTolerance.
+void CheckModel(const Model& m, const std::string& expected_type, uint32_t seed,
+                const std::vector<std::string>& wrong_readings = {"--swap-qk"}) {
   const std::string root = MakeTempDir();
   const std::string ckpt = root + "/ckpt", hf = root + "/hf", back = root + "/back";
   std::unique_ptr<layers::GptStage> stage = MakeCheckpoint(m, ckpt, seed);
@@ -242,9 +245,13 @@ void CheckModel(const Model& m, const std::string& expected_type, uint32_t seed)
   const double diff = MaxLossDifference(*stage, m, hf, seed + 1);
   std::printf("%s: max |MXMACA - reference| token loss = %.3g nats\n", expected_type.c_str(), diff);
   CHECK(diff < kTolerance);
-  const double swapped = MaxLossDifference(*stage, m, hf, seed + 1, "--swap-qk");
-  std::printf("%s: with q/k swapped in layer 0: %.3g nats\n", expected_type.c_str(), swapped);
-  CHECK(swapped > 100 * kTolerance);
+  for (const std::string& wrong : wrong_readings) {
+    const double swapped = MaxLossDifference(*stage, m, hf, seed + 1, wrong);
+    std::printf("%s: reference with %s: %.3g nats\n", expected_type.c_str(), wrong.c_str(),
+                swapped);
+    INFO(wrong);
+    CHECK(swapped > 100 * kTolerance);
+  }
 
   // 1. Round trip, bit for bit, and the reconstructed model.
   HfImportOptions im;
@@ -348,6 +355,130 @@ TEST_CASE("llama: tied, biases on every linear, head_dim != hidden / heads") {
              "llama", 31);
 }
 
+// Mixtral: every layer MoE (Megatron's default router: top-k on the logits, softmax over
+// the k = Mixtral's softmax, top-k, renormalise), SwiGLU experts, no biases.
+std::vector<std::string> MixtralFlags(std::vector<std::string> extra) {
+  std::vector<std::string> f = {"--normalization",
+                                "RMSNorm",
+                                "--swiglu",
+                                "--position-embedding-type",
+                                "rope",
+                                "--disable-bias-linear",
+                                "--norm-epsilon",
+                                "1e-5",
+                                "--rotary-base",
+                                "1000000"};
+  f.insert(f.end(), extra.begin(), extra.end());
+  return f;
+}
+
+// MixtralGqaFlags: 2 layers, GQA, untied, 4 experts top-2 of FFN 40, and `ffn` as the dense
+// --ffn-hidden-size (unused: every layer is MoE).
+std::vector<std::string> MixtralGqaFlags(const std::string& ffn) {
+  return MixtralFlags({"--num-layers",
+                       "2",
+                       "--hidden-size",
+                       "48",
+                       "--num-attention-heads",
+                       "6",
+                       "--group-query-attention",
+                       "--num-query-groups",
+                       "2",
+                       "--ffn-hidden-size",
+                       ffn,
+                       "--untie-embeddings-and-output-weights",
+                       "--num-experts",
+                       "4",
+                       "--moe-router-topk",
+                       "2",
+                       "--moe-ffn-hidden-size",
+                       "40",
+                       "--moe-aux-loss-coeff",
+                       "0.02"});
+}
+
+TEST_CASE("mixtral: 4 experts, top-2, GQA, untied") {
+  Model m = MakeModel(MixtralGqaFlags("40"));
+  REQUIRE(m.config.moe != nullptr);
+  CheckModel(m, "mixtral", 41, {"--swap-qk", "--swap-experts", "--swap-w1-w3"});
+  // The layout and config.json of such an export, here with a dense --ffn-hidden-size (unused:
+  // every layer is MoE) that config.json cannot state: the export says so.
+  m = MakeModel(MixtralGqaFlags("64"));
+  const std::string root = MakeTempDir();
+  MakeCheckpoint(m, root + "/ckpt", 42);
+  HfExportOptions ex;
+  ex.load = root + "/ckpt";
+  ex.save = root + "/hf";
+  absl::StatusOr<std::vector<std::string>> exported = ExportToHuggingFace(ex);
+  REQUIRE(exported.ok());
+  CHECK(absl::StrContains(absl::StrJoin(*exported, "\n"),
+                          "not exported: --ffn-hidden-size 64 (unused: every layer is MoE; "
+                          "intermediate_size is --moe-ffn-hidden-size 40"));
+  const nlohmann::json cfg = ReadJson(ex.save + "/config.json");
+  CHECK(cfg["architectures"][0] == "MixtralForCausalLM");
+  CHECK(cfg["num_local_experts"] == 4);
+  CHECK(cfg["num_experts_per_tok"] == 2);
+  CHECK(cfg["intermediate_size"] == 40);  // the experts' FFN, not --ffn-hidden-size
+  CHECK(cfg["num_key_value_heads"] == 2);
+  CHECK(cfg["router_aux_loss_coef"].get<double>() == 0.02);
+  CHECK(cfg["output_router_logits"] == false);
+  CHECK(cfg["sliding_window"].is_null());
+  CHECK(cfg["tie_word_embeddings"] == false);
+  CHECK(!cfg.contains("attention_bias"));
+  absl::StatusOr<HfTensors> t = ReadHfSafetensors(ex.save);
+  REQUIRE(t.ok());
+  CHECK(t->at("model.layers.1.block_sparse_moe.gate.weight").shape == std::vector<int64_t>{4, 48});
+  CHECK(t->at("model.layers.1.block_sparse_moe.experts.3.w1.weight").shape ==
+        std::vector<int64_t>{40, 48});
+  CHECK(t->at("model.layers.1.block_sparse_moe.experts.3.w3.weight").shape ==
+        std::vector<int64_t>{40, 48});
+  CHECK(t->at("model.layers.1.block_sparse_moe.experts.3.w2.weight").shape ==
+        std::vector<int64_t>{48, 40});
+  // embed; per layer 2 norms, q, k, v, o, the gate, 3 per expert; the final norm; lm_head.
+  CHECK(t->size() == 1 + 2 * (6 + 1 + 3 * 4) + 1 + 1);
+  // w1 / w3 are the gate / up halves of the expert's fc1 (rows [0, f) and [f, 2f)).
+  absl::StatusOr<CheckpointReader> r = CheckpointReader::Open(ex.load);
+  REQUIRE(r.ok());
+  std::vector<float> fc1(80 * 48);
+  REQUIRE(r->ReadSlice("model/decoder.layers.1.mlp.experts.linear_fc1.weight3", {0, 0}, {80, 48},
+                       fc1.data())
+              .ok());
+  CHECK(BitEqual(t->at("model.layers.1.block_sparse_moe.experts.3.w1.weight").values,
+                 std::vector<float>(fc1.begin(), fc1.begin() + 40 * 48)));
+  CHECK(BitEqual(t->at("model.layers.1.block_sparse_moe.experts.3.w3.weight").values,
+                 std::vector<float>(fc1.begin() + 40 * 48, fc1.end())));
+  // The imported args reproduce the router: dropless, softmax, top-k, every layer MoE.
+  HfImportOptions im;
+  im.load = ex.save;
+  im.save = root + "/back";
+  absl::StatusOr<std::vector<std::string>> lines = ImportFromHuggingFace(im);
+  REQUIRE(lines.ok());
+  absl::StatusOr<CheckpointReader> back = CheckpointReader::Open(im.save);
+  REQUIRE(back.ok());
+  absl::StatusOr<layers::GptConfig> c = ModelConfigFromCheckpointArgs(back->args());
+  REQUIRE(c.ok());
+  REQUIRE(c->moe != nullptr);
+  CHECK(c->moe->router.num_experts == 4);
+  CHECK(c->moe->router.topk == 2);
+  CHECK(c->moe->expert.ffn_hidden_size == 40);
+  CHECK(c->moe->router.score_function == layers::moe::ScoreFunction::kSoftmax);
+  CHECK(!c->moe->router.pre_softmax);
+  CHECK(!c->moe->router.capacity_factor.has_value());
+  CHECK(c->moe->router.load_balancing_type == layers::moe::LoadBalancingType::kAuxLoss);
+  CHECK(c->moe->router.aux_loss_coeff == 0.02);
+  CHECK(c->moe->shared_expert_ffn_hidden_size == 0);
+  CHECK(c->moe_layers == std::vector<bool>{true, true});
+}
+
+TEST_CASE("mixtral: 3 experts, top-1, tied, head_dim != hidden / heads") {
+  CheckModel(
+      MakeModel(MixtralFlags({"--num-layers", "2", "--hidden-size", "32", "--num-attention-heads",
+                              "4", "--kv-channels", "12", "--num-experts", "3", "--moe-router-topk",
+                              "1", "--ffn-hidden-size", "24", "--moe-ffn-hidden-size", "24",
+                              "--moe-router-load-balancing-type", "none"})),
+      "mixtral", 51, {"--swap-qk", "--swap-experts", "--swap-w1-w3"});
+}
+
 // --- refusals ---------------------------------------------------------------------------
 
 layers::GptConfig LlamaConfig() {
@@ -379,7 +510,9 @@ TEST_CASE("export refuses what the target cannot express, naming the value") {
   ExpectRefused(c, "llama", "--rotary-interleaved");
   c = LlamaConfig();
   c.moe = std::make_shared<layers::moe::MoELayerConfig>();
-  ExpectRefused(c, "auto", "Mixture-of-Experts");
+  ExpectRefused(c, "llama", "Mixture-of-Experts");
+  ExpectRefused(c, "mistral", "Mixture-of-Experts model (--num-experts 0)");
+  ExpectRefused(LlamaConfig(), "mixtral", "--num-experts is not set");
   c = LlamaConfig();
   c.add_qkv_bias = true;
   ExpectRefused(c, "llama", "--add-qkv-bias");
@@ -391,6 +524,57 @@ TEST_CASE("export refuses what the target cannot express, naming the value") {
   ExpectRefused(c, "auto", "--untie-embeddings-and-output-weights");
   ExpectRefused(c, "llama", "--normalization is LayerNorm");
   ExpectRefused(LlamaConfig(), "falcon", "--model-type is falcon");
+}
+
+layers::GptConfig MixtralConfig(std::vector<std::string> extra = {}) {
+  std::vector<std::string> f = {"--num-layers",          "2", "--hidden-size",     "32",
+                                "--num-attention-heads", "4", "--ffn-hidden-size", "64",
+                                "--num-experts",         "4"};
+  f.insert(f.end(), extra.begin(), extra.end());
+  return MakeModel(MixtralFlags(f)).config;
+}
+
+TEST_CASE("mixtral export refuses the MoE settings Mixtral cannot express, naming the value") {
+  REQUIRE(ChooseHfModelType(MixtralConfig(), "auto").ok());
+  CHECK(ChooseHfModelType(MixtralConfig(), "auto")->model_type == "mixtral");
+  CHECK(ChooseHfModelType(MixtralConfig(), "mixtral")->architecture == HfArchitecture::kMixtral);
+  CHECK(HfExportNotes(MixtralConfig(), *ChooseHfModelType(MixtralConfig(), "auto")).empty());
+  ExpectRefused(MixtralConfig(), "llama", "Mixture-of-Experts model (--num-experts 4)");
+  ExpectRefused(MixtralConfig({"--moe-layer-freq", "2"}), "auto",
+                "--moe-layer-freq makes layers [1] dense but Hugging Face mixtral expects a MoE "
+                "block on every layer");
+  ExpectRefused(MixtralConfig({"--moe-shared-expert-intermediate-size", "64"}), "auto",
+                "--moe-shared-expert-intermediate-size is 64");
+  ExpectRefused(MixtralConfig({"--moe-router-score-function", "sigmoid"}), "auto",
+                "--moe-router-score-function is sigmoid");
+  ExpectRefused(MixtralConfig({"--moe-router-pre-softmax"}), "auto",
+                "--moe-router-pre-softmax is set");
+  ExpectRefused(MixtralConfig({"--moe-router-num-groups", "2", "--moe-router-group-topk", "1"}),
+                "auto", "--moe-router-num-groups is 2");
+  ExpectRefused(MixtralConfig({"--moe-router-topk-scaling-factor", "2.5"}), "auto",
+                "--moe-router-topk-scaling-factor is 2.5");
+  ExpectRefused(
+      MixtralConfig({"--moe-router-score-function", "sigmoid", "--moe-router-enable-expert-bias"}),
+      "auto", "--moe-router-score-function is sigmoid");
+  layers::GptConfig c = MixtralConfig();
+  auto moe = std::make_shared<layers::moe::MoELayerConfig>(*c.moe);
+  moe->router.enable_expert_bias = true;
+  c.moe = moe;
+  ExpectRefused(c, "auto", "--moe-router-enable-expert-bias is set");
+  ExpectRefused(MixtralConfig({"--moe-expert-capacity-factor", "1.5"}), "auto",
+                "--moe-expert-capacity-factor is 1.5 (tokens over capacity are dropped)");
+  ExpectRefused(MixtralConfig({"--moe-router-load-balancing-type", "sinkhorn"}), "auto",
+                "--moe-router-load-balancing-type is sinkhorn");
+  c = MakeModel({"--num-layers", "1", "--hidden-size", "32", "--num-attention-heads", "4",
+                 "--normalization", "RMSNorm", "--swiglu", "--position-embedding-type", "rope",
+                 "--num-experts", "4"})
+          .config;
+  ExpectRefused(c, "auto", "--add-bias-linear is set");
+  // Training-only settings are exported with a note saying so.
+  const layers::GptConfig z = MixtralConfig({"--moe-z-loss-coeff", "0.001"});
+  const std::vector<std::string> notes = HfExportNotes(z, *ChooseHfModelType(z, "auto"));
+  REQUIRE(notes.size() == 1);
+  CHECK(absl::StrContains(notes[0], "--moe-z-loss-coeff 0.001"));
 }
 
 // --- bad input ----------------------------------------------------------------------------
@@ -500,6 +684,50 @@ TEST_CASE("import refuses config.json fields MXMACA cannot run, naming field and
   });
   CHECK(
       absl::StrContains(ImportError(e.hf, e.root + "/x"), "config.json num_key_value_heads is 3"));
+}
+
+TEST_CASE("mixtral import: config fields and tensors, each error naming the value") {
+  const std::string root = MakeTempDir();
+  const std::string hf = root + "/hf";
+  MakeCheckpoint(MakeModel(MixtralFlags({"--num-layers", "1", "--hidden-size", "32",
+                                         "--num-attention-heads", "4", "--num-experts", "4"})),
+                 root + "/ckpt", 61);
+  HfExportOptions ex;
+  ex.load = root + "/ckpt";
+  ex.save = hf;
+  REQUIRE(ExportToHuggingFace(ex).ok());
+  EditConfig(hf, [](nlohmann::json& c) { c.erase("num_local_experts"); });
+  CHECK(absl::StrContains(ImportError(hf, root + "/x"),
+                          "config.json has no num_local_experts (mixtral)"));
+  EditConfig(hf, [](nlohmann::json& c) {
+    c["num_local_experts"] = 4;
+    c["num_experts_per_tok"] = 5;
+  });
+  CHECK(absl::StrContains(ImportError(hf, root + "/x"),
+                          "config.json num_experts_per_tok is 5; expected at most "
+                          "num_local_experts (4)"));
+  EditConfig(hf, [](nlohmann::json& c) {
+    c["num_experts_per_tok"] = 2;
+    c["router_jitter_noise"] = 0.01;
+  });
+  CHECK(absl::StrContains(ImportError(hf, root + "/x"), "config.json router_jitter_noise is 0.01"));
+  EditConfig(hf, [](nlohmann::json& c) {
+    c["router_jitter_noise"] = 0.0;
+    c["sliding_window"] = 4096;
+  });
+  CHECK(absl::StrContains(ImportError(hf, root + "/x"), "config.json sliding_window is 4096"));
+  EditConfig(hf, [](nlohmann::json& c) {
+    c["sliding_window"] = nullptr;
+    c["num_local_experts"] = 3;  // the file holds 4 experts
+  });
+  CHECK(absl::StrContains(ImportError(hf, root + "/x"),
+                          "tensor model.layers.0.block_sparse_moe.gate.weight has shape [4, 32], "
+                          "expected [3, 32]"));
+  EditConfig(hf, [](nlohmann::json& c) { c["num_local_experts"] = 4; });
+  RewriteTensors(
+      hf, [](HfTensors& t) { t.erase("model.layers.0.block_sparse_moe.experts.2.w3.weight"); });
+  CHECK(absl::StrContains(ImportError(hf, root + "/x"),
+                          "has no tensor model.layers.0.block_sparse_moe.experts.2.w3.weight"));
 }
 
 TEST_CASE("export: a corrupt checkpoint is refused naming the file") {

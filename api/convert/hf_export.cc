@@ -133,6 +133,7 @@ absl::StatusOr<std::vector<std::string>> ExportToHuggingFace(const HfExportOptio
   lines.push_back(tokenizer);
   lines.push_back(
       "not exported: the optimizer state and the training state (iteration, data position)");
+  for (const std::string& note : HfExportNotes(config, type)) lines.push_back(note);
   return lines;
 }
 

@@ -8,7 +8,8 @@
 // --tokenizer-model (a tokenizer.json file, or a directory whose tokenizer*.json,
 // special_tokens_map.json and tokenizer.model are copied). The weights are the fp32
 // masters (parameters only: Adam state and the training state are not exported);
-// vocabulary tensors are exported as their V true rows.
+// vocabulary tensors are exported as their V true rows. MoE checkpoints (any expert-parallel
+// size: the experts are stored under their global index) are exported as Mixtral.
 #ifndef MXMACA_API_CONVERT_HF_EXPORT_H_
 #define MXMACA_API_CONVERT_HF_EXPORT_H_
 
@@ -27,7 +28,7 @@ struct HfExportOptions {
   std::string load;                            // --load: the MXMACA checkpoint directory
   std::optional<int64_t> iteration;            // --ckpt-step (default: the tracker's latest)
   std::string save;                            // --save: the Hugging Face directory (created)
-  std::string model_type = "auto";             // --model-type auto|gpt2|llama|mistral
+  std::string model_type = "auto";             // --model-type auto|gpt2|llama|mistral|mixtral
   HfDtype dtype = HfDtype::kF32;               // --dtype fp32|bf16
   int64_t max_shard_bytes = int64_t{5} << 30;  // --max-shard-size-mb (0: one file)
 };

@@ -1,14 +1,18 @@
-"""api/convert/hf_reference.py: an independent forward of a Hugging Face gpt2 / llama model
-directory, written from transformers' definitions (modeling_gpt2.py GPT2Attention / GPT2MLP /
-Conv1D; modeling_llama.py LlamaRMSNorm, LlamaRotaryEmbedding + rotate_half, repeat_kv,
-LlamaMLP), reading model.safetensors by Hugging Face names with a parser of its own (u64 LE
-header length, JSON header, raw little-endian data). Computes in float64 so the comparison
-measures MXMACA's fp32 error alone.
+"""api/convert/hf_reference.py: an independent forward of a Hugging Face gpt2 / llama /
+mistral / mixtral model directory, written from transformers' definitions (modeling_gpt2.py
+GPT2Attention / GPT2MLP / Conv1D; modeling_llama.py LlamaRMSNorm, LlamaRotaryEmbedding +
+rotate_half, repeat_kv, LlamaMLP; modeling_mixtral.py MixtralSparseMoeBlock,
+MixtralBlockSparseTop2MLP), reading model.safetensors by Hugging Face names with a parser of
+its own (u64 LE header length, JSON header, raw little-endian data). Computes in float64 so
+the comparison measures MXMACA's fp32 error alone.
 
-usage: hf_reference.py HF_DIR INPUT_JSON OUTPUT_JSON [--swap-qk]
+usage: hf_reference.py HF_DIR INPUT_JSON OUTPUT_JSON [--swap-qk] [--swap-experts] [--swap-w1-w3]
   INPUT_JSON: {"tokens": [[...]], "labels": [[...]]} ([b, s] ints)
   OUTPUT_JSON: {"token_losses": [[...]]} (per-token cross-entropy, nats)
-  --swap-qk: a deliberately wrong split (q and k exchanged in layer 0) for the negative test.
+  Deliberately wrong readings, for the negative tests:
+  --swap-qk: q and k exchanged in layer 0;
+  --swap-experts (mixtral): experts 0 and 1 of layer 0 exchanged (their w1, w2, w3);
+  --swap-w1-w3 (mixtral): w1 (gate) and w3 (up) exchanged in every expert of layer 0.
 """
 import json
 import math
@@ -87,7 +91,36 @@ def gpt2_forward(cfg, w, tokens, swap_qk):
     return x @ w[p + "wte.weight"].T
 
 
-def llama_forward(cfg, w, tokens, swap_qk):
+def mixtral_moe(cfg, w, p, m, swap_experts, swap_w1_w3):
+    """MixtralSparseMoeBlock on m [b, s, h]: router logits = m gate^T; weights = softmax over
+    all experts, top-k, divided by their sum; each token's output = sum over its k experts of
+    weight * w2(silu(w1 x) * w3 x). Dropless; torch.topk's order among exact ties is not
+    relied on (the test's random weights have none)."""
+    num_experts, k = cfg["num_local_experts"], cfg["num_experts_per_tok"]
+    b, s, h = m.shape
+    x = m.reshape(b * s, h)
+    logits = x @ w[p + "block_sparse_moe.gate.weight"].T
+    weights, selected = torch.topk(torch.softmax(logits, dim=-1), k, dim=-1)
+    weights = weights / weights.sum(dim=-1, keepdim=True)
+    order = list(range(num_experts))
+    if swap_experts:
+        order[0], order[1] = 1, 0
+    out = torch.zeros_like(x)
+    for e in range(num_experts):
+        q = f"{p}block_sparse_moe.experts.{order[e]}."
+        w1, w3, w2 = w[q + "w1.weight"], w[q + "w3.weight"], w[q + "w2.weight"]
+        if swap_w1_w3:
+            w1, w3 = w3, w1
+        rows, slot = torch.where(selected == e)
+        if rows.numel() == 0:
+            continue
+        xe = x[rows]
+        ye = (torch.nn.functional.silu(xe @ w1.T) * (xe @ w3.T)) @ w2.T
+        out.index_add_(0, rows, ye * weights[rows, slot][:, None])
+    return out.reshape(b, s, h)
+
+
+def llama_forward(cfg, w, tokens, swap_qk, swap_experts=False, swap_w1_w3=False):
     h, nh = cfg["hidden_size"], cfg["num_attention_heads"]
     ng = cfg.get("num_key_value_heads") or nh
     hn = cfg.get("head_dim") or h // nh
@@ -128,8 +161,11 @@ def llama_forward(cfg, w, tokens, swap_qk):
         o = causal_attention(q, k, v).transpose(1, 2).reshape(b, s, nh * hn)
         x = x + linear(o, p + "self_attn.o_proj")
         m = rms(x, p + "post_attention_layernorm")
-        m = linear(torch.nn.functional.silu(linear(m, p + "mlp.gate_proj")) * linear(m, p + "mlp.up_proj"),
-                   p + "mlp.down_proj")
+        if cfg["model_type"] == "mixtral":
+            m = mixtral_moe(cfg, w, p, m, swap_experts and i == 0, swap_w1_w3 and i == 0)
+        else:
+            gate, up = linear(m, p + "mlp.gate_proj"), linear(m, p + "mlp.up_proj")
+            m = linear(torch.nn.functional.silu(gate) * up, p + "mlp.down_proj")
         x = x + m
     x = rms(x, "model.norm")
     head = w["lm_head.weight"] if "lm_head.weight" in w else w["model.embed_tokens.weight"]
@@ -139,6 +175,8 @@ def llama_forward(cfg, w, tokens, swap_qk):
 def main():
     hf_dir, inp, outp = sys.argv[1:4]
     swap_qk = "--swap-qk" in sys.argv[4:]
+    swap_experts = "--swap-experts" in sys.argv[4:]
+    swap_w1_w3 = "--swap-w1-w3" in sys.argv[4:]
     with open(hf_dir + "/config.json") as f:
         cfg = json.load(f)
     w = read_safetensors(hf_dir + "/model.safetensors")
@@ -149,7 +187,7 @@ def main():
     if cfg["model_type"] == "gpt2":
         logits = gpt2_forward(cfg, w, tokens, swap_qk)
     else:
-        logits = llama_forward(cfg, w, tokens, swap_qk)
+        logits = llama_forward(cfg, w, tokens, swap_qk, swap_experts, swap_w1_w3)
     losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels, reduction="none")
     with open(outp, "w") as f:
         json.dump({"token_losses": losses.tolist()}, f)

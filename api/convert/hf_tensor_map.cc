@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "layers/gpt_parameters.h"
+#include "layers/moe/moe_layer.h"
 
 namespace mxmaca::api::convert {
 namespace {
@@ -134,6 +135,22 @@ std::vector<Link> Links(const layers::GptConfig& c, HfArchitecture arch) {
     }
     links.push_back(
         {p + "post_attention_layernorm.weight", {h}, L(i, "pre_mlp_layernorm.weight"), All(h)});
+    if (arch == HfArchitecture::kMixtral) {
+      // The router, then per expert w1 (gate) and w3 (up): the halves of its SwiGLU fc1
+      // ([gate; up], as the dense fc1), and w2 (down) = its fc2.
+      const std::string moe = layers::moe::MoEParameterPrefix(i);
+      const int64_t e = c.moe->router.num_experts, fe = c.moe->expert.ffn_hidden_size;
+      links.push_back({p + "block_sparse_moe.gate.weight", {e, h}, moe + ".router.weight", All(e)});
+      for (int64_t x = 0; x < e; ++x) {
+        const std::string hx = absl::StrCat(p, "block_sparse_moe.experts.", x, ".");
+        const std::string fc1 = absl::StrCat(moe, ".experts.linear_fc1.weight", x);
+        const std::string fc2 = absl::StrCat(moe, ".experts.linear_fc2.weight", x);
+        links.push_back({hx + "w1.weight", {fe, h}, fc1, {{0, fe}}});
+        links.push_back({hx + "w3.weight", {fe, h}, fc1, {{fe, fe}}});
+        links.push_back({hx + "w2.weight", {h, fe}, fc2, All(h)});
+      }
+      continue;
+    }
     links.push_back({p + "mlp.gate_proj.weight", {f, h}, L(i, "mlp.linear_fc1.weight"), {{0, f}}});
     links.push_back({p + "mlp.up_proj.weight", {f, h}, L(i, "mlp.linear_fc1.weight"), {{f, f}}});
     links.push_back({p + "mlp.down_proj.weight", {h, f}, L(i, "mlp.linear_fc2.weight"), All(h)});
@@ -206,6 +223,27 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> MegatronTensorShapes(
     if (c.add_bias_linear) s.push_back({L(i, "self_attention.linear_proj.bias"), {h}});
     s.push_back({L(i, "pre_mlp_layernorm.weight"), {h}});
     if (ln) s.push_back({L(i, "pre_mlp_layernorm.bias"), {h}});
+    if (c.is_moe_layer(i)) {
+      // layers/moe/moe_layer.h: the router, every expert (whatever the run's expert-parallel
+      // layout: checkpoints hold them under their global index), the shared expert.
+      const layers::moe::MoELayerConfig& m = *c.moe;
+      const std::string moe = layers::moe::MoEParameterPrefix(i);
+      s.push_back({moe + ".router.weight", {m.router.num_experts, h}});
+      auto mlp = [&](const std::string& base, const std::string& suffix, int64_t f) {
+        const int64_t f1 = m.expert.swiglu ? 2 * f : f;
+        s.push_back({base + ".linear_fc1.weight" + suffix, {f1, h}});
+        if (m.expert.add_bias) s.push_back({base + ".linear_fc1.bias" + suffix, {f1}});
+        s.push_back({base + ".linear_fc2.weight" + suffix, {h, f}});
+        if (m.expert.add_bias) s.push_back({base + ".linear_fc2.bias" + suffix, {h}});
+      };
+      for (int64_t x = 0; x < m.router.num_experts; ++x) {
+        mlp(moe + ".experts", absl::StrCat(x), m.expert.ffn_hidden_size);
+      }
+      if (m.shared_expert_ffn_hidden_size > 0) {
+        mlp(moe + ".shared_experts", "", m.shared_expert_ffn_hidden_size);
+      }
+      continue;
+    }
     s.push_back({L(i, "mlp.linear_fc1.weight"), {c.fc1_size(), h}});
     if (c.add_bias_linear) s.push_back({L(i, "mlp.linear_fc1.bias"), {c.fc1_size()}});
     s.push_back({L(i, "mlp.linear_fc2.weight"), {h, c.ffn_hidden_size}});

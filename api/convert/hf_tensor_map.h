@@ -20,6 +20,14 @@
 //   (with --add-bias-linear the matching .bias vectors, split the same way)
 //   model.norm.weight [h] = decoder.final_layernorm.weight
 //   lm_head.weight [V, h] = output_layer.weight rows [0, V) (untied only; absent when tied)
+// Mixtral (MixtralForCausalLM): as Llama without biases, the MLP replaced on every layer by
+// (E experts, fe = --moe-ffn-hidden-size; MXMACA's names from layers/moe/moe_layer.h):
+//   model.layers.i.block_sparse_moe.gate.weight [E, h]  = decoder.layers.i.mlp.router.weight
+//   model.layers.i.block_sparse_moe.experts.x.w1.weight [fe, h] (gate proj)
+//       = decoder.layers.i.mlp.experts.linear_fc1.weight<x> [2fe, h] rows [0, fe)
+//   model.layers.i.block_sparse_moe.experts.x.w3.weight [fe, h] (up proj)   rows [fe, 2fe)
+//   model.layers.i.block_sparse_moe.experts.x.w2.weight [h, fe] (down proj)
+//       = decoder.layers.i.mlp.experts.linear_fc2.weight<x>
 // GPT-2 (GPT2LMHeadModel; Conv1D weights are [in, out], the transpose of Megatron's):
 //   transformer.wte.weight [V, h], transformer.wpe.weight [P, h]
 //   transformer.h.i.ln_1.{weight,bias} [h]             = input_layernorm
@@ -55,7 +63,9 @@ struct MegatronTensor {
 
 // MegatronTensorShapes: every parameter `config` has under its Megatron-Core name, in
 // gpt_parameters.h's order, with vocabulary tensors as [V, h] (their logical rows) and the
-// output layer only when untied.
+// output layer only when untied; a MoE layer's MLP as moe_layer.h registers it (router,
+// then every expert 0..E-1 — all of them, whatever the expert-parallel size — then the
+// shared expert).
 std::vector<std::pair<std::string, std::vector<int64_t>>> MegatronTensorShapes(
     const layers::GptConfig& config);
 
