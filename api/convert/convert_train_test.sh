@@ -58,7 +58,15 @@ check() {  # check NAME EXPECTED_TYPE FLAGS...
   [ "$(losses "$name.a.log" | wc -l)" = 2 ] || { echo "FAIL: no loss lines"; cat "$name.a.log"; exit 1; }
   diff <(losses "$name.a.log") <(losses "$name.b.log") ||
     { echo "FAIL: finetuning from the imported $name differs from the original"; exit 1; }
-  echo "ok: $name ($type): export, import, same tensors and the same finetune losses"
+  # Without --finetune: the imported checkpoint holds weights only (as Megatron's release
+  # checkpoints), so training starts at step 0 from them: the same losses.
+  "$mxmaca" train "${common[@]}" "$@" --train-iters 2 --load "$name.back" > "$name.c.log" 2>&1 ||
+    { echo "FAIL: train --load $name.back without --finetune"; tail -5 "$name.c.log"; exit 1; }
+  grep -q "holds weights only (Hugging Face" "$name.c.log" ||
+    { echo "FAIL: no weights-only line for $name.back"; grep ' > ' "$name.c.log"; exit 1; }
+  diff <(losses "$name.b.log") <(losses "$name.c.log") ||
+    { echo "FAIL: --load of the imported $name without --finetune differs"; exit 1; }
+  echo "ok: $name ($type): export, import, same tensors and the same finetune losses (also without --finetune)"
 }
 
 check llama llama "${llama[@]}"

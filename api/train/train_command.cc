@@ -319,6 +319,13 @@ absl::StatusOr<ResumePoint> MaybeLoad(const MegatronArgs& a, const layers::GptCo
         // neither is loaded, and the schedule starts again from step 0.
         print(" > --no-load-optim: the optimizer state and the learning-rate schedule are not "
               "loaded (the schedule starts from step 0, as Megatron's)");
+      } else if (!st.contains("opt_param_scheduler") && !st.value("has_optimizer_state", true)) {
+        // Weights only (mxmaca convert --from hf): like Megatron's release checkpoints, no
+        // optimizer or schedule to resume; training starts at step 0 with these weights.
+        print(absl::StrCat(" > ", reader.dir(), " holds weights only (",
+                           st.value("source", std::string("no optimizer state")),
+                           "): Adam and the learning-rate schedule start from step 0, as "
+                           "Megatron does for a release checkpoint"));
       } else {
         std::vector<std::string> log;
         MXMACA_ASSIGN_OR_RETURN(RestoredScheduler restored,
@@ -330,7 +337,10 @@ absl::StatusOr<ResumePoint> MaybeLoad(const MegatronArgs& a, const layers::GptCo
       if (!a.no_load_optim && !st.value("has_optimizer_state", true)) {
         // A converted checkpoint (Megatron's, actors/checkpoint/megatron) without optimizer
         // state that maps onto this model.
-        print(" WARNING: the checkpoint has no optimizer state that maps; Adam starts from zero");
+        if (st.contains("opt_param_scheduler")) {
+          print(" WARNING: the checkpoint has no optimizer state that maps; Adam starts from "
+                "zero");
+        }
       } else if (!a.no_load_optim) {
         for (StageRank& r : ranks) {
           for (int c = 0; c < r.program->num_chunks(); ++c) {
