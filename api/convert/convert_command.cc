@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "api/args/subcommand_flags.h"
 #include "api/convert/hf_export.h"
 #include "api/convert/hf_import.h"
 #include "base/status_macros.h"
@@ -62,21 +63,9 @@ absl::Status RunConvert(const std::vector<std::string>& args) {
   std::string load, save;
   std::optional<int64_t> seq_length;
   bool export_only_flag = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i], value;
-    const size_t eq = flag.find('=');
-    bool inline_value = false;
-    if (flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      inline_value = true;
-    }
-    auto next = [&]() -> absl::StatusOr<std::string> {
-      if (inline_value) return value;
-      if (i + 1 >= args.size())
-        return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
-      return args[++i];
-    };
+  for (FlagCursor c(args); c.Next();) {
+    const std::string& flag = c.flag();
+    auto next = [&c] { return c.Value(); };
     if (flag == "--help" || flag == "-h") {
       std::fputs(kConvertUsage, stdout);
       return absl::OkStatus();

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "actors/checkpoint/checkpoint_reader.h"
 #include "actors/stage_checkpoint.h"
+#include "api/args/subcommand_flags.h"
 #include "api/train/checkpoint_args.h"
 #include "base/status_macros.h"
 #include "data/tokenizer_factory.h"
@@ -53,20 +54,9 @@ absl::Status ParseInt(const std::string& flag, const std::string& v, int64_t* ou
 absl::StatusOr<GenerateFlags> ParseFlags(const std::vector<std::string>& args) {
   GenerateFlags f;
   bool have_prompt = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i], value;
-    const size_t eq = flag.find('=');
-    bool inline_value = false;
-    if (flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      inline_value = true;
-    }
-    auto next = [&]() -> absl::StatusOr<std::string> {
-      if (inline_value) return value;
-      if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
-      return args[++i];
-    };
+  for (FlagCursor c(args); c.Next();) {
+    const std::string& flag = c.flag();
+    auto next = [&c] { return c.Value(); };
     if (flag == "--help" || flag == "-h") {
       f.help = true;
       return f;

@@ -14,6 +14,7 @@
 #include "actors/checkpoint/crc32c.h"
 #include "actors/checkpoint/megatron/megatron_checkpoint.h"
 #include "actors/checkpoint/megatron/torch_file.h"
+#include "api/args/subcommand_flags.h"
 #include "api/inspect/checkpoint_dir_report.h"
 #include "base/status_macros.h"
 
@@ -159,20 +160,16 @@ absl::Status RunInspectCheckpoint(const std::vector<std::string>& args, std::ost
     dir = d;
     return absl::OkStatus();
   };
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::optional<std::string> value;
-    const size_t eq = flag.find('=');
-    if (flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    }
-    auto take_value = [&]() -> absl::StatusOr<std::string> {
-      if (value) return *value;
-      if (i + 1 < args.size()) return args[++i];
-      return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value (", kUsage, ")"));
+  for (FlagCursor c(args); c.Next();) {
+    const std::string& flag = c.flag();
+    auto take_value = [&c]() -> absl::StatusOr<std::string> {
+      absl::StatusOr<std::string> v = c.Value();
+      if (!v.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(v.status().message(), " (", kUsage, ")"));
+      }
+      return v;
     };
-    if (flag == "--verify" && !value) {
+    if (flag == "--verify" && !c.has_inline_value()) {
       verify = true;
     } else if (flag == "--help" || flag == "-h") {
       out << kUsage << "\n";
@@ -190,7 +187,7 @@ absl::Status RunInspectCheckpoint(const std::vector<std::string>& args, std::ost
     } else if (!flag.empty() && flag[0] == '-') {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag ", flag, " (", kUsage, ")"));
     } else {
-      MXMACA_RETURN_IF_ERROR(set_dir(args[i]));
+      MXMACA_RETURN_IF_ERROR(set_dir(c.arg()));
     }
   }
   if (dir.empty()) return absl::InvalidArgumentError(absl::StrCat("which directory? ", kUsage));

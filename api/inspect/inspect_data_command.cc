@@ -12,10 +12,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "api/args/megatron_args.h"
+#include "api/args/subcommand_flags.h"
 #include "api/data_config/gpt_data_config.h"
 #include "base/status_macros.h"
-#include "data/tokenizer_factory.h"
 #include "data/gpt_dataset_builder.h"
+#include "data/tokenizer_factory.h"
 
 namespace mxmaca::api {
 namespace {
@@ -40,25 +41,14 @@ struct InspectFlags {
 // SplitOwnFlags: takes --show / --dump-samples (`--f v` or `--f=v`) out of `args`.
 absl::StatusOr<InspectFlags> SplitOwnFlags(const std::vector<std::string>& args) {
   InspectFlags flags;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    std::string name = a;
-    std::optional<std::string> value;
-    const size_t eq = a.find('=');
-    if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
-      name = a.substr(0, eq);
-      value = a.substr(eq + 1);
-    }
+  for (FlagCursor c(args); c.Next();) {
+    const std::string& name = c.flag();
     if (name != "--show" && name != "--dump-samples") {
-      flags.rest.push_back(a);
+      flags.rest.push_back(c.arg());
       continue;
     }
-    if (!value.has_value()) {
-      if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(name, " needs a value"));
-      }
-      value = args[++i];
-    }
+    MXMACA_ASSIGN_OR_RETURN(const std::string got, c.Value());
+    const std::optional<std::string> value = got;
     if (name == "--show") {
       if (!absl::SimpleAtoi(*value, &flags.show) || flags.show < 0) {
         return absl::InvalidArgumentError(

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
+#include "api/args/subcommand_flags.h"
 #include "api/launch/launcher_watch.h"
 #include "base/process_info.h"
 
@@ -26,36 +27,25 @@ namespace mxmaca::api {
 
 absl::StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
   LaunchArgs out;
-  size_t i = 0;
+  size_t i = args.size();
   bool separator = false;
-  for (; i < args.size(); ++i) {
-    std::string flag = args[i];
-    if (flag == "--") {
+  for (FlagCursor c(args); c.Next();) {
+    if (c.arg() == "--") {
       separator = true;
-      ++i;
+      i = c.index() + 1;
       break;
     }
-    if (!absl::StartsWith(flag, "--")) {
+    if (!absl::StartsWith(c.arg(), "--")) {
       return absl::InvalidArgumentError(
-          absl::StrCat("unexpected argument \"", flag,
+          absl::StrCat("unexpected argument \"", c.arg(),
                        "\": launcher flags come first, then \"--\" and the "
                        "mxmaca subcommand"));
     }
-    std::string value;
-    bool has_value = false;
-    const size_t eq = flag.find('=');
-    if (eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      has_value = true;
-    }
-    flag = absl::StrReplaceAll(flag, {{"_", "-"}});
-    if (!has_value) {
-      if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
-      }
-      value = args[++i];
-    }
+    // torchrun's underscore spellings too (--nproc_per_node).
+    const std::string flag = absl::StrReplaceAll(c.flag(), {{"_", "-"}});
+    absl::StatusOr<std::string> got = c.Value();
+    if (!got.ok()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
+    const std::string value = *got;
     auto integer = [&](int* dst) -> absl::Status {
       if (!absl::SimpleAtoi(value, dst)) {
         return absl::InvalidArgumentError(absl::StrCat(flag, "=\"", value, "\" is not an integer"));

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "api/args/subcommand_flags.h"
 #include "api/plot/metrics_plot.h"
 #include "base/status_macros.h"
 
@@ -13,29 +14,19 @@ namespace mxmaca::api {
 absl::Status RunPlot(const std::vector<std::string>& argv) {
   std::string metrics, output, title;
   std::vector<std::string> unknown;
-  for (size_t i = 0; i < argv.size(); ++i) {
-    std::string flag = argv[i], value;
-    const size_t eq = flag.find('=');
-    const bool inline_value = flag.rfind("--", 0) == 0 && eq != std::string::npos;
-    if (inline_value) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    }
+  for (FlagCursor c(argv); c.Next();) {
+    const std::string& flag = c.flag();
     std::string* target = flag == "--metrics"  ? &metrics
                           : flag == "--output" ? &output
                           : flag == "--title"  ? &title
                                                : nullptr;
     if (target == nullptr) {
-      unknown.push_back(argv[i]);
+      unknown.push_back(c.arg());
       continue;
     }
-    if (!inline_value) {
-      if (i + 1 >= argv.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(flag, ": expected a value"));
-      }
-      value = argv[++i];
-    }
-    *target = value;
+    absl::StatusOr<std::string> value = c.Value();
+    if (!value.ok()) return value.status();
+    *target = *value;
   }
   if (!unknown.empty()) {
     return absl::InvalidArgumentError(
