@@ -124,6 +124,12 @@ class GptStageProgram : public StageProgram {
                              absl::Span<const double> grad_factors, double lr, double decoupled_lr,
                              double weight_decay) override;
   absl::Status DownloadTrainingState(int chunk, layers::AdamWOptimizer& optimizer) override;
+  absl::Status DownloadGradientFromBackend(int chunk, int param) override {
+    return state_on_backend_ ? chunks_[chunk]->DownloadGradient(param) : absl::OkStatus();
+  }
+  absl::Status UploadGradientToBackend(int chunk, int param) override {
+    return state_on_backend_ ? chunks_[chunk]->UploadGradient(param) : absl::OkStatus();
+  }
 
  private:
   absl::StatusOr<layers::GptStage*> Chunk(const MicroBatchKey& key);

@@ -362,6 +362,14 @@ void StartChunkSync(StagePointer self, int32_t chunk) {
     auto done = ToMessage(self, st.run.iteration, CollectiveKind::kEmbeddingGrad, chunk, -1);
     st.cfg.strand->Post([program, comm, group, chunk, param, done] {
       layers::ParameterStore& store = program->parameters(chunk);
+      // Training state on the device: the sum runs on a host copy of this one gradient,
+      // uploaded back before the grad norm (MaybeReport).
+      absl::Status copied =
+          RunGuarded([&] { return program->DownloadGradientFromBackend(chunk, param); });
+      if (!copied.ok()) {
+        done(transport::CollectiveInfo{}, copied);
+        return;
+      }
       float* g = store.grad(param);
       comm->AllReduceSum(group, g, g, store.info(param).numel, done);
     });
@@ -389,6 +397,12 @@ void MaybeReport(StagePointer self) {
         RunGuarded([&] { return program->FinishTrainingIteration(); });
     double sq = 0.0;
     absl::Status norm_status;
+    for (int c = 0; c < program->num_chunks(); ++c) {  // the tied sum back to the device
+      const int tied = program->tied_embedding_parameter(c);
+      if (tied >= 0 && program->state_on_backend() && norm_status.ok()) {
+        norm_status = RunGuarded([&] { return program->UploadGradientToBackend(c, tied); });
+      }
+    }
     for (int c = 0; c < program->num_chunks(); ++c) {
       const layers::ParameterStore& store = program->parameters(c);
       const std::function<bool(const layers::ParameterInfo&)> counts =

@@ -147,8 +147,10 @@ class StageProgram {
   // parameters(c)'s host arenas during training: it takes the grad norm with
   // GradSumSquaresOnBackend (over layers::ShardGradNormRanges), steps with StepOnBackend,
   // and calls DownloadTrainingState before a checkpoint writes parameters(c) and the
-  // optimizer. Only for stages without a host-side gradient reduction (data-parallel
-  // group of 1, no cross-stage tied embedding: api/train/stage_ranks.h). False by default.
+  // optimizer. Only for stages whose gradients need no host-side reduction but, at most,
+  // the tied embedding's sum across stages (data-parallel group of 1:
+  // api/train/stage_ranks.h), which runs on a host copy of that one gradient
+  // (DownloadGradientFromBackend / UploadGradientToBackend). False by default.
   virtual bool state_on_backend() const { return false; }
   // GradSumSquaresOnBackend: chunk `chunk`'s sum of g^2 over `ranges` of its gradient
   // arena (fp64, one partial per range added in range order: ShardGradNormSquared's
@@ -170,6 +172,20 @@ class StageProgram {
     (void)chunk, (void)optimizer, (void)skip, (void)grad_factors, (void)lr, (void)decoupled_lr,
         (void)weight_decay;
     return absl::UnimplementedError("StepOnBackend: the state is on the host");
+  }
+  // DownloadGradientFromBackend / UploadGradientToBackend: parameter `param` of chunk
+  // `chunk`: its gradient into parameters(chunk)'s host arena, and back (synchronous): the
+  // tied embedding's cross-stage sum runs on the host copy. No-ops without state on the
+  // backend.
+  virtual absl::Status DownloadGradientFromBackend(int chunk, int param) {
+    (void)chunk;
+    (void)param;
+    return absl::OkStatus();
+  }
+  virtual absl::Status UploadGradientToBackend(int chunk, int param) {
+    (void)chunk;
+    (void)param;
+    return absl::OkStatus();
   }
   // DownloadTrainingState: chunk `chunk`'s parameters into parameters(chunk) and its
   // moments into `optimizer` (synchronous; before a checkpoint is written). No-op without

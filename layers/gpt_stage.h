@@ -248,6 +248,11 @@ class GptStage {
   // optimizer's pieces); the backend's (ResourceExhausted for the moments).
   absl::Status StepOptimizer(AdamWOptimizer& optimizer, double lr, double decoupled_lr,
                              double weight_decay);
+  // DownloadGradient / UploadGradient: tensor `id`'s gradient backend -> host store, and
+  // host store -> backend (synchronous; no-ops on the CPU backend): a gradient reduced on
+  // the host (the tied embedding's sum across stages) while the rest stay on the device.
+  absl::Status DownloadGradient(int id);
+  absl::Status UploadGradient(int id);
   // DownloadOptimizerState: the backend's parameters into the host store and, once
   // StepOptimizer ran, its moments into `optimizer`'s (for a checkpoint). Synchronous.
   absl::Status DownloadOptimizerState(AdamWOptimizer& optimizer);

@@ -510,6 +510,18 @@ absl::Status GptStage::DownloadGradients() {
   return kernels_->Synchronize();
 }
 
+absl::Status GptStage::DownloadGradient(int id) {
+  if (device_ == nullptr) return absl::OkStatus();
+  MXMACA_RETURN_IF_ERROR(Download(store_.grad(id), backend_grad(id), 4 * store_.info(id).numel));
+  return kernels_->Synchronize();
+}
+
+absl::Status GptStage::UploadGradient(int id) {
+  if (device_ == nullptr) return absl::OkStatus();
+  MXMACA_RETURN_IF_ERROR(Upload(backend_grad(id), store_.grad(id), 4 * store_.info(id).numel));
+  return kernels_->Synchronize();
+}
+
 absl::Status GptStage::ZeroGrads() {
   float* base = device_ != nullptr ? grads_ : store_.grads_arena().data();
   return kernels_->Zero(base, 4 * store_.arena_elements());

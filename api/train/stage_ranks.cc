@@ -82,9 +82,13 @@ absl::Status BuildDeviceRank(const layers::GptConfig& model,
   program->set_cuda_graphs(std::move(graphs));
   bool state_on_device =
       options.state_on_device && grad_group == 1 && !options.distributed_optimizer && !model.moe;
+  // The tied embedding's sum across stages runs on a host copy of that gradient; both
+  // ends on this rank's chunks (ZB-V) are summed on the host arenas: not on the device.
+  int tied_chunks = 0;
   for (int c = 0; c < program->num_chunks(); ++c) {
-    if (program->tied_embedding_parameter(c) >= 0) state_on_device = false;
+    if (program->tied_embedding_parameter(c) >= 0) ++tied_chunks;
   }
+  if (tied_chunks > 1) state_on_device = false;
   program->set_state_on_backend(state_on_device);
   sr->program = std::move(program);
   return absl::OkStatus();

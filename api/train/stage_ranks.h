@@ -92,8 +92,9 @@ struct StageRankOptions {
   // state_on_device: on the device backends, keep each rank's parameters, gradients and
   // AdamW moments on the device between iterations (actors::GptStageProgram
   // set_state_on_backend) where its gradients need no host-side reduction: a gradient
-  // group (DP x CP) of 1, no distributed optimizer, no MoE, and no chunk with a
-  // cross-stage tied embedding (whose gradient sum runs on the host arenas). Other ranks
+  // group (DP x CP) of 1, no distributed optimizer, no MoE, and not both ends of a tied
+  // embedding on this rank's chunks (ZB-V; summed on the host arenas). The tied
+  // embedding's sum across stages copies that one gradient to the host and back. Other ranks
   // keep the host optimizer. The caller clears it for --optimizer-cpu-offload and for the
   // features that read or write the host stores during training (post-validation,
   // rebalancing, --log-params-norm, --log-num-zeros-in-grad): api/train/train_command.cc.

@@ -709,7 +709,7 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
     } else if (on_device < n) {
       why =
           "their gradients are reduced on the host (data or context parallel, the "
-          "distributed optimizer, MoE, or a tied embedding split across stages)";
+          "distributed optimizer, MoE, or both ends of the tied embedding on one rank)";
     }
     print(absl::StrFormat(
         " > training state (parameters, gradients, AdamW moments) on the device for %d of %d "

@@ -10,8 +10,8 @@
 # parallelism, its collectives through host memory), the dynamic pipeline (W out of forward
 # order) under an injected slowdown, a memory cap that holds, a forced layer move,
 # optimistic steps (--optimizer-post-validation) with an overlapped parameter gather,
-# training state on the device (untied PP2 with clipping, TP2+SP, PP4 mixed with host
-# stages) and its host<->device traffic against --optimizer-cpu-offload, a resume (the
+# training state on the device (untied PP2 with clipping, TP2+SP, PP4 with the tied
+# embedding's sum across stages, ZB-V mixed with a host rank) and its host<->device traffic against --optimizer-cpu-offload, a resume (the
 # state downloaded into the checkpoint and uploaded after the load), and 4 UCX processes
 # (PP2 x DP2, and TP2 x PP2). --device cuda without a GPU fails
 # with the no-GPU message, and what the device backends do not run yet is refused by name. (With gradient accumulation
@@ -94,15 +94,19 @@ check layer_move --pipeline-model-parallel-size 2 --world-size 2 --force-layer-m
 check post_validation --pipeline-model-parallel-size 2 --world-size 4 --optimizer-post-validation \
   --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
 # Training state on the device (parameters, gradients, AdamW moments stay there; the step
-# runs there): every rank of these has no host-side gradient reduction. pp4 mixes: its two
-# middle stages keep the state on the device, the two holding the tied embedding's ends
-# step on the host.
+# runs there): every rank of these has no host-side gradient reduction but the tied
+# embedding's sum across stages (a host copy of that gradient). ZB-V puts both ends of the
+# tied embedding on rank 0's two chunks, summed on the host arenas: rank 0 steps on the
+# host, rank 1 on the device.
 check state_untied_pp2 --pipeline-model-parallel-size 2 --world-size 2 \
   --untie-embeddings-and-output-weights --clip-grad 0.05
 check state_tp2 --tensor-model-parallel-size 2 --sequence-parallel --world-size 2
-check state_pp4_mixed --pipeline-model-parallel-size 4 --world-size 4
+check state_pp4_tied --pipeline-model-parallel-size 4 --world-size 4
+check state_zbv_mixed --pipeline-model-parallel-size 2 --pipeline-schedule zb-v \
+  --num-virtual-stages-per-pipeline-rank 2 --world-size 2
 for want in "single|1 of 1 rank" "state_untied_pp2|2 of 2 ranks" "state_tp2|2 of 2 ranks" \
-            "state_pp4_mixed|2 of 4 ranks; the others step AdamW on the host" \
+            "state_pp4_tied|4 of 4 ranks" "zbh1_rope_swiglu|2 of 2 ranks" \
+            "state_zbv_mixed|1 of 2 ranks; the others step AdamW on the host: their gradients" \
             "pp2_dp2|0 of 4 ranks; the others step AdamW on the host: their gradients"; do
   grep -q "training state (parameters, gradients, AdamW moments) on the device for ${want##*|}" \
     "${want%%|*}.dev.log" ||
