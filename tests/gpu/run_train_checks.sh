@@ -10,8 +10,9 @@
 #   3. a 2-stage pipeline (two stage actors on one GPU, each on its own CUDA stream), CUDA
 #      graphs on (the default) vs --no-cuda-graph: identical logged losses, and the
 #      iteration times each way;
-#   4. an end-to-end throughput line of a larger GPT (host master weights and AdamW: see
-#      docs/CUDA.md; the device-resident number is gpu_check's throughput section).
+#   4. an end-to-end throughput line of a larger GPT with the training state on the device
+#      (docs/CUDA.md "Training state on the device") and with --optimizer-cpu-offload (host
+#      master weights and AdamW), and their step-time ratio.
 # Needs tests/gpu/bin/mxmaca_bundle.tar.xz (bash tests/gpu/build_train_bundle.sh here).
 # Each mxmaca run has its own timeout (90 s; the throughput run gets what is left of
 # MXMACA_TRAIN_CHECK_BUDGET, default 230 s) and its log is appended to $OUT/train_runs.log
@@ -108,25 +109,43 @@ if run pp_graphs --device "$dev" --pipeline-model-parallel-size 2 --global-batch
     echo "FAIL pipeline: losses differ with graphs on vs off"; paste <(losses pp_graphs.log) <(losses pp_eager.log); fail=1
   fi
 fi
-echo "== end to end throughput (host master weights and AdamW) =="
+echo "== end to end throughput: training state on the device vs --optimizer-cpu-offload =="
 big_iters=6
 [ "$quick" = 1 ] && big_iters=3
 big=(--tokenizer-type NullTokenizer --vocab-size 50257 --mock-data --num-layers 8 --hidden-size 2048
      --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 4
      --global-batch-size 16 --train-iters "$big_iters" --lr 1e-4 --log-interval 1 --bf16
      --hidden-dropout 0.0 --attention-dropout 0.0 --num-threads "$(nproc)" --eval-iters 0)
+# last_ms LOG: the last iteration's elapsed time per iteration (ms).
+last_ms() { grep -oE 'elapsed time per iteration \(ms\): [0-9.]+' "$1" | tail -1 | grep -oE '[0-9.]+$'; }
 if [ "$dev" != cuda ]; then
   echo "  (skipped: not on a GPU)"
-elif big_limit=$(( ${MXMACA_TRAIN_CHECK_BUDGET:-230} - SECONDS )); [ "$big_limit" -lt 30 ]; then
-  echo "FAIL throughput run: not started, only $big_limit s of the budget left"; fail=1
-elif timeout -k 5 "$big_limit" "$mx" train "${big[@]}" --device cuda > big.log 2>&1; then
-  keep big.log
-  grep -E 'iteration +[0-9]+/' big.log | tail -1 | sed -E 's/^ *\[[^]]*\] */  /'
 else
-  rc=$?
-  keep big.log
-  echo "FAIL throughput run (exit $rc$([ "$rc" = 124 ] && echo ": timed out after $big_limit s")):"
-  tail -5 big.log; fail=1
+  for mode in device offload; do
+    extra=()
+    [ "$mode" = offload ] && extra=(--optimizer-cpu-offload --use-precision-aware-optimizer)
+    # The device run gets half of what is left, the offload run the rest.
+    left=$(( ${MXMACA_TRAIN_CHECK_BUDGET:-230} - SECONDS ))
+    big_limit=$left
+    [ "$mode" = device ] && big_limit=$(( left / 2 ))
+    if [ "$big_limit" -lt 30 ]; then
+      echo "FAIL throughput run ($mode): not started, only $big_limit s of the budget left"; fail=1
+    elif timeout -k 5 "$big_limit" "$mx" train "${big[@]}" "${extra[@]}" --device cuda > "big_$mode.log" 2>&1; then
+      keep "big_$mode.log"
+      echo "  $mode: $(grep -m1 'training state' "big_$mode.log" | sed -E 's/^ *> *//')"
+      grep -E 'iteration +[0-9]+/' "big_$mode.log" | tail -1 | sed -E 's/^ *\[[^]]*\] */  /'
+    else
+      rc=$?
+      keep "big_$mode.log"
+      echo "FAIL throughput run $mode (exit $rc$([ "$rc" = 124 ] && echo ": timed out after $big_limit s")):"
+      tail -5 "big_$mode.log"; fail=1
+    fi
+  done
+  if [ -s big_device.log ] && [ -s big_offload.log ]; then
+    d=$(last_ms big_device.log) o=$(last_ms big_offload.log)
+    [ -n "$d" ] && [ -n "$o" ] &&
+      echo "  step time, last iteration: state on the device $d ms, --optimizer-cpu-offload $o ms (ratio offload/device $(awk -v a="$o" -v b="$d" 'BEGIN{printf "%.2f", a/b}'))"
+  fi
 fi
 [ "$fail" = 0 ] && echo "train checks: PASS" || echo "train checks: FAIL"
 exit "$fail"
