@@ -37,6 +37,7 @@
 #include "kernels/cpu/gemm.h"
 #include "layers/gpt_stage.h"
 #include "layers/testing/gpt_test_configs.h"
+#include "layers/testing/stage_batches.h"
 #include "transport/inprocess_communicator.h"
 #include "transport/rank_grid.h"
 
@@ -51,23 +52,11 @@ GptConfig Gpt2Like() {
 
 GptConfig LlamaLike() { return testing::LlamaStyle(Gpt2Like()); }
 
-struct Batch {
-  int64_t b = 2, s = 32;
-  std::vector<int32_t> tokens, labels;
-  std::vector<float> mask;
-};
+using Batch = testing::StageBatch;
 
 Batch MakeBatch(const GptConfig& c, uint32_t seed) {
-  Batch bt;
-  bt.s = c.seq_length;
   std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(c.vocab_size) - 1);
-  for (int64_t i = 0; i < bt.b * bt.s; ++i) {
-    bt.tokens.push_back(tok(rng));
-    bt.labels.push_back(tok(rng));
-    bt.mask.push_back((rng() % 5) == 0 ? 0.0f : 1.0f);
-  }
-  return bt;
+  return testing::MakeStageBatch(rng, c.vocab_size, 2, c.seq_length);
 }
 
 struct Result {

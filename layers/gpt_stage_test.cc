@@ -2,13 +2,15 @@
 // recomputation, pipeline split, bf16, eval/inference paths and input errors. Correctness
 // of the gradients against PyTorch is tests/parity/.
 #include "layers/gpt_stage.h"
-#include "layers/testing/gpt_test_configs.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
+
+#include "layers/testing/gpt_test_configs.h"
+#include "layers/testing/stage_batches.h"
 
 namespace mxmaca::layers {
 namespace {
@@ -17,46 +19,18 @@ GptConfig TinyConfig() { return testing::TinyGptConfig(); }
 
 GptConfig RopeConfig() { return testing::TinyLlamaConfig(); }
 
-// Batch: fresh random tokens/labels/mask with one document boundary per row.
-struct Batch {
-  int64_t b = 2, s = 12;
-  std::vector<int32_t> tokens, labels, positions, doc_start;
-  std::vector<float> mask;
-};
+// Batch: fresh random tokens/labels/mask with one document boundary per row (at 3 + 2r,
+// positions restarting there).
+using Batch = testing::StageBatch;
 
 Batch MakeBatch(const GptConfig& c, uint32_t seed) {
-  Batch bt;
-  bt.s = c.seq_length;
   std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(c.vocab_size) - 1);
-  const int64_t t = bt.b * bt.s;
-  for (int64_t i = 0; i < t; ++i) {
-    bt.tokens.push_back(tok(rng));
-    bt.labels.push_back(tok(rng));
-    bt.mask.push_back((rng() % 5) == 0 ? 0.0f : 1.0f);
-  }
-  for (int64_t r = 0; r < bt.b; ++r) {
-    const int64_t cut = 3 + r * 2;  // a new document starts at position `cut`
-    for (int64_t p = 0; p < bt.s; ++p) {
-      bt.doc_start.push_back(p >= cut ? static_cast<int32_t>(cut) : 0);
-      bt.positions.push_back(static_cast<int32_t>(p >= cut ? p - cut : p));
-    }
-  }
-  return bt;
+  return testing::MakeStageBatch(rng, c.vocab_size, 2, c.seq_length,
+                                 {testing::DocumentCuts::kFixed, 3, 2});
 }
 
 MicroBatchInput Input(const Batch& bt, int64_t mb, int64_t iteration = 1) {
-  MicroBatchInput in;
-  in.micro_batch_id = mb;
-  in.iteration = iteration;
-  in.micro_batch_size = bt.b;
-  in.seq_length = bt.s;
-  in.tokens = bt.tokens;
-  in.position_ids = bt.positions;
-  in.doc_start = bt.doc_start;
-  in.labels = bt.labels;
-  in.loss_mask = bt.mask;
-  return in;
+  return testing::StageInput(bt, mb, iteration);
 }
 
 std::unique_ptr<GptStage> MakeStage(const GptConfig& c, StageLayout layout = {0, -1, true, true}) {
@@ -72,9 +46,7 @@ std::vector<float> Grads(GptStage& stage) {
   return std::vector<float>(g.begin(), g.end());
 }
 
-bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
-}
+using testing::BitEqual;
 
 double MaxAbs(const std::vector<float>& a) {
   double m = 0;

@@ -22,8 +22,8 @@
 // (max |a - b| <= kTol * max |b|). Measured here: at most 6e-7 (a pre_mlp_layernorm weight
 // gradient under SP), so kTol leaves a 30x margin while a wrong slice, a missing
 // all-reduce or a wrong dropout mask gives O(1e-2..1) (checked by breaking each once).
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -34,6 +34,7 @@
 #include "layers/gpt_stage.h"
 #include "layers/tensor_parallel.h"
 #include "layers/testing/gpt_test_configs.h"
+#include "layers/testing/stage_batches.h"
 #include "transport/inprocess_communicator.h"
 
 namespace mxmaca::layers {
@@ -57,32 +58,17 @@ GptConfig SwigluConfig() {
 
 // Batch: one micro-batch's inputs, plus random hidden / output gradient for stages
 // without the embedding / loss head.
-struct Batch {
-  int64_t b = 2, s = 8;
-  std::vector<int32_t> tokens, labels, positions, doc_start;
-  std::vector<float> mask, hidden, d_output;
+struct Batch : testing::StageBatch {
+  std::vector<float> hidden, d_output;
 };
 
 Batch MakeBatch(const GptConfig& c, uint32_t seed) {
-  Batch bt;
-  bt.s = c.seq_length;
   std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(c.vocab_size) - 1);
+  Batch bt;
+  static_cast<testing::StageBatch&>(bt) = testing::MakeStageBatch(
+      rng, c.vocab_size, 2, c.seq_length, {testing::DocumentCuts::kFixed, 2, 3});
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  const int64_t t = bt.b * bt.s;
-  for (int64_t i = 0; i < t; ++i) {
-    bt.tokens.push_back(tok(rng));
-    bt.labels.push_back(tok(rng));
-    bt.mask.push_back((rng() % 5) == 0 ? 0.0f : 1.0f);
-  }
-  for (int64_t r = 0; r < bt.b; ++r) {
-    const int64_t cut = 2 + r * 3;  // a second document starts at `cut`
-    for (int64_t p = 0; p < bt.s; ++p) {
-      bt.doc_start.push_back(p >= cut ? static_cast<int32_t>(cut) : 0);
-      bt.positions.push_back(static_cast<int32_t>(p >= cut ? p - cut : p));
-    }
-  }
-  for (int64_t i = 0; i < t * c.hidden_size; ++i) {
+  for (int64_t i = 0; i < bt.b * bt.s * c.hidden_size; ++i) {
     bt.hidden.push_back(normal(rng));
     bt.d_output.push_back(1e-2f * normal(rng));
   }

@@ -25,6 +25,7 @@
 #include "layers/gpt_stage.h"
 #include "layers/tensor_parallel.h"
 #include "layers/testing/gpt_test_configs.h"
+#include "layers/testing/stage_batches.h"
 #include "transport/inprocess_communicator.h"
 #include "transport/rank_grid.h"
 
@@ -41,34 +42,15 @@ GptConfig Config(int64_t padded, bool softmax_over_padded_vocab, float dropout) 
   return c;
 }
 
-struct Batch {
-  int64_t b = 2, s = 8;
-  std::vector<int32_t> tokens, labels;
-  std::vector<float> mask;
-};
+using Batch = testing::StageBatch;
 
 Batch MakeBatch(uint32_t seed) {
-  Batch bt;
   std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> tok(0, kVocab - 1);
-  for (int64_t i = 0; i < bt.b * bt.s; ++i) {
-    bt.tokens.push_back(tok(rng));
-    bt.labels.push_back(tok(rng));
-    bt.mask.push_back((rng() % 5) == 0 ? 0.0f : 1.0f);
-  }
-  return bt;
+  return testing::MakeStageBatch(rng, kVocab, 2, 8);
 }
 
 MicroBatchInput Input(const Batch& bt, int64_t micro_batch_id) {
-  MicroBatchInput in;
-  in.micro_batch_id = micro_batch_id;
-  in.iteration = 1;
-  in.micro_batch_size = bt.b;
-  in.seq_length = bt.s;
-  in.tokens = bt.tokens;
-  in.labels = bt.labels;
-  in.loss_mask = bt.mask;
-  return in;
+  return testing::StageInput(bt, micro_batch_id);
 }
 
 // ScalePaddedRows: multiplies the output layer's rows >= V (this shard's part of them) by

@@ -19,6 +19,7 @@
 #include "layers/moe/moe_layer.h"
 #include "layers/optimizer.h"
 #include "layers/testing/gpt_test_configs.h"
+#include "layers/testing/stage_batches.h"
 
 namespace mxmaca::layers::device {
 namespace {
@@ -32,49 +33,22 @@ GptConfig RopeConfig() {
   return c;
 }
 
-struct Batch {
-  int64_t b = 2, s = 12;
-  std::vector<int32_t> tokens, labels, doc_start;
-  std::vector<float> mask;
-};
+// Batch: fresh random tokens, labels and mask, the second document of each row at a
+// random position.
+using Batch = testing::StageBatch;
 
-// MakeBatch: fresh random tokens, labels and mask, one document boundary per row.
 Batch MakeBatch(const GptConfig& c, uint32_t seed) {
-  Batch bt;
-  bt.s = c.seq_length;
   std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(c.vocab_size) - 1);
-  const int64_t t = bt.b * bt.s;
-  for (int64_t i = 0; i < t; ++i) {
-    bt.tokens.push_back(tok(rng));
-    bt.labels.push_back(tok(rng));
-    bt.mask.push_back((rng() % 5) == 0 ? 0.0f : 1.0f);
-  }
-  for (int64_t r = 0; r < bt.b; ++r) {
-    const int32_t cut = 2 + static_cast<int32_t>(rng() % (bt.s - 3));
-    for (int64_t i = 0; i < bt.s; ++i) bt.doc_start.push_back(i < cut ? 0 : cut);
-  }
-  return bt;
+  return testing::MakeStageBatch(rng, c.vocab_size, 2, c.seq_length,
+                                 {testing::DocumentCuts::kRandom});
 }
 
 MicroBatchInput Input(const Batch& bt, int64_t id, int64_t iteration,
-                         const std::vector<float>* hidden) {
-  MicroBatchInput in;
-  in.micro_batch_id = id;
-  in.iteration = iteration;
-  in.micro_batch_size = bt.b;
-  in.seq_length = bt.s;
-  in.tokens = bt.tokens;
-  in.labels = bt.labels;
-  in.loss_mask = bt.mask;
-  in.doc_start = bt.doc_start;
-  if (hidden != nullptr) in.hidden = *hidden;
-  return in;
+                      const std::vector<float>* hidden) {
+  return testing::StageInput(bt, id, iteration, hidden);
 }
 
-bool BitEqual(absl::Span<const float> a, absl::Span<const float> b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), 4 * a.size()) == 0;
-}
+using testing::BitEqual;
 
 double RelDiff(absl::Span<const float> a, absl::Span<const float> b) {
   double num = 0.0, den = 0.0;
