@@ -2,10 +2,6 @@
 #include "actors/stage_actor.h"
 
 #include <algorithm>
-#include <caf/actor_system.hpp>
-#include <caf/send.hpp>
-#include <caf/stateful_actor.hpp>
-#include <caf/typed_event_based_actor.hpp>
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -16,6 +12,11 @@
 #include <thread>
 #include <tuple>
 #include <utility>
+
+#include <caf/actor_system.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "actors/activation_pool.h"
