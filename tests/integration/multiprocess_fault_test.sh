@@ -6,6 +6,8 @@
 #      lost, and exit non-zero.
 #   1b. srun-style: one rank hangs (SIGSTOP); the heartbeat ring ends the job within ~9 s,
 #      the hung rank's successor naming it.
+#   1c. srun-style: one rank stops (SIGSTOP) after training, before the orderly close; the
+#      heartbeat still ends the job within ~9 s instead of the close barrier's timeout.
 #   2. `mxmaca launch` without restarts: kill -9 one child; the launcher exits with the
 #      child's code (137) within 10 s and reaps every child.
 #   3. `mxmaca launch --max-restarts 1`: kill -9 one child WHILE A CHECKPOINT IS BEING
@@ -100,6 +102,31 @@ done
 grep -q 'rank 3 lost rank 2: no heartbeat' c1b.r3.log ||
   { echo "FAIL hang: rank 3 does not name the hung rank 2:"; tail -2 c1b.r3.log; exit 1; }
 echo "ok   hang: every rank exited non-zero ${t} s after rank 2 was stopped; rank 3: $(grep -o 'lost rank 2: no heartbeat for [0-9.]* s' c1b.r3.log)"
+
+# ---- 1c. srun-style: a rank that hangs after training, before the orderly close ----
+# (found by tests/bench/fault_soak.py: the others waited in the close barrier for the
+# 10-minute --distributed-timeout-minutes). The heartbeat stays on until every rank is
+# closing, so the hung rank's successor names it within ~8 s.
+pids=()
+port=$((port + 1))
+for r in 0 1 2 3; do
+  MXMACA_TEST_STOP_BEFORE_CLOSE_RANK=2 RANK=$r WORLD_SIZE=4 LOCAL_RANK=$r LOCAL_WORLD_SIZE=4 \
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$mxmaca" train "${base[@]}" --train-iters 4 \
+    --log-interval 1 > "c1c.r$r.log" 2>&1 &
+  pids+=($!)
+done
+wait_for_log c1c.r0.log 'iteration +4/' 120
+t0=$(now)
+await_others 25
+kill -9 "${pids[2]}" 2>/dev/null || true
+[ "$alive" = 0 ] || { echo "FAIL hang at close: $alive ranks still running 25 s after training ended"; exit 1; }
+for r in 0 1 3; do
+  set +e; wait "${pids[$r]}"; rc=$?; set -e
+  [ "$rc" != 0 ] || { echo "FAIL hang at close: rank $r exited 0 without rank 2's close"; exit 1; }
+done
+grep -q 'rank 3 lost rank 2: no heartbeat' c1c.r3.log ||
+  { echo "FAIL hang at close: rank 3 does not name the hung rank 2:"; tail -3 c1c.r3.log; exit 1; }
+echo "ok   hang at close: every rank exited non-zero ${t} s after training ended with rank 2 stopped before its close"
 
 # ---- 2. mxmaca launch, no restarts ----
 port=$((port + 1))

@@ -53,11 +53,13 @@ TEST_CASE("mxmaca train honours --use-rope-scaling and --rotary-seq-len-interpol
   // Same weights and batches, and a repeated run is bit-identical (checked below), so any
   // difference is the flag's. Llama 3 scaling only moves frequencies whose wavelength
   // exceeds 2048 tokens, i.e. angles under 2 pi 32 / 2048 = 0.1 rad at these 32
-  // positions, so the loss moves by only ~1e-7 relative (measured 1.6e-7; 2.6e-8 between
-  // factors 8 and 4); halving every angle (interpolation) moves it much more.
+  // positions, so the loss moves by only ~1e-8..1e-6 relative; halving every angle
+  // (interpolation) moves it much more. The corpus and seed are fresh each run: one run
+  // moved the losses by only 6.8e-7 (under the former absolute bound of 1e-6), six more by
+  // 3.8e-6..4.3e-5, each 12x..2000x what scaling did: so it is compared with scaling's move.
   CHECK(MaxRelDiff(scaled, plain) > 0);
   CHECK(MaxRelDiff(scaled4, scaled) > 0);
-  CHECK(MaxRelDiff(interp, plain) > 1e-6);
+  CHECK(MaxRelDiff(interp, plain) > 2 * MaxRelDiff(scaled, plain));
   const Run again =
       corpus.Train("scaled again",
                    Args(corpus, {"--use-rope-scaling", "--rope-scaling-factor", "8"}), 3);

@@ -87,7 +87,7 @@ class UcxCommunicator::Impl {
   ~Impl() { Shutdown(/*flush=*/false); }
 
   absl::Status Init();
-  absl::Status Close();
+  absl::Status Close(const std::function<void()>& all_arrived);
   void Shutdown(bool flush);
 
   int rank() const { return rank_; }
@@ -248,13 +248,14 @@ absl::Status UcxCommunicator::Impl::Init() {
   return absl::OkStatus();
 }
 
-absl::Status UcxCommunicator::Impl::Close() {
+absl::Status UcxCommunicator::Impl::Close(const std::function<void()>& all_arrived) {
   // Every rank has finished its operations once all have reached this barrier.
   absl::Status status = rendezvous_->Barrier();
   if (!status.ok()) {
     Shutdown(/*flush=*/false);
     return status;
   }
+  if (all_arrived) all_arrived();
   Shutdown(/*flush=*/true);
   return rendezvous_->Barrier();
 }
@@ -791,7 +792,9 @@ absl::StatusOr<std::unique_ptr<UcxCommunicator>> UcxCommunicator::CreateFromLaun
   return Create(rv, env.rank, env.world_size, std::move(options));
 }
 
-absl::Status UcxCommunicator::Close() { return impl_->Close(); }
+absl::Status UcxCommunicator::Close(const std::function<void()>& all_arrived) {
+  return impl_->Close(all_arrived);
+}
 int UcxCommunicator::rank() const { return impl_->rank(); }
 int UcxCommunicator::world_size() const { return impl_->world_size(); }
 int UcxCommunicator::pending_operations() const { return impl_->pending(); }

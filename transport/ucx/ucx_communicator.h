@@ -138,8 +138,12 @@ class UcxCommunicator : public Communicator {
 
   // Close: the orderly end — a rendezvous barrier (every rank has called Close, so no
   // message is still on its way), endpoint flush, a second barrier, then the same as the
-  // destructor. Call it after every operation's `done` has run. Errors: the barrier's.
-  absl::Status Close();
+  // destructor. Call it after every operation's `done` has run. `all_arrived` (if set)
+  // runs once the first barrier has passed — every rank is closing — before the flush:
+  // until then a peer that hangs instead of closing is still the caller's to detect (the
+  // training heartbeat stops reporting lost peers only there, api/train/heartbeat.h
+  // Quiesce). Errors: the barrier's.
+  absl::Status Close(const std::function<void()>& all_arrived = {});
 
   int rank() const override;
   int world_size() const;
