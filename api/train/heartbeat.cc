@@ -17,6 +17,7 @@ struct Heartbeat::Shared {
   std::condition_variable cv;
   bool stopping = false;
   bool quiet = false;  // Quiesce(): keep sending, report nothing
+  bool closing = false;  // Closing(): a peer's endpoint failing is not reported
   absl::Time last_seen = absl::Now();
   int64_t send_value = 1;
   int64_t recv_value = 0;
@@ -75,6 +76,9 @@ void Heartbeat::PostReceive() {
                  {
                    std::lock_guard<std::mutex> lock(held->mu);
                    if (held->stopping || held->quiet || absl::IsCancelled(status)) return;
+                   // Closing: a peer that passed the close barrier first closes its
+                   // endpoints; silence is still reported (Run) until Quiesce.
+                   if (!status.ok() && held->closing) return;
                    if (!status.ok()) {  // the peer's endpoint failed: it is gone
                      held->stopping = true;
                      lost = held->lost;
@@ -88,6 +92,11 @@ void Heartbeat::PostReceive() {
                });
   };
   shared_->post_receive();
+}
+
+void Heartbeat::Closing() {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  shared_->closing = true;
 }
 
 void Heartbeat::Quiesce() {

@@ -37,6 +37,10 @@ class Heartbeat {
   static std::unique_ptr<Heartbeat> Start(transport::Communicator* comm, int world_size,
                                           int64_t group_id, absl::Duration period,
                                           absl::Duration timeout, OnLost on_lost);
+  // Closing: this process enters the orderly close (UcxCommunicator::Close): a peer's
+  // endpoint failing is no longer reported (the first peers through the close barrier
+  // close theirs), but a silent peer still is, until Quiesce.
+  void Closing();
   // Quiesce: the job is ending (call it before UcxCommunicator::Close): heartbeats are
   // still sent, so peers still in their last iteration do not report this process, but a
   // silent or vanished peer is no longer reported (peers exit one by one after Close).

@@ -1013,6 +1013,7 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
         r != nullptr && std::atoi(r) == process_job->env.rank) {
       std::raise(SIGSTOP);
     }
+    if (heartbeat) heartbeat->Closing();
     absl::Status closed = process_job->comm->Close([&] {
       if (heartbeat) heartbeat->Quiesce();
     });
