@@ -86,21 +86,29 @@ done
 [ "$named2" -ge 1 ] || { echo "FAIL srun-style: no rank names rank 2"; exit 1; }
 echo "ok   srun-style: every rank exited non-zero ${t} s after kill -9 of rank 2, naming its lost peer"
 
+# expect_hang_caught NAME LABEL SECONDS: ranks 0, 1, 3 (pids[]) end within SECONDS of $t0,
+# each non-zero, and rank 3's log NAME.r3.log names the hung rank 2's missing heartbeat;
+# then rank 2 is killed. Leaves `t` (seconds taken).
+expect_hang_caught() {
+  local name=$1 label=$2 seconds=$3
+  await_others "$seconds"
+  kill -9 "${pids[2]}" 2>/dev/null || true
+  [ "$alive" = 0 ] || { echo "FAIL $label: $alive ranks still running $seconds s after rank 2 hung"; exit 1; }
+  for r in 0 1 3; do
+    set +e; wait "${pids[$r]}"; rc=$?; set -e
+    [ "$rc" != 0 ] || { echo "FAIL $label: rank $r exited 0"; exit 1; }
+  done
+  grep -q 'rank 3 lost rank 2: no heartbeat' "$name.r3.log" ||
+    { echo "FAIL $label: rank 3 does not name the hung rank 2:"; tail -3 "$name.r3.log"; exit 1; }
+}
+
 # ---- 1b. srun-style: a rank that hangs (SIGSTOP: alive, sockets open, silent) ----
 # Only the heartbeat ring (api/train/heartbeat.h: 1 s period, 8 s timeout) can notice it:
 # its successor exits naming it, and the rest notice that exit through UCX.
 start_ranks c1b
 t0=$(now)
 kill -STOP "${pids[2]}"
-await_others 15
-kill -9 "${pids[2]}" 2>/dev/null || true
-[ "$alive" = 0 ] || { echo "FAIL hang: $alive ranks still running 15 s after rank 2 hung"; exit 1; }
-for r in 0 1 3; do
-  set +e; wait "${pids[$r]}"; rc=$?; set -e
-  [ "$rc" != 0 ] || { echo "FAIL hang: rank $r exited 0"; exit 1; }
-done
-grep -q 'rank 3 lost rank 2: no heartbeat' c1b.r3.log ||
-  { echo "FAIL hang: rank 3 does not name the hung rank 2:"; tail -2 c1b.r3.log; exit 1; }
+expect_hang_caught c1b hang 15
 echo "ok   hang: every rank exited non-zero ${t} s after rank 2 was stopped; rank 3: $(grep -o 'lost rank 2: no heartbeat for [0-9.]* s' c1b.r3.log)"
 
 # ---- 1c. srun-style: a rank that hangs after training, before the orderly close ----
@@ -117,15 +125,7 @@ for r in 0 1 2 3; do
 done
 wait_for_log c1c.r0.log 'iteration +4/' 120
 t0=$(now)
-await_others 25
-kill -9 "${pids[2]}" 2>/dev/null || true
-[ "$alive" = 0 ] || { echo "FAIL hang at close: $alive ranks still running 25 s after training ended"; exit 1; }
-for r in 0 1 3; do
-  set +e; wait "${pids[$r]}"; rc=$?; set -e
-  [ "$rc" != 0 ] || { echo "FAIL hang at close: rank $r exited 0 without rank 2's close"; exit 1; }
-done
-grep -q 'rank 3 lost rank 2: no heartbeat' c1c.r3.log ||
-  { echo "FAIL hang at close: rank 3 does not name the hung rank 2:"; tail -3 c1c.r3.log; exit 1; }
+expect_hang_caught c1c "hang at close" 25
 echo "ok   hang at close: every rank exited non-zero ${t} s after training ended with rank 2 stopped before its close"
 
 # ---- 2. mxmaca launch, no restarts ----
