@@ -55,6 +55,9 @@ struct RankReport {
   // or failed) and its result is not taken yet (multi-process: when every rank says so in
   // the same reports, every rank takes the results at that iteration's end: AfterStep).
   int32_t async_save_ended = 0;
+  // The smallest MoELayerStats::min_topk_margin of the sender's MoE layers in a training
+  // step (+inf: none).
+  double moe_min_topk_margin = std::numeric_limits<double>::infinity();
 };
 constexpr int32_t kExitByTime = 1;
 constexpr int32_t kExitBySignal = 2;
@@ -99,6 +102,7 @@ struct PhaseReports {
   std::vector<RankReport> ranks;
   std::vector<std::vector<double>> rank_moe;  // per rank, FlattenMoEStats
   std::vector<double> moe;                    // their sum
+  double moe_min_topk_margin = std::numeric_limits<double>::infinity();  // min over ranks
   double loss_sum = 0.0;
   double num_tokens = 0.0;
   double grad_norm_sq = 0.0;
@@ -119,6 +123,7 @@ struct PhaseReports {
   // computes the same loss: TP rank 0's counts.
   void Aggregate(int ranks_per_pipeline_rank) {
     loss_sum = num_tokens = grad_norm_sq = 0.0;
+    moe_min_topk_margin = std::numeric_limits<double>::infinity();
     grads_finite = true;
     peak_activation_bytes = 0;
     wall = 0.0;
@@ -130,6 +135,7 @@ struct PhaseReports {
         num_tokens += r.num_tokens;
       }
       grad_norm_sq += r.grad_norm_sq;
+      moe_min_topk_margin = std::min(moe_min_topk_margin, r.moe_min_topk_margin);
       grads_finite = grads_finite && r.grads_finite != 0;
       peak_activation_bytes = std::max(peak_activation_bytes, r.peak_activation_bytes);
       rank_peak_activation_bytes[i] = r.peak_activation_bytes;
@@ -954,6 +960,8 @@ void RecordStep(CoordinatorPointer self) {
   }
   if (c.params_norm_squared) st.step_params_norm = std::sqrt(c.params_norm_squared());
   st.summary.train_losses.push_back(st.step_skip ? std::nan("") : st.step_loss);
+  st.summary.moe_min_topk_margin =
+      std::min(st.summary.moe_min_topk_margin, st.reports.moe_min_topk_margin);
   st.summary.grad_norms.push_back(st.step_grad_norm);
   LogInterval& iv = st.interval;
   ++iv.iterations;
@@ -1303,6 +1311,12 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
         rr.busy_seconds = d.busy_seconds;
         rr.wall_seconds = d.wall_seconds;
         rr.peak_activation_bytes = d.peak_activation_bytes;
+        rr.moe_min_topk_margin = std::numeric_limits<double>::infinity();
+        if (!d.eval) {
+          for (const layers::moe::MoELayerStats& s : d.moe_stats) {
+            rr.moe_min_topk_margin = std::min(rr.moe_min_topk_margin, s.min_topk_margin);
+          }
+        }
         if (!st.cfg->moe_layers.empty()) {  // zeros for TP ranks > 0 and evaluation
           const bool counts = d.tensor_parallel_rank == 0 && !d.eval;
           r.rank_moe[d.stage] = FlattenMoEStats(*st.cfg, counts ? d.moe_stats : NoMoEStats());

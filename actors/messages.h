@@ -10,18 +10,18 @@
 #ifndef MXMACA_ACTORS_MESSAGES_H_
 #define MXMACA_ACTORS_MESSAGES_H_
 
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <caf/allowed_unsafe_message_type.hpp>
-#include <caf/atom.hpp>
-#include <caf/replies_to.hpp>
-#include <caf/typed_actor.hpp>
 
 #include "actors/stage_program.h"
 #include "actors/trace.h"
@@ -243,6 +243,11 @@ struct TrainingSummary {
   // save exchange followed it).
   int64_t optimistic_steps_confirmed = 0;
   int64_t optimistic_steps_rolled_back = 0;
+  // MoE: over every training step, MoE layer, micro-batch and rank, the smallest gap by
+  // which a router's top-k choice cleared a tie (layers::moe::RouterState::min_topk_margin;
+  // +inf without MoE). Parity tests use it to tell a draw whose routing can flip under a
+  // different summation order (a margin near fp32's error) from a real mismatch.
+  double moe_min_topk_margin = std::numeric_limits<double>::infinity();
 };
 
 // ---- compute strand -> its own StageActor ----

@@ -1,6 +1,8 @@
 // layers/gpt_stage_moe.cc: GptStage's Mixture-of-Experts bookkeeping (gpt_stage.h): the
 // routing statistics of each MoE layer, the expert-data-parallel gradient sum, the experts'
 // share of the gradient norm and the aux-loss-free expert-bias update.
+#include <algorithm>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +24,7 @@ void GptStage::AddMoEStats(int64_t local_layer, const moe::MoEMetrics& m) {
     s.dropped_tokens += static_cast<double>(m.dropped_tokens);
     s.load_balancing_loss += m.load_balancing_loss;
     s.z_loss += m.z_loss;
+    s.min_topk_margin = std::min(s.min_topk_margin, m.min_topk_margin);
   }
 }
 
@@ -71,6 +74,7 @@ std::vector<moe::MoELayerStats> GptStage::TakeMoEStats() {
     s.calls = 0;
     std::fill(s.tokens_per_expert.begin(), s.tokens_per_expert.end(), 0.0);
     s.dropped_tokens = s.load_balancing_loss = s.z_loss = 0.0;
+    s.min_topk_margin = std::numeric_limits<double>::infinity();
   }
   return out;
 }

@@ -313,6 +313,7 @@ absl::Status MoELayer::Forward(const kernels::ExecContext& ctx, const MoECall& c
     metrics->capacity = st->router.capacity;
     metrics->load_balancing_loss = rc.aux_loss_coeff > 0.0 ? lb : 0.0;
     metrics->z_loss = z;
+    metrics->min_topk_margin = st->router.min_topk_margin;
   }
   return absl::OkStatus();
 }

@@ -168,6 +168,9 @@ struct MoEMetrics {
   // Megatron's logged values (router.py: aux_loss / coeff, z_loss / coeff); 0 when off.
   double load_balancing_loss = 0.0;
   double z_loss = 0.0;
+  // The router's RouterState::min_topk_margin for this rank's tokens (not reduced over the
+  // token group).
+  double min_topk_margin = 0.0;
 };
 
 // MoEStash: what F keeps for B and W, and what B keeps for W (one per micro-batch).

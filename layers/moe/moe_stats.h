@@ -4,6 +4,7 @@
 #define MXMACA_LAYERS_MOE_MOE_STATS_H_
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace mxmaca::layers::moe {
@@ -15,6 +16,8 @@ struct MoELayerStats {
   double dropped_tokens = 0.0;             // (token, expert) choices dropped by capacity
   double load_balancing_loss = 0.0;        // aux loss / coeff (Megatron's logged value), summed
   double z_loss = 0.0;                     // z-loss / coeff, summed
+  // The smallest MoEMetrics::min_topk_margin of those micro-batches (+inf: none).
+  double min_topk_margin = std::numeric_limits<double>::infinity();
 };
 
 }  // namespace mxmaca::layers::moe

@@ -65,9 +65,38 @@ void SelectionValues(const RouterConfig& c, const float* logits, const float* ex
   }
 }
 
-// Megatron's group_limited_topk or a plain top-k on `values` (may be modified).
-void SelectExperts(const RouterConfig& c, float* values, int32_t* sel) {
+// TopKMargin: how far the top-k choice `sel` (k indices of values[0, n), TopKIndices's
+// order) is from a tie: its smallest selected value minus the largest value it left out,
+// ignoring left-out values <= `floor`; +inf when nothing is left out.
+float TopKMargin(const float* values, int64_t n, const int32_t* sel, int64_t k,
+                 float floor = -INFINITY) {
+  if (k <= 0 || k >= n) return INFINITY;
+  // A few experts per token: scan `sel`; capacity's k of T tokens: a map.
+  std::vector<uint8_t> chosen;
+  if (k > 8) {
+    chosen.assign(n, 0);
+    for (int64_t i = 0; i < k; ++i) chosen[sel[i]] = 1;
+  }
+  auto selected = [&](int64_t i) {
+    if (!chosen.empty()) return chosen[i] != 0;
+    for (int64_t j = 0; j < k; ++j) {
+      if (sel[j] == i) return true;
+    }
+    return false;
+  };
+  const float smallest = values[sel[k - 1]];  // TopKIndices: descending
+  float best_left = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) {
+    if (values[i] > floor && values[i] > best_left && !selected(i)) best_left = values[i];
+  }
+  return best_left == -INFINITY ? INFINITY : smallest - best_left;
+}
+
+// Megatron's group_limited_topk or a plain top-k on `values` (may be modified); returns the
+// smaller TopKMargin of the group choice and the expert choice.
+float SelectExperts(const RouterConfig& c, float* values, int32_t* sel) {
   const int64_t e = c.num_experts, k = c.topk;
+  float group_margin = INFINITY;
   if (c.num_groups > 0 && c.group_topk > 0) {
     const int64_t g = c.num_groups, per = e / g, kg = k / c.group_topk;
     std::vector<float> group_scores(g);
@@ -80,6 +109,7 @@ void SelectExperts(const RouterConfig& c, float* values, int32_t* sel) {
     }
     std::vector<int32_t> groups(c.group_topk);
     TopKIndices(group_scores.data(), g, c.group_topk, groups.data());
+    group_margin = TopKMargin(group_scores.data(), g, groups.data(), c.group_topk);
     std::vector<uint8_t> keep(g, 0);
     for (int32_t gi : groups) keep[gi] = 1;
     for (int64_t i = 0; i < e; ++i) {
@@ -87,6 +117,7 @@ void SelectExperts(const RouterConfig& c, float* values, int32_t* sel) {
     }
   }
   TopKIndices(values, e, k, sel);
+  return std::min(group_margin, TopKMargin(values, e, sel, k));
 }
 
 bool UsesAuxLoss(const RouterConfig& c, const RouterCall& call) {
@@ -268,6 +299,7 @@ absl::Status RouterForward(const kernels::ExecContext& ctx, const RouterConfig& 
   // Selection and probs.
   st->top_indices.assign(t * k, 0);
   st->probs.assign(t * e, 0.0f);
+  float margin = INFINITY;
   std::vector<float> scores(e), values(e), sel_probs(k);
   if (IsSinkhorn(c)) {
     std::vector<float> norm;
@@ -280,7 +312,9 @@ absl::Status RouterForward(const kernels::ExecContext& ctx, const RouterConfig& 
         Softmax(l, e, scores.data());
       }
       int32_t* sel = &st->top_indices[r * k];
-      TopKIndices(call.training ? &norm[r * e] : scores.data(), e, k, sel);
+      const float* chosen_by = call.training ? &norm[r * e] : scores.data();
+      TopKIndices(chosen_by, e, k, sel);
+      margin = std::min(margin, TopKMargin(chosen_by, e, sel, k));
       for (int64_t i = 0; i < k; ++i) st->probs[r * e + sel[i]] = scores[sel[i]];
     }
   } else {
@@ -288,7 +322,7 @@ absl::Status RouterForward(const kernels::ExecContext& ctx, const RouterConfig& 
       const float* l = logits + r * e;
       SelectionValues(c, l, use_bias ? call.expert_bias : nullptr, scores.data(), values.data());
       int32_t* sel = &st->top_indices[r * k];
-      SelectExperts(c, values.data(), sel);
+      margin = std::min(margin, SelectExperts(c, values.data(), sel));
       if (c.score_function == ScoreFunction::kSoftmax) {
         if (c.pre_softmax) {
           for (int64_t i = 0; i < k; ++i) sel_probs[i] = scores[sel[i]];
@@ -339,6 +373,10 @@ absl::Status RouterForward(const kernels::ExecContext& ctx, const RouterConfig& 
                        : static_cast<float>(st->routing_map[r * e + ex]);
         }
         TopKIndices(col.data(), t, cap, best.data());
+        // Routed tokens only (the position policy's 0/1 ranks are exact).
+        if (c.drop_policy == TokenDropPolicy::kProbs) {
+          margin = std::min(margin, TopKMargin(col.data(), t, best.data(), cap, 0.0f));
+        }
         for (int32_t r : best) keep[r * e + ex] = 1;
       }
     }
@@ -375,6 +413,7 @@ absl::Status RouterForward(const kernels::ExecContext& ctx, const RouterConfig& 
     for (int64_t r = 0; r < t; ++r) {
       AuxScores(c, logits + r * e, &aux_scores[r * e]);
       TopKIndices(&aux_scores[r * e], e, k, sel.data());
+      margin = std::min(margin, TopKMargin(&aux_scores[r * e], e, sel.data(), k));
       for (int32_t s : sel) aux_map[r * e + s] = 1;
     }
     st->aux_grad.assign(t * e, 0.0f);
@@ -414,6 +453,7 @@ absl::Status RouterForward(const kernels::ExecContext& ctx, const RouterConfig& 
     }
     st->aux_loss = loss * scale;
   }
+  st->min_topk_margin = margin;
   return absl::OkStatus();
 }
 

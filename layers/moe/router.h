@@ -122,6 +122,13 @@ struct RouterState {
   int64_t dropped_tokens = 0;  // (token, expert) top-k choices removed by capacity
   double aux_loss = 0.0;       // the load-balancing loss INCLUDING its coefficient (0 if off)
   double z_loss = 0.0;         // the z-loss INCLUDING its coefficient (0 if off)
+  // min_topk_margin: over this call's tokens, the smallest gap by which a top-k choice
+  // cleared its best left-out candidate, in the units of the values it chose on (logits,
+  // scores, sinkhorn values; the aux loss's scores; routing probs for capacity with the
+  // probs policy; group scores with group-limited routing); +inf when k = E. A choice
+  // closer to a tie than the arithmetic's error can flip between two runs that sum in a
+  // different order (parallel layouts), which no tolerance on the result covers.
+  float min_topk_margin = 0.0f;
   // Backward helpers: aux-loss gradient per (t, e) of the aux scores (coefficient
   // included), and each token's logsumexp (z loss).
   std::vector<float> aux_grad;  // [T, E] or empty

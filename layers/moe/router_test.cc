@@ -116,6 +116,39 @@ TEST_CASE("group-limited top-k keeps experts inside the best groups") {
   CHECK(st.top_indices == std::vector<int32_t>{0, 1});
 }
 
+TEST_CASE("min_topk_margin: the smallest gap by which a top-k choice cleared a tie") {
+  // Selection on logits: token 0 clears 0.25 (0.5 vs 0.25), token 1 0.875 (1.875 vs 1).
+  RouterConfig c = Config(4, 2);
+  const std::vector<float> logits = {1.0f, 0.5f, 0.25f, 0.0f, 0.0f, 2.0f, 1.875f, 1.0f};
+  CHECK(Route(c, logits).min_topk_margin == 0.25f);
+  // Nothing left out: no tie to be near.
+  CHECK(std::isinf(Route(Config(2, 2), {0.0f, 0.0f}).min_topk_margin));
+  // With the aux loss, its own top-k on softmax scores counts too: token 0's scores clear
+  // (e^0.5 - e^0.25) / Z, smaller than any logit gap (fp32 softmax: ~1e-7 relative).
+  c.load_balancing_type = LoadBalancingType::kAuxLoss;
+  c.aux_loss_coeff = 1e-2;
+  const double z = std::exp(1.0) + std::exp(0.5) + std::exp(0.25) + 1.0;
+  CHECK(Route(c, logits).min_topk_margin ==
+        Approx((std::exp(0.5) - std::exp(0.25)) / z).epsilon(1e-5));
+  // Capacity with the probs policy: expert 0's routed probs of tokens 1 and 2 tie (the
+  // capacity case above), margin 0; the position policy ranks exact 0/1 values, so only
+  // the selection counts (logit gaps 1, 3, 2, 3).
+  RouterConfig cap = Config(2, 1);
+  cap.capacity_factor = 0.5;
+  cap.pre_softmax = true;
+  CHECK(Route(cap, {1.0f, 0.0f, 2.0f, 0.0f, 2.0f, 0.0f, 0.0f, 3.0f}).min_topk_margin == 0.0f);
+  RouterConfig pos = Config(2, 1);
+  pos.capacity_factor = 1.0;
+  pos.drop_policy = TokenDropPolicy::kPosition;
+  CHECK(Route(pos, {1.0f, 0.0f, 3.0f, 0.0f, 2.0f, 0.0f, 0.0f, 3.0f}).min_topk_margin == 1.0f);
+  // Group-limited: the group choice (sums 1.9 vs 1.5) is the closest; the experts left out
+  // of the kept group are masked.
+  RouterConfig g = Config(4, 2);
+  g.num_groups = 2;
+  g.group_topk = 1;
+  CHECK(Route(g, {1.0f, 0.9f, 0.95f, 0.55f}).min_topk_margin == (1.0f + 0.9f) - (0.95f + 0.55f));
+}
+
 TEST_CASE("z loss and aux loss values") {
   RouterConfig c = Config(2, 1);
   c.z_loss_coeff = 0.5;

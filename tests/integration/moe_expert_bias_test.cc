@@ -8,7 +8,8 @@
 // fp32 bounds, moe_ep_parity_test.cc), and the final biases IDENTICAL: every update adds
 // +-rate or 0 decided by integer token counts, which are the same as long as no top-k
 // choice flips (the routing is the same bits in the first forward and drifts by ~1e-7
-// relative later; no near-tie at this size). (2) The bias moves (a run that does not
+// relative later; the reference is redrawn until no choice is within 5e-7 of a tie:
+// DrawMoEReference, moe_test_args.h). (2) The bias moves (a run that does not
 // update it would leave zeros) and is what routes: a run without the flag gives other
 // losses. (3) A run stopped at iteration 4 and resumed ends with the uninterrupted run's
 // bias and losses, bit for bit (the bias is restored from the checkpoint; were it not,
@@ -53,11 +54,13 @@ std::vector<float> Biases(const std::string& save) {
 
 TEST_CASE("MoE expert bias: updated over TP x DP, the same under every layout, resumable") {
   ParityCorpus corpus("moe_expert_bias");
-  const std::vector<std::string> base = MoEBaseArgs(corpus, kBiasRouter);
-  const Weights w0 = corpus.InitialWeights(base, 1000);
   const std::string dir = corpus.dir();
-  const Run single = corpus.Train(
-      "single device", With(base, {"--save", dir + "/single", "--save-interval", "8"}), 8);
+  const MoEReference ref =
+      DrawMoEReference(corpus, [&] { return MoEBaseArgs(corpus, kBiasRouter); }, "single device", 8,
+                       {"--save", dir + "/single", "--save-interval", "8"});
+  const std::vector<std::string>& base = ref.base;
+  const Weights& w0 = ref.w0;
+  const Run& single = ref.single;
   const std::vector<float> bias = Biases(dir + "/single");
   int moved = 0;
   for (float v : bias) moved += v != 0.0f;

@@ -5,7 +5,10 @@
 #define MXMACA_TESTS_INTEGRATION_MOE_TEST_ARGS_H_
 
 #include <catch2/catch.hpp>
-
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <iostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,6 +64,63 @@ inline void CheckTrainErrors(const std::vector<std::string>& base,
 inline const std::vector<std::string> kMoERouterA = {
     "--moe-layer-freq", "2", "--moe-aux-loss-coeff", "1e-2", "--moe-z-loss-coeff", "1e-3",
     "--moe-shared-expert-intermediate-size", "32"};
+
+// kMinTopKMargin: the smallest top-k margin (TrainingSummary::moe_min_topk_margin) a MoE
+// parity test's single-device run may have. A top-k choice is discontinuous: one whose
+// margin is below the difference the parallel layouts' summation order makes in the values
+// it chooses on can take another expert there (or count another in the aux loss), and the
+// runs then differ by a whole token's gradient — a real outcome of fp32, not a bug, and no
+// tolerance on the result covers it (seen: ~1 draw in 50 failed the 1e-3 weight bound of
+// cp2 tp2 sp pp2 that way, once through the aux loss's top-k on softmax scores 3e-8
+// apart). The bound: over the 8 steps of cp2 tp2 sp pp2 (the most reduced layout) the
+// router logits differed from one device's by at most d = 9e-8 (measured on every token
+// of every step, router A) until a choice flipped. A margin between two logits then moves
+// by at most 2d = 1.8e-7; between two scores (softmax, sigmoid: slope <= 1/4, each value
+// rounded once more, ulp <= 6e-8 below 1) by at most 2 (d / 4 + ulp) = 1.6e-7. 5e-7 is
+// about 3 times either. Scores sit on a grid of 3e-8..6e-8, so with 16K choices per run
+// (router C) about half the draws have a margin below it; they are redrawn (one
+// single-device run, ~1 s, each).
+constexpr double kMinTopKMargin = 5e-7;
+constexpr int kMaxReferenceDraws = 30;
+
+// MoEReference: a MoE parity test's single-device run and what it was drawn with.
+struct MoEReference {
+  std::vector<std::string> base;  // the run's flags (the seed included)
+  Weights w0;                     // its initial weights (ParityCorpus::InitialWeights)
+  Run single;
+};
+
+// DrawMoEReference: base = make_base() (built from corpus.CommonArgs, so with its seed),
+// trained on one device for `iterations` steps with `single_extra` added (flags for that
+// run only, e.g. its --save, whose directory is emptied before each draw); while that run's
+// smallest top-k margin is below kMinTopKMargin, a fresh seed (ParityCorpus::Redraw, printed) and
+// again. FAILs after kMaxReferenceDraws draws (at the measured rejection rate of at most ~60%, 30
+// in a row has a chance of ~2e-7).
+inline MoEReference DrawMoEReference(ParityCorpus& corpus,
+                                     const std::function<std::vector<std::string>()>& make_base,
+                                     const std::string& label, int iterations,
+                                     const std::vector<std::string>& single_extra = {}) {
+  for (int draw = 1; draw <= kMaxReferenceDraws; ++draw) {
+    for (size_t i = 0; i + 1 < single_extra.size(); ++i) {
+      if (single_extra[i] == "--save") std::filesystem::remove_all(single_extra[i + 1]);
+    }
+    MoEReference ref;
+    ref.base = make_base();
+    ref.single = corpus.Train(label, With(ref.base, single_extra), iterations);
+    const double margin = ref.single.summary.moe_min_topk_margin;
+    REQUIRE(std::isfinite(margin));  // every router here leaves experts out (k < E)
+    if (margin >= kMinTopKMargin) {
+      ref.w0 = corpus.InitialWeights(ref.base, 1000);
+      return ref;
+    }
+    std::cerr << label << ": draw " << draw << " has a top-k choice " << margin << " from a tie (< "
+              << kMinTopKMargin << "), which another summation order "
+              << "may flip; drawing another seed" << std::endl;
+    corpus.Redraw();
+  }
+  FAIL("no draw of " << kMaxReferenceDraws << " had every top-k margin >= " << kMinTopKMargin);
+  return {};
+}
 
 }  // namespace mxmaca::testing
 

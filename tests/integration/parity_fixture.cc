@@ -1,10 +1,11 @@
 // tests/integration/parity_fixture.cc: see parity_fixture.h.
 #include "tests/integration/parity_fixture.h"
 
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
+#include <iostream>
 #include <random>
 
 #include "actors/checkpoint/checkpoint_reader.h"
@@ -20,8 +21,23 @@ ParityCorpus::ParityCorpus(const std::string& name) {
   dir_ = TempDir(name);
   prefix_ = dir_ + "/tiny";
   MakeTinyCorpus(prefix_, 400, 29);
+  name_ = name;
+  // MXMACA_TEST_SEED=<n> replays a run whose seed the log named.
+  const char* fixed = std::getenv("MXMACA_TEST_SEED");
+  if (fixed != nullptr) {
+    seed_ = std::atoi(fixed);
+    std::cerr << "ParityCorpus " << name_ << ": --seed " << seed_ << " (MXMACA_TEST_SEED)"
+              << std::endl;
+  } else {
+    Redraw();
+  }
+}
+
+void ParityCorpus::Redraw() {
   std::mt19937 rng(std::random_device{}());
   seed_ = 1 + static_cast<int>(rng() % 100000);
+  std::cerr << "ParityCorpus " << name_ << ": --seed " << seed_ << " (MXMACA_TEST_SEED=" << seed_
+            << " replays it)" << std::endl;
 }
 
 std::vector<std::string> ParityCorpus::CommonArgs(int64_t vocab_size) const {

@@ -24,13 +24,16 @@ struct Run {
 };
 
 // ParityCorpus: a tiny corpus (tiny_corpus.h) in a fresh temporary directory and a fresh
-// random seed (weights and dropout differ from test run to test run).
+// random seed (weights and dropout differ from test run to test run), printed to stderr;
+// the environment variable MXMACA_TEST_SEED fixes it (to replay a failure).
 class ParityCorpus {
  public:
   explicit ParityCorpus(const std::string& name);
 
   // CommonArgs: data, tokenizer (NullTokenizer with `vocab_size` tokens), seed, logging.
   std::vector<std::string> CommonArgs(int64_t vocab_size) const;
+  // Redraw: a fresh random seed for the CommonArgs built after it (printed to stderr).
+  void Redraw();
   // Train: api::Train(args), adding --save <fresh dir> unless args have --save; REQUIREs
   // success and `iterations` losses; reads every model/ tensor of the last checkpoint in
   // the --save directory.
@@ -42,7 +45,7 @@ class ParityCorpus {
   const std::string& dir() const { return dir_; }
 
  private:
-  std::string dir_, prefix_;
+  std::string name_, dir_, prefix_;
   int seed_ = 1;
   int count_ = 0;
 };
