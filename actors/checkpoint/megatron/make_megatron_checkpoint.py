@@ -36,7 +36,11 @@ args = argparse.Namespace(num_layers=c.layers, hidden_size=c.hidden, num_attenti
                           moe_grouped_gemm=bool(c.grouped), untie_embeddings_and_output_weights=not c.tied,
                           params_dtype=torch.bfloat16 if c.bf16 else torch.float32,
                           consumed_train_samples=40, consumed_valid_samples=8, lr=1e-3, min_lr=1e-4,
-                          transformer_impl="transformer_engine" if c.spec == "te" else "local")
+                          transformer_impl="transformer_engine" if c.spec == "te" else "local",
+                          use_distributed_optimizer=bool(c.distopt), data_parallel_size=c.dp,
+                          context_parallel_size=1, overlap_grad_reduce=c.bucket > 0,
+                          ddp_bucket_size=c.bucket or None,
+                          ddp_pad_buckets_for_high_nccl_busbw=bool(c.busbw))
 it_dir = os.path.join(out, "iter_0000005")
 for p in range(c.pp):
     for e in range(c.ep):
@@ -75,6 +79,29 @@ for p in range(c.pp):
                     masters.append(gm)
                 inner = {"state": state, "param_groups": groups}
                 opts.append({"optimizer": inner, "fp32_from_fp16_params": masters} if c.bf16 else inner)
+            d = os.path.join(it_dir, ml.rank_dir(t, p, e, c))
+            os.makedirs(d, exist_ok=True)
+            if c.distopt:
+                # DistributedOptimizer.state_dict(): no per-parameter state, 'step' in each
+                # group; the state goes to distrib_optim.pt (dense models: one buffer).
+                assert not c.experts
+                groups = [{k: v for k, v in g.items() if k != "params"} for g in
+                          (opts[0]["optimizer"] if c.bf16 else opts[0])["param_groups"]]
+                for g in groups:
+                    g["step"] = 5
+                opts = [{"optimizer": {"param_groups": groups}}]
+                shared = [c.tied and c.pp > 1 and ((p == 0 and n == "embedding.word_embeddings.weight" and k != "output_layer.weight")
+                                                   or (p == c.pp - 1 and k == "output_layer.weight"))
+                          for (k, n, kind) in entries if kind == "model/"]
+                world = {}
+                bucket_size = c.bucket if c.bucket and p == 0 else None
+                for key, src in (("param", None), ("exp_avg", "optimizer/exp_avg/"), ("exp_avg_sq", "optimizer/exp_avg_sq/")):
+                    vals = [ml.shard(logical["model/" + n] if src is None else logical[src + n], kd, t, c.tp)
+                            for n, ex, nodecay, kd, s in params]
+                    world[key], numel = ml.distopt_world_tensors(vals, shared, bucket_size, c.dp, c.busbw)
+                world["numel_unpadded"] = numel
+                dtype_key = (torch.bfloat16 if c.bf16 else torch.float32, torch.float32)
+                torch.save({"buckets_coalesced": True, 0: {dtype_key: world}}, os.path.join(d, "distrib_optim.pt"))
             sd = {"args": args, "checkpoint_version": 3.0, "iteration": 5, "model": model,
                   "optimizer": opts if len(opts) > 1 else opts[0],
                   "opt_param_scheduler": {"max_lr": 1e-3, "min_lr": 1e-4, "num_steps": 40, "lr_warmup_steps": 0,
@@ -82,8 +109,6 @@ for p in range(c.pp):
                                           "end_wd": 0.1, "wd_incr_style": "constant", "wd_incr_steps": 100},
                   "rng_state": [{"torch_rng_state": torch.get_rng_state()}],
                   "num_floating_point_operations_so_far": 123.0}
-            d = os.path.join(it_dir, ml.rank_dir(t, p, e, c))
-            os.makedirs(d, exist_ok=True)
             torch.save(sd, os.path.join(d, "model_optim_rng.pt"))
 with open(os.path.join(out, "latest_checkpointed_iteration.txt"), "w") as f:
     f.write("5")

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "actors/checkpoint/file_util.h"
+#include "actors/checkpoint/megatron/distrib_optim_layout.h"
 #include "actors/checkpoint/megatron/torch_file.h"
 #include "base/status_macros.h"
 
@@ -135,7 +136,119 @@ struct ParamEntry {
   bool expert = false;
   bool no_decay = false;
   std::vector<int64_t> shape;
+  int chunk = 0;                  // model chunk (virtual pipeline stage) on its rank
+  bool shared_embedding = false;  // Megatron's param.shared_embedding (distrib_optim_layout.h)
 };
+
+int64_t Elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// ReadDistribOptim: the distributed optimizer's state of rank file `rf` from `path`
+// (distrib_optim.pt, distrib_optim_layout.h) placed into the assemblers: exp_avg,
+// exp_avg_sq and the fp32 main params ("param": the masters of a bf16 run) of every
+// parameter in `params` (named_parameters order per chunk; the tied copy skipped). Dense
+// models only (the caller checks). Errors name the file: DataLoss for a file that is not
+// the coalesced format or whose buffers disagree with the model's layout.
+absl::Status ReadDistribOptim(const std::string& path, const RankFile& rf, const PyValue* args,
+                              const std::vector<ParamEntry>& params, int vp, int tp,
+                              Assembler* exp_avg, Assembler* exp_avg_sq, Assembler* masters) {
+  MXMACA_ASSIGN_OR_RETURN(TorchFile file, TorchFile::Open(path));
+  const PyValue& root = file.root();
+  if (root.kind != PyKind::kDict)
+    return absl::DataLossError(absl::StrCat(path, ": the top level is not a dict"));
+  const PyValue* coalesced = root.Get("buckets_coalesced");
+  if (coalesced == nullptr || coalesced->kind != PyKind::kBool || !coalesced->b) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": no 'buckets_coalesced': True (the format Megatron-Core writes since 0.8); ",
+        "an older per-bucket distrib_optim.pt is not read"));
+  }
+  // The dense buffers of the chunks, in chunk order (state[gbuf_idx]).
+  const int64_t dp =
+      IntArg(args, "data_parallel_size", 1) * IntArg(args, "context_parallel_size", 1);
+  const PyValue* bucket_arg = args->Get("ddp_bucket_size");
+  std::optional<int64_t> ddp_bucket_size;
+  if (bucket_arg != nullptr && bucket_arg->kind == PyKind::kInt) ddp_bucket_size = bucket_arg->i;
+  const bool busbw = BoolArg(args, "ddp_pad_buckets_for_high_nccl_busbw", false);
+  for (int v = 0; v < vp; ++v) {
+    std::vector<const ParamEntry*> chunk;
+    std::vector<DistOptParam> layout_params;
+    for (const ParamEntry& pe : params) {
+      if (pe.chunk != v) continue;
+      chunk.push_back(&pe);
+      layout_params.push_back({Elements(pe.shape), pe.shared_embedding});
+    }
+    const std::optional<int64_t> bucket_size =
+        DistOptBucketSize(BoolArg(args, "overlap_grad_reduce", false), ddp_bucket_size, dp, v, rf.p,
+                          BoolArg(args, "overlap_param_gather_with_optimizer_step", false));
+    const CoalescedLayout layout = CoalescedBufferLayout(layout_params, bucket_size, dp, busbw);
+    const std::string where = absl::StrCat(path, ": buffer ", v);
+    const PyValue* buffer = nullptr;
+    for (const auto& [k, val] : root.entries) {
+      if (k->kind == PyKind::kInt && k->i == v) buffer = val.get();
+    }
+    if (buffer == nullptr || buffer->kind != PyKind::kDict || buffer->entries.size() != 1) {
+      return absl::DataLossError(
+          absl::StrCat(where, " (model chunk ", v, ") is missing or not a dict of one dtype"));
+    }
+    const PyValue& world = *buffer->entries[0].second;
+    if (world.kind != PyKind::kDict)
+      return absl::DataLossError(absl::StrCat(where, ": the dtype entry is not a dict"));
+    const PyValue* numel = world.Get("numel_unpadded");
+    if (numel == nullptr || numel->kind != PyKind::kInt || numel->i != layout.numel_unpadded) {
+      return absl::DataLossError(absl::StrCat(
+          where, ": numel_unpadded is ",
+          numel != nullptr && numel->kind == PyKind::kInt ? absl::StrCat(numel->i) : "absent",
+          " but the model's parameters laid out as Megatron-Core's distributed optimizer does (",
+          layout_params.size(), " parameters, DP x CP ", dp, ", bucket size ",
+          bucket_size ? absl::StrCat(*bucket_size) : "None", ") take ", layout.numel_unpadded));
+    }
+    std::vector<float> state[3];
+    const char* keys[3] = {"param", "exp_avg", "exp_avg_sq"};
+    for (int s = 0; s < 3; ++s) {
+      const PyValue* t = world.Get(keys[s]);
+      if (t == nullptr || t->kind != PyKind::kTensor ||
+          Elements(t->tensor->size) != layout.numel_unpadded) {
+        return absl::DataLossError(absl::StrCat(where, ": '", keys[s], "' is not a tensor of ",
+                                                layout.numel_unpadded, " elements"));
+      }
+      MXMACA_ASSIGN_OR_RETURN(state[s], file.ReadFloat(*t->tensor, keys[s]));
+    }
+    for (size_t j = 0; j < chunk.size(); ++j) {
+      const ParamEntry& pe = *chunk[j];
+      if (pe.logical.empty()) continue;  // tied copy
+      if (pe.split == TpSplit::kReplicated && rf.t != 0) continue;
+      const int64_t off = layout.offset[j], n = layout_params[j].numel;
+      const std::string at = absl::StrCat(path, ": state of '", pe.key, "'");
+      auto slice = [&](int s) {
+        return std::vector<float>(state[s].begin() + off, state[s].begin() + off + n);
+      };
+      MXMACA_RETURN_IF_ERROR(
+          masters->Place("model/" + pe.logical, pe.split, rf.t, tp, pe.shape, slice(0), at));
+      MXMACA_RETURN_IF_ERROR(exp_avg->Place("optimizer/exp_avg/" + pe.logical, pe.split, rf.t, tp,
+                                            pe.shape, slice(1), at));
+      MXMACA_RETURN_IF_ERROR(exp_avg_sq->Place("optimizer/exp_avg_sq/" + pe.logical, pe.split, rf.t,
+                                               tp, pe.shape, slice(2), at));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// DistOptStep: Adam's step from a distributed optimizer's state_dict ({'optimizer':
+// {'param_groups': [{'step': n, ...}]}}), or -1.
+int64_t DistOptStep(const PyValue* o) {
+  const PyValue* inner = o != nullptr ? o->Get("optimizer") : nullptr;
+  const PyValue* groups = inner != nullptr ? inner->Get("param_groups") : nullptr;
+  if (groups == nullptr || groups->kind != PyKind::kList) return -1;
+  for (const PyRef& g : groups->items) {
+    const PyValue* step = g->Get("step");
+    if (step != nullptr && step->kind == PyKind::kInt) return step->i;
+    if (step != nullptr && step->kind == PyKind::kFloat) return static_cast<int64_t>(step->f);
+  }
+  return -1;
+}
 
 }  // namespace
 
@@ -287,9 +400,6 @@ absl::StatusOr<MegatronState> ReadMegatronCheckpoint(const std::string& load_dir
         iter_dir, ": the args say TP ", L.tp, " x PP ", L.pp, " x EP ", L.ep, ", but ",
         absl::StrJoin(missing, ", "), "/", kFileName, " ", missing.size() == 1 ? "is" : "are", " missing"));
   }
-  if (fs::exists(fs::path(iter_dir) / rank_dirs[0] / "distrib_optim.pt", ec)) {
-    st.notes.push_back("distrib_optim.pt (the distributed optimizer's state) is not read");
-  }
 
   // Model chunks: 'model' or 'model0', 'model1', ...
   auto chunk_dicts = [](const PyValue& root) {
@@ -365,7 +475,14 @@ absl::StatusOr<MegatronState> ReadMegatronCheckpoint(const std::string& load_dir
         pe.expert = expert;
         pe.shape = val->tensor->size;
         pe.no_decay = NoDecay(logical, pe.shape);
+        pe.chunk = v;
         const bool tied_copy = logical == "output_layer.weight" && st.tied_embeddings;
+        // setup_embeddings_and_output_layer: with PP > 1 and tied embeddings, the first
+        // stage's word embedding (unless it is also the last) and the last stage's copy.
+        pe.shared_embedding =
+            st.tied_embeddings && L.pp > 1 &&
+            ((tied_copy && !(v == 0 && rf.p == 0)) ||
+             (logical == "embedding.word_embeddings.weight" && v == 0 && rf.p == 0 && !last_chunk));
         if (tied_copy && !(last_chunk && !(v == 0 && rf.p == 0))) {
           return absl::DataLossError(absl::StrCat(where, ": an output layer with tied embeddings outside the last stage"));
         }
@@ -403,9 +520,34 @@ absl::StatusOr<MegatronState> ReadMegatronCheckpoint(const std::string& load_dir
       if (o->kind != PyKind::kDict) return absl::DataLossError(absl::StrCat(rf.path, ": optimizer ", k, " is not a dict"));
       const PyValue* inner = o->Get("state") ? o : o->Get("optimizer");
       if (inner == nullptr || inner->kind != PyKind::kDict || inner->Get("state") == nullptr) {
-        if (rf.t == 0 && rf.p == 0 && rf.e == 0) {
-          st.notes.push_back("the optimizer entry has no per-parameter state (distributed optimizer); it is not loaded");
+        // The distributed optimizer: per-parameter state in distrib_optim.pt beside it.
+        const std::string dist = (fs::path(rf.path).parent_path() / "distrib_optim.pt").string();
+        const bool first = rf.t == 0 && rf.p == 0 && rf.e == 0;
+        if (!fs::exists(dist, ec)) {
+          if (first)
+            st.notes.push_back(
+                "the optimizer entry has no per-parameter state and there is no distrib_optim.pt; "
+                "it is not loaded");
+          continue;
         }
+        if (has_experts || IntArg(args, "num_distributed_optimizer_instances", 1) != 1 ||
+            (args->Get("ddp_num_buckets") != nullptr &&
+             args->Get("ddp_num_buckets")->kind == PyKind::kInt)) {
+          if (first) {
+            st.notes.push_back(absl::StrCat(
+                "distrib_optim.pt is not read (",
+                has_experts ? "experts"
+                            : "--num-distributed-optimizer-instances or --ddp-num-buckets",
+                ": a layout this reader does not reproduce); the optimizer state is not loaded"));
+          }
+          continue;
+        }
+        MXMACA_RETURN_IF_ERROR(
+            ReadDistribOptim(dist, rf, args, params, vp, L.tp, &exp_avg, &exp_avg_sq, &masters));
+        const int64_t step = DistOptStep(o);
+        st.optimizer_step =
+            std::max(st.optimizer_step, step >= 0 ? step : IntArg(&root, "iteration", 0));
+        st.has_optimizer_state = true;
         continue;
       }
       std::vector<const ParamEntry*> decay, nodecay;

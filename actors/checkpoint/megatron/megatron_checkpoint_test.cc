@@ -9,7 +9,8 @@
 //            logical tensors;
 //   errors:  a missing rank file, a truncated one.
 // Configurations: TE spec dense SwiGLU untied TP2 x PP2; local spec tied bf16 PP2;
-// TE spec MoE (TEGroupedMLP) TP2 x EP2; local spec MoE (SequentialMLP) SwiGLU.
+// TE spec MoE (TEGroupedMLP) TP2 x EP2; local spec MoE (SequentialMLP) SwiGLU; the
+// distributed optimizer's distrib_optim.pt in three layouts.
 #include <catch2/catch.hpp>
 
 #include <stdio.h>
@@ -147,6 +148,47 @@ TEST_CASE("TE spec MoE (grouped GEMM), SwiGLU, TP2 x EP2") {
 
 TEST_CASE("local spec MoE (SequentialMLP), SwiGLU, PP2") {
   CheckConfig("tp=1 pp=2 spec=local swiglu=1 experts=4 grouped=0", {{2, 1, 2}});
+}
+
+// The distributed optimizer (--use-distributed-optimizer): Adam's moments and the fp32
+// main params in distrib_optim.pt, laid out by megatron_layout.py's transcription of
+// Megatron-Core's buffer layout (reverse order, 64-element starts, buckets of `bucket`
+// elements on the first pipeline stage, the tied embedding's own bucket, padding dropped).
+TEST_CASE("distributed optimizer: TE spec, tied, TP2 x PP2, DP2, buckets of 100") {
+  CheckConfig("tp=2 pp=2 swiglu=1 distopt=1 dp=2 bucket=100", {{1, 1, 1}});
+}
+
+TEST_CASE("distributed optimizer: local spec, bf16 (fp32 masters in 'param'), DP4, one bucket") {
+  CheckConfig("tp=1 pp=1 spec=local bf16=1 distopt=1 dp=4", {});
+}
+
+TEST_CASE("distributed optimizer: untied, PP2, DP3, NCCL bus-bandwidth padding, buckets of 300") {
+  CheckConfig("tp=1 pp=2 tied=0 distopt=1 dp=3 bucket=300 busbw=1", {});
+}
+
+TEST_CASE("distributed optimizer: a file whose layout disagrees is an error naming it") {
+  const std::string dir = testing::MakeTempDir();
+  int code = 0;
+  std::string log = Run("/usr/bin/python3 " + kDir + "make_megatron_checkpoint.py " + dir +
+                            " tp=1 pp=1 distopt=1 dp=2 bucket=100",
+                        &code);
+  INFO(log);
+  REQUIRE(code == 0);
+  // The same state read with another bucket size: Megatron would lay it out differently.
+  const std::string other = testing::MakeTempDir();
+  log = Run("/usr/bin/python3 " + kDir + "make_megatron_checkpoint.py " + other +
+                " tp=1 pp=1 distopt=1 dp=2 bucket=0",
+            &code);
+  REQUIRE(code == 0);
+  const std::string victim = dir + "/iter_0000005/mp_rank_00/distrib_optim.pt";
+  std::filesystem::copy_file(other + "/iter_0000005/mp_rank_00/distrib_optim.pt", victim,
+                             std::filesystem::copy_options::overwrite_existing);
+  auto st = ReadMegatronCheckpoint(dir);
+  REQUIRE(!st.ok());
+  INFO(st.status().ToString());
+  CHECK(absl::IsDataLoss(st.status()));
+  CHECK(std::string(st.status().message()).find(victim + ": buffer 0: numel_unpadded is") !=
+        std::string::npos);
 }
 
 TEST_CASE("damaged checkpoints: errors name the file") {

@@ -4,6 +4,7 @@ to per-rank state dicts (TP shards by torch.chunk, SwiGLU [gate_t; up_t] per TP 
 layer indices local to each pipeline stage, TE or local spec names, routed experts per EP
 rank as TEGroupedMLP or SequentialMLP keys) and back."""
 import collections
+import math
 import re
 
 import torch
@@ -11,7 +12,8 @@ import torch
 
 class Config:
     def __init__(self, tp=1, pp=1, ep=1, spec="te", swiglu=False, experts=0, grouped=True,
-                 tied=True, bf16=False, layers=4, hidden=8, heads=2, ffn=16, vocab=32):
+                 tied=True, bf16=False, layers=4, hidden=8, heads=2, ffn=16, vocab=32,
+                 distopt=False, dp=1, bucket=0, busbw=False):
         self.__dict__.update(locals())
         del self.__dict__["self"]
 
@@ -205,3 +207,46 @@ def rank_entries(c, p, e):
     entries += [(x, None, None) for x in extra_states(c, p)]
     entries.sort(key=_order)
     return entries
+
+
+def distopt_world_tensors(values, shared, bucket_size, dp, busbw):
+    """Megatron-Core's distributed optimizer at core_v0.19.0: lays the flat `values` of one
+    gradient buffer's parameters (named_parameters order; shared[i] = param.shared_embedding)
+    out as DistributedOptimizer._compute_per_buffer_param_layout does (reverse order, starts
+    padded to 64, buckets closed at bucket_size and around shared embeddings, ends padded to
+    lcm(dp, 128[, 2**16])), fills a zero buffer of that size, then concatenates each bucket's
+    unpadded part as get_parameter_state_dp_zero does. Returns (world tensor, numel_unpadded)."""
+    divisor = math.lcm(dp, 128, 2**16) if busbw else math.lcm(dp, 128)
+    pad = lambda v, d: int(math.ceil(v / d) * d)  # noqa: E731
+    index_map, bucket_indices, unpadded = {}, [], []
+    state = {"param_start": 0, "bucket_start": 0, "bucket_params": 0, "bucket_id": 0}
+
+    def finalize(param_end):
+        unpadded.append(param_end - state["bucket_start"])
+        end = pad(param_end, divisor)
+        bucket_indices.append((state["bucket_start"], end))
+        state["bucket_start"] = end
+        state["bucket_id"] += 1
+        state["bucket_params"] = 0
+        state["param_start"] = end
+
+    param_end = 0
+    for i in reversed(range(len(values))):
+        state["param_start"] = pad(state["param_start"], 64)
+        if shared[i] and state["bucket_params"] > 0:
+            finalize(state["param_start"])
+        param_end = state["param_start"] + values[i].numel()
+        index_map[i] = (state["param_start"], param_end, state["bucket_id"])
+        state["bucket_params"] += 1
+        if (bucket_size is not None and param_end - state["bucket_start"] >= bucket_size) or shared[i]:
+            finalize(param_end)
+        else:
+            state["param_start"] = param_end
+    if state["bucket_params"] > 0:
+        finalize(param_end)
+    buf = torch.zeros(bucket_indices[-1][1], dtype=torch.float32)
+    for i, v in enumerate(values):
+        s, e, _ = index_map[i]
+        buf[s:e] = v.reshape(-1).float()
+    world = torch.cat([buf[s:s + n] for (s, _), n in zip(bucket_indices, unpadded)])
+    return world, sum(unpadded)
