@@ -8,15 +8,17 @@
 //    (TEGroupedMLP keys, the router's expert bias), and PP2 with virtual stages (model0,
 //    model1); the TP2 x PP2 files also load into a
 //    single-device run, whose losses match within 1e-5 relative;
+//  - a Megatron checkpoint with the distributed optimizer's distrib_optim.pt resumes
+//    exactly as the same state in the non-distributed layout;
 //  - --ckpt-format torch_dist given explicitly is refused by name; loading a Megatron
 //    checkpoint into a model of another size names the field.
-#include <catch2/catch.hpp>
-
 #include <stdio.h>
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -165,6 +167,89 @@ TEST_CASE("Megatron legacy checkpoint: MoE (grouped GEMM keys, expert bias), res
                       "--moe-grouped-gemm", "--moe-router-enable-expert-bias", "--moe-router-score-function",
                       "sigmoid"}),
                 dir, {"mp_rank_00"}, "decoder.layers.0.mlp.experts.linear_fc1.weight3");
+}
+
+// A Megatron run with --use-distributed-optimizer keeps Adam's state in distrib_optim.pt:
+// make_megatron_checkpoint.py torch.saves the same random state (seed 11) once that way
+// (DP2, buckets of 300 elements) and once as the non-distributed optimizer does; --load of
+// either must continue bit for bit alike, and unlike a start without the optimizer state.
+TEST_CASE("Megatron legacy checkpoint: distrib_optim.pt resumes as the same state without it") {
+  const std::string dir = TempDir("megatron_ckpt_distopt");
+  const std::string prefix = dir + "/tiny";
+  MakeTinyCorpus(prefix, 300, 13);
+  const std::string make =
+      "/usr/bin/python3 actors/checkpoint/megatron/make_megatron_checkpoint.py ";
+  const std::string model = " spec=local vocab=1001 layers=4 hidden=8 heads=2 ffn=16";
+  for (const std::string& c : {std::string("plain"), std::string("distopt=1 dp=2 bucket=300")}) {
+    const std::string cmd = make + dir + "/" + (c == "plain" ? "plain" : "dist") + model +
+                            (c == "plain" ? "" : " " + c) + " 2>&1";
+    INFO(cmd);
+    REQUIRE(std::system(cmd.c_str()) == 0);
+  }
+  REQUIRE(std::filesystem::exists(dir + "/dist/iter_0000005/mp_rank_00/distrib_optim.pt"));
+  const std::vector<std::string> base = {"--num-layers",
+                                         "4",
+                                         "--hidden-size",
+                                         "8",
+                                         "--num-attention-heads",
+                                         "2",
+                                         "--ffn-hidden-size",
+                                         "16",
+                                         "--seq-length",
+                                         "16",
+                                         "--max-position-embeddings",
+                                         "16",
+                                         "--position-embedding-type",
+                                         "rope",
+                                         "--transformer-impl",
+                                         "local",
+                                         "--micro-batch-size",
+                                         "2",
+                                         "--global-batch-size",
+                                         "4",
+                                         "--train-iters",
+                                         "8",
+                                         "--lr",
+                                         "1e-3",
+                                         "--min-lr",
+                                         "1e-4",
+                                         "--lr-decay-style",
+                                         "cosine",
+                                         "--weight-decay",
+                                         "0.1",
+                                         "--clip-grad",
+                                         "1.0",
+                                         "--seed",
+                                         "7",
+                                         "--data-path",
+                                         prefix,
+                                         "--split",
+                                         "90,10,0",
+                                         "--data-cache-path",
+                                         dir + "/cache",
+                                         "--tokenizer-type",
+                                         "NullTokenizer",
+                                         "--vocab-size",
+                                         std::to_string(kTinyVocab),
+                                         "--make-vocab-size-divisible-by",
+                                         "1",
+                                         "--eval-iters",
+                                         "0",
+                                         "--log-interval",
+                                         "1",
+                                         "--num-threads",
+                                         "1",
+                                         "--use-checkpoint-opt_param-scheduler"};
+  const actors::TrainingSummary plain = MustTrain(With(base, {"--load", dir + "/plain"}));
+  const actors::TrainingSummary dist = MustTrain(With(base, {"--load", dir + "/dist"}));
+  const actors::TrainingSummary fresh =
+      MustTrain(With(base, {"--load", dir + "/plain", "--no-load-optim"}));
+  REQUIRE(plain.first_iteration == 5);
+  REQUIRE(dist.first_iteration == 5);
+  REQUIRE(plain.train_losses.size() == 3);
+  CHECK(dist.train_losses == plain.train_losses);  // bit for bit
+  CHECK(dist.grad_norms == plain.grad_norms);
+  CHECK(fresh.train_losses != plain.train_losses);  // the moments matter
 }
 
 TEST_CASE("--ckpt-format torch_dist is refused by name; a model of another size is refused") {

@@ -21,12 +21,16 @@
 // weight-decayed parameters (wd_mult 1) then the others (biases and 1-D tensors,
 // wd_mult 0), each in named_parameters order = the order of the model state dict.
 //
+// The distributed optimizer (dense models, read only): the 'optimizer' entry holds only
+// the param groups (Adam's 'step'), the per-parameter state is in distrib_optim.pt beside
+// model_optim_rng.pt, located by distrib_optim_layout.h.
+//
 // What is not read or written: rng_state (MXMACA's randomness is a function of the seed,
 // iteration and micro-batch, not generator state; files written here carry none, so
-// Megatron loads them with --no-load-rng), the distributed optimizer's distrib_optim.pt
-// (its optimizer state is skipped on read with a note; writes use the non-distributed
-// layout), the legacy GroupedMLP weight1/weight2 expert layout, and expert tensor
-// parallelism (ETP must be 1).
+// Megatron loads them with --no-load-rng), distrib_optim.pt of a model with experts, with
+// several distributed-optimizer instances or --ddp-num-buckets (skipped with a note:
+// Adam starts from zero; writes always use the non-distributed layout), the legacy
+// GroupedMLP weight1/weight2 expert layout, and expert tensor parallelism (ETP must be 1).
 #ifndef MXMACA_ACTORS_CHECKPOINT_MEGATRON_MEGATRON_CHECKPOINT_H_
 #define MXMACA_ACTORS_CHECKPOINT_MEGATRON_MEGATRON_CHECKPOINT_H_
 
@@ -92,14 +96,15 @@ bool IsMegatronLegacyCheckpoint(const std::string& load_dir);
 // every state-dict key to its logical name (megatron_names.h), merges TP shards (and the
 // SwiGLU halves) into whole tensors, renumbers layers from each stage's local indices
 // (offsets: the layer counts of the chunks before, in (chunk, stage) order) and maps the
-// optimizer state by parameter order (see above). Model weights come from
-// fp32_from_fp16_params where present (the fp32 masters), else from the model dict
-// (bf16/fp16 converted to fp32).
+// optimizer state by parameter order (see above) or from distrib_optim.pt. Model weights
+// come from fp32_from_fp16_params or distrib_optim.pt's 'param' where present (the fp32
+// masters), else from the model dict (bf16/fp16 converted to fp32).
 // Errors name the file and key: NotFound for a missing tracker, iteration dir or rank file
 // (listing what is expected); DataLoss for a bad file (TorchFile::Open's errors), a
 // missing or mistyped top-level entry, a shard whose shape disagrees with another's;
 // InvalidArgument for a key outside the name map or an optimizer whose parameter count
-// does not match the model's.
+// does not match the model's; DataLoss for a distrib_optim.pt whose buffers are not the
+// coalesced format or not the length the model's layout gives.
 absl::StatusOr<MegatronState> ReadMegatronCheckpoint(const std::string& load_dir,
                                                      std::optional<int64_t> iteration = {});
 
