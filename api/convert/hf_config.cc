@@ -119,16 +119,22 @@ absl::StatusOr<HfModelType> ChooseHfModelType(const layers::GptConfig& c,
     const bool gpt2 = c.normalization == layers::Normalization::kLayerNorm &&
                       c.position_embedding_type == layers::PositionEmbeddingType::kLearnedAbsolute;
     t.architecture = gpt2 ? HfArchitecture::kGpt2 : HfArchitecture::kLlama;
-    t.model_type = gpt2 ? "gpt2" : "llama";
+    // Qwen3's q/k norms; Qwen2's biases on q, k and v only.
+    t.model_type = gpt2                                   ? "gpt2"
+                   : c.qk_layernorm                       ? "qwen3"
+                   : c.add_qkv_bias && !c.add_bias_linear ? "qwen2"
+                                                          : "llama";
   } else if (requested == "gpt2") {
     t = {HfArchitecture::kGpt2, "gpt2"};
-  } else if (requested == "llama" || requested == "mistral") {
+  } else if (requested == "llama" || requested == "mistral" || requested == "qwen2" ||
+             requested == "qwen3") {
     t = {HfArchitecture::kLlama, requested};
   } else if (requested == "mixtral") {
     t = {HfArchitecture::kMixtral, "mixtral"};
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--model-type is ", requested, "; expected auto, gpt2, llama, mistral or mixtral"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--model-type is ", requested,
+                     "; expected auto, gpt2, llama, mistral, qwen2, qwen3 or mixtral"));
   }
   if (requested == "auto" && c.moe != nullptr) t = {HfArchitecture::kMixtral, "mixtral"};
   const std::string& target = t.model_type;
@@ -143,7 +149,13 @@ absl::StatusOr<HfModelType> ChooseHfModelType(const layers::GptConfig& c,
   }
   if (c.apply_layernorm_1p)
     return Refuse("--apply-layernorm-1p is set", target, "plain norm weights");
-  if (c.qk_layernorm) return Refuse("--qk-layernorm is set", target, "no q/k norms");
+  const bool qwen2 = target == "qwen2", qwen3 = target == "qwen3";
+  if (c.qk_layernorm && !qwen3) {
+    return Refuse("--qk-layernorm is set", target, "no q/k norms (qwen3 has them)");
+  }
+  if (qwen3 && !c.qk_layernorm) {
+    return Refuse("--qk-layernorm is not set", target, "q_norm / k_norm on every layer");
+  }
   if (c.rotary_interleaved) {
     return Refuse("--rotary-interleaved is set (RoPE on adjacent pairs)", target,
                   "RoPE rotating the two halves of each head");
@@ -194,10 +206,32 @@ absl::StatusOr<HfModelType> ChooseHfModelType(const layers::GptConfig& c,
           target, "rope");
     }
     if (!c.swiglu) return Refuse("--swiglu is not set", target, "a SwiGLU MLP (hidden_act silu)");
-    if (!c.add_bias_linear && c.add_qkv_bias) {
+    if (qwen2) {
+      // Qwen2Attention: q/k/v with biases, o_proj and the MLP without.
+      if (c.add_bias_linear) {
+        return Refuse("--add-bias-linear is set", target, "no biases on o_proj and the MLP");
+      }
+      if (!c.add_qkv_bias) {
+        return Refuse("--add-qkv-bias is not set", target, "biases on q, k and v");
+      }
+    } else if (qwen3) {
+      // Qwen3: attention_bias covers q, k, v and o; the MLP never has biases.
+      if (c.add_bias_linear) {
+        return Refuse("--add-bias-linear is set", target,
+                      "no MLP biases (attention_bias alone would leave them out)");
+      }
+      if (c.add_qkv_bias) {
+        return Refuse("--add-qkv-bias is set", target,
+                      "no biases or biases on all of q, k, v and o (attention_bias)");
+      }
+      if (c.normalization != layers::Normalization::kRmsNorm) {
+        return Refuse(absl::StrCat("--normalization is ", NormName(c.normalization)), target,
+                      "RMSNorm");
+      }
+    } else if (!c.add_bias_linear && c.add_qkv_bias) {
       return Refuse(
-          "--add-qkv-bias is set without --add-bias-linear (Qwen2's layout)", target,
-          "biases on all of q, k, v, o and the MLP (attention_bias and mlp_bias) or none");
+          "--add-qkv-bias is set without --add-bias-linear (Qwen2's layout: --model-type qwen2)",
+          target, "biases on all of q, k, v, o and the MLP (attention_bias and mlp_bias) or none");
     }
   }
   if (t.architecture == HfArchitecture::kMixtral) MXMACA_RETURN_IF_ERROR(CheckMixtral(c));
@@ -254,8 +288,11 @@ nlohmann::json HfConfigJson(const layers::GptConfig& c, const HfModelType& t, Hf
     j["tie_word_embeddings"] = true;
   } else {
     const bool mixtral = t.architecture == HfArchitecture::kMixtral;
+    const bool qwen2 = t.model_type == "qwen2", qwen3 = t.model_type == "qwen3";
     j["architectures"] = {mixtral                     ? "MixtralForCausalLM"
                           : t.model_type == "mistral" ? "MistralForCausalLM"
+                          : qwen2                     ? "Qwen2ForCausalLM"
+                          : qwen3                     ? "Qwen3ForCausalLM"
                                                       : "LlamaForCausalLM"};
     j["model_type"] = t.model_type;
     j["vocab_size"] = c.vocab_size;
@@ -270,10 +307,17 @@ nlohmann::json HfConfigJson(const layers::GptConfig& c, const HfModelType& t, Hf
     j["max_position_embeddings"] = c.max_position_embeddings;
     j["rms_norm_eps"] = ShortestFloat(c.norm_epsilon);
     j["rope_theta"] = ShortestFloat(c.rotary_base);
-    if (!mixtral) {  // (MixtralConfig has neither; its linears never have biases)
-      j["rope_scaling"] = nullptr;
+    if (!mixtral) j["rope_scaling"] = nullptr;
+    if (qwen3) {
+      j["attention_bias"] = false;    // (Qwen2's q/k/v biases are implied; Qwen3's MLP has none)
+    } else if (!mixtral && !qwen2) {  // (MixtralConfig has neither; its linears never have biases)
       j["attention_bias"] = c.add_bias_linear;
       j["mlp_bias"] = c.add_bias_linear;
+    }
+    if (qwen2 || qwen3) {
+      j["use_sliding_window"] = false;
+      j["sliding_window"] = nullptr;
+      j["max_window_layers"] = c.num_layers;
     }
     j["attention_dropout"] = ShortestFloat(c.attention_dropout);
     j["initializer_range"] = ShortestFloat(c.init_method_std);
@@ -385,8 +429,10 @@ absl::StatusOr<std::vector<std::string>> MegatronArgvFromHfConfig(const nlohmann
     if (act == "gelu") argv.push_back("--no-bias-gelu-fusion");
     max_pos = *pos;
     vocab = *v;
-  } else if (model_type == "llama" || model_type == "mistral" || model_type == "mixtral") {
+  } else if (model_type == "llama" || model_type == "mistral" || model_type == "mixtral" ||
+             model_type == "qwen2" || model_type == "qwen3") {
     const bool mixtral = model_type == "mixtral";
+    const bool qwen2 = model_type == "qwen2", qwen3 = model_type == "qwen3";
     *type = {mixtral ? HfArchitecture::kMixtral : HfArchitecture::kLlama, model_type};
     absl::StatusOr<int64_t> h = integer("hidden_size"), f = integer("intermediate_size"),
                             l = integer("num_hidden_layers"), np = integer("num_attention_heads"),
@@ -414,16 +460,32 @@ absl::StatusOr<std::vector<std::string>> MegatronArgvFromHfConfig(const nlohmann
     if (hf.contains("rope_scaling") && !hf["rope_scaling"].is_null()) {
       return bad("rope_scaling", hf["rope_scaling"], "null (RoPE scaling is not converted yet)");
     }
-    if (hf.contains("sliding_window") && !hf["sliding_window"].is_null()) {
+    if (qwen2 || qwen3) {
+      // Qwen2Config / Qwen3Config keep a sliding_window size that applies only with
+      // use_sliding_window.
+      absl::StatusOr<bool> sliding = flag("use_sliding_window", false);
+      if (!sliding.ok()) return sliding.status();
+      if (*sliding) {
+        return bad("use_sliding_window", true,
+                   "false (MXMACA's attention is full causal attention)");
+      }
+    } else if (hf.contains("sliding_window") && !hf["sliding_window"].is_null()) {
       return bad("sliding_window", hf["sliding_window"],
                  "null (MXMACA's attention is full causal attention)");
     }
     // (MixtralConfig has no bias fields: its linears never have biases.)
+    // (Qwen2Config has no bias fields: q/k/v always have biases, o and the MLP never.)
     absl::StatusOr<bool> attn_bias =
-        mixtral ? absl::StatusOr<bool>(false) : flag("attention_bias", false);
+        mixtral || qwen2 ? absl::StatusOr<bool>(false) : flag("attention_bias", false);
     if (!attn_bias.ok()) return attn_bias.status();
-    absl::StatusOr<bool> mlp_bias = mixtral ? absl::StatusOr<bool>(false) : flag("mlp_bias", false);
+    absl::StatusOr<bool> mlp_bias =
+        mixtral || qwen2 || qwen3 ? absl::StatusOr<bool>(false) : flag("mlp_bias", false);
     if (!mlp_bias.ok()) return mlp_bias.status();
+    if (qwen3 && *attn_bias) {
+      return bad("attention_bias", true,
+                 "false (Qwen3's biases on q, k, v and o without MLP biases have no Megatron "
+                 "flag: --add-bias-linear adds them to the MLP too)");
+    }
     if (*attn_bias != *mlp_bias) {
       return bad("attention_bias", *attn_bias,
                  absl::StrCat("the same as mlp_bias (", *mlp_bias ? "true" : "false",
@@ -461,6 +523,8 @@ absl::StatusOr<std::vector<std::string>> MegatronArgvFromHfConfig(const nlohmann
     }
     if (head_dim * *np != *h) argv.insert(argv.end(), {"--kv-channels", absl::StrCat(head_dim)});
     if (!*attn_bias) argv.push_back("--disable-bias-linear");
+    if (qwen2) argv.push_back("--add-qkv-bias");
+    if (qwen3) argv.push_back("--qk-layernorm");
     if (!*tie) argv.push_back("--untie-embeddings-and-output-weights");
     if (mixtral) {
       // MixtralSparseMoeBlock on every layer: softmax over the experts' logits, top-k,
@@ -493,7 +557,7 @@ absl::StatusOr<std::vector<std::string>> MegatronArgvFromHfConfig(const nlohmann
     vocab = *v;
   } else {
     return bad("model_type", hf.value("model_type", nlohmann::json()),
-               "gpt2, llama, mistral or mixtral");
+               "gpt2, llama, mistral, qwen2, qwen3 or mixtral");
   }
   if (vocab < 2) return bad("vocab_size", vocab, "at least 2");
   if (seq_length <= 0) seq_length = std::min<int64_t>(max_pos, 4096);

@@ -14,7 +14,12 @@
 // over all E experts, top-k (num_experts_per_tok), the k weights renormalised to sum 1 —
 // exp(l_i) / sum_{j in top-k} exp(l_j), which is Megatron's default TopKRouter (top-k on the
 // logits, softmax over the k) — and E SwiGLU experts w2(silu(w1 x) * w3 x) of
-// intermediate_size, dropless (no capacity, no shared expert).
+// intermediate_size, dropless (no capacity, no shared expert). Qwen2 (Qwen2Config,
+// modeling_qwen2.py): Llama's layout with biases on q, k and v and none on o or the MLP
+// (Megatron's --disable-bias-linear --add-qkv-bias); use_sliding_window false. Qwen3
+// (Qwen3Config, modeling_qwen3.py): Llama's layout without biases plus q_norm / k_norm, an
+// RMSNorm over each head's head_dim channels of q and k before RoPE (Megatron's
+// --qk-layernorm with RMSNorm).
 #ifndef MXMACA_API_CONVERT_HF_CONFIG_H_
 #define MXMACA_API_CONVERT_HF_CONFIG_H_
 
@@ -33,15 +38,18 @@ namespace mxmaca::api::convert {
 enum class HfArchitecture { kGpt2, kLlama, kMixtral };
 
 // HfModelType: a layout and the config.json model_type naming it ("gpt2", "llama",
-// "mistral", "mixtral").
+// "mistral", "qwen2", "qwen3" (both the Llama layout), "mixtral").
 struct HfModelType {
   HfArchitecture architecture = HfArchitecture::kLlama;
   std::string model_type = "llama";
 };
 
 // ChooseHfModelType: the Hugging Face model type for `config`: `requested` is "gpt2",
-// "llama", "mistral", "mixtral" or "auto" (mixtral for MoE models, else gpt2 for LayerNorm
-// with learned positions, else llama).
+// "llama", "mistral", "qwen2", "qwen3", "mixtral" or "auto" (mixtral for MoE models, else
+// gpt2 for LayerNorm with learned positions, else qwen3 with --qk-layernorm, else qwen2 with
+// q/k/v-only biases, else llama). qwen2 requires exactly --add-qkv-bias without
+// --add-bias-linear, qwen3 --qk-layernorm with RMSNorm and no biases; the others refuse
+// --qk-layernorm.
 // Errors (InvalidArgument naming the value and what the target expects, e.g.
 // "--normalization is RMSNorm but gpt2 expects LayerNorm"): anything the target's modeling
 // code cannot express — MoE (--num-experts) for gpt2 / llama / mistral, a dense model for

@@ -355,6 +355,62 @@ TEST_CASE("llama: tied, biases on every linear, head_dim != hidden / heads") {
              "llama", 31);
 }
 
+// Qwen2 (Qwen2ForCausalLM): Llama's layout with biases on q, k and v only (Megatron's
+// --disable-bias-linear --add-qkv-bias), GQA, tied.
+TEST_CASE("qwen2: q/k/v biases only, GQA, tied") {
+  CheckModel(MakeModel({"--num-layers",
+                        "2",
+                        "--hidden-size",
+                        "48",
+                        "--num-attention-heads",
+                        "6",
+                        "--group-query-attention",
+                        "--num-query-groups",
+                        "2",
+                        "--ffn-hidden-size",
+                        "64",
+                        "--normalization",
+                        "RMSNorm",
+                        "--swiglu",
+                        "--position-embedding-type",
+                        "rope",
+                        "--disable-bias-linear",
+                        "--add-qkv-bias",
+                        "--rotary-base",
+                        "1000000",
+                        "--norm-epsilon",
+                        "1e-6"}),
+             "qwen2", 41);
+}
+
+// Qwen3 (Qwen3ForCausalLM): RMSNorm q_norm / k_norm over each head before RoPE (Megatron's
+// --qk-layernorm), no biases, head_dim != hidden / heads, untied. The reference reading the
+// norms the wrong way round must be caught too.
+TEST_CASE("qwen3: q/k norms, GQA, head_dim != hidden / heads, untied") {
+  CheckModel(MakeModel({"--num-layers",
+                        "2",
+                        "--hidden-size",
+                        "48",
+                        "--num-attention-heads",
+                        "4",
+                        "--group-query-attention",
+                        "--num-query-groups",
+                        "2",
+                        "--kv-channels",
+                        "16",
+                        "--ffn-hidden-size",
+                        "64",
+                        "--normalization",
+                        "RMSNorm",
+                        "--swiglu",
+                        "--position-embedding-type",
+                        "rope",
+                        "--disable-bias-linear",
+                        "--qk-layernorm",
+                        "--untie-embeddings-and-output-weights"}),
+             "qwen3", 51, {"--swap-qk", "--swap-qk-norm"});
+}
+
 // Mixtral: every layer MoE (Megatron's default router: top-k on the logits, softmax over
 // the k = Mixtral's softmax, top-k, renormalise), SwiGLU experts, no biases.
 std::vector<std::string> MixtralFlags(std::vector<std::string> extra) {
@@ -524,6 +580,25 @@ TEST_CASE("export refuses what the target cannot express, naming the value") {
   ExpectRefused(c, "auto", "--untie-embeddings-and-output-weights");
   ExpectRefused(c, "llama", "--normalization is LayerNorm");
   ExpectRefused(LlamaConfig(), "falcon", "--model-type is falcon");
+  // Qwen: auto picks qwen3 for q/k norms, qwen2 for q/k/v-only biases; each refuses the other's.
+  c = LlamaConfig();
+  c.qk_layernorm = true;
+  CHECK(ChooseHfModelType(c, "auto")->model_type == "qwen3");
+  ExpectRefused(c, "qwen2", "--qk-layernorm is set");
+  c.add_qkv_bias = true;
+  ExpectRefused(c, "qwen3", "--add-qkv-bias is set");
+  c = LlamaConfig();
+  c.add_qkv_bias = true;
+  CHECK(ChooseHfModelType(c, "auto")->model_type == "qwen2");
+  ExpectRefused(LlamaConfig(), "qwen2", "--add-qkv-bias is not set");
+  ExpectRefused(LlamaConfig(), "qwen3", "--qk-layernorm is not set");
+  c = MakeModel({"--num-layers", "1", "--hidden-size", "32", "--num-attention-heads", "4",
+                 "--normalization", "RMSNorm", "--swiglu", "--position-embedding-type", "rope",
+                 "--qk-layernorm"})
+          .config;  // biases on every linear
+  ExpectRefused(c, "qwen3", "--add-bias-linear is set");
+  c.qk_layernorm = false;
+  ExpectRefused(c, "qwen2", "--add-bias-linear is set");
 }
 
 layers::GptConfig MixtralConfig(std::vector<std::string> extra = {}) {
@@ -684,6 +759,22 @@ TEST_CASE("import refuses config.json fields MXMACA cannot run, naming field and
   });
   CHECK(
       absl::StrContains(ImportError(e.hf, e.root + "/x"), "config.json num_key_value_heads is 3"));
+  // Qwen2 / Qwen3: a sliding window only counts with use_sliding_window; Qwen3's
+  // attention_bias has no Megatron flag.
+  EditConfig(e.hf, [](nlohmann::json& c) {
+    c["num_key_value_heads"] = 4;
+    c["model_type"] = "qwen2";
+    c["sliding_window"] = 4096;
+    c["use_sliding_window"] = true;
+  });
+  CHECK(absl::StrContains(ImportError(e.hf, e.root + "/x"),
+                          "config.json use_sliding_window is true"));
+  EditConfig(e.hf, [](nlohmann::json& c) {
+    c["model_type"] = "qwen3";
+    c["use_sliding_window"] = false;
+    c["attention_bias"] = true;
+  });
+  CHECK(absl::StrContains(ImportError(e.hf, e.root + "/x"), "config.json attention_bias is true"));
 }
 
 TEST_CASE("mixtral import: config fields and tensors, each error naming the value") {

@@ -28,7 +28,7 @@ struct HfExportOptions {
   std::string load;                            // --load: the MXMACA checkpoint directory
   std::optional<int64_t> iteration;            // --ckpt-step (default: the tracker's latest)
   std::string save;                            // --save: the Hugging Face directory (created)
-  std::string model_type = "auto";             // --model-type auto|gpt2|llama|mistral|mixtral
+  std::string model_type = "auto";  // --model-type auto|gpt2|llama|mistral|qwen2|qwen3|mixtral
   HfDtype dtype = HfDtype::kF32;               // --dtype fp32|bf16
   int64_t max_shard_bytes = int64_t{5} << 30;  // --max-shard-size-mb (0: one file)
 };

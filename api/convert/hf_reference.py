@@ -1,18 +1,21 @@
 """api/convert/hf_reference.py: an independent forward of a Hugging Face gpt2 / llama /
-mistral / mixtral model directory, written from transformers' definitions (modeling_gpt2.py
-GPT2Attention / GPT2MLP / Conv1D; modeling_llama.py LlamaRMSNorm, LlamaRotaryEmbedding +
-rotate_half, repeat_kv, LlamaMLP; modeling_mixtral.py MixtralSparseMoeBlock,
-MixtralBlockSparseTop2MLP), reading model.safetensors by Hugging Face names with a parser of
+mistral / qwen2 / qwen3 / mixtral model directory, written from transformers' definitions
+(modeling_gpt2.py GPT2Attention / GPT2MLP / Conv1D; modeling_llama.py LlamaRMSNorm,
+LlamaRotaryEmbedding + rotate_half, repeat_kv, LlamaMLP; modeling_qwen2.py (q/k/v biases);
+modeling_qwen3.py Qwen3Attention's q_norm / k_norm per head before RoPE;
+modeling_mixtral.py MixtralSparseMoeBlock, MixtralBlockSparseTop2MLP), reading model.safetensors by Hugging Face names with a parser of
 its own (u64 LE header length, JSON header, raw little-endian data). Computes in float64 so
 the comparison measures MXMACA's fp32 error alone.
 
 usage: hf_reference.py HF_DIR INPUT_JSON OUTPUT_JSON [--swap-qk] [--swap-experts] [--swap-w1-w3]
+                       [--swap-qk-norm]
   INPUT_JSON: {"tokens": [[...]], "labels": [[...]]} ([b, s] ints)
   OUTPUT_JSON: {"token_losses": [[...]]} (per-token cross-entropy, nats)
   Deliberately wrong readings, for the negative tests:
   --swap-qk: q and k exchanged in layer 0;
   --swap-experts (mixtral): experts 0 and 1 of layer 0 exchanged (their w1, w2, w3);
-  --swap-w1-w3 (mixtral): w1 (gate) and w3 (up) exchanged in every expert of layer 0.
+  --swap-w1-w3 (mixtral): w1 (gate) and w3 (up) exchanged in every expert of layer 0;
+  --swap-qk-norm (qwen3): q_norm and k_norm exchanged in layer 0.
 """
 import json
 import math
@@ -120,7 +123,7 @@ def mixtral_moe(cfg, w, p, m, swap_experts, swap_w1_w3):
     return out.reshape(b, s, h)
 
 
-def llama_forward(cfg, w, tokens, swap_qk, swap_experts=False, swap_w1_w3=False):
+def llama_forward(cfg, w, tokens, swap_qk, swap_experts=False, swap_w1_w3=False, swap_qk_norm=False):
     h, nh = cfg["hidden_size"], cfg["num_attention_heads"]
     ng = cfg.get("num_key_value_heads") or nh
     hn = cfg.get("head_dim") or h // nh
@@ -150,6 +153,10 @@ def llama_forward(cfg, w, tokens, swap_qk, swap_experts=False, swap_w1_w3=False)
         q = linear(a, p + "self_attn.q_proj").view(b, s, nh, hn).transpose(1, 2)
         k = linear(a, p + "self_attn.k_proj").view(b, s, ng, hn).transpose(1, 2)
         v = linear(a, p + "self_attn.v_proj").view(b, s, ng, hn).transpose(1, 2)
+        if p + "self_attn.q_norm.weight" in w:  # modeling_qwen3.py: Qwen3RMSNorm per head, before RoPE
+            qn, kn = ("k_norm", "q_norm") if swap_qk_norm and i == 0 else ("q_norm", "k_norm")
+            q = rms(q, p + "self_attn." + qn)
+            k = rms(k, p + "self_attn." + kn)
         if swap_qk and i == 0:  # exchange the first query head with the first k head
             q0 = q[:, :1].clone()
             q = torch.cat((k[:, :1], q[:, 1:]), dim=1)
@@ -177,6 +184,7 @@ def main():
     swap_qk = "--swap-qk" in sys.argv[4:]
     swap_experts = "--swap-experts" in sys.argv[4:]
     swap_w1_w3 = "--swap-w1-w3" in sys.argv[4:]
+    swap_qk_norm = "--swap-qk-norm" in sys.argv[4:]
     with open(hf_dir + "/config.json") as f:
         cfg = json.load(f)
     w = read_safetensors(hf_dir + "/model.safetensors")
@@ -187,7 +195,7 @@ def main():
     if cfg["model_type"] == "gpt2":
         logits = gpt2_forward(cfg, w, tokens, swap_qk)
     else:
-        logits = llama_forward(cfg, w, tokens, swap_qk, swap_experts, swap_w1_w3)
+        logits = llama_forward(cfg, w, tokens, swap_qk, swap_experts, swap_w1_w3, swap_qk_norm)
     losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels, reduction="none")
     with open(outp, "w") as f:
         json.dump({"token_losses": losses.tolist()}, f)

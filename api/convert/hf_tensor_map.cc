@@ -122,10 +122,21 @@ std::vector<Link> Links(const layers::GptConfig& c, HfArchitecture arch) {
     links.push_back({p + "self_attn.q_proj.weight", {q, h}, qkv_w, QkvRanges(c, 0)});
     links.push_back({p + "self_attn.k_proj.weight", {kv, h}, qkv_w, QkvRanges(c, 1)});
     links.push_back({p + "self_attn.v_proj.weight", {kv, h}, qkv_w, QkvRanges(c, 2)});
-    if (bias) {
+    if (c.qkv_has_bias()) {  // --add-bias-linear, or Qwen2's --add-qkv-bias alone
       links.push_back({p + "self_attn.q_proj.bias", {q}, qkv_b, QkvRanges(c, 0)});
       links.push_back({p + "self_attn.k_proj.bias", {kv}, qkv_b, QkvRanges(c, 1)});
       links.push_back({p + "self_attn.v_proj.bias", {kv}, qkv_b, QkvRanges(c, 2)});
+    }
+    if (c.qk_layernorm) {  // Qwen3's RMSNorm over each head's hn channels
+      const int64_t hn = c.head_dim();
+      links.push_back({p + "self_attn.q_norm.weight",
+                       {hn},
+                       L(i, "self_attention.q_layernorm.weight"),
+                       All(hn)});
+      links.push_back({p + "self_attn.k_norm.weight",
+                       {hn},
+                       L(i, "self_attention.k_layernorm.weight"),
+                       All(hn)});
     }
     links.push_back(
         {p + "self_attn.o_proj.weight", {h, q}, L(i, "self_attention.linear_proj.weight"), All(h)});
@@ -219,6 +230,12 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> MegatronTensorShapes(
     if (ln) s.push_back({L(i, "input_layernorm.bias"), {h}});
     s.push_back({L(i, "self_attention.linear_qkv.weight"), {c.qkv_size(), h}});
     if (c.qkv_has_bias()) s.push_back({L(i, "self_attention.linear_qkv.bias"), {c.qkv_size()}});
+    if (c.qk_layernorm) {  // gpt_parameters.cc: after linear_qkv, each over the head dim
+      for (const char* n : {"self_attention.q_layernorm", "self_attention.k_layernorm"}) {
+        s.push_back({L(i, std::string(n) + ".weight"), {c.head_dim()}});
+        if (ln) s.push_back({L(i, std::string(n) + ".bias"), {c.head_dim()}});
+      }
+    }
     s.push_back({L(i, "self_attention.linear_proj.weight"), {h, c.attention_projection_size()}});
     if (c.add_bias_linear) s.push_back({L(i, "self_attention.linear_proj.bias"), {h}});
     s.push_back({L(i, "pre_mlp_layernorm.weight"), {h}});

@@ -17,7 +17,10 @@
 //   model.layers.i.mlp.{gate,up}_proj.weight [f, h]    = linear_fc1.weight [2f, h] rows
 //       [0, f) and [f, 2f) (SwiGLU's [gate; up])
 //   model.layers.i.mlp.down_proj.weight [h, f]         = linear_fc2.weight
-//   (with --add-bias-linear the matching .bias vectors, split the same way)
+//   (with --add-bias-linear the matching .bias vectors, split the same way; Qwen2's
+//   --add-qkv-bias alone: q/k/v_proj.bias only)
+//   Qwen3 (--qk-layernorm): model.layers.i.self_attn.{q,k}_norm.weight [hn]
+//       = self_attention.{q,k}_layernorm.weight
 //   model.norm.weight [h] = decoder.final_layernorm.weight
 //   lm_head.weight [V, h] = output_layer.weight rows [0, V) (untied only; absent when tied)
 // Mixtral (MixtralForCausalLM): as Llama without biases, the MLP replaced on every layer by
