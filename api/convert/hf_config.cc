@@ -160,9 +160,20 @@ absl::StatusOr<HfModelType> ChooseHfModelType(const layers::GptConfig& c,
     return Refuse("--rotary-interleaved is set (RoPE on adjacent pairs)", target,
                   "RoPE rotating the two halves of each head");
   }
-  if (c.rope_scaling)
-    return Refuse("--use-rope-scaling is set", target, "rope_scaling null (not written yet)");
-  if (c.rotary_seq_len_interpolation_factor > 0) {
+  // rope_scaling: llama3 (--use-rope-scaling) or linear (--rotary-seq-len-interpolation-
+  // factor) for llama / qwen2 / qwen3 (LlamaConfig, Qwen2Config, Qwen3Config have it).
+  const bool scalable = t.architecture == HfArchitecture::kLlama && target != "mistral";
+  if (c.rope_scaling && c.rotary_seq_len_interpolation_factor > 0) {
+    return Refuse(
+        absl::StrCat("--use-rope-scaling is set with --rotary-seq-len-interpolation-factor ",
+                     Str(c.rotary_seq_len_interpolation_factor)),
+        target, "one rope_scaling (llama3 or linear)");
+  }
+  if (c.rope_scaling && !scalable) {
+    return Refuse("--use-rope-scaling is set", target,
+                  "rope_scaling null (llama, qwen2 and qwen3 carry Llama-3 scaling)");
+  }
+  if (c.rotary_seq_len_interpolation_factor > 0 && !scalable) {
     return Refuse(absl::StrCat("--rotary-seq-len-interpolation-factor is ",
                                Str(c.rotary_seq_len_interpolation_factor)),
                   target, "no position interpolation");
@@ -307,7 +318,25 @@ nlohmann::json HfConfigJson(const layers::GptConfig& c, const HfModelType& t, Hf
     j["max_position_embeddings"] = c.max_position_embeddings;
     j["rms_norm_eps"] = ShortestFloat(c.norm_epsilon);
     j["rope_theta"] = ShortestFloat(c.rotary_base);
-    if (!mixtral) j["rope_scaling"] = nullptr;
+    if (!mixtral) {
+      // transformers' _compute_llama3_parameters / _compute_linear_scaling_rope_parameters
+      // with Megatron's fixed low 1, high 4, original 8192 (kernels/rope_frequencies.h).
+      const kernels::RopeFrequencies f = c.rope_frequencies();
+      nlohmann::ordered_json s = nullptr;
+      if (c.rope_scaling) {
+        s = nlohmann::ordered_json::object();
+        s["rope_type"] = "llama3";
+        s["factor"] = ShortestFloat(f.scaling_factor);
+        s["low_freq_factor"] = ShortestFloat(f.low_freq_factor);
+        s["high_freq_factor"] = ShortestFloat(f.high_freq_factor);
+        s["original_max_position_embeddings"] = static_cast<int64_t>(f.original_max_position);
+      } else if (c.rotary_seq_len_interpolation_factor > 0) {
+        s = nlohmann::ordered_json::object();
+        s["rope_type"] = "linear";
+        s["factor"] = ShortestFloat(c.rotary_seq_len_interpolation_factor);
+      }
+      j["rope_scaling"] = s;
+    }
     if (qwen3) {
       j["attention_bias"] = false;    // (Qwen2's q/k/v biases are implied; Qwen3's MLP has none)
     } else if (!mixtral && !qwen2) {  // (MixtralConfig has neither; its linears never have biases)
@@ -457,8 +486,46 @@ absl::StatusOr<std::vector<std::string>> MegatronArgvFromHfConfig(const nlohmann
     }
     const std::string act = hf.value("hidden_act", std::string("silu"));
     if (act != "silu") return bad("hidden_act", hf["hidden_act"], "silu (SwiGLU)");
+    std::vector<std::string> rope_flags;
     if (hf.contains("rope_scaling") && !hf["rope_scaling"].is_null()) {
-      return bad("rope_scaling", hf["rope_scaling"], "null (RoPE scaling is not converted yet)");
+      const nlohmann::json& rs = hf["rope_scaling"];
+      const bool scalable = model_type == "llama" || qwen2 || qwen3;
+      const std::string kind =
+          rs.is_object() ? rs.value("rope_type", rs.value("type", std::string())) : "";
+      auto field = [&](const char* name, double want) -> absl::Status {
+        const nlohmann::json v = rs.contains(name) ? rs[name] : nlohmann::json();
+        if (!v.is_number() || v.get<double>() != want) {
+          return bad(absl::StrCat("rope_scaling.", name), v,
+                     absl::StrCat(num(want), " (Megatron's --use-rope-scaling fixes it)"));
+        }
+        return absl::OkStatus();
+      };
+      const nlohmann::json factor =
+          rs.is_object() && rs.contains("factor") ? rs["factor"] : nlohmann::json();
+      if (!scalable || (kind != "llama3" && kind != "linear")) {
+        return bad("rope_scaling", rs,
+                   scalable ? "null, a llama3 rope_type (--use-rope-scaling) or linear "
+                              "(--rotary-seq-len-interpolation-factor)"
+                            : "null (MXMACA writes RoPE scaling for llama, qwen2 and qwen3)");
+      }
+      if (!factor.is_number() || !(factor.get<double>() >= 1.0)) {
+        return bad("rope_scaling.factor", factor, "a number >= 1");
+      }
+      if (kind == "llama3") {
+        for (const auto& [name, want] : {std::pair<const char*, double>{"low_freq_factor", 1.0},
+                                         {"high_freq_factor", 4.0},
+                                         {"original_max_position_embeddings", 8192.0}}) {
+          MXMACA_RETURN_IF_ERROR(field(name, want));
+        }
+        rope_flags = {"--use-rope-scaling", "--rope-scaling-factor", num(factor.get<double>())};
+      } else {
+        if (std::floor(factor.get<double>()) != factor.get<double>()) {
+          return bad("rope_scaling.factor", factor,
+                     "a whole number (Megatron's --rotary-seq-len-interpolation-factor is an int)");
+        }
+        rope_flags = {"--rotary-seq-len-interpolation-factor",
+                      absl::StrCat(static_cast<int64_t>(factor.get<double>()))};
+      }
     }
     if (qwen2 || qwen3) {
       // Qwen2Config / Qwen3Config keep a sliding_window size that applies only with
@@ -523,6 +590,7 @@ absl::StatusOr<std::vector<std::string>> MegatronArgvFromHfConfig(const nlohmann
     }
     if (head_dim * *np != *h) argv.insert(argv.end(), {"--kv-channels", absl::StrCat(head_dim)});
     if (!*attn_bias) argv.push_back("--disable-bias-linear");
+    argv.insert(argv.end(), rope_flags.begin(), rope_flags.end());
     if (qwen2) argv.push_back("--add-qkv-bias");
     if (qwen3) argv.push_back("--qk-layernorm");
     if (!*tie) argv.push_back("--untie-embeddings-and-output-weights");

@@ -53,8 +53,9 @@ struct HfModelType {
 // Errors (InvalidArgument naming the value and what the target expects, e.g.
 // "--normalization is RMSNorm but gpt2 expects LayerNorm"): anything the target's modeling
 // code cannot express — MoE (--num-experts) for gpt2 / llama / mistral, a dense model for
-// mixtral, --apply-layernorm-1p, --qk-layernorm, --rotary-interleaved, --use-rope-scaling,
-// --rotary-seq-len-interpolation-factor, --rotary-percent below 1; for gpt2 untied
+// mixtral, --apply-layernorm-1p, --qk-layernorm, --rotary-interleaved, --use-rope-scaling
+// or --rotary-seq-len-interpolation-factor other than for llama / qwen2 / qwen3 (there:
+// rope_scaling llama3 / linear; not both), --rotary-percent below 1; for gpt2 untied
 // embeddings, GQA, --kv-channels other than h / np, no biases, SwiGLU, RoPE; for llama
 // LayerNorm, learned positions, no SwiGLU, --add-qkv-bias without --add-bias-linear (that
 // is Qwen2's layout); for mixtral what llama refuses plus biases (--add-bias-linear,
@@ -95,7 +96,9 @@ nlohmann::json HfConfigJson(const layers::GptConfig& config, const HfModelType& 
 // llama / mistral / mixtral, a missing or mistyped field, and what MXMACA cannot run
 // (mixtral also: num_experts_per_tok above num_local_experts, a router_jitter_noise other
 // than 0): hidden_act other than silu (llama), activation_function other than
-// gelu_new / gelu_pytorch_tanh / gelu (gpt2), rope_scaling, a sliding_window, a rope_theta that is
+// gelu_new / gelu_pytorch_tanh / gelu (gpt2), a rope_scaling other than llama3 with
+// Megatron's fixed bands (low 1, high 4, original 8192) or linear with a whole factor,
+// a sliding_window, a rope_theta that is
 // not a whole number, attention_bias without mlp_bias or the reverse, untied gpt2 embeddings,
 // scale_attn_by_inverse_layer_idx, cross-attention. Mixtral's flags add --num-experts E
 // --moe-router-topk k --moe-ffn-hidden-size f (and --ffn-hidden-size f)

@@ -40,6 +40,7 @@
 #include "api/convert/hf_safetensors.h"
 #include "api/train/checkpoint_args.h"
 #include "api/train/train_setup.h"
+#include "kernels/rope_frequencies.h"
 #include "layers/gpt_stage.h"
 #include "layers/moe/moe_layer.h"
 
@@ -210,7 +211,25 @@ double MaxLossDifference(layers::GptStage& stage, const Model& m, const std::str
                               &code);
   INFO(log);
   REQUIRE(code == 0);
-  const nlohmann::json ref = ReadJson(tmp + "/out.json")["token_losses"];
+  const nlohmann::json out_json = ReadJson(tmp + "/out.json");
+  const nlohmann::json& ref = out_json["token_losses"];
+  if (out_json.contains("inv_freq")) {
+    // RoPE's angles from config.json (transformers' formulas, float64) against MXMACA's fp32
+    // ones: a pow and a few scalings, each within an fp32 ulp (and the fp32 position scale,
+    // one more) — 1e-6 relative.
+    const int64_t dim = m.config.rotary_dim();
+    std::vector<float> mine(static_cast<size_t>(dim / 2));
+    kernels::RopeInvFreq(m.config.rope_frequencies(), dim, mine.data());
+    // Linear interpolation scales MXMACA's positions, transformers' frequencies: the angle
+    // p * inv_freq is the same product.
+    const double position_scale = kernels::RopePositionScale(m.config.rope_frequencies());
+    REQUIRE(out_json["inv_freq"].size() == mine.size());
+    for (size_t j = 0; j < mine.size(); ++j) {
+      INFO("inv_freq " << j);
+      const double want = out_json["inv_freq"][j].get<double>();
+      CHECK(std::fabs(mine[j] * position_scale - want) <= 1e-6 * want);
+    }
+  }
   double max_diff = 0.0;
   for (int64_t r = 0; r < b; ++r) {
     for (int64_t t = 0; t < s; ++t) {
@@ -409,6 +428,54 @@ TEST_CASE("qwen3: q/k norms, GQA, head_dim != hidden / heads, untied") {
                         "--qk-layernorm",
                         "--untie-embeddings-and-output-weights"}),
              "qwen3", 51, {"--swap-qk", "--swap-qk-norm"});
+}
+
+// Llama 3.1's rope_scaling (rope_type llama3): written from --use-rope-scaling /
+// --rope-scaling-factor with Megatron's fixed bands, read back into them; the reference's
+// inverse frequencies (transformers' _compute_llama3_parameters) equal MXMACA's. A small
+// --rotary-base puts some of the 8 frequency pairs in each band (low: divided by the
+// factor; medium: smoothed; high: kept).
+TEST_CASE("llama: Llama-3 RoPE scaling (rope_scaling llama3), factor 32") {
+  Model m =
+      MakeModel({"--num-layers", "1", "--hidden-size", "64", "--num-attention-heads", "4",
+                 "--ffn-hidden-size", "96", "--normalization", "RMSNorm", "--swiglu",
+                 "--position-embedding-type", "rope", "--disable-bias-linear", "--use-rope-scaling",
+                 "--rope-scaling-factor", "32", "--rotary-base", "500000"});
+  CheckModel(m, "llama", 61);
+  const std::string root = MakeTempDir();
+  MakeCheckpoint(m, root + "/ckpt", 61);
+  HfExportOptions ex;
+  ex.load = root + "/ckpt";
+  ex.save = root + "/hf";
+  REQUIRE(ExportToHuggingFace(ex).ok());
+  const nlohmann::json rs = ReadJson(root + "/hf/config.json")["rope_scaling"];
+  CHECK(rs["rope_type"] == "llama3");
+  CHECK(rs["factor"] == 32.0);
+  CHECK(rs["original_max_position_embeddings"] == 8192);
+  // Every band is populated: wavelengths 2 pi 500000^(2j/16) from 6.3 to ~1.3e6.
+  std::vector<float> plain(8), scaled(8);
+  kernels::RopeFrequencies f = m.config.rope_frequencies();
+  kernels::RopeInvFreq(f, 16, scaled.data());
+  f.llama3_scaling = false;
+  kernels::RopeInvFreq(f, 16, plain.data());
+  int kept = 0, divided = 0, smoothed = 0;
+  for (int j = 0; j < 8; ++j) {
+    kept += scaled[j] == plain[j];
+    divided += scaled[j] == plain[j] / 32.0f;
+    smoothed += scaled[j] != plain[j] && scaled[j] != plain[j] / 32.0f;
+  }
+  CHECK(kept > 0);
+  CHECK(divided > 0);
+  CHECK(smoothed > 0);
+}
+
+// Linear position interpolation (rope_type linear = --rotary-seq-len-interpolation-factor).
+TEST_CASE("qwen2: linear RoPE scaling (rope_scaling linear), factor 4") {
+  CheckModel(MakeModel({"--num-layers", "1", "--hidden-size", "48", "--num-attention-heads", "6",
+                        "--ffn-hidden-size", "64", "--normalization", "RMSNorm", "--swiglu",
+                        "--position-embedding-type", "rope", "--disable-bias-linear",
+                        "--add-qkv-bias", "--rotary-seq-len-interpolation-factor", "4"}),
+             "qwen2", 71);
 }
 
 // Mixtral: every layer MoE (Megatron's default router: top-k on the logits, softmax over
@@ -740,9 +807,24 @@ TEST_CASE("import refuses config.json fields MXMACA cannot run, naming field and
   CHECK(absl::StrContains(ImportError(e.hf, e.root + "/x"), "config.json sliding_window is 4096"));
   EditConfig(e.hf, [](nlohmann::json& c) {
     c["sliding_window"] = nullptr;
-    c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+    c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 8.0}};
   });
   CHECK(absl::StrContains(ImportError(e.hf, e.root + "/x"), "config.json rope_scaling is"));
+  // Llama 3's bands are fixed in Megatron (low 1, high 4, original 8192).
+  EditConfig(e.hf, [](nlohmann::json& c) {
+    c["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", 8.0},
+                         {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", 4096}};
+  });
+  CHECK(absl::StrContains(ImportError(e.hf, e.root + "/x"),
+                          "config.json rope_scaling.original_max_position_embeddings is 4096"));
+  EditConfig(e.hf, [](nlohmann::json& c) {
+    c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.5}};
+  });
+  CHECK(absl::StrContains(ImportError(e.hf, e.root + "/x"),
+                          "config.json rope_scaling.factor is 2.5"));
   EditConfig(e.hf, [](nlohmann::json& c) {
     c["rope_scaling"] = nullptr;
     c["hidden_act"] = "gelu";

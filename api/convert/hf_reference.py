@@ -10,7 +10,8 @@ the comparison measures MXMACA's fp32 error alone.
 usage: hf_reference.py HF_DIR INPUT_JSON OUTPUT_JSON [--swap-qk] [--swap-experts] [--swap-w1-w3]
                        [--swap-qk-norm]
   INPUT_JSON: {"tokens": [[...]], "labels": [[...]]} ([b, s] ints)
-  OUTPUT_JSON: {"token_losses": [[...]]} (per-token cross-entropy, nats)
+  OUTPUT_JSON: {"token_losses": [[...]], "inv_freq": [...]} (per-token cross-entropy, nats;
+    RoPE's inverse frequencies as transformers computes them from config.json, not gpt2)
   Deliberately wrong readings, for the negative tests:
   --swap-qk: q and k exchanged in layer 0;
   --swap-experts (mixtral): experts 0 and 1 of layer 0 exchanged (their w1, w2, w3);
@@ -123,6 +124,31 @@ def mixtral_moe(cfg, w, p, m, swap_experts, swap_w1_w3):
     return out.reshape(b, s, h)
 
 
+def rope_inv_freq(cfg, hn):
+    """transformers' modeling_rope_utils: _compute_default_rope_parameters, and with
+    rope_scaling _compute_linear_scaling_rope_parameters (inv_freq / factor) or
+    _compute_llama3_parameters (wavelength bands of original_max_position_embeddings)."""
+    theta = cfg.get("rope_theta", 10000.0)
+    inv_freq = 1.0 / (theta ** (torch.arange(0, hn, 2, dtype=torch.float64) / hn))
+    rs = cfg.get("rope_scaling")
+    if not rs:
+        return inv_freq
+    kind = rs.get("rope_type", rs.get("type"))
+    factor = rs["factor"]
+    if kind == "linear":
+        return inv_freq / factor
+    assert kind == "llama3", rs
+    low, high = rs["low_freq_factor"], rs["high_freq_factor"]
+    old_len = rs["original_max_position_embeddings"]
+    low_wavelen, high_wavelen = old_len / low, old_len / high
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old_len / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * inv_freq_llama / factor + smooth * inv_freq_llama
+    medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+    return torch.where(medium, smoothed, inv_freq_llama)
+
+
 def llama_forward(cfg, w, tokens, swap_qk, swap_experts=False, swap_w1_w3=False, swap_qk_norm=False):
     h, nh = cfg["hidden_size"], cfg["num_attention_heads"]
     ng = cfg.get("num_key_value_heads") or nh
@@ -137,7 +163,7 @@ def llama_forward(cfg, w, tokens, swap_qk, swap_experts=False, swap_w1_w3=False,
     def rms(t, name):  # LlamaRMSNorm
         return w[name + ".weight"] * (t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + eps))
 
-    inv_freq = 1.0 / (theta ** (torch.arange(0, hn, 2, dtype=torch.float64) / hn))
+    inv_freq = rope_inv_freq(cfg, hn)
     freqs = torch.arange(s, dtype=torch.float64)[:, None] * inv_freq[None]
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = emb.cos(), emb.sin()
@@ -197,8 +223,12 @@ def main():
     else:
         logits = llama_forward(cfg, w, tokens, swap_qk, swap_experts, swap_w1_w3, swap_qk_norm)
     losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels, reduction="none")
+    out = {"token_losses": losses.tolist()}
+    if cfg["model_type"] != "gpt2":
+        h, nh = cfg["hidden_size"], cfg["num_attention_heads"]
+        out["inv_freq"] = rope_inv_freq(cfg, cfg.get("head_dim") or h // nh).tolist()
     with open(outp, "w") as f:
-        json.dump({"token_losses": losses.tolist()}, f)
+        json.dump(out, f)
 
 
 if __name__ == "__main__":
