@@ -274,11 +274,32 @@ void PostBucketsNow(StagePointer self, int32_t chunk) {
   const kernels::ExecContext exec = c.exec;
   const int64_t iteration = st.run.iteration;
   StageActorHandle me = self;
+  // The tied embedding's gradient is on the host already when its sum across stages ran
+  // (StartChunkSync); the bucket reduction must not fetch the unsummed one again.
+  const int tied = program->tied_embedding_parameter(chunk);
+  const bool tied_on_host = tied >= 0 && c.embedding_group && c.embedding_group->size() > 1;
   c.strand->Post([=] {
     absl::Span<float> grads = program->parameters(chunk).grads_arena();
+    const int32_t n = static_cast<int32_t>(buckets.buckets.size());
+    if (program->state_on_backend()) {
+      // Training state on the device with a gradient group: the reduction runs on a host
+      // copy of the gradients (MaybeReport uploads the sums before the grad norm).
+      absl::Status copied;
+      for (int p = 0; p < program->parameters(chunk).size() && copied.ok(); ++p) {
+        if (p == tied && tied_on_host) continue;
+        copied = RunGuarded([&] { return program->DownloadGradientFromBackend(chunk, p); });
+      }
+      if (!copied.ok()) {
+        for (int32_t b = n - 1; b >= 0; --b) {
+          ToMessage(me, iteration, CollectiveKind::kGradBucket, chunk, b)(
+              transport::CollectiveInfo{}, copied);
+        }
+        caf::anon_send(me, GradsPosted{iteration, chunk, n});
+        return;
+      }
+    }
     // Megatron's DDP: gradient_scaling_factor = 1 / dp before the sum (an average).
     if (scale != 1.0f) kernels::cpu::Scale(exec, grads.data(), grads.size(), scale);
-    const int32_t n = static_cast<int32_t>(buckets.buckets.size());
     // Last bucket first: the order backward produces gradients in (Megatron's buckets are
     // built in reverse parameter order for the same reason).
     for (int32_t b = n - 1; b >= 0; --b) {
@@ -393,15 +414,20 @@ void MaybeReport(StagePointer self) {
   const int32_t dp_rank = GradGroupRank(st.cfg);
   StageActorHandle me = self;
   const int64_t iteration = st.run.iteration;
-  st.cfg.strand->Post([program, exec, buckets, dp_rank, me, iteration] {
+  // PostBucketsNow reduced host copies of every gradient (training state on the device).
+  const bool reduced_on_host = GradGroupSize(st.cfg) > 1 && st.cfg.data_parallel_group;
+  st.cfg.strand->Post([program, exec, buckets, dp_rank, me, iteration, reduced_on_host] {
     const absl::Status finished_iteration =
         RunGuarded([&] { return program->FinishTrainingIteration(); });
     double sq = 0.0;
     absl::Status norm_status;
-    for (int c = 0; c < program->num_chunks(); ++c) {  // the tied sum back to the device
+    for (int c = 0; c < program->num_chunks(); ++c) {  // host sums back to the device
+      if (!program->state_on_backend()) break;
       const int tied = program->tied_embedding_parameter(c);
-      if (tied >= 0 && program->state_on_backend() && norm_status.ok()) {
-        norm_status = RunGuarded([&] { return program->UploadGradientToBackend(c, tied); });
+      for (int p = 0; p < program->parameters(c).size() && norm_status.ok(); ++p) {
+        if (reduced_on_host || p == tied) {
+          norm_status = RunGuarded([&] { return program->UploadGradientToBackend(c, p); });
+        }
       }
     }
     for (int c = 0; c < program->num_chunks(); ++c) {

@@ -80,8 +80,7 @@ absl::Status BuildDeviceRank(const layers::GptConfig& model,
                                                            options.num_microbatches,
                                                            options.reset_attention_mask);
   program->set_cuda_graphs(std::move(graphs));
-  bool state_on_device =
-      options.state_on_device && grad_group == 1 && !options.distributed_optimizer && !model.moe;
+  bool state_on_device = options.state_on_device && !options.distributed_optimizer && !model.moe;
   // The tied embedding's sum across stages runs on a host copy of that gradient; both
   // ends on this rank's chunks (ZB-V) are summed on the host arenas: not on the device.
   int tied_chunks = 0;

@@ -91,10 +91,12 @@ struct StageRankOptions {
   kernels::CudaGraphConfig cuda_graphs;
   // state_on_device: on the device backends, keep each rank's parameters, gradients and
   // AdamW moments on the device between iterations (actors::GptStageProgram
-  // set_state_on_backend) where its gradients need no host-side reduction: a gradient
-  // group (DP x CP) of 1, no distributed optimizer, no MoE, and not both ends of a tied
-  // embedding on this rank's chunks (ZB-V; summed on the host arenas). The tied
-  // embedding's sum across stages copies that one gradient to the host and back. Other ranks
+  // set_state_on_backend) where the step needs no host-side optimizer state: no
+  // distributed optimizer, no MoE, and not both ends of a tied embedding on this rank's
+  // chunks (ZB-V; summed on the host arenas). The tied embedding's sum across stages copies
+  // that one gradient to the host and back; with a gradient group (DP x CP) > 1 the bucket
+  // reduction runs on host copies of all gradients (down after the chunk's backward, the
+  // sums up before the grad norm; the weights and moments stay on the device). Other ranks
   // keep the host optimizer. The caller clears it for --optimizer-cpu-offload and for the
   // features that read or write the host stores during training (post-validation,
   // rebalancing, --log-params-norm, --log-num-zeros-in-grad): api/train/train_command.cc.

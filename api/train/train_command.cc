@@ -709,8 +709,8 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
           "--log-num-zeros-in-grad)";
     } else if (on_device < n) {
       why =
-          "their gradients are reduced on the host (data or context parallel, the "
-          "distributed optimizer, MoE, or both ends of the tied embedding on one rank)";
+          "their gradients are reduced on the host (the distributed optimizer, MoE, or both "
+          "ends of the tied embedding on one rank)";
     }
     print(absl::StrFormat(
         " > training state (parameters, gradients, AdamW moments) on the device for %d of %d "

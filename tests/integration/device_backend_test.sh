@@ -11,7 +11,8 @@
 # order) under an injected slowdown, a memory cap that holds, a forced layer move,
 # optimistic steps (--optimizer-post-validation) with an overlapped parameter gather,
 # training state on the device (untied PP2 with clipping, TP2+SP, PP4 with the tied
-# embedding's sum across stages, ZB-V mixed with a host rank) and its host<->device traffic against --optimizer-cpu-offload, a resume (the
+# embedding's sum across stages, ZB-V mixed with a host rank, DP4 and PP2 x DP2 with the
+# bucket reduction on host copies) and its host<->device traffic against --optimizer-cpu-offload, a resume (the
 # state downloaded into the checkpoint and uploaded after the load), and 4 UCX processes
 # (PP2 x DP2, and TP2 x PP2). --device cuda without a GPU fails
 # with the no-GPU message, and what the device backends do not run yet is refused by name. (With gradient accumulation
@@ -104,10 +105,15 @@ check state_tp2 --tensor-model-parallel-size 2 --sequence-parallel --world-size 
 check state_pp4_tied --pipeline-model-parallel-size 4 --world-size 4
 check state_zbv_mixed --pipeline-model-parallel-size 2 --pipeline-schedule zb-v \
   --num-virtual-stages-per-pipeline-rank 2 --world-size 2
+# Data parallel: the bucket all-reduce on host copies of the gradients (pp2_dp2 above also
+# sums the tied embedding across stages first).
+check state_dp4_overlap --world-size 4 --overlap-grad-reduce --untie-embeddings-and-output-weights \
+  --clip-grad 0.05
 for want in "single|1 of 1 rank" "state_untied_pp2|2 of 2 ranks" "state_tp2|2 of 2 ranks" \
             "state_pp4_tied|4 of 4 ranks" "zbh1_rope_swiglu|2 of 2 ranks" \
             "state_zbv_mixed|1 of 2 ranks; the others step AdamW on the host: their gradients" \
-            "pp2_dp2|0 of 4 ranks; the others step AdamW on the host: their gradients"; do
+            "pp2_dp2|4 of 4 ranks" "state_dp4_overlap|4 of 4 ranks" \
+            "interleaved_distopt|0 of 4 ranks; the others step AdamW on the host: their gradients"; do
   grep -q "training state (parameters, gradients, AdamW moments) on the device for ${want##*|}" \
     "${want%%|*}.dev.log" ||
     { echo "FAIL state: ${want%%|*} does not say '${want##*|}'"; grep 'training state' "${want%%|*}.dev.log"; exit 1; }
