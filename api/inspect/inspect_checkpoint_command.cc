@@ -80,7 +80,11 @@ absl::Status InspectMegatron(const std::string& dir, std::optional<int64_t> iter
     if (const mg::PyValue* v = st.args->Get(a)) out << " " << a << "=" << Scalar(*v);
   }
   out << "\n";
-  out << "optimizer state: " << (st.has_optimizer_state ? absl::StrCat("yes (Adam step ", st.optimizer_step, ")") : "no") << "\n";
+  out << "optimizer state: "
+      << (st.has_optimizer_state ? absl::StrCat("yes (Adam step ", st.optimizer_step, ", from ",
+                                                st.optimizer_source, ")")
+                                 : "no")
+      << "\n";
   for (const std::string& n : st.notes) out << "note: " << n << "\n";
   const std::string iter_dir = absl::StrCat(dir, "/", st.release ? std::string("release") : absl::StrFormat("iter_%07d", st.iteration));
   for (int p = 0; p < L.pp; ++p) {

@@ -164,6 +164,10 @@ absl::StatusOr<std::string> StageMegatronLoad(const std::string& load_dir,
         "--swiglu / --untie-embeddings-and-output-weights differ from the Megatron checkpoint in ", load_dir));
   }
   for (const std::string& n : st.notes) print(absl::StrCat(" > Megatron checkpoint: ", n));
+  if (st.has_optimizer_state) {
+    print(absl::StrCat(" > Megatron checkpoint: Adam's state (step ", st.optimizer_step, ") from ",
+                       st.optimizer_source));
+  }
   nlohmann::json state;
   state["iteration"] = st.iteration;
   state["consumed_train_samples"] = IntAttr(ns, "consumed_train_samples", 0);

@@ -34,7 +34,8 @@ std::vector<std::string> With(std::vector<std::string> args, std::vector<std::st
   return args;
 }
 
-actors::TrainingSummary MustTrain(const std::vector<std::string>& args) {
+actors::TrainingSummary MustTrain(const std::vector<std::string>& args,
+                                  std::string* out = nullptr) {
   std::string log;
   auto s = api::Train(args, [&](const std::string& line) { log += line + "\n"; });
   INFO(log);
@@ -42,6 +43,7 @@ actors::TrainingSummary MustTrain(const std::vector<std::string>& args) {
   REQUIRE(s.ok());
   INFO(s->error);
   REQUIRE(s->ok);
+  if (out != nullptr) *out = log;
   return *s;
 }
 
@@ -240,8 +242,12 @@ TEST_CASE("Megatron legacy checkpoint: distrib_optim.pt resumes as the same stat
                                          "--num-threads",
                                          "1",
                                          "--use-checkpoint-opt_param-scheduler"};
-  const actors::TrainingSummary plain = MustTrain(With(base, {"--load", dir + "/plain"}));
-  const actors::TrainingSummary dist = MustTrain(With(base, {"--load", dir + "/dist"}));
+  std::string plain_log, dist_log;
+  const actors::TrainingSummary plain =
+      MustTrain(With(base, {"--load", dir + "/plain"}), &plain_log);
+  const actors::TrainingSummary dist = MustTrain(With(base, {"--load", dir + "/dist"}), &dist_log);
+  CHECK(plain_log.find("Adam's state (step 5) from model_optim_rng.pt") != std::string::npos);
+  CHECK(dist_log.find("Adam's state (step 5) from distrib_optim.pt") != std::string::npos);
   const actors::TrainingSummary fresh =
       MustTrain(With(base, {"--load", dir + "/plain", "--no-load-optim"}));
   REQUIRE(plain.first_iteration == 5);

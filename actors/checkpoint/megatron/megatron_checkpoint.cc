@@ -548,6 +548,7 @@ absl::StatusOr<MegatronState> ReadMegatronCheckpoint(const std::string& load_dir
         st.optimizer_step =
             std::max(st.optimizer_step, step >= 0 ? step : IntArg(&root, "iteration", 0));
         st.has_optimizer_state = true;
+        st.optimizer_source = "distrib_optim.pt";
         continue;
       }
       std::vector<const ParamEntry*> decay, nodecay;
@@ -622,6 +623,7 @@ absl::StatusOr<MegatronState> ReadMegatronCheckpoint(const std::string& load_dir
             st.optimizer_step = std::max(st.optimizer_step, n);
           }
           st.has_optimizer_state = true;
+          st.optimizer_source = kFileName;
         }
       }
       if (used_decay != decay.size() || used_nodecay != nodecay.size()) {
@@ -645,6 +647,7 @@ absl::StatusOr<MegatronState> ReadMegatronCheckpoint(const std::string& load_dir
     for (const auto& [name, t] : st.tensors) {
       if (absl::StartsWith(name, "model/") && !st.tensors.count("optimizer/exp_avg/" + name.substr(6))) {
         st.has_optimizer_state = false;
+        st.optimizer_source.clear();
         st.notes.push_back(absl::StrCat("optimizer state of ", name.substr(6), " is missing; the optimizer state is not loaded"));
         break;
       }

@@ -80,6 +80,9 @@ struct MegatronState {
   LogicalTensors tensors;
   bool has_optimizer_state = false;
   int64_t optimizer_step = 0;  // Adam's step count
+  // Where the optimizer state was read from: "model_optim_rng.pt" or "distrib_optim.pt"
+  // (the distributed optimizer); "" without one.
+  std::string optimizer_source;
   bool bf16 = false;           // write: model weights in bf16 + fp32_from_fp16_params
   MegatronLayout layout;
   ModelNaming naming;
