@@ -11,10 +11,11 @@
 #include "api/calibrate/calibrate_command.h"
 #include "api/convert/convert_command.h"
 #include "api/generate/generate_command.h"
-#include "api/launch/launch_command.h"
-#include "api/launch/launcher_watch.h"
 #include "api/inspect/inspect_checkpoint_command.h"
 #include "api/inspect/inspect_data_command.h"
+#include "api/launch/launch_command.h"
+#include "api/launch/launcher_watch.h"
+#include "api/merge_datasets/merge_datasets_command.h"
 #include "api/plan/plan_command.h"
 #include "api/plot/metrics_plot.h"
 #include "api/preprocess/preprocess_command.h"
@@ -30,15 +31,20 @@ constexpr char kUsage[] =
     "commands:\n"
     "  train          train a GPT with Megatron-LM's pretrain_gpt.py flags\n"
     "  preprocess     JSONL -> Megatron .bin/.idx (tools/preprocess_data.py flags)\n"
+    "  merge-datasets concatenate the .bin/.idx datasets of a directory (tools/merge_datasets.py:\n"
+    "                 --input DIR --output-prefix PREFIX)\n"
     "  inspect-data   show the documents, samples and epochs training will read\n"
     "  inspect-checkpoint  show a checkpoint directory: format, iteration, layout, tensors, the\n"
     "                      --save lock and leftovers of killed saves (DIR [--verify])\n"
     "  generate       sample text from a checkpoint (--load DIR --prompt TEXT)\n"
     "  convert        checkpoints to and from Hugging Face (--to hf | --from hf, --load, --save)\n"
     "  launch         start N local processes (torchrun variables) running a subcommand\n"
-    "  simulate       cost-model a training step on a cluster (train flags + --cluster --world-size)\n"
-    "  plan           search parallel layouts with the simulator (model flags + batch, cluster, GPUs)\n"
-    "  calibrate      measure op costs on this CPU for simulate --cost-table (model flags + --output)\n"
+    "  simulate       cost-model a training step on a cluster (train flags + --cluster "
+    "--world-size)\n"
+    "  plan           search parallel layouts with the simulator (model flags + batch, cluster, "
+    "GPUs)\n"
+    "  calibrate      measure op costs on this CPU for simulate --cost-table (model flags + "
+    "--output)\n"
     "  plot           draw a --metrics-jsonl file as an SVG (--metrics FILE --output OUT.svg)\n"
     "\n"
     "docs/FLAGS.md lists every Megatron flag and what MXMACA does with it.\n";
@@ -87,6 +93,8 @@ int main(int argc, char** argv) {
     status = mxmaca::api::RunPlan(args);
   } else if (command == "calibrate") {
     status = mxmaca::api::RunCalibrate(args);
+  } else if (command == "merge-datasets") {
+    status = mxmaca::api::RunMergeDatasets(args);
   } else if (command == "plot") {
     status = mxmaca::api::RunPlot(args);
   } else {
