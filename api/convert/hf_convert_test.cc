@@ -341,6 +341,14 @@ TEST_CASE("gpt2 with the erf GELU (activation_function gelu)") {
   CheckModel(m, "gpt2", 12);
 }
 
+// LlamaFlags: the Llama family's RMSNorm, SwiGLU and rotate-half RoPE, then `extra`.
+std::vector<std::string> LlamaFlags(std::vector<std::string> extra) {
+  std::vector<std::string> f = {"--normalization", "RMSNorm", "--swiglu",
+                                "--position-embedding-type", "rope"};
+  f.insert(f.end(), extra.begin(), extra.end());
+  return f;
+}
+
 TEST_CASE("llama: GQA, untied, no biases") {
   CheckModel(MakeModel({"--num-layers",
                         "2",
@@ -377,56 +385,23 @@ TEST_CASE("llama: tied, biases on every linear, head_dim != hidden / heads") {
 // Qwen2 (Qwen2ForCausalLM): Llama's layout with biases on q, k and v only (Megatron's
 // --disable-bias-linear --add-qkv-bias), GQA, tied.
 TEST_CASE("qwen2: q/k/v biases only, GQA, tied") {
-  CheckModel(MakeModel({"--num-layers",
-                        "2",
-                        "--hidden-size",
-                        "48",
-                        "--num-attention-heads",
-                        "6",
-                        "--group-query-attention",
-                        "--num-query-groups",
-                        "2",
-                        "--ffn-hidden-size",
-                        "64",
-                        "--normalization",
-                        "RMSNorm",
-                        "--swiglu",
-                        "--position-embedding-type",
-                        "rope",
-                        "--disable-bias-linear",
-                        "--add-qkv-bias",
-                        "--rotary-base",
-                        "1000000",
-                        "--norm-epsilon",
-                        "1e-6"}),
-             "qwen2", 41);
+  CheckModel(
+      MakeModel(LlamaFlags({"--num-layers", "2", "--hidden-size", "48", "--num-attention-heads",
+                            "6", "--group-query-attention", "--num-query-groups", "2",
+                            "--ffn-hidden-size", "64", "--disable-bias-linear", "--add-qkv-bias",
+                            "--rotary-base", "1000000", "--norm-epsilon", "1e-6"})),
+      "qwen2", 41);
 }
 
 // Qwen3 (Qwen3ForCausalLM): RMSNorm q_norm / k_norm over each head before RoPE (Megatron's
 // --qk-layernorm), no biases, head_dim != hidden / heads, untied. The reference reading the
 // norms the wrong way round must be caught too.
 TEST_CASE("qwen3: q/k norms, GQA, head_dim != hidden / heads, untied") {
-  CheckModel(MakeModel({"--num-layers",
-                        "2",
-                        "--hidden-size",
-                        "48",
-                        "--num-attention-heads",
-                        "4",
-                        "--group-query-attention",
-                        "--num-query-groups",
-                        "2",
-                        "--kv-channels",
-                        "16",
-                        "--ffn-hidden-size",
-                        "64",
-                        "--normalization",
-                        "RMSNorm",
-                        "--swiglu",
-                        "--position-embedding-type",
-                        "rope",
-                        "--disable-bias-linear",
-                        "--qk-layernorm",
-                        "--untie-embeddings-and-output-weights"}),
+  CheckModel(MakeModel(LlamaFlags({"--num-layers", "2", "--hidden-size", "48",
+                                   "--num-attention-heads", "4", "--group-query-attention",
+                                   "--num-query-groups", "2", "--kv-channels", "16",
+                                   "--ffn-hidden-size", "64", "--disable-bias-linear",
+                                   "--qk-layernorm", "--untie-embeddings-and-output-weights"})),
              "qwen3", 51, {"--swap-qk", "--swap-qk-norm"});
 }
 
@@ -436,11 +411,10 @@ TEST_CASE("qwen3: q/k norms, GQA, head_dim != hidden / heads, untied") {
 // --rotary-base puts some of the 8 frequency pairs in each band (low: divided by the
 // factor; medium: smoothed; high: kept).
 TEST_CASE("llama: Llama-3 RoPE scaling (rope_scaling llama3), factor 32") {
-  Model m =
-      MakeModel({"--num-layers", "1", "--hidden-size", "64", "--num-attention-heads", "4",
-                 "--ffn-hidden-size", "96", "--normalization", "RMSNorm", "--swiglu",
-                 "--position-embedding-type", "rope", "--disable-bias-linear", "--use-rope-scaling",
-                 "--rope-scaling-factor", "32", "--rotary-base", "500000"});
+  Model m = MakeModel(
+      LlamaFlags({"--num-layers", "1", "--hidden-size", "64", "--num-attention-heads", "4",
+                  "--ffn-hidden-size", "96", "--disable-bias-linear", "--use-rope-scaling",
+                  "--rope-scaling-factor", "32", "--rotary-base", "500000"}));
   CheckModel(m, "llama", 61);
   const std::string root = MakeTempDir();
   MakeCheckpoint(m, root + "/ckpt", 61);
@@ -471,26 +445,18 @@ TEST_CASE("llama: Llama-3 RoPE scaling (rope_scaling llama3), factor 32") {
 
 // Linear position interpolation (rope_type linear = --rotary-seq-len-interpolation-factor).
 TEST_CASE("qwen2: linear RoPE scaling (rope_scaling linear), factor 4") {
-  CheckModel(MakeModel({"--num-layers", "1", "--hidden-size", "48", "--num-attention-heads", "6",
-                        "--ffn-hidden-size", "64", "--normalization", "RMSNorm", "--swiglu",
-                        "--position-embedding-type", "rope", "--disable-bias-linear",
-                        "--add-qkv-bias", "--rotary-seq-len-interpolation-factor", "4"}),
-             "qwen2", 71);
+  CheckModel(
+      MakeModel(LlamaFlags({"--num-layers", "1", "--hidden-size", "48", "--num-attention-heads",
+                            "6", "--ffn-hidden-size", "64", "--disable-bias-linear",
+                            "--add-qkv-bias", "--rotary-seq-len-interpolation-factor", "4"})),
+      "qwen2", 71);
 }
 
 // Mixtral: every layer MoE (Megatron's default router: top-k on the logits, softmax over
 // the k = Mixtral's softmax, top-k, renormalise), SwiGLU experts, no biases.
 std::vector<std::string> MixtralFlags(std::vector<std::string> extra) {
-  std::vector<std::string> f = {"--normalization",
-                                "RMSNorm",
-                                "--swiglu",
-                                "--position-embedding-type",
-                                "rope",
-                                "--disable-bias-linear",
-                                "--norm-epsilon",
-                                "1e-5",
-                                "--rotary-base",
-                                "1000000"};
+  std::vector<std::string> f =
+      LlamaFlags({"--disable-bias-linear", "--norm-epsilon", "1e-5", "--rotary-base", "1000000"});
   f.insert(f.end(), extra.begin(), extra.end());
   return f;
 }
@@ -659,9 +625,8 @@ TEST_CASE("export refuses what the target cannot express, naming the value") {
   CHECK(ChooseHfModelType(c, "auto")->model_type == "qwen2");
   ExpectRefused(LlamaConfig(), "qwen2", "--add-qkv-bias is not set");
   ExpectRefused(LlamaConfig(), "qwen3", "--qk-layernorm is not set");
-  c = MakeModel({"--num-layers", "1", "--hidden-size", "32", "--num-attention-heads", "4",
-                 "--normalization", "RMSNorm", "--swiglu", "--position-embedding-type", "rope",
-                 "--qk-layernorm"})
+  c = MakeModel(LlamaFlags({"--num-layers", "1", "--hidden-size", "32", "--num-attention-heads",
+                            "4", "--qk-layernorm"}))
           .config;  // biases on every linear
   ExpectRefused(c, "qwen3", "--add-bias-linear is set");
   c.qk_layernorm = false;

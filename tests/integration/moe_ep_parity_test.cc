@@ -66,15 +66,12 @@ TEST_CASE("MoE GPT: expert parallelism EP = TP in {2, 4} gives the EP 1 run") {
   for (const auto& [name, router] : {std::pair{"A", kMoERouterA}, std::pair{"C", kRouterC}}) {
     const auto [per_expert, moe_layers] = expert_elements[router_index++];
     ParityCorpus corpus(std::string("moe_ep_parity_") + name);
-    const MoEReference ref = DrawMoEReference(
+    const auto& [base, w0, single] = DrawMoEReference(
         corpus,
         [&, r = router] {
           return With(MoEBaseArgs(corpus, r), {"--log-interval", "1"});
         },
         std::string(name) + " single device", 8);
-    const std::vector<std::string>& base = ref.base;
-    const Weights& w0 = ref.w0;
-    const Run& single = ref.single;
     const std::vector<std::string> tp2 = {"--tensor-model-parallel-size", "2",
                                           "--sequence-parallel", "--world-size", "2"};
     const Run ep1 = corpus.Train(std::string(name) + " tp2 sp ep1", With(base, tp2), 8);
@@ -136,12 +133,9 @@ TEST_CASE("MoE GPT: expert parallelism EP = TP in {2, 4} gives the EP 1 run") {
 TEST_CASE("MoE GPT: expert parallelism across data-parallel ranks gives the EP 1 run") {
   for (const auto& [name, router] : {std::pair{"A", kMoERouterA}, std::pair{"C", kRouterC}}) {
     ParityCorpus corpus(std::string("moe_ep_dp_parity_") + name);
-    const MoEReference ref = DrawMoEReference(
+    const auto& [base, w0, single] = DrawMoEReference(
         corpus, [&, r = router] { return MoEBaseArgs(corpus, r); },
         std::string(name) + " single device", 8);
-    const std::vector<std::string>& base = ref.base;
-    const Weights& w0 = ref.w0;
-    const Run& single = ref.single;
     const std::vector<std::pair<std::string, std::vector<std::string>>> layouts = {
         {"ep2 dp2 (EDP 1) alltoall",
          {"--expert-model-parallel-size", "2", "--world-size", "2",
@@ -164,15 +158,12 @@ TEST_CASE("MoE GPT: expert parallelism across data-parallel ranks gives the EP 1
 TEST_CASE("MoE GPT with context parallelism (CP x EP x TP x PP x DP) gives the one-device run") {
   for (const auto& [name, router] : {std::pair{"A", kMoERouterA}, std::pair{"C", kRouterC}}) {
     ParityCorpus corpus(std::string("moe_cp_parity_") + name);
-    const MoEReference ref = DrawMoEReference(
+    const auto& [base, w0, single] = DrawMoEReference(
         corpus,
         [&, r = router] {
           return With(MoEBaseArgs(corpus, r), {"--attention-dropout", "0"});
         },
         std::string(name) + " single device", 8);
-    const std::vector<std::string>& base = ref.base;
-    const Weights& w0 = ref.w0;
-    const Run& single = ref.single;
     const std::vector<std::pair<std::string, std::vector<std::string>>> layouts = {
         {"cp2", {"--context-parallel-size", "2", "--world-size", "2"}},
         {"cp2 tp2 sp pp2",

@@ -55,12 +55,9 @@ std::vector<float> Biases(const std::string& save) {
 TEST_CASE("MoE expert bias: updated over TP x DP, the same under every layout, resumable") {
   ParityCorpus corpus("moe_expert_bias");
   const std::string dir = corpus.dir();
-  const MoEReference ref =
+  const auto& [base, w0, single] =
       DrawMoEReference(corpus, [&] { return MoEBaseArgs(corpus, kBiasRouter); }, "single device", 8,
                        {"--save", dir + "/single", "--save-interval", "8"});
-  const std::vector<std::string>& base = ref.base;
-  const Weights& w0 = ref.w0;
-  const Run& single = ref.single;
   const std::vector<float> bias = Biases(dir + "/single");
   int moved = 0;
   for (float v : bias) moved += v != 0.0f;

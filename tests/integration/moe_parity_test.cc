@@ -36,12 +36,9 @@ const std::vector<std::string> kRouterB = {
 TEST_CASE("MoE GPT: TP x SP x PP x DP layouts give the single-device run") {
   for (const auto& [name, router] : {std::pair{"A", kMoERouterA}, std::pair{"B", kRouterB}}) {
     ParityCorpus corpus(std::string("moe_parity_") + name);
-    const MoEReference ref = DrawMoEReference(
+    const auto& [base, w0, single] = DrawMoEReference(
         corpus, [&, r = router] { return MoEBaseArgs(corpus, r); },
         std::string(name) + " single device", 8);
-    const std::vector<std::string>& base = ref.base;
-    const Weights& w0 = ref.w0;
-    const Run& single = ref.single;
     const std::vector<std::pair<std::string, std::vector<std::string>>> layouts = {
         {"tp2 sp pp2 dp2",
          {"--tensor-model-parallel-size", "2", "--sequence-parallel",

@@ -69,6 +69,13 @@ int64_t LayerOf(const std::string& logical) {
 
 // ---- assembling whole tensors from shards ----
 
+// Elements: the product of `shape`.
+int64_t Elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
 class Assembler {
  public:
   // Place: `values` (shape `shard`) is TP rank t's shard of `name`.
@@ -86,9 +93,7 @@ class Assembler {
     Entry& e = entries_[name];
     if (e.pieces.empty()) {
       e.tensor.shape = full;
-      int64_t n = 1;
-      for (int64_t d : full) n *= d;
-      e.tensor.data.assign(static_cast<size_t>(n), 0.0f);
+      e.tensor.data.assign(static_cast<size_t>(Elements(full)), 0.0f);
       e.expected = split == TpSplit::kReplicated ? 1 : tp;
     } else if (e.tensor.shape != full) {
       return absl::DataLossError(absl::StrCat(
@@ -139,12 +144,6 @@ struct ParamEntry {
   int chunk = 0;                  // model chunk (virtual pipeline stage) on its rank
   bool shared_embedding = false;  // Megatron's param.shared_embedding (distrib_optim_layout.h)
 };
-
-int64_t Elements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
 
 // ReadDistribOptim: the distributed optimizer's state of rank file `rf` from `path`
 // (distrib_optim.pt, distrib_optim_layout.h) placed into the assemblers: exp_avg,
