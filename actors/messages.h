@@ -10,10 +10,6 @@
 #ifndef MXMACA_ACTORS_MESSAGES_H_
 #define MXMACA_ACTORS_MESSAGES_H_
 
-#include <caf/allowed_unsafe_message_type.hpp>
-#include <caf/atom.hpp>
-#include <caf/replies_to.hpp>
-#include <caf/typed_actor.hpp>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -22,6 +18,11 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
 #include "actors/stage_program.h"
 #include "actors/trace.h"

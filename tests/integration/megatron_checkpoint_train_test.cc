@@ -12,11 +12,12 @@
 //    exactly as the same state in the non-distributed layout;
 //  - --ckpt-format torch_dist given explicitly is refused by name; loading a Megatron
 //    checkpoint into a model of another size names the field.
+#include <catch2/catch.hpp>
+
 #include <stdio.h>
 #include <sys/wait.h>
 
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>

@@ -1,8 +1,9 @@
 // tests/integration/parity_fixture.cc: see parity_fixture.h.
 #include "tests/integration/parity_fixture.h"
 
-#include <algorithm>
 #include <catch2/catch.hpp>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
