@@ -30,6 +30,11 @@ absl::StatusOr<CudaGraphConfig> ParseCudaGraphFlags(const CudaGraphFlagValues& v
   if (v.cuda_graph_impl.has_value()) {
     impl = *v.cuda_graph_impl;
     impl_flag = "--cuda-graph-impl " + impl;
+    if (impl == "full_iteration") {
+      return absl::UnimplementedError(
+          "--cuda-graph-impl full_iteration (Megatron-Core 0.19's whole-iteration capture) is "
+          "not supported: MXMACA captures each stage segment (use --cuda-graph-impl local)");
+    }
     if (impl != "none" && impl != "local" && impl != "transformer_engine") {
       return absl::InvalidArgumentError(
           absl::StrCat("--cuda-graph-impl: invalid choice '", impl,

@@ -38,7 +38,8 @@ def build_parser(flags):
             value_type = types.get(flag["type"], str)
             kwargs["type"] = value_type
             if flag["nargs"]:
-                kwargs["nargs"] = flag["nargs"]
+                n = flag["nargs"]
+                kwargs["nargs"] = int(n) if n.isdigit() else n
             if flag["choices"]:
                 kwargs["choices"] = [value_type(c) for c in flag["choices"]]
         parser.add_argument(*flag["options"], **kwargs)

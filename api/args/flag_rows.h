@@ -21,6 +21,7 @@ inline constexpr FlagType kCustom = FlagType::kCustom;
 inline constexpr FlagNargs kOne = FlagNargs::kOne;
 inline constexpr FlagNargs kPlus = FlagNargs::kOneOrMore;
 inline constexpr FlagNargs kStar = FlagNargs::kZeroOrMore;
+inline constexpr FlagNargs kThree = FlagNargs::kThree;
 
 // T: action='store_true' (default False unless `def` says otherwise).
 constexpr FlagSpec T(const char* name, FlagClass cls, const char* reason = "",
@@ -29,17 +30,19 @@ constexpr FlagSpec T(const char* name, FlagClass cls, const char* reason = "",
                   cls,  reason,  "",   FlagOrigin::kMegatron};
 }
 
-// F: action='store_false' with `dest` (default True).
-constexpr FlagSpec F(const char* name, const char* dest, FlagClass cls, const char* reason = "") {
-  return FlagSpec{name, "",     dest, FlagAction::kStoreFalse, kOne, FlagType::kNone, "True", "",
-                  cls,  reason, "",   FlagOrigin::kMegatron};
+// F: action='store_false' with `dest` (default True); `aliases` are further option
+// strings (the config dataclasses' booleans get "--no-x" and "--disable-x").
+constexpr FlagSpec F(const char* name, const char* dest, FlagClass cls, const char* reason = "",
+                     const char* aliases = "") {
+  return FlagSpec{name, aliases, dest, FlagAction::kStoreFalse, kOne, FlagType::kNone, "True", "",
+                  cls,  reason,  "",   FlagOrigin::kMegatron};
 }
 
 // B: action=argparse.BooleanOptionalAction (--x / --no-x).
 constexpr FlagSpec B(const char* name, FlagClass cls, const char* reason = "",
-                     const char* def = "False") {
-  return FlagSpec{name, "",     "", FlagAction::kBooleanOptional, kOne, FlagType::kNone, def, "",
-                  cls,  reason, "", FlagOrigin::kMegatron};
+                     const char* def = "False", const char* dest = "") {
+  return FlagSpec{name, "",     dest, FlagAction::kBooleanOptional, kOne, FlagType::kNone, def, "",
+                  cls,  reason, "",   FlagOrigin::kMegatron};
 }
 
 // V: a flag that takes a value (or a list with nargs '+'/'*').
@@ -48,6 +51,12 @@ constexpr FlagSpec V(const char* name, FlagType type, const char* def, FlagClass
                      FlagNargs nargs = kOne, const char* aliases = "") {
   return FlagSpec{name, aliases, dest, FlagAction::kStore,   nargs, type, def, choices,
                   cls,  reason,  "",   FlagOrigin::kMegatron};
+}
+
+// Removed: a flag of an earlier Megatron-LM that core_v0.19.0 no longer defines.
+constexpr FlagSpec Removed(FlagSpec spec) {
+  spec.origin = FlagOrigin::kMegatronRemoved;
+  return spec;
 }
 
 // Ours: one of MXMACA's own flags (not Megatron's).
@@ -115,9 +124,12 @@ inline constexpr const char* kRPrecisionOpt =
     "MXMACA keeps fp32 optimizer states and gradients (other dtypes not implemented)";
 
 // The table, in pieces (each appends Megatron's groups in add_megatron_arguments order).
+// flag_table_transformer.cc: transformer configuration (TransformerConfig's fields).
+void AppendTransformerConfigGroup(std::vector<FlagSpec>* out);
 // flag_table_training.cc: network size .. mixed precision.
 void AppendTrainingGroups(std::vector<FlagSpec>* out);
-// flag_table_system.cc: distributed .. sft, then MXMACA's own flags.
+// flag_table_system.cc: distributed init .. fault injector, kitchen, the flags 0.19
+// removed, then MXMACA's own flags.
 void AppendSystemGroups(std::vector<FlagSpec>* out);
 
 }  // namespace mxmaca::api::flag_rows

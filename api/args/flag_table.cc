@@ -64,6 +64,7 @@ std::vector<std::string> FlagSpec::ChoiceList() const { return SplitSpaces(choic
 const std::vector<FlagSpec>& AllFlags() {
   static const std::vector<FlagSpec>* flags = [] {
     auto* out = new std::vector<FlagSpec>;
+    flag_rows::AppendTransformerConfigGroup(out);
     flag_rows::AppendTrainingGroups(out);
     flag_rows::AppendSystemGroups(out);
     return out;
@@ -139,6 +140,8 @@ const char* FlagNargsName(FlagNargs n) {
       return "+";
     case FlagNargs::kZeroOrMore:
       return "*";
+    case FlagNargs::kThree:
+      return "3";
   }
   return "?";
 }

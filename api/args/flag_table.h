@@ -1,13 +1,17 @@
 // api/args/flag_table.h: the table of every flag `mxmaca train` recognises.
 //
-// One row per argparse `add_argument` call of Megatron-LM's
-// `megatron/training/arguments.py` (all `_add_*_args` groups; `pretrain_gpt.py` adds
-// no flags of its own, only `args_defaults={'tokenizer_type': 'GPT2BPETokenizer'}`),
-// read at NVIDIA/Megatron-LM commit 000c4ac24f61159c138b0975def722c65245983c, plus
-// MXMACA's own flags (origin kMxmaca). Each row records Megatron's option strings,
-// argparse action, nargs, type, default (as Python prints it) and choices, and our
-// classification of the flag. docs/FLAGS.md is generated from this table
-// (`bazel run //api/args:flags_doc`).
+// One row per argparse action of the parser Megatron-LM's `add_megatron_arguments`
+// (megatron/training/arguments.py) builds at tag core_v0.19.0: its `_add_*_args` groups and
+// the groups `ArgumentGroupFactory` generates from the config dataclasses
+// (TransformerConfig, TrainingConfig, LoggerConfig, ...); `pretrain_gpt.py` adds no flags
+// of its own, only `args_defaults={'tokenizer_type': 'GPT2BPETokenizer'}`. Then the
+// flags of earlier Megatron-LM versions that 0.19 removed (origin kMegatronRemoved,
+// accepted so older scripts run) and MXMACA's own flags (origin kMxmaca). Each row
+// records Megatron's option strings, argparse action, nargs, type, default (as Python
+// prints it) and choices, and our classification of the flag.
+// api/args/testdata/megatron_core_v0.19.0_flags.json is the dump of Megatron's parser
+// these rows are checked against (//api/args:flag_table_pin_test); docs/FLAGS.md is
+// generated from this table (`bazel run //api/args:flags_doc`).
 #ifndef MXMACA_API_ARGS_FLAG_TABLE_H_
 #define MXMACA_API_ARGS_FLAG_TABLE_H_
 
@@ -30,6 +34,7 @@ enum class FlagNargs {
   kOne,         // exactly one value (no nargs)
   kOneOrMore,   // nargs='+'
   kZeroOrMore,  // nargs='*'
+  kThree,       // nargs=3: exactly three values (--rampup-batch-size)
 };
 
 // FlagType: argparse's `type` for each value.
@@ -52,7 +57,11 @@ enum class FlagClass {
 };
 
 // FlagOrigin: whose flag it is.
-enum class FlagOrigin { kMegatron, kMxmaca };
+enum class FlagOrigin {
+  kMegatron,         // Megatron-LM core_v0.19.0 defines it
+  kMegatronRemoved,  // an earlier Megatron-LM defined it; core_v0.19.0 no longer does
+  kMxmaca,           // MXMACA's own
+};
 
 // FlagSpec: one flag (one `add_argument` call).
 struct FlagSpec {

@@ -352,6 +352,25 @@ const absl::flat_hash_map<std::string, Binding>& Bindings() {
 
 #undef MXMACA_BIND
 
+// Dests Megatron-Core 0.19 renamed (the option strings stayed): the Megatron dest -> the
+// MegatronArgs field, which keeps the earlier name that the rest of MXMACA, its checkpoint
+// metadata and `mxmaca generate` use. --tiktoken-special-tokens (removed in 0.19) is an
+// alias of --tokenizer-special-tokens.
+constexpr std::pair<const char*, const char*> kRenamedDests[] = {
+    {"layernorm_epsilon", "norm_epsilon"},
+    {"layernorm_zero_centered_gamma", "apply_layernorm_1p"},
+    {"special_tokens", "tiktoken_special_tokens"},
+    {"cuda_graph_scope_deprecated", "cuda_graph_scope"},
+};
+
+// FieldOf: the MegatronArgs field (its Bindings() key) that Megatron dest `dest` sets.
+std::string FieldOf(std::string_view dest) {
+  for (const auto& [megatron, field] : kRenamedDests) {
+    if (dest == megatron) return field;
+  }
+  return std::string(dest);
+}
+
 // IsOptionToken: argparse's test for "this token is a flag, not a value": it starts
 // with '-' and is not a negative number as argparse's `_negative_number_matcher`
 // ('^-\d+$|^-\d*\.\d+$') sees one; Megatron defines no flag that looks like a
@@ -462,6 +481,8 @@ absl::Status UnknownFlag(const std::string& option) {
 
 }  // namespace
 
+std::string MegatronArgsField(std::string_view dest) { return FieldOf(dest); }
+
 std::vector<std::string> MegatronArgsBoundDests() {
   std::vector<std::string> out;
   for (const auto& [dest, binding] : Bindings()) out.push_back(dest);
@@ -479,7 +500,7 @@ std::vector<std::string> ChangedArgs(const MegatronArgs& args) {
 }
 
 std::optional<std::string> MegatronArgRepr(const MegatronArgs& args, std::string_view dest) {
-  auto it = Bindings().find(std::string(dest));
+  auto it = Bindings().find(FieldOf(dest));
   if (it == Bindings().end()) return std::nullopt;
   return it->second.repr(args);
 }
@@ -542,12 +563,20 @@ absl::StatusOr<MegatronArgs> ParseMegatronArgs(const std::vector<std::string>& a
       value.boolean = flag->action == FlagAction::kStoreTrue ||
                       (flag->action == FlagAction::kBooleanOptional && !negated);
     } else if (inline_value.has_value()) {
+      if (flag->nargs == FlagNargs::kThree) {
+        return absl::InvalidArgumentError(absl::StrCat(option, " expects 3 values, got 1"));
+      }
       MXMACA_RETURN_IF_ERROR(AddValue(*flag, option, *inline_value, &value));
     } else {
-      const bool many = flag->nargs != FlagNargs::kOne;
-      while (i + 1 < argv.size() && !IsOptionToken(argv[i + 1])) {
+      const size_t most = flag->nargs == FlagNargs::kOne     ? 1
+                          : flag->nargs == FlagNargs::kThree ? 3
+                                                             : argv.size();
+      while (value.texts.size() < most && i + 1 < argv.size() && !IsOptionToken(argv[i + 1])) {
         MXMACA_RETURN_IF_ERROR(AddValue(*flag, option, argv[++i], &value));
-        if (!many) break;
+      }
+      if (flag->nargs == FlagNargs::kThree && value.texts.size() != 3) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(option, " expects 3 values, got ", value.texts.size()));
       }
       if (value.texts.empty() && flag->nargs != FlagNargs::kZeroOrMore) {
         return absl::InvalidArgumentError(
@@ -563,11 +592,11 @@ absl::StatusOr<MegatronArgs> ParseMegatronArgs(const std::vector<std::string>& a
       }
       continue;
     }
-    auto binding = Bindings().find(flag->Dest());
+    auto binding = Bindings().find(FieldOf(flag->Dest()));
     if (binding == Bindings().end()) {
       return absl::InternalError(absl::StrCat("flag table marks ", flag->name,
                                               " implemented but MegatronArgs has no field '",
-                                              flag->Dest(), "'"));
+                                              FieldOf(flag->Dest()), "'"));
     }
     binding->second.set(&args, value);
   }

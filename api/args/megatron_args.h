@@ -1,16 +1,16 @@
 // api/args/megatron_args.h: Megatron-LM compatible arguments for `mxmaca train`.
 //
 // Defines MegatronArgs (the parsed and validated flags of Megatron-LM's
-// `pretrain_gpt.py`, under Megatron's own `dest` names), ParseMegatronArgs (argv ->
+// `pretrain_gpt.py`, under Megatron's own `dest` names except the four dests Megatron-Core
+// 0.19 renamed, see MegatronArgsField), ParseMegatronArgs (argv ->
 // MegatronArgs, argparse semantics) and ValidateAndDeriveArgs (Megatron's
 // `validate_args` derivations and checks).
 //
 // Source: Megatron-LM `megatron/training/arguments.py` (the flags, their dests and
-// defaults) and `pretrain_gpt.py`, pinned to Megatron-Core core_v0.15.0 as stored for
-// us: the NVIDIA/Megatron-LM file at commit 000c4ac24f61159c138b0975def722c65245983c
-// (it mentions Megatron-Core v0.14 as past and has the core_v0.15-era flags such as
-// --cuda-graph-impl; the exact tag of that commit could not be checked offline). See
-// docs/FLAGS.md for the full table and flag_table.h for how every flag is classified.
+// defaults, including the groups built from the config dataclasses) and `pretrain_gpt.py`,
+// pinned to tag core_v0.19.0 (the table was first written at commit 000c4ac, of the
+// core_v0.15 era; the validation rules are from that commit unless a comment names 0.19).
+// See docs/FLAGS.md for the full table and flag_table.h for how every flag is classified.
 //
 // A field whose Megatron default is `None` is a std::optional that is empty by
 // default. After ValidateAndDeriveArgs the fields Megatron derives (ffn_hidden_size,
@@ -172,7 +172,9 @@ struct MegatronArgs {
 
   // ---- Validation (_add_validation_args) ----
   int64_t eval_iters = 100;      // --eval-iters
-  int64_t eval_interval = 1000;  // --eval-interval
+  // --eval-interval; None (Megatron-Core 0.19's default): no evaluation during training,
+  // and the validation set is sized for one evaluation of --eval-iters batches.
+  std::optional<int64_t> eval_interval;
 
   // ---- Data and tokenizer (_add_data_args, _add_tokenizer_args) ----
   std::vector<std::string> data_path;          // --data-path (weights and prefixes); empty = None
@@ -280,11 +282,12 @@ struct MegatronArgs {
   std::optional<std::string> memory_admission;
   // --device cpu|cuda|device-on-cpu: the backend the model runs on (api/train/device_setup.h).
   std::optional<std::string> device;
-  // CUDA graphs (kernels/cuda_graph_flags.h; Megatron-Core 0.15's names plus MXMACA's
-  // --no-cuda-graph): --cuda-graph-impl, --cuda-graph-scope, --cuda-graph-warmup-steps,
+  // CUDA graphs (kernels/cuda_graph_flags.h; Megatron-Core's names plus MXMACA's
+  // --no-cuda-graph): --cuda-graph-impl, --cuda-graph-scope (deprecated in 0.19, nargs '+',
+  // dest cuda_graph_scope_deprecated; MXMACA reads one value), --cuda-graph-warmup-steps,
   // --enable-cuda-graph and --external-cuda-graph (deprecated in Megatron).
   std::optional<std::string> cuda_graph_impl;
-  std::optional<std::string> cuda_graph_scope;
+  std::vector<std::string> cuda_graph_scope;  // empty = None
   std::optional<int64_t> cuda_graph_warmup_steps;
   bool enable_cuda_graph = false;
   bool external_cuda_graph = false;
@@ -348,6 +351,13 @@ int64_t PaddedVocabSize(int64_t vocab_size, int64_t divisible_by, int64_t tp);
 // field sorted case-insensitively (values as Python prints them: None, True, 1e-05,
 // 'rope', [...]), then a dashed end line. Print it at start on rank 0.
 std::string FormatMegatronArgs(const MegatronArgs& args);
+
+// MegatronArgsField: the MegatronArgs field (a MegatronArgsBoundDests() name) that Megatron
+// dest `dest` sets: `dest` itself, except for the dests Megatron-Core 0.19 renamed, whose
+// fields keep the earlier name (layernorm_epsilon -> norm_epsilon,
+// layernorm_zero_centered_gamma -> apply_layernorm_1p, special_tokens ->
+// tiktoken_special_tokens, cuda_graph_scope_deprecated -> cuda_graph_scope).
+std::string MegatronArgsField(std::string_view dest);
 
 // MegatronArgRepr: the Python repr of the field named by Megatron dest `dest` ("None",
 // "True", "0.1", "'LayerNorm'", "['a', 'b']"), or nullopt when MXMACA has no such field.

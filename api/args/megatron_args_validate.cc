@@ -287,7 +287,9 @@ absl::Status ValidateOptimizerAndSchedule(const MegatronArgs& a) {
                    ") must be >= --start-weight-decay (", *a.start_weight_decay, ")");
   }
   if (a.eval_iters < 0) return Invalid("--eval-iters must be >= 0, got ", a.eval_iters);
-  if (a.eval_interval < 1) return Invalid("--eval-interval must be >= 1, got ", a.eval_interval);
+  if (a.eval_interval.has_value() && *a.eval_interval < 1) {
+    return Invalid("--eval-interval must be >= 1, got ", *a.eval_interval);
+  }
   return absl::OkStatus();
 }
 

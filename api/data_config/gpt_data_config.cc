@@ -56,11 +56,16 @@ absl::StatusOr<data::GptDataConfig> GptDataConfigFromArgs(const MegatronArgs& ar
   } else {
     return absl::InvalidArgumentError("one of --train-iters or --train-samples is required");
   }
-  if (args.eval_interval < 1) {
+  if (args.eval_interval.has_value() && *args.eval_interval < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--eval-interval must be at least 1, got ", args.eval_interval));
+        absl::StrCat("--eval-interval must be at least 1, got ", *args.eval_interval));
   }
-  config.num_samples[1] = (train_iters / args.eval_interval + 1) * args.eval_iters * global_batch;
+  // Megatron's get_train_valid_test_num_samples: one evaluation per interval plus the final
+  // one. Without --eval-interval (0.19's default None, where Megatron's division fails) only
+  // the final evaluation runs.
+  const int64_t eval_points =
+      args.eval_interval.has_value() ? train_iters / *args.eval_interval + 1 : 1;
+  config.num_samples[1] = eval_points * args.eval_iters * global_batch;
   config.num_samples[2] = args.eval_iters * global_batch;
   config.cache_path = args.data_cache_path.value_or("");
   config.mid_level_dataset_surplus = args.mid_level_dataset_surplus;

@@ -230,7 +230,7 @@ void AddTrainerFlags(const TrainerOptions& o, int default_threads, FlagList& f) 
   if (!o.load.empty()) f.Value("--load", o.load);
 
   f.Int("--log-interval", o.log_interval, d.log_interval);
-  f.Int("--eval-interval", o.eval_interval, d.eval_interval);
+  if (o.eval_interval > 0) f.Int("--eval-interval", o.eval_interval);
   f.Int("--eval-iters", o.eval_iters, d.eval_iters);
 
   f.Int("--seed", o.seed, d.seed);

@@ -82,7 +82,9 @@ struct TrainerOptions {
 
   // ---- Logging and evaluation ----
   int64_t log_interval = 100;    // --log-interval (iterations per log line)
-  int64_t eval_interval = 1000;  // --eval-interval (iterations between validations)
+  // --eval-interval (iterations between validations); 0 = None, Megatron-Core 0.19's
+  // default: no validation during training, only the final one.
+  int64_t eval_interval = 0;
   int64_t eval_iters = 100;      // --eval-iters (batches per validation); 0 = no validation
 
   // ---- Initialisation, precision, runtime ----

@@ -2,6 +2,7 @@
 #include "api/train/device_setup.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "layers/device/cpu_device_kernels.h"
 #include "layers/device/cuda_device_kernels.h"
 #include "layers/device/emulated_device_kernels.h"
@@ -64,7 +65,13 @@ absl::StatusOr<kernels::CudaGraphConfig> CudaGraphConfigFor(const MegatronArgs& 
                                                             std::string* notice) {
   kernels::CudaGraphFlagValues v;
   v.cuda_graph_impl = a.cuda_graph_impl;
-  v.cuda_graph_scope = a.cuda_graph_scope;
+  if (a.cuda_graph_scope.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--cuda-graph-scope ", absl::StrJoin(a.cuda_graph_scope, " "),
+        ": MXMACA reads one scope (full, attn or full_iteration); Megatron-Core 0.19's "
+        "per-module lists are --cuda-graph-modules, which MXMACA accepts with a notice"));
+  }
+  if (!a.cuda_graph_scope.empty()) v.cuda_graph_scope = a.cuda_graph_scope.front();
   v.cuda_graph_warmup_steps = a.cuda_graph_warmup_steps;
   v.enable_cuda_graph = a.enable_cuda_graph;
   v.external_cuda_graph = a.external_cuda_graph;

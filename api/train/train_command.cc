@@ -855,7 +855,7 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
   cc->clip_grad = args.clip_grad;
   cc->max_consecutive_nan_iterations = args.max_consecutive_nan_iterations;
   cc->log_interval = args.log_interval;
-  cc->eval_interval = args.eval_interval;
+  cc->eval_interval = args.eval_interval.value_or(0);  // None: no evaluation during training
   cc->eval_iters = args.eval_iters;
   cc->do_valid = valid != nullptr && args.eval_iters > 0;
   cc->exit_interval = args.exit_interval;
