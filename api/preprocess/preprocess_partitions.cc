@@ -1,0 +1,151 @@
+// api/preprocess/preprocess_partitions.cc: partition, encode each, merge with AddIndex.
+#include "api/preprocess/preprocess_partitions.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "api/preprocess/partition_writer.h"
+#include "api/preprocess/preprocess_command.h"
+#include "api/preprocess/python_glob.h"
+#include "base/status_macros.h"
+#include "data/indexed_dataset.h"
+
+namespace mxmaca::api {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;  // os.path.exists
+}
+
+bool IsEmptyFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0;
+}
+
+// Removes the per-partition datasets when the run ends, successful or not.
+class PartitionOutputs {
+ public:
+  ~PartitionOutputs() {
+    for (const std::string& prefix : prefixes_) {
+      std::remove((prefix + ".bin").c_str());
+      std::remove((prefix + ".idx").c_str());
+    }
+  }
+  void Add(const std::string& prefix) { prefixes_.push_back(prefix); }
+
+ private:
+  std::vector<std::string> prefixes_;
+};
+
+}  // namespace
+
+absl::Status PreprocessPartitions(const PreprocessOptions& options, std::FILE* log,
+                                  PreprocessStats* stats) {
+  const Clock::time_point start = Clock::now();
+  const int64_t n = options.partitions;
+  if (n < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PreprocessPartitions: --partitions must be >= 2, got ", n));
+  }
+  MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer,
+                          BuildPreprocessTokenizer(options));
+  const double tokenizer_seconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
+
+  std::vector<PartitionNames> names;
+  std::vector<std::string> partition_files;
+  bool present = true;
+  for (int64_t i = 0; i < n; ++i) {
+    names.push_back(PartitionNamesFor(options.input, options.output_prefix, i));
+    partition_files.push_back(names.back().partition);
+    present = present && Exists(names.back().partition);
+  }
+  if (present) {
+    if (log != nullptr) {
+      std::fprintf(log,
+                   "Partitions already present: reusing %s .. %s as they are (delete them to "
+                   "re-partition)\n",
+                   partition_files.front().c_str(), partition_files.back().c_str());
+    }
+  } else {
+    const std::vector<std::string> inputs = PythonGlob(options.input);
+    if (inputs.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "preprocess: --input \"", options.input,
+          "\" matches no file (with --partitions ", n, " --input is a glob pattern)"));
+    }
+    if (log != nullptr) {
+      std::fprintf(log, "Partitioning %zu file(s) (%s) into %lld partitions%s\n", inputs.size(),
+                   absl::StrJoin(inputs, ", ").c_str(), static_cast<long long>(n),
+                   options.keep_sequential_samples ? " (sequential blocks)" : " (round-robin)");
+    }
+    MXMACA_ASSIGN_OR_RETURN(std::vector<int64_t> lines,
+                            WritePartitions(inputs, partition_files,
+                                            options.keep_sequential_samples));
+    if (log != nullptr) {
+      for (int64_t i = 0; i < n; ++i) {
+        std::fprintf(log, "  %s: %lld lines\n", partition_files[i].c_str(),
+                     static_cast<long long>(lines[i]));
+      }
+    }
+  }
+
+  PartitionOutputs partition_outputs;  // removed at the end, as the merge is all we keep
+  std::vector<bool> encoded(static_cast<size_t>(n), false);
+  PreprocessStats total;
+  for (int64_t i = 0; i < n; ++i) {
+    if (IsEmptyFile(names[i].partition)) continue;  // its dataset would be empty
+    PreprocessOptions part = options;
+    part.partitions = 1;
+    part.input = names[i].partition;
+    part.output_prefix = names[i].output_prefix;
+    for (const std::string& key : options.json_keys) {
+      partition_outputs.Add(OutputPrefix(part.output_prefix, key));
+    }
+    PreprocessStats part_stats;
+    MXMACA_RETURN_IF_ERROR(
+        PreprocessFile(part, *tokenizer, log, &part_stats, i == 0 ? tokenizer_seconds : 0));
+    encoded[i] = true;
+    total.documents += part_stats.documents;
+    total.tokens += part_stats.tokens;
+    total.input_bytes += part_stats.input_bytes;
+  }
+
+  const data::DType dtype = data::DTypeForVocab(tokenizer->vocab_size());
+  for (const std::string& key : options.json_keys) {
+    const std::string prefix = OutputPrefix(options.output_prefix, key);
+    MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<data::IndexedDatasetBuilder> builder,
+                            data::IndexedDatasetBuilder::Create(prefix, dtype));
+    for (int64_t i = 0; i < n; ++i) {
+      if (encoded[i]) {
+        MXMACA_RETURN_IF_ERROR(builder->AddIndex(OutputPrefix(names[i].output_prefix, key)));
+      }
+    }
+    MXMACA_RETURN_IF_ERROR(builder->Finalize());
+    if (log != nullptr) {
+      std::fprintf(log, "Merged %lld partitions into %s.{bin,idx}\n", static_cast<long long>(n),
+                   prefix.c_str());
+    }
+  }
+  total.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (log != nullptr) {
+    std::fprintf(log, "Done (all partitions): %lld documents, %lld tokens in %.3f s\n",
+                 static_cast<long long>(total.documents), static_cast<long long>(total.tokens),
+                 total.seconds);
+    std::fflush(log);
+  }
+  if (stats != nullptr) *stats = total;
+  return absl::OkStatus();
+}
+
+}  // namespace mxmaca::api
