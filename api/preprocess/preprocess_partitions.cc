@@ -32,6 +32,29 @@ bool IsEmptyFile(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0;
 }
 
+// Whether `path` is the same file as one of `files` (device and inode).
+bool IsOneOf(const std::string& path, const std::vector<std::string>& files) {
+  struct stat a, b;
+  if (::stat(path.c_str(), &a) != 0) return false;
+  for (const std::string& file : files) {
+    if (::stat(file.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Whether `path` has the form of a partition file of `input`: {name}_{digits}{ext}.
+bool LooksLikePartitionFile(const std::string& path, const std::string& input) {
+  const auto [name, ext] = SplitExtension(input);
+  if (path.size() < name.size() + ext.size() + 2) return false;
+  if (path.compare(0, name.size(), name) != 0) return false;
+  if (path.compare(path.size() - ext.size(), ext.size(), ext) != 0) return false;
+  const std::string middle = path.substr(name.size(), path.size() - name.size() - ext.size());
+  return middle.size() >= 2 && middle[0] == '_' &&
+         middle.find_first_not_of("0123456789", 1) == std::string::npos;
+}
+
 // Removes the per-partition datasets when the run ends, successful or not.
 class PartitionOutputs {
  public:
@@ -78,7 +101,25 @@ absl::Status PreprocessPartitions(const PreprocessOptions& options, std::FILE* l
                    partition_files.front().c_str(), partition_files.back().c_str());
     }
   } else {
-    const std::vector<std::string> inputs = PythonGlob(options.input);
+    std::vector<std::string> inputs;
+    for (const std::string& path : PythonGlob(options.input)) {
+      // The glob can match this run's own partition files (a pattern such as "kjv*.jsonl"
+      // matches "kjv*_0.jsonl"): some are left from an interrupted or other run, and
+      // they are about to be rewritten, so they are not inputs (Megatron truncates them
+      // and reads them back while writing).
+      if (IsOneOf(path, partition_files)) {
+        if (log != nullptr)
+          std::fprintf(log, "Skipping %s: a partition file of this run\n", path.c_str());
+        continue;
+      }
+      if (LooksLikePartitionFile(path, options.input) && log != nullptr) {
+        std::fprintf(log,
+                     "Warning: --input matches %s, which looks like a partition file of an "
+                     "earlier run with other --partitions; its lines are read as input\n",
+                     path.c_str());
+      }
+      inputs.push_back(path);
+    }
     if (inputs.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "preprocess: --input \"", options.input,

@@ -7,7 +7,11 @@
 //      round-robin or, with --keep-sequential-samples, in blocks of ceil(lines / N)
 //      (partition_writer.h). When all N partition files already exist they are reused
 //      as they are and the glob is not read, as in Megatron ("partitions already
-//      present"): delete them to re-partition changed inputs.
+//      present"): delete them to re-partition changed inputs. When some are missing,
+//      the glob's matches that are this run's partition files (a pattern such as
+//      "kjv*.jsonl" matches "kjv*_0.jsonl") are skipped -- they are about to be
+//      rewritten; Megatron truncates and reads them at once -- and a match shaped like
+//      another run's partition file ({name}_{digits}{ext}) is read with a warning.
 //   2. Each partition is encoded into {output_prefix}_{i}_{KEY}_document.bin/.idx.
 //   3. For each KEY the N datasets are appended in partition order 0..N-1 with
 //      IndexedDatasetBuilder::AddIndex (Megatron's add_index) into

@@ -97,6 +97,15 @@ std::string Outputs(const std::string& prefix) {
   return all;
 }
 
+std::string ReadLog(std::FILE* log) {
+  std::rewind(log);
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), log)) > 0;) text.append(buf, n);
+  std::fclose(log);
+  return text;
+}
+
 TEST_CASE("--keep-sequential-samples: the merge equals one pass over the concatenation") {
   const std::string dir = MakeTempDir();
   const auto lines = Lines();
@@ -160,11 +169,7 @@ TEST_CASE("partition files already present are reused as they are, as in Megatro
   std::FILE* log = std::tmpfile();
   REQUIRE(log != nullptr);
   REQUIRE(Preprocess(options, log).ok());
-  std::rewind(log);
-  char buf[8192];
-  const std::string text(buf, std::fread(buf, 1, sizeof(buf), log));
-  std::fclose(log);
-  CHECK(text.find("Partitions already present") != std::string::npos);
+  CHECK(ReadLog(log).find("Partitions already present") != std::string::npos);
   CHECK(Outputs(dir + "/out") == first);
   // Fewer lines than partitions: the empty partition adds nothing.
   WriteFile(dir + "/two.jsonl", Join(lines, 0, 2));
@@ -175,6 +180,36 @@ TEST_CASE("partition files already present are reused as they are, as in Megatro
   REQUIRE(Preprocess(options, nullptr).ok());
   REQUIRE(Preprocess(Options(dir + "/two.jsonl", dir + "/two_whole"), nullptr).ok());
   CHECK(Outputs(dir + "/two") == Outputs(dir + "/two_whole"));
+}
+
+TEST_CASE("the glob skips this run's own partition files and warns about others'") {
+  const std::string dir = MakeTempDir();
+  const auto lines = Lines();
+  WriteFile(dir + "/docs.jsonl", Join(lines, 0, lines.size()));
+  PreprocessOptions options = Options(dir + "/d*.jsonl", dir + "/fresh");
+  options.partitions = 3;
+  options.workers = 3;
+  REQUIRE(Preprocess(options, nullptr).ok());
+  for (int i = 0; i < 3; ++i) std::remove(absl::StrCat(dir, "/d*_", i, ".jsonl").c_str());
+  // Left over: partition 1 of this run (not all three: re-partitioned) and a partition
+  // of a run with --partitions 8 (read as input, with a warning).
+  WriteFile(dir + "/d*_1.jsonl", Join(lines, 0, 4));
+  WriteFile(dir + "/d*_7.jsonl", Join(lines, 5, 6));
+  options.output_prefix = dir + "/again";
+  std::FILE* log = std::tmpfile();
+  REQUIRE(log != nullptr);
+  REQUIRE(Preprocess(options, log).ok());
+  const std::string text = ReadLog(log);
+  INFO(text);
+  CHECK(text.find("Skipping " + dir + "/d*_1.jsonl: a partition file of this run") !=
+        std::string::npos);
+  CHECK(text.find("Warning: --input matches " + dir + "/d*_7.jsonl") != std::string::npos);
+  std::remove((dir + "/d*_7.jsonl").c_str());
+  for (int i = 0; i < 3; ++i) std::remove(absl::StrCat(dir, "/d*_", i, ".jsonl").c_str());
+  options.output_prefix = dir + "/third";
+  REQUIRE(Preprocess(options, nullptr).ok());
+  CHECK(Outputs(dir + "/third") == Outputs(dir + "/fresh"));
+  CHECK(Outputs(dir + "/again") != Outputs(dir + "/fresh"));  // d*_7's line was read
 }
 
 TEST_CASE("errors name the value and leave no dataset behind") {
