@@ -14,11 +14,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "api/preprocess/preprocess_partitions.h"
 #include "base/status_macros.h"
-#include "data/tokenizer_factory.h"
 #include "data/indexed_dataset.h"
 #include "data/jsonl_reader.h"
-#include "api/preprocess/preprocess_partitions.h"
+#include "data/tokenizer_factory.h"
 
 namespace mxmaca::api {
 namespace {

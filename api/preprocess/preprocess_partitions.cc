@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -80,11 +81,6 @@ absl::Status PreprocessPartitions(const PreprocessOptions& options, std::FILE* l
     return absl::InvalidArgumentError(
         absl::StrCat("PreprocessPartitions: --partitions must be >= 2, got ", n));
   }
-  MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer,
-                          BuildPreprocessTokenizer(options));
-  const double tokenizer_seconds =
-      std::chrono::duration<double>(Clock::now() - start).count();
-
   std::vector<PartitionNames> names;
   std::vector<std::string> partition_files;
   bool present = true;
@@ -100,16 +96,18 @@ absl::Status PreprocessPartitions(const PreprocessOptions& options, std::FILE* l
                    "re-partition)\n",
                    partition_files.front().c_str(), partition_files.back().c_str());
     }
-  } else {
-    std::vector<std::string> inputs;
+  }
+  std::vector<std::string> inputs;
+  if (!present) {
     for (const std::string& path : PythonGlob(options.input)) {
       // The glob can match this run's own partition files (a pattern such as "kjv*.jsonl"
       // matches "kjv*_0.jsonl"): some are left from an interrupted or other run, and
       // they are about to be rewritten, so they are not inputs (Megatron truncates them
       // and reads them back while writing).
       if (IsOneOf(path, partition_files)) {
-        if (log != nullptr)
+        if (log != nullptr) {
           std::fprintf(log, "Skipping %s: a partition file of this run\n", path.c_str());
+        }
         continue;
       }
       if (LooksLikePartitionFile(path, options.input) && log != nullptr) {
@@ -125,9 +123,18 @@ absl::Status PreprocessPartitions(const PreprocessOptions& options, std::FILE* l
           "preprocess: --input \"", options.input,
           "\" matches no file (with --partitions ", n, " --input is a glob pattern)"));
     }
+  }
+  // The tokenizer after the cheap checks above, before any partition file is written.
+  MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer,
+                          BuildPreprocessTokenizer(options));
+  const double tokenizer_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!present) {
     if (log != nullptr) {
+      const size_t shown = std::min<size_t>(inputs.size(), 5);
+      std::string list = absl::StrJoin(inputs.begin(), inputs.begin() + shown, ", ");
+      if (shown < inputs.size()) absl::StrAppend(&list, ", ... (", inputs.size(), " in all)");
       std::fprintf(log, "Partitioning %zu file(s) (%s) into %lld partitions%s\n", inputs.size(),
-                   absl::StrJoin(inputs, ", ").c_str(), static_cast<long long>(n),
+                   list.c_str(), static_cast<long long>(n),
                    options.keep_sequential_samples ? " (sequential blocks)" : " (round-robin)");
     }
     MXMACA_ASSIGN_OR_RETURN(std::vector<int64_t> lines,
@@ -154,8 +161,9 @@ absl::Status PreprocessPartitions(const PreprocessOptions& options, std::FILE* l
       partition_outputs.Add(OutputPrefix(part.output_prefix, key));
     }
     PreprocessStats part_stats;
+    const bool first = std::find(encoded.begin(), encoded.end(), true) == encoded.end();
     MXMACA_RETURN_IF_ERROR(
-        PreprocessFile(part, *tokenizer, log, &part_stats, i == 0 ? tokenizer_seconds : 0));
+        PreprocessFile(part, *tokenizer, log, &part_stats, first ? tokenizer_seconds : 0));
     encoded[i] = true;
     total.documents += part_stats.documents;
     total.tokens += part_stats.tokens;
