@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "data/internal/byte_level.h"
+#include "data/internal/flat_json_object.h"
 #include "data/internal/pretokenizer.h"
 #include "data/internal/read_file.h"
 #include "data/internal/unicode_classes.h"
@@ -91,40 +92,67 @@ absl::StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::Load(
 
   // --- vocab (encoder.json) ---
   MXMACA_ASSIGN_OR_RETURN(const std::string vocab_text, internal::ReadWholeFile(vocab_file, "vocab file"));
-  nlohmann::json vocab;
-  try {
-    vocab = nlohmann::json::parse(vocab_text);
-  } catch (const nlohmann::json::parse_error& e) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "vocab file '", vocab_file, "' is not valid JSON (byte ", e.byte, "): ", e.what()));
-  }
-  if (!vocab.is_object() || vocab.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "vocab file '", vocab_file,
-        "': expected a non-empty JSON object mapping tokens to ids (GPT-2 encoder.json)"));
-  }
-  const int64_t n = static_cast<int64_t>(vocab.size());
-  std::vector<std::string> token_text(static_cast<size_t>(n));  // byte-level spelling
-  std::vector<bool> seen(static_cast<size_t>(n), false);
+  int64_t n = 0;
+  std::vector<std::string> token_text;              // [id]: byte-level spelling
   absl::flat_hash_map<std::string, int32_t> id_of;  // byte-level spelling -> id
-  id_of.reserve(static_cast<size_t>(n));
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    const std::string& key = it.key();
-    if (!it.value().is_number_integer()) {
-      return absl::InvalidArgumentError(absl::StrCat("vocab file '", vocab_file, "': token ",
-                                                     Quote(key), " has value ", it.value().dump(),
-                                                     ", expected an integer id"));
+  // Fast path for a plain encoder.json; anything else (and every error) goes through
+  // nlohmann below, exactly as before.
+  if (auto entries = internal::ParseFlatStringIntObject(vocab_text)) {
+    n = static_cast<int64_t>(entries->size());
+    token_text.assign(static_cast<size_t>(n), std::string());
+    std::vector<bool> seen(static_cast<size_t>(n), false);
+    bool ok = true;
+    for (const auto& [key, id] : *entries) {
+      if (id < 0 || id >= n || seen[id]) {
+        ok = false;
+        break;
+      }
+      seen[id] = true;
+      token_text[id] = key;
     }
-    const int64_t id = it.value().get<int64_t>();
-    if (id < 0 || id >= n || seen[id]) {
+    if (ok) {
+      id_of.reserve(static_cast<size_t>(n));
+      for (auto& [key, id] : *entries) id_of.emplace(std::move(key), static_cast<int32_t>(id));
+    } else {
+      n = 0;
+    }
+  }
+  if (n == 0) {
+    nlohmann::json vocab;
+    try {
+      vocab = nlohmann::json::parse(vocab_text);
+    } catch (const nlohmann::json::parse_error& e) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "vocab file '", vocab_file, "': token ", Quote(key), " has id ", id,
-          id < 0 || id >= n ? absl::StrCat(", expected ids 0..", n - 1, " (one per token)")
-                            : std::string(", which another token already has")));
+          "vocab file '", vocab_file, "' is not valid JSON (byte ", e.byte, "): ", e.what()));
     }
-    seen[id] = true;
-    token_text[id] = key;
-    id_of.emplace(key, static_cast<int32_t>(id));
+    if (!vocab.is_object() || vocab.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "vocab file '", vocab_file,
+          "': expected a non-empty JSON object mapping tokens to ids (GPT-2 encoder.json)"));
+    }
+    n = static_cast<int64_t>(vocab.size());
+    token_text.assign(static_cast<size_t>(n), std::string());
+    std::vector<bool> seen(static_cast<size_t>(n), false);
+    id_of.clear();
+    id_of.reserve(static_cast<size_t>(n));
+    for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+      const std::string& key = it.key();
+      if (!it.value().is_number_integer()) {
+        return absl::InvalidArgumentError(absl::StrCat("vocab file '", vocab_file, "': token ",
+                                                       Quote(key), " has value ", it.value().dump(),
+                                                       ", expected an integer id"));
+      }
+      const int64_t id = it.value().get<int64_t>();
+      if (id < 0 || id >= n || seen[id]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "vocab file '", vocab_file, "': token ", Quote(key), " has id ", id,
+            id < 0 || id >= n ? absl::StrCat(", expected ids 0..", n - 1, " (one per token)")
+                              : std::string(", which another token already has")));
+      }
+      seen[id] = true;
+      token_text[id] = key;
+      id_of.emplace(key, static_cast<int32_t>(id));
+    }
   }
   tok->token_offsets_.reserve(static_cast<size_t>(n) + 1);
   tok->token_offsets_.push_back(0);
@@ -167,12 +195,24 @@ absl::StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::Load(
                                                    "line (GPT-2 vocab.bpe), got ",
                                                    Quote(lines[0])));
   }
+  std::string merged;  // reused: the two tokens concatenated
   for (size_t i = 1; i + 1 < lines.size(); ++i) {
     const size_t line_number = i + 1;
-    std::vector<absl::string_view> parts =
-        absl::StrSplit(lines[i], absl::ByAnyChar(" \t\r\f\v"), absl::SkipEmpty());
-    if (parts.empty()) continue;  // blank line: Python's () never matches a pair
-    if (parts.size() != 2) {
+    // The fields separated by runs of " \t\r\f\v" (at most 3 kept: more is an error).
+    absl::string_view parts[3];
+    size_t num_parts = 0;
+    const absl::string_view line = lines[i];
+    for (size_t pos = 0; pos < line.size();) {
+      const size_t start = line.find_first_not_of(" \t\r\f\v", pos);
+      if (start == absl::string_view::npos) break;
+      size_t stop = line.find_first_of(" \t\r\f\v", start);
+      if (stop == absl::string_view::npos) stop = line.size();
+      if (num_parts < 3) parts[num_parts] = line.substr(start, stop - start);
+      ++num_parts;
+      pos = stop;
+    }
+    if (num_parts == 0) continue;  // blank line: Python's () never matches a pair
+    if (num_parts != 2) {
       return absl::InvalidArgumentError(absl::StrCat("merge file '", merge_file, "' line ",
                                                      line_number,
                                                      ": expected two tokens "
@@ -180,7 +220,8 @@ absl::StatusOr<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::Load(
                                                      Quote(lines[i])));
     }
     int32_t ids[3];
-    const std::string merged = absl::StrCat(parts[0], parts[1]);
+    merged.assign(parts[0].data(), parts[0].size());
+    merged.append(parts[1].data(), parts[1].size());
     const absl::string_view names[3] = {parts[0], parts[1], merged};
     for (int k = 0; k < 3; ++k) {
       auto it = id_of.find(names[k]);

@@ -14,10 +14,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "api/preprocess/preprocess_partitions.h"
 #include "base/status_macros.h"
-#include "data/tokenizer_factory.h"
 #include "data/indexed_dataset.h"
 #include "data/jsonl_reader.h"
+#include "data/tokenizer_factory.h"
 
 namespace mxmaca::api {
 namespace {
@@ -230,12 +231,8 @@ std::string OutputPrefix(const std::string& output_prefix, const std::string& ke
   return absl::StrCat(output_prefix, "_", key, "_document");
 }
 
-absl::Status Preprocess(const PreprocessOptions& options, std::FILE* log,
-                        PreprocessStats* stats) {
-  const Clock::time_point startup = Clock::now();
-  if (log != nullptr) std::fprintf(log, "Opening %s\n", options.input.c_str());
-  MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<data::JsonlLineReader> reader,
-                          data::JsonlLineReader::Open(options.input));
+absl::StatusOr<std::unique_ptr<data::Tokenizer>> BuildPreprocessTokenizer(
+    const PreprocessOptions& options) {
   data::TokenizerSpec spec;
   spec.tokenizer_type = options.tokenizer_type;
   if (!options.vocab_file.empty()) spec.vocab_file = options.vocab_file;
@@ -255,7 +252,25 @@ absl::Status Preprocess(const PreprocessOptions& options, std::FILE* log,
         " has no end-of-document token (HuggingFaceTokenizer: no eos_token in "
         "tokenizer_config.json or special_tokens_map.json)"));
   }
-  const data::DType dtype = data::DTypeForVocab(tokenizer->vocab_size());
+  return tokenizer;
+}
+
+absl::Status Preprocess(const PreprocessOptions& options, std::FILE* log,
+                        PreprocessStats* stats) {
+  if (options.partitions > 1) return PreprocessPartitions(options, log, stats);
+  const Clock::time_point startup = Clock::now();
+  MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer,
+                          BuildPreprocessTokenizer(options));
+  return PreprocessFile(options, *tokenizer, log, stats, SecondsSince(startup));
+}
+
+absl::Status PreprocessFile(const PreprocessOptions& options, const data::Tokenizer& tokenizer,
+                            std::FILE* log, PreprocessStats* stats, double startup_seconds) {
+  const Clock::time_point startup = Clock::now();
+  if (log != nullptr) std::fprintf(log, "Opening %s\n", options.input.c_str());
+  MXMACA_ASSIGN_OR_RETURN(std::unique_ptr<data::JsonlLineReader> reader,
+                          data::JsonlLineReader::Open(options.input));
+  const data::DType dtype = data::DTypeForVocab(tokenizer.vocab_size());
   std::vector<std::unique_ptr<data::IndexedDatasetBuilder>> builders;
   for (const std::string& key : options.json_keys) {
     MXMACA_ASSIGN_OR_RETURN(
@@ -265,7 +280,8 @@ absl::Status Preprocess(const PreprocessOptions& options, std::FILE* log,
   }
   if (log != nullptr) {
     std::fprintf(log, "Time to startup: %.3f s (vocab %lld, dtype %s, %lld workers)\n",
-                 SecondsSince(startup), static_cast<long long>(tokenizer->vocab_size()),
+                 startup_seconds + SecondsSince(startup),
+                 static_cast<long long>(tokenizer.vocab_size()),
                  data::DTypeName(dtype), static_cast<long long>(options.workers));
   }
 
@@ -279,7 +295,7 @@ absl::Status Preprocess(const PreprocessOptions& options, std::FILE* log,
   std::deque<std::unique_ptr<Batch>> in_flight;
   absl::Status status;
   {
-    WorkerPool pool(options.workers, options, *tokenizer);
+    WorkerPool pool(options.workers, options, tokenizer);
     bool end_of_input = false;
     while (status.ok() && !end_of_input) {
       auto batch = std::make_unique<Batch>();

@@ -50,7 +50,7 @@ constexpr FlagSpec kFlags[] = {
     {"--workers", Kind::kInt, ""},
     {"--partitions", Kind::kInt, ""},
     {"--log-interval", Kind::kInt, ""},
-    {"--keep-sequential-samples", Kind::kIgnoredFlag, ""},
+    {"--keep-sequential-samples", Kind::kFlag, ""},
     {"--tokenizer-type", Kind::kString, ""},
     {"--vocab-file", Kind::kString, ""},
     {"--merge-file", Kind::kString, ""},
@@ -144,9 +144,13 @@ std::string PreprocessUsage() {
          "         --tokenizer-type TikTokenizer --tokenizer-model vocab.json\n"
          "         --tiktoken-pattern v1|v2 [--vocab-size N] [--tiktoken-num-special-tokens K]\n"
          "         [--tiktoken-special-tokens T [T ...]])\n"
-         "         [--append-eod] [--log-interval DOCS] [--partitions 1]\n"
+         "         [--append-eod] [--log-interval DOCS]\n"
+         "         [--partitions N [--keep-sequential-samples]]\n"
          "Writes PREFIX_{KEY}_document.bin/.idx (Megatron's indexed dataset), one\n"
-         "document per input line, with the flags of Megatron's tools/preprocess_data.py.\n";
+         "document per input line, with the flags of Megatron's tools/preprocess_data.py.\n"
+         "With --partitions N > 1, INPUT is a glob pattern: its lines go round-robin (or in\n"
+         "N sequential blocks) to partition files INPUT-NAME_{i}.EXT, which are encoded and\n"
+         "merged in order 0..N-1 (as Megatron; partition files already present are reused).\n";
 }
 
 absl::StatusOr<PreprocessOptions> ParsePreprocessArgs(const std::vector<std::string>& args) {
@@ -182,6 +186,7 @@ absl::StatusOr<PreprocessOptions> ParsePreprocessArgs(const std::vector<std::str
       }
       if (name == "--append-eod") options.append_eod = true;
       if (name == "--legacy-tokenizer") options.legacy_tokenizer = true;
+      if (name == "--keep-sequential-samples") options.keep_sequential_samples = true;
       if (name == "--help") options.help = true;
       continue;
     }
@@ -288,10 +293,16 @@ absl::StatusOr<PreprocessOptions> ParsePreprocessArgs(const std::vector<std::str
     return absl::InvalidArgumentError(absl::StrCat(
         "preprocess: --workers must be in [1, 1024] (threads), got ", options.workers));
   }
-  if (options.partitions != 1) {
+  if (options.partitions < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "preprocess: --partitions ", options.partitions,
-        " is not supported (only 1: one input file, processed by --workers threads)"));
+        "preprocess: --partitions must be >= 1 (the number of partition files), got ",
+        options.partitions));
+  }
+  if (options.workers % options.partitions != 0) {
+    // Megatron drops such a --workers value and then asserts.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "preprocess: --workers ", options.workers, " is not divisible by --partitions ",
+        options.partitions, " (Megatron requires workers = partitions x workers per partition)"));
   }
   if (options.log_interval < 1) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -10,13 +10,13 @@
 // GPTSentencePieceTokenizer, Llama2Tokenizer (--tokenizer-model, --vocab-extra-ids),
 // TikTokenizer (--tokenizer-model, --tiktoken-pattern, --vocab-size,
 // --tiktoken-num-special-tokens, --tiktoken-special-tokens), --legacy-tokenizer,
-// --append-eod, --workers,
-// --partitions 1, --log-interval.
-// Accepted with no effect, as in Megatron for this setup: --keep-sequential-samples
-// (only matters with partitions > 1), --keep-newlines and --lang (only with
-// --split-sentences).
+// --append-eod, --workers, --partitions (>= 1; --workers must be a multiple of it, as
+// Megatron asserts), --keep-sequential-samples (with --partitions > 1, see
+// preprocess_partitions.h), --log-interval.
+// Accepted with no effect, as in Megatron for this setup: --keep-newlines and --lang
+// (only with --split-sentences).
 // Errors: unknown flags (with a "did you mean" suggestion), --split-sentences (needs
-// NLTK's punkt model; not provided), --partitions other than 1, other tokenizer types
+// NLTK's punkt model; not provided), other tokenizer types
 // and the flags that only configure them (--tokenizer-metadata, --special-tokens, ...).
 #ifndef MXMACA_API_PREPROCESS_PREPROCESS_FLAGS_H_
 #define MXMACA_API_PREPROCESS_PREPROCESS_FLAGS_H_
@@ -47,7 +47,8 @@ struct PreprocessOptions {
   bool legacy_tokenizer = false;  // --legacy-tokenizer (see data/tokenizer_factory.h)
   bool append_eod = false;                        // --append-eod
   int64_t workers = 0;                            // --workers (threads here), 1..1024
-  int64_t partitions = 1;                         // --partitions (1 only)
+  int64_t partitions = 1;                         // --partitions, >= 1
+  bool keep_sequential_samples = false;           // --keep-sequential-samples
   int64_t log_interval = 1000;                    // --log-interval (documents), >= 1
   bool help = false;                              // -h / --help was given
 
@@ -60,7 +61,8 @@ struct PreprocessOptions {
 // ParsePreprocessArgs: `args` (without the program and subcommand names) into options.
 // Errors (InvalidArgument, naming the flag): unknown or ambiguous flag (with the
 // closest known flags), missing value, bad integer, a missing required flag (--input,
-// --output-prefix, --tokenizer-type, --workers, as Megatron; --vocab-file and
+// --output-prefix, --tokenizer-type, --workers, as Megatron; --partitions < 1 or not
+// dividing --workers; --vocab-file and
 // --merge-file for GPT2BPETokenizer; --tokenizer-model for the others;
 // --tiktoken-pattern v1|v2 for TikTokenizer), unsupported flag values as listed above.
 absl::StatusOr<PreprocessOptions> ParsePreprocessArgs(const std::vector<std::string>& args);

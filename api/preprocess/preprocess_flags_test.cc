@@ -53,6 +53,15 @@ TEST_CASE("Megatron's flags parse with argparse semantics and defaults") {
   CHECK(parsed->append_eod);
   CHECK(parsed->log_interval == 7);
   CHECK(parsed->workers == 5);  // the last occurrence wins
+  CHECK(parsed->partitions == 1);
+  CHECK(parsed->keep_sequential_samples);
+
+  parsed =
+      ParsePreprocessArgs(With({"--input", "dir/*.jsonl", "--workers", "6", "--partitions", "3"}));
+  REQUIRE(parsed.ok());
+  CHECK(parsed->input == "dir/*.jsonl");
+  CHECK(parsed->partitions == 3);
+  CHECK_FALSE(parsed->keep_sequential_samples);
 
   // Unambiguous prefixes, as argparse's allow_abbrev.
   parsed = ParsePreprocessArgs(With({"--append", "--json-k", "body", "--log-int", "2"}));
@@ -73,7 +82,11 @@ TEST_CASE("errors name the flag and suggest the closest one") {
   CHECK(Contains(ErrorOf(With({"--vocab", "x"})), "ambiguous option --vocab"));
   CHECK(Contains(ErrorOf(With({"stray"})), "unrecognized argument \"stray\""));
   CHECK(Contains(ErrorOf(With({"--split-sentences"})), "--split-sentences"));
-  CHECK(Contains(ErrorOf(With({"--partitions", "2"})), "--partitions 2 is not supported"));
+  CHECK(Contains(ErrorOf(With({"--partitions", "0"})), "--partitions must be >= 1"));
+  CHECK(Contains(ErrorOf(With({"--partitions", "-2"})), "got -2"));
+  CHECK(Contains(ErrorOf(With({"--partitions", "2"})),  // Base() has --workers 3
+                 "--workers 3 is not divisible by --partitions 2"));
+  CHECK(Contains(ErrorOf(With({"--partitions", "x"})), "invalid int value \"x\""));
   CHECK(Contains(ErrorOf(With({"--workers", "0"})), "--workers must be in [1, 1024]"));
   CHECK(Contains(ErrorOf(With({"--workers", "two"})), "invalid int value \"two\""));
   CHECK(Contains(ErrorOf(With({"--log-interval"})), "--log-interval expects one argument"));
