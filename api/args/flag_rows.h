@@ -120,6 +120,8 @@ inline constexpr const char* kRReplication =
 inline constexpr const char* kRTokenizer = "tunes a tokenizer MXMACA does not provide";
 inline constexpr const char* kRStraggler = "straggler detection is Megatron's own tooling";
 inline constexpr const char* kRWsd = "tunes the WSD schedule, which MXMACA does not support";
+inline constexpr const char* kRModelopt =
+    "tunes NVIDIA Model Optimizer (export, quantization, distillation), which MXMACA does not use";
 inline constexpr const char* kRPrecisionOpt =
     "MXMACA keeps fp32 optimizer states and gradients (other dtypes not implemented)";
 

@@ -3,8 +3,9 @@
 // One row per argparse action of the parser Megatron-LM's `add_megatron_arguments`
 // (megatron/training/arguments.py) builds at tag core_v0.19.0: its `_add_*_args` groups and
 // the groups `ArgumentGroupFactory` generates from the config dataclasses
-// (TransformerConfig, TrainingConfig, LoggerConfig, ...); `pretrain_gpt.py` adds no flags
-// of its own, only `args_defaults={'tokenizer_type': 'GPT2BPETokenizer'}`. Then the
+// (TransformerConfig, TrainingConfig, LoggerConfig, ...); `pretrain_gpt.py` sets
+// `args_defaults={'tokenizer_type': 'GPT2BPETokenizer'}` and adds the "modelopt-generic"
+// group when NVIDIA Model Optimizer is installed ("kitchen" needs NVIDIA Kitchen). Then the
 // flags of earlier Megatron-LM versions that 0.19 removed (origin kMegatronRemoved,
 // accepted so older scripts run) and MXMACA's own flags (origin kMxmaca). Each row
 // records Megatron's option strings, argparse action, nargs, type, default (as Python

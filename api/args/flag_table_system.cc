@@ -18,8 +18,8 @@ constexpr FlagSpec kDistributedInit[] = {
     F("--no-align-grad-reduce", "align_grad_reduce", kNote, kRDdp, "--disable-align-grad-reduce"),
     V("--local-rank", kInt, "0", kNote, "MXMACA reads the rank from the launcher's environment"),
     T("--lazy-mpu-init", kUnsup),
-    T("--use-megatron-fsdp", kUnsup),
-    T("--use-torch-fsdp2", kUnsup),
+    T("--use-megatron-fsdp", kUnsup, "Megatron-FSDP"),
+    T("--use-torch-fsdp2", kUnsup, "PyTorch FSDP2"),
     V("--nccl-communicator-config-path", kStr, "None", kNote,
       "NCCL/SHARP tuning; MXMACA picks its transport itself"),
     T("--use-tp-pp-dp-mapping", kUnsup, "MXMACA uses Megatron's default tp-cp-ep-dp-pp order"),
@@ -73,7 +73,8 @@ constexpr FlagSpec kDistributedInit[] = {
     V("--suggested-communication-unit-size", kInt, "None", kNote, kRFsdp),
     T("--keep-fp8-transpose-cache", kNote, kRFsdp),
     T("--enable-full-sharding-in-hsdp", kNote, kRFsdp),
-    V("--num-distributed-optimizer-instances", kInt, "1", kUnsup),
+    V("--num-distributed-optimizer-instances", kInt, "1", kUnsup,
+      "more than one distributed-optimizer instance"),
     F("--torch-fsdp2-no-reshard-after-forward", "torch_fsdp2_reshard_after_forward", kNote, kRFsdp),
     V("--cp-comm-type", kStr, "['p2p']", kNote,
       "MXMACA's context parallelism is ring (p2p) attention", "", "", kPlus),
@@ -521,6 +522,39 @@ constexpr FlagSpec kKitchen[] = {
     V("--kitchen-recipe-number", kInt, "None", kUnsup, "Kitchen quantization"),
 };
 
+// Added by pretrain_gpt.py (extra_args_provider=add_modelopt_args,
+// megatron/post_training/arguments.py) only when NVIDIA Model Optimizer is installed.
+constexpr FlagSpec kModelopt[] = {
+    V("--export-model-type", kStr, "'GPTModel'", kNote, kRModelopt,
+      "GPTModel HybridModel MambaModel"),
+    T("--export-legacy-megatron", kNote, kRModelopt),
+    T("--export-te-mcore-model", kNote, kRModelopt),
+    T("--export-default-te-spec", kNote, kRModelopt),
+    T("--export-force-local-attention", kNote, kRModelopt),
+    V("--export-kv-cache-quant", kStr, "'none'", kNote, kRModelopt,
+      "none fp8 fp8_affine nvfp4 nvfp4_affine nvfp4_rotate"),
+    V("--export-real-quant-cfg", kStr, "'None'", kUnsup, "quantization (NVIDIA Model Optimizer)",
+      "fp8_real_quant fp8_blockwise_real_quant None"),
+    V("--export-quant-cfg", kStr, "None", kUnsup, "quantization (NVIDIA Model Optimizer)"),
+    V("--export-kd-teacher-load", kStr, "None", kUnsup,
+      "knowledge distillation (NVIDIA Model Optimizer)"),
+    V("--export-kd-teacher-model-config", kStr, "None", kNote, kRModelopt),
+    V("--export-kd-teacher-ckpt-format", kStr, "None", kNote, kRModelopt,
+      "torch torch_dist torch_dcp"),
+    V("--export-kd-cfg", kStr, "None", kNote, kRModelopt),
+    V("--finetune-hf-dataset", kStr, "None", kUnsup,
+      "Hugging Face fine-tuning datasets (NVIDIA Model Optimizer)"),
+    V("--finetune-data-split", kStr, "'train'", kNote, kRModelopt),
+    V("--qad-train-target", kStr, "None", kUnsup,
+      "quantization-aware distillation (NVIDIA Model Optimizer)", "base mtp both"),
+    T("--freeze-base-for-mtp", kUnsup, "multi-token prediction"),
+    T("--export-qk-l2-norm", kNote, kRModelopt),
+    T("--export-moe-apply-probs-on-input", kNote, kRModelopt),
+    T("--export-offline-model", kNote, kRModelopt),
+    T("--modelopt-enabled", kUnsup, "NVIDIA Model Optimizer"),
+    T("--enable-gpt-oss", kUnsup, "GPT-OSS models (sliding-window attention, learnable softmax)"),
+};
+
 // Flags of Megatron-LM before core_v0.19.0 (commit 000c4ac, and two switches removed in
 // July 2024 by commit 07659f9) that core_v0.19.0 no longer defines; accepted as before so
 // that older scripts run unchanged.
@@ -700,6 +734,7 @@ void AppendSystemGroups(std::vector<FlagSpec>* out) {
   Append(out, "sft", kSft);
   Append(out, "fault injector", kFaultInjector);
   Append(out, "kitchen", kKitchen);
+  Append(out, "modelopt-generic", kModelopt);
   Append(out, "removed in Megatron-Core 0.19", kRemoved);
   Append(out, "mxmaca", kMxmaca);
 }

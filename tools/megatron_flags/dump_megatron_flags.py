@@ -16,7 +16,9 @@ arguments.py pulls in most of Megatron-Core; the packages it needs and this mach
 (torch, transformer_engine, pydantic, ...; Megatron's RL package) are replaced by inert
 stand-ins that only let the modules load. Building the parser runs no code of theirs:
 every flag's option strings, dest, action, nargs, type, default and choices come from
-Megatron's own add_argument calls. Written for MXMACA's flag table
+Megatron's own add_argument calls. The flags pretrain_gpt.py adds when NVIDIA Model
+Optimizer is installed (megatron/post_training/arguments.py add_modelopt_args) come last,
+marked "added_by": "add_modelopt_args". Written for MXMACA's flag table
 (api/args/flag_table.h); //api/args:flag_table_pin_test reads the output.
 """
 import argparse
@@ -137,12 +139,16 @@ def main():
 
     parser = argparse.ArgumentParser(description='Megatron-LM Arguments', allow_abbrev=False)
     parser = arguments.add_megatron_arguments(parser)
+    n_megatron = len(parser._actions)
+    # pretrain_gpt.py's extra_args_provider when NVIDIA Model Optimizer is installed.
+    from megatron.post_training.arguments import add_modelopt_args
+    parser = add_modelopt_args(parser)
     group_of = {}
     for group in parser._action_groups:
         for action in group._group_actions:
             group_of[id(action)] = group.title
     rows = []
-    for action in parser._actions:
+    for index, action in enumerate(parser._actions):
         if isinstance(action, argparse._HelpAction):
             continue
         if isinstance(action.default, _Dummy):
@@ -157,6 +163,8 @@ def main():
             'choices': None if action.choices is None else [repr(c) for c in action.choices],
             'group': group_of.get(id(action)),
         })
+        if index >= n_megatron:
+            rows[-1]['added_by'] = 'add_modelopt_args'
     with open(out_path, 'w') as f:  # one flag per line
         f.write('[\n' + ',\n'.join(json.dumps(row) for row in rows) + '\n]\n')
     print(f'{out_path}: {len(rows)} flags')
