@@ -212,6 +212,8 @@ struct CoordinatorState {
   // Multi-process: rank 0's Commit of the save in flight, run on this thread once every
   // rank reported its background write done (DrainAsyncSave); empty on the other ranks.
   std::function<absl::Status()> async_commit;
+  // --save-retain-interval: the deletion line of the save in flight, set by its commit.
+  std::shared_ptr<std::string> async_retention_line;
   // Throughput (iterations after the first, which includes warm-up).
   double timed_seconds = 0.0;
   int64_t timed_iterations = 0;
@@ -686,6 +688,10 @@ bool ReapAsyncSave(CoordinatorPointer self, const checkpoint::AsyncSaveResult& r
     return false;
   }
   Print(st, AsyncSaveLine(st, r));
+  if (st.async_retention_line && !st.async_retention_line->empty()) {
+    Print(st, *st.async_retention_line);
+  }
+  st.async_retention_line.reset();
   return true;
 }
 
@@ -1097,6 +1103,21 @@ nlohmann::json TrainingStateJson(const CoordinatorState& st) {
   return state;
 }
 
+// RetentionDir: the --save directory whose tracker --save-retain-interval follows (with
+// --ckpt-format torch the Megatron checkpoint's directory, not the staging one).
+std::string RetentionDir(const CoordinatorConfig& c) {
+  return c.save_retain_dir.empty() ? *c.save_dir : c.save_retain_dir;
+}
+
+// PreviousTracked: with --save-retain-interval, for a persistent save, the iteration the
+// tracker names before the commit (nullopt otherwise, or when it names none).
+std::optional<int64_t> PreviousTracked(const CoordinatorConfig& c, bool non_persistent) {
+  if (!c.save_retain_interval || non_persistent) return std::nullopt;
+  absl::StatusOr<std::optional<int64_t>> previous =
+      checkpoint::ReadTrackerIteration(RetentionDir(c));
+  return previous.ok() ? *previous : std::nullopt;
+}
+
 // StartAsyncSave: --async-save, every local shard snapshotted (and, multi-process, every
 // rank's snapshot agreed): the shard files are written in the background. One process:
 // the background job commits too. Multi-process: rank 0 keeps its writer to commit in
@@ -1111,10 +1132,24 @@ void StartAsyncSave(CoordinatorPointer self) {
   std::function<absl::Status()> commit;
   if (leader) {
     // With the state as of now, as the synchronous Commit would store it.
+    st.async_retention_line = std::make_shared<std::string>();
+    const bool retain = c.save_retain_interval.has_value() && !st.saving_non_persistent;
     commit = [writer = st.writer, args = c.checkpoint_args, state = TrainingStateJson(st),
-              after = c.after_commit, iteration = st.iteration]() -> absl::Status {
+              after = c.after_commit, iteration = st.iteration, retain,
+              retain_every = c.save_retain_interval.value_or(0),
+              retain_dir = retain ? RetentionDir(c) : std::string(),
+              line = st.async_retention_line]() -> absl::Status {
+      std::optional<int64_t> previous;
+      if (retain) {
+        absl::StatusOr<std::optional<int64_t>> tracked =
+            checkpoint::ReadTrackerIteration(retain_dir);
+        if (tracked.ok()) previous = *tracked;
+      }
       absl::Status s = writer->Commit(args, state);
       if (s.ok() && after) s = after(iteration, writer->final_dir());
+      if (s.ok() && retain) {
+        *line = checkpoint::ApplySaveRetainInterval(retain_dir, previous, iteration, retain_every);
+      }
       return s;
     };
   }
@@ -1160,6 +1195,7 @@ void OnShardsSaved(CoordinatorPointer self) {
     AfterStep(self);
     return;
   }
+  const std::optional<int64_t> previous = PreviousTracked(c, st.saving_non_persistent);
   absl::Status s = st.writer->Commit(c.checkpoint_args, TrainingStateJson(st));
   const std::string committed_dir = st.writer->final_dir();
   st.writer.reset();
@@ -1179,6 +1215,11 @@ void OnShardsSaved(CoordinatorPointer self) {
                             "blocked %.3f s",
                             st.iteration,
                             std::chrono::duration<double>(Clock::now() - st.save_start).count()));
+  if (c.save_retain_interval && !st.saving_non_persistent) {
+    const std::string line = checkpoint::ApplySaveRetainInterval(
+        RetentionDir(c), previous, st.iteration, *c.save_retain_interval);
+    if (!line.empty()) Print(st, line);
+  }
   if (st.save_then_finish) {
     Finish(self, true, "");
     return;

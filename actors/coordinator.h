@@ -77,6 +77,13 @@ struct CoordinatorConfig {
   // (cleanup_old_non_persistent_checkpoint). Such saves do not count as the final save.
   int64_t non_persistent_save_interval = 0;
   std::optional<std::string> non_persistent_dir;
+  // save_retain_interval: --save-retain-interval K: after each persistent save commits,
+  // the checkpoint the --save directory's tracker named before it is deleted unless its
+  // iteration is a multiple of K (checkpoint_retention.h ApplySaveRetainInterval), in
+  // save_retain_dir: the --save directory ("" = save_dir; with --ckpt-format torch save_dir
+  // is the staging directory and the Megatron checkpoints are in --save).
+  std::optional<int64_t> save_retain_interval;
+  std::string save_retain_dir;
   // rng_seed: the seed every random draw is a function of (dropout masks), stored as the
   // checkpoint's RNG state (state.rng.seed).
   int64_t rng_seed = 0;

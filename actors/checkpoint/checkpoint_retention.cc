@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "actors/checkpoint/checkpoint_format.h"
 
 namespace mxmaca::actors::checkpoint {
@@ -66,6 +67,30 @@ absl::Status RemoveOlderCheckpoints(const std::string& dir, int keep) {
     }
   }
   return absl::OkStatus();
+}
+
+std::string ApplySaveRetainInterval(const std::string& dir, std::optional<int64_t> previous,
+                                    int64_t iteration, int64_t retain) {
+  if (!previous.has_value() || *previous <= 0 || *previous == iteration || retain <= 0 ||
+      *previous % retain == 0) {
+    return "";
+  }
+  const std::filesystem::path path = std::filesystem::path(dir) / IterDirName(*previous);
+  std::error_code ec;
+  if (std::filesystem::is_symlink(path, ec)) {
+    return absl::StrFormat(
+        "  skipping deleting checkpoint from iteration %7d at %s since it is a symbolic link",
+        *previous, dir);
+  }
+  std::filesystem::remove_all(path, ec);
+  if (ec) {
+    return absl::StrFormat(
+        "  encountered exception \"%s\" when trying to delete checkpoint from iteration %7d "
+        "at %s",
+        ec.message(), *previous, dir);
+  }
+  return absl::StrFormat("  successfully deleted checkpoint from iteration %7d at %s", *previous,
+                         dir);
 }
 
 }  // namespace mxmaca::actors::checkpoint

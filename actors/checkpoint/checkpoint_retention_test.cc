@@ -6,7 +6,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "actors/checkpoint/checkpoint_format.h"
 
 namespace mxmaca::actors::checkpoint {
 namespace {
@@ -58,6 +62,34 @@ TEST_CASE("RemoveOlderCheckpoints keeps the newest published iterations only") {
   CHECK(RemoveOlderCheckpoints(dir + "/missing", 1).ok());
   REQUIRE(RemoveOlderCheckpoints(dir, 0).ok());
   CHECK(CompleteIterations(dir).empty());
+}
+
+TEST_CASE("ApplySaveRetainInterval follows Megatron's save sequence") {
+  // --save-interval 2 --save-retain-interval 4, saves at 2, 4, 6, 8 and a final one at 9:
+  // each save removes the one before it unless that is a multiple of 4 -> 4, 8, 9 remain.
+  const std::string dir = FreshDir("retention_retain");
+  std::optional<int64_t> tracker;
+  std::vector<std::string> lines;
+  for (int64_t it : {2, 4, 6, 8, 9}) {
+    std::filesystem::create_directories(dir + "/" + IterDirName(it));
+    const std::optional<int64_t> previous = tracker;
+    tracker = it;
+    const std::string line = ApplySaveRetainInterval(dir, previous, it, 4);
+    if (!line.empty()) lines.push_back(line);
+  }
+  CHECK(CompleteIterations(dir) == std::vector<int64_t>{4, 8, 9});
+  CHECK(lines == std::vector<std::string>{
+                     "  successfully deleted checkpoint from iteration       2 at " + dir,
+                     "  successfully deleted checkpoint from iteration       6 at " + dir});
+  // Nothing to do: no previous save, the same iteration saved again, a retained one.
+  CHECK(ApplySaveRetainInterval(dir, std::nullopt, 9, 4).empty());
+  CHECK(ApplySaveRetainInterval(dir, 9, 9, 4).empty());
+  CHECK(ApplySaveRetainInterval(dir, 8, 9, 4).empty());
+  // A symbolic link is left alone.
+  std::filesystem::create_directories(dir + "/target");
+  std::filesystem::create_directory_symlink(dir + "/target", dir + "/" + IterDirName(10));
+  CHECK(ApplySaveRetainInterval(dir, 10, 12, 4).find("symbolic link") != std::string::npos);
+  CHECK(std::filesystem::is_symlink(dir + "/" + IterDirName(10)));
 }
 
 }  // namespace

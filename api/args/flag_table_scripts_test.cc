@@ -39,8 +39,7 @@ const std::set<std::string> kRefused = {
     "--recompute-modules", "--step-batch-size-schedule", "--eval-global-batch-size", "--fim-data",
     "--export-kd-teacher-load",
     // Checkpoint and checking tools.
-    "--save-retain-interval", "--check-weight-hash-across-dp-replicas-interval",
-    "--verify-integrity"};
+    "--check-weight-hash-across-dp-replicas-interval", "--verify-integrity"};
 
 TEST_CASE("the flags of Megatron's scripts and functional tests are all in the table") {
   std::ifstream in(kScriptFlags);

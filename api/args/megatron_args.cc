@@ -221,6 +221,7 @@ const absl::flat_hash_map<std::string, Binding>& Bindings() {
       // Checkpointing and precision.
       MXMACA_BIND(save),
       MXMACA_BIND(save_interval),
+      MXMACA_BIND(save_retain_interval),
       MXMACA_BIND(no_save_optim),
       MXMACA_BIND(no_save_rng),
       MXMACA_BIND(load),

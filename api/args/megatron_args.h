@@ -124,6 +124,9 @@ struct MegatronArgs {
   // ---- Checkpointing (_add_checkpointing_args) ----
   std::optional<std::string> save;          // --save (directory)
   std::optional<int64_t> save_interval;     // --save-interval (iterations)
+  // --save-retain-interval K: keep every K-th checkpoint and the latest (K a multiple of
+  // --save-interval); the others are deleted once the next save committed.
+  std::optional<int64_t> save_retain_interval;
   bool no_save_optim = false;               // --no-save-optim
   bool no_save_rng = false;                 // --no-save-rng
   std::optional<std::string> load;          // --load (directory)

@@ -616,6 +616,13 @@ absl::Status ValidateAndDeriveArgs(MegatronArgs* a, int world_size) {
   if (a->save.has_value() && a->save_interval.value_or(0) <= 0) {
     return Invalid("--save needs --save-interval > 0");
   }
+  // arguments.py (core_v0.19.0): with --save, save_retain_interval > 0 and a multiple of
+  // save_interval.
+  if (a->save.has_value() && a->save_retain_interval.has_value() &&
+      (*a->save_retain_interval <= 0 || *a->save_retain_interval % *a->save_interval != 0)) {
+    return Invalid("--save-retain-interval ", *a->save_retain_interval,
+                   " must be > 0 and a multiple of --save-interval (", *a->save_interval, ")");
+  }
   // training.py computes `iteration % log_interval`.
   if (a->log_interval < 1) return Invalid("--log-interval must be >= 1, got ", a->log_interval);
   if (a->fp16) return Invalid("--fp16 is not supported by MXMACA yet (use --bf16 or fp32)");

@@ -96,15 +96,16 @@ constexpr const char* kHonouredDests[] = {
     "no_load_rng", "finetune", "bf16", "ckpt_format", "async_save",
     // Resume rules (api/train/resume_rules.h) and the decoupled learning rate.
     "ckpt_step", "use_checkpoint_args", "use_tokenizer_model_from_checkpoint_args",
-    "non_persistent_save_interval", "non_persistent_ckpt_type", "non_persistent_global_ckpt_dir",
-    "non_persistent_local_ckpt_dir", "decoupled_lr", "decoupled_min_lr",
-    "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
-    "expert_model_parallel_size", "sequence_parallel", "use_distributed_optimizer",
-    "overlap_grad_reduce", "overlap_param_gather", "eval_iters", "eval_interval", "data_path",
-    "split", "train_data_path", "valid_data_path", "test_data_path", "mock_data", "data_cache_path",
-    "seq_length", "vocab_file", "merge_file", "tokenizer_type", "vocab_size", "tokenizer_model",
-    "vocab_extra_ids", "tiktoken_pattern", "tiktoken_num_special_tokens", "tiktoken_special_tokens",
-    "legacy_tokenizer", "reset_position_ids", "reset_attention_mask", "eod_mask_loss",
+    "save_retain_interval", "non_persistent_save_interval", "non_persistent_ckpt_type",
+    "non_persistent_global_ckpt_dir", "non_persistent_local_ckpt_dir", "decoupled_lr",
+    "decoupled_min_lr", "tensor_model_parallel_size", "pipeline_model_parallel_size",
+    "context_parallel_size", "expert_model_parallel_size", "sequence_parallel",
+    "use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "eval_iters",
+    "eval_interval", "data_path", "split", "train_data_path", "valid_data_path", "test_data_path",
+    "mock_data", "data_cache_path", "seq_length", "vocab_file", "merge_file", "tokenizer_type",
+    "vocab_size", "tokenizer_model", "vocab_extra_ids", "tiktoken_pattern",
+    "tiktoken_num_special_tokens", "tiktoken_special_tokens", "legacy_tokenizer",
+    "reset_position_ids", "reset_attention_mask", "eod_mask_loss",
     "create_attention_mask_in_dataloader", "num_workers", "dataloader_type", "log_interval",
     "max_consecutive_nan_iterations", "num_threads", "trace_file", "help",
     // TensorBoard and metrics (api/train/metrics_setup.h).
@@ -874,6 +875,10 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
     cc->save_log_dir = *args.save + " (Megatron legacy format, --ckpt-format torch)";
   }
   cc->save_interval = args.save_interval.value_or(0);
+  if (args.save) {
+    cc->save_retain_interval = args.save_retain_interval;
+    cc->save_retain_dir = *args.save;
+  }
   cc->async_save = args.async_save;  // periodic saves write in the background
   if (args.save && args.non_persistent_save_interval) {
     cc->non_persistent_save_interval = *args.non_persistent_save_interval;

@@ -5,10 +5,11 @@
 //    optimizer and scheduler state come from the checkpoint);
 //  - a second identical run gives bit-identical losses (determinism);
 //  - the loss falls over a longer run.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -62,6 +63,56 @@ TEST_CASE("resume from a checkpoint continues the loss curve bit for bit") {
   // The validation at iteration 8 sees the same samples and weights too.
   REQUIRE(!resumed.valid_losses.empty());
   CHECK(resumed.valid_losses.back() == full.valid_losses.back());
+}
+
+// The iter_* directories `dir` holds, ascending.
+std::vector<std::string> IterDirs(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("iter_", 0) == 0) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST_CASE("--save-retain-interval keeps every K-th checkpoint and the latest") {
+  // Megatron's rule (save_checkpoint's iter_finalize_fn): each save deletes the checkpoint
+  // the tracker named before it unless that iteration is a multiple of K. Saves every 2 of
+  // 9 iterations (and the final one at 9) with K = 4 leave 4, 8 and 9, synchronously, with
+  // --async-save, and in Megatron's own format.
+  const std::string dir = TempDir("train_retain");
+  const std::string prefix = dir + "/tiny";
+  MakeTinyCorpus(prefix, 300, 12);
+  const auto base = TinyTrainArgs(prefix, dir + "/cache");
+  const std::vector<std::string> kept = {"iter_0000004", "iter_0000008", "iter_0000009"};
+  int n = 0;
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{}, {"--async-save"}, {"--ckpt-format", "torch"}}) {
+    const std::string ckpt = dir + "/ckpt" + std::to_string(n++);
+    INFO(ckpt);
+    std::string log;
+    auto s = api::Train(With(With(base, {"--train-iters", "9", "--save", ckpt, "--save-interval",
+                                         "2", "--save-retain-interval", "4"}),
+                             extra),
+                        [&](const std::string& line) { log += line + "\n"; });
+    INFO(log);
+    REQUIRE(s.ok());
+    REQUIRE(s->ok);
+    CHECK(IterDirs(ckpt) == kept);
+    CHECK(log.find("successfully deleted checkpoint from iteration       2 at " + ckpt) !=
+          std::string::npos);
+    CHECK(log.find("successfully deleted checkpoint from iteration       6 at " + ckpt) !=
+          std::string::npos);
+  }
+  // Not a multiple of --save-interval: refused by name, as Megatron's assert.
+  auto bad = api::Train(
+      With(base, {"--save", dir + "/bad", "--save-interval", "2", "--save-retain-interval", "3"}),
+      [](const std::string&) {});
+  REQUIRE(!bad.ok());
+  CHECK(std::string(bad.status().message())
+            .find("--save-retain-interval 3 must be > 0 and a "
+                  "multiple of --save-interval (2)") != std::string::npos);
 }
 
 TEST_CASE("--trace-file writes the stage's F/B/W timeline in schedule order") {
