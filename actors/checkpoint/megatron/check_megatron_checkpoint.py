@@ -26,6 +26,59 @@ def fail(msg):
     sys.exit(1)
 
 
+def check_distributed_optimizer(path, sd, c, p, t, entries, params):
+    """--use-distributed-optimizer (dense models, one model chunk): 'optimizer' is
+    DistributedOptimizer.state_dict() (param groups without 'params', with 'step'; no
+    per-parameter state) and distrib_optim.pt beside it holds {'buckets_coalesced': True,
+    0: {(param dtype, torch.float32): {'param', 'exp_avg', 'exp_avg_sq', 'numel_unpadded'}}},
+    laid out as megatron_layout.distopt_world_tensors (the transcription of Megatron-Core's
+    layout) says; each parameter's slices go to `pieces` as the other optimizers' do."""
+    o = sd["optimizer"]
+    if not isinstance(o, dict) or list(o.keys()) != ["optimizer"] or list(o["optimizer"].keys()) != ["param_groups"]:
+        fail(f"{path}: a distributed optimizer's state_dict is {{'optimizer': {{'param_groups': ...}}}}, got {o!r:.200}")
+    for g in o["optimizer"]["param_groups"]:
+        if "params" in g or not isinstance(g.get("step"), int):
+            fail(f"{path}: param group {g!r:.200} (no 'params', an int 'step')")
+    dist_path = os.path.join(os.path.dirname(path), "distrib_optim.pt")
+    dist = torch.load(dist_path, map_location="cpu")
+    if list(dist.keys()) != ["buckets_coalesced", 0] or dist["buckets_coalesced"] is not True:
+        fail(f"{dist_path}: top-level keys {list(dist.keys())}")
+    (dtype_key, world), = dist[0].items()
+    if dtype_key != (torch.bfloat16 if c.bf16 else torch.float32, torch.float32):
+        fail(f"{dist_path}: buffer key {dtype_key}")
+    model_entries = [(k, n) for k, n, kind in entries if kind == "model/"]
+    shared = [c.tied and c.pp > 1 and ((p == 0 and n == "embedding.word_embeddings.weight" and k != "output_layer.weight")
+                                       or (p == c.pp - 1 and k == "output_layer.weight"))
+              for k, n in model_entries]
+    bucket_size = c.bucket if c.bucket and p == 0 else None
+    # Where each parameter lands: lay out position markers 1, 2, ... with the same code.
+    sizes = [sd["model"][k].numel() for k, _ in model_entries]
+    markers, base = [], 1
+    for n in sizes:
+        markers.append(torch.arange(base, base + n, dtype=torch.float64))
+        base += n
+    positions, numel = ml.distopt_world_tensors(markers, shared, bucket_size, c.dp, c.busbw)
+    if world["numel_unpadded"] != numel:
+        fail(f"{dist_path}: numel_unpadded {world['numel_unpadded']}, the layout gives {numel}")
+    for key in ("param", "exp_avg", "exp_avg_sq"):
+        if world[key].dtype != torch.float32 or tuple(world[key].shape) != (numel,):
+            fail(f"{dist_path}: {key} is {world[key].dtype} {tuple(world[key].shape)}, expected float32 ({numel},)")
+    start = 1
+    for (k, _), n, (name, _, _, kd, is_copy) in zip(model_entries, sizes, params):
+        off = int((positions == start).nonzero()[0])
+        start += n
+        shape = sd["model"][k].shape
+        sl = {key: world[key][off:off + n].reshape(shape) for key in ("param", "exp_avg", "exp_avg_sq")}
+        if not c.bf16 and not torch.equal(sl["param"], sd["model"][k]):
+            fail(f"{dist_path}: 'param' of {k} differs from the model's weight")
+        if is_copy:
+            continue
+        if c.bf16:
+            pieces.setdefault("master/" + name, {})[t] = (sl["param"], kd)
+        pieces.setdefault("optimizer/exp_avg/" + name, {})[t] = (sl["exp_avg"], kd)
+        pieces.setdefault("optimizer/exp_avg_sq/" + name, {})[t] = (sl["exp_avg_sq"], kd)
+
+
 expected_dirs = sorted(ml.rank_dir(t, p, e, c) for t in range(c.tp) for p in range(c.pp) for e in range(c.ep))
 if sorted(os.listdir(it_dir)) != expected_dirs:
     fail(f"rank dirs {sorted(os.listdir(it_dir))}, expected {expected_dirs}")
@@ -64,6 +117,9 @@ for p in range(c.pp):
                     params.append((n, ".mlp.experts." in n, n.endswith(".bias") or v.dim() == 1, kd, is_copy))
                 if not is_copy:
                     pieces.setdefault(kind + n, {})[t] = (v.float(), kd)
+            if c.distopt:
+                check_distributed_optimizer(path, sd, c, p, t, entries, params)
+                continue
             opts = sd["optimizer"] if isinstance(sd["optimizer"], list) else [sd["optimizer"]]
             for oi, o in enumerate(opts):
                 inner = o["optimizer"] if c.bf16 else o

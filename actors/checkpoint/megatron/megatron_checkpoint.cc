@@ -739,6 +739,80 @@ struct Emitted {
   std::string source;   // the logical tensor the values come from ("model/..." or "buffers/...")
 };
 
+// WrittenParam: a parameter of a rank file being written, in state-dict order.
+struct WrittenParam {
+  std::string logical;  // the tensor whose optimizer state it has
+  TpSplit split;
+  bool expert;
+  bool no_decay;
+  std::vector<int64_t> shape;
+  std::vector<float> master;  // this rank's fp32 shard (the master of a bf16 run)
+  int chunk = 0;
+  bool shared_embedding = false;  // Megatron's param.shared_embedding (as the reader)
+};
+
+// WriteDistribOptim: distrib_optim.pt of pipeline rank `p`, tensor rank `t` (dense models):
+// per model chunk, the fp32 main params, exp_avg and exp_avg_sq of its parameters laid out
+// as Megatron-Core's distributed optimizer does (distrib_optim_layout.h, the layout
+// ReadDistribOptim reads), under the buffer's (param dtype, grad dtype) key, as
+// get_parameter_state_dp_zero gathers them on data-parallel rank 0. Errors:
+// InvalidArgument for a parameter without optimizer state; the file system's.
+absl::Status WriteDistribOptim(const std::string& path, const MegatronState& st, int p, int vp,
+                               int t, const std::vector<WrittenParam>& params) {
+  const PyValue* a = st.args.get();
+  const int64_t dp = IntArg(a, "data_parallel_size", 1) * IntArg(a, "context_parallel_size", 1);
+  const PyValue* bucket_arg = a != nullptr ? a->Get("ddp_bucket_size") : nullptr;
+  std::optional<int64_t> ddp_bucket_size;
+  if (bucket_arg != nullptr && bucket_arg->kind == PyKind::kInt) ddp_bucket_size = bucket_arg->i;
+  const bool busbw = BoolArg(a, "ddp_pad_buckets_for_high_nccl_busbw", false);
+  TorchFileWriter w;
+  PyRef root = PyDict();
+  root->Set("buckets_coalesced", PyBool(true));
+  for (int v = 0; v < vp; ++v) {
+    std::vector<const WrittenParam*> chunk;
+    std::vector<DistOptParam> layout_params;
+    for (const WrittenParam& x : params) {
+      if (x.chunk != v) continue;
+      chunk.push_back(&x);
+      layout_params.push_back({Elements(x.shape), x.shared_embedding});
+    }
+    const std::optional<int64_t> bucket_size =
+        DistOptBucketSize(BoolArg(a, "overlap_grad_reduce", false), ddp_bucket_size, dp, v, p,
+                          BoolArg(a, "overlap_param_gather_with_optimizer_step", false));
+    const CoalescedLayout layout = CoalescedBufferLayout(layout_params, bucket_size, dp, busbw);
+    std::vector<float> world[3];
+    for (std::vector<float>& x : world) x.assign(layout.numel_unpadded, 0.0f);
+    for (size_t j = 0; j < chunk.size(); ++j) {
+      const WrittenParam& x = *chunk[j];
+      const int64_t off = layout.offset[j];
+      std::copy(x.master.begin(), x.master.end(), world[0].begin() + off);
+      const char* kinds[2] = {"optimizer/exp_avg/", "optimizer/exp_avg_sq/"};
+      for (int s = 0; s < 2; ++s) {
+        auto it = st.tensors.find(kinds[s] + x.logical);
+        if (it == st.tensors.end()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(path, ": no optimizer state ", kinds[s], x.logical));
+        }
+        const std::vector<float> shard =
+            ExtractShard(x.split, it->second.shape, it->second.data.data(), t, st.layout.tp);
+        std::copy(shard.begin(), shard.end(), world[s + 1].begin() + off);
+      }
+    }
+    PyRef buffer = PyDict();
+    const char* keys[3] = {"param", "exp_avg", "exp_avg_sq"};
+    for (int s = 0; s < 3; ++s) {
+      buffer->Set(keys[s], FloatTensor(w, {layout.numel_unpadded}, std::move(world[s]), false));
+    }
+    buffer->Set("numel_unpadded", PyInt(layout.numel_unpadded));
+    PyRef by_dtype = PyDict();
+    by_dtype->entries.emplace_back(PyTuple({PyGlobal(st.bf16 ? "torch.bfloat16" : "torch.float32"),
+                                            PyGlobal("torch.float32")}),
+                                   buffer);
+    root->entries.emplace_back(PyInt(v), by_dtype);
+  }
+  return w.Write(path, *root);
+}
+
 absl::Status WriteRankFile(const MegatronState& state, int t, int p, int e, const std::string& path) {
   const MegatronState& st = state;
   ModelNaming naming = state.naming;
@@ -756,15 +830,7 @@ absl::Status WriteRankFile(const MegatronState& state, int t, int p, int e, cons
   root->Set("checkpoint_version", PyFloat(3.0));
   root->Set("iteration", PyInt(st.iteration));
 
-  struct Param {
-    std::string logical;  // the tensor whose optimizer state it has
-    TpSplit split;
-    bool expert;
-    bool no_decay;
-    std::vector<int64_t> shape;
-    std::vector<float> master;
-  };
-  std::vector<Param> params;
+  std::vector<WrittenParam> params;
   for (int v = 0; v < vp; ++v) {
     const auto [first, count] = L.chunks[v][p];
     const bool has_embedding = v == 0 && p == 0;
@@ -825,8 +891,14 @@ absl::Status WriteRankFile(const MegatronState& state, int t, int p, int e, cons
       std::vector<float> shard = ExtractShard(split, full.shape, full.data.data(), t, L.tp);
       const bool buffer = absl::StartsWith(em.source, "buffers/");
       if (!buffer) {
-        params.push_back({em.logical, split, IsRoutedExpert(em.logical), NoDecay(em.logical, shape), shape,
-                          st.bf16 ? shard : std::vector<float>()});
+        // setup_embeddings_and_output_layer: with PP > 1 and tied embeddings, the first
+        // stage's word embedding and the last stage's copy.
+        const bool tied_copy = em.key == "output_layer.weight" && st.tied_embeddings;
+        const bool shared = st.tied_embeddings && L.pp > 1 &&
+                            (tied_copy || (em.key == "embedding.word_embeddings.weight" &&
+                                           has_embedding && !has_head));
+        params.push_back({em.logical, split, IsRoutedExpert(em.logical), NoDecay(em.logical, shape),
+                          shape, shard, v, shared});
       }
       chunk->Set(em.key, FloatTensor(w, shape, std::move(shard), st.bf16 && !buffer));
     }
@@ -834,8 +906,14 @@ absl::Status WriteRankFile(const MegatronState& state, int t, int p, int e, cons
   }
 
   // Optimizer: dense then expert parameters (ChainedOptimizer), groups [decay, no decay].
-  const bool has_experts = std::any_of(params.begin(), params.end(), [](const Param& x) { return x.expert; });
+  const bool has_experts =
+      std::any_of(params.begin(), params.end(), [](const WrittenParam& x) { return x.expert; });
   const bool with_state = st.has_optimizer_state;
+  const PyValue* run_args = st.args.get();
+  const PyValue* num_buckets = run_args != nullptr ? run_args->Get("ddp_num_buckets") : nullptr;
+  const bool distributed = BoolArg(run_args, "use_distributed_optimizer", false) && !has_experts &&
+                           IntArg(run_args, "num_distributed_optimizer_instances", 1) == 1 &&
+                           (num_buckets == nullptr || num_buckets->kind == PyKind::kNone);
   std::vector<PyRef> opts;
   for (int k = 0; k < (has_experts ? 2 : 1); ++k) {
     PyRef state = PyDict();
@@ -845,7 +923,7 @@ absl::Status WriteRankFile(const MegatronState& state, int t, int p, int e, cons
     for (bool nd : {false, true}) {
       PyRef ids = PyList({});
       PyRef group_masters = PyList({});
-      for (const Param& x : params) {
+      for (const WrittenParam& x : params) {
         if (x.expert != (k == 1) || x.no_decay != nd) continue;
         ids->items.push_back(PyInt(id));
         if (st.bf16) group_masters->items.push_back(FloatTensor(w, x.shape, x.master, false));
@@ -896,6 +974,29 @@ absl::Status WriteRankFile(const MegatronState& state, int t, int p, int e, cons
       opts.push_back(outer);
     } else {
       opts.push_back(inner);
+    }
+  }
+  if (distributed) {
+    // DistributedOptimizer.state_dict(): the param groups without their parameter ids and
+    // with Adam's step; the per-parameter state goes to distrib_optim.pt beside this file.
+    PyRef groups = PyList({});
+    const PyValue* inner = st.bf16 ? opts[0]->Get("optimizer") : opts[0].get();
+    for (const PyRef& g : inner->Get("param_groups")->items) {
+      PyRef copy = PyDict();
+      for (const auto& [k, val] : g->entries) {
+        if (!(k->kind == PyKind::kStr && k->s == "params")) copy->entries.emplace_back(k, val);
+      }
+      copy->Set("step", PyInt(st.optimizer_step));
+      groups->items.push_back(copy);
+    }
+    PyRef wrapped = PyDict();
+    PyRef param_groups = PyDict();
+    param_groups->Set("param_groups", groups);
+    wrapped->Set("optimizer", param_groups);
+    opts = {wrapped};
+    if (with_state) {
+      MXMACA_RETURN_IF_ERROR(WriteDistribOptim(
+          (fs::path(path).parent_path() / "distrib_optim.pt").string(), st, p, vp, t, params));
     }
   }
   root->Set("optimizer", opts.size() == 1 ? opts[0] : PyList(opts));

@@ -21,15 +21,15 @@
 // weight-decayed parameters (wd_mult 1) then the others (biases and 1-D tensors,
 // wd_mult 0), each in named_parameters order = the order of the model state dict.
 //
-// The distributed optimizer (dense models, read only): the 'optimizer' entry holds only
-// the param groups (Adam's 'step'), the per-parameter state is in distrib_optim.pt beside
-// model_optim_rng.pt, located by distrib_optim_layout.h.
+// The distributed optimizer (dense models, read and written): the 'optimizer' entry holds
+// only the param groups (Adam's 'step'), the per-parameter state is in distrib_optim.pt
+// beside model_optim_rng.pt, located by distrib_optim_layout.h.
 //
 // What is not read or written: rng_state (MXMACA's randomness is a function of the seed,
 // iteration and micro-batch, not generator state; files written here carry none, so
 // Megatron loads them with --no-load-rng), distrib_optim.pt of a model with experts, with
 // several distributed-optimizer instances or --ddp-num-buckets (skipped with a note:
-// Adam starts from zero; writes always use the non-distributed layout), the legacy
+// Adam starts from zero; such runs are written in the non-distributed layout), the legacy
 // GroupedMLP weight1/weight2 expert layout, and expert tensor parallelism (ETP must be 1).
 #ifndef MXMACA_ACTORS_CHECKPOINT_MEGATRON_MEGATRON_CHECKPOINT_H_
 #define MXMACA_ACTORS_CHECKPOINT_MEGATRON_MEGATRON_CHECKPOINT_H_
@@ -114,7 +114,9 @@ absl::StatusOr<MegatronState> ReadMegatronCheckpoint(const std::string& load_dir
 // WriteMegatronCheckpoint: writes `state` as a legacy checkpoint of `state.layout`: every
 // mp_rank file (TP shards as Megatron splits them, layer keys local to each chunk, the
 // spec's key spelling and _extra_state entries (None), routed experts of each EP rank,
-// optimizer state by parameter order, bf16 weights with fp32 masters when state.bf16) into
+// optimizer state by parameter order, or in distrib_optim.pt when args say
+// use_distributed_optimizer for a dense model (one optimizer instance, no
+// ddp_num_buckets), bf16 weights with fp32 masters when state.bf16) into
 // <save_dir>/iter_{:07d}.tmp-torch-<pid>/, fsynced, then renamed to iter_{:07d} (an
 // existing one is swapped out and removed) and the tracker replaced atomically. `args` is
 // written with tensor/pipeline/expert_model_parallel_size set to the layout's.
