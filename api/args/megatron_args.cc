@@ -508,7 +508,11 @@ std::optional<std::string> MegatronArgRepr(const MegatronArgs& args, std::string
 
 std::string FormatMegatronArgs(const MegatronArgs& args) {
   std::vector<std::string> lines;
-  for (const auto& [dest, binding] : Bindings()) {
+  for (const auto& [field, binding] : Bindings()) {
+    std::string dest = field;  // Megatron-Core 0.19 prints its own dest names
+    for (const auto& [megatron, renamed] : kRenamedDests) {
+      if (field == renamed) dest = megatron;
+    }
     const size_t dots = dest.size() < 48 ? 48 - dest.size() : 0;
     lines.push_back(absl::StrCat("  ", dest, " ", std::string(dots, '.'), " ", binding.repr(args)));
   }

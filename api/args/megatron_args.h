@@ -350,7 +350,8 @@ absl::Status ValidateAndDeriveArgs(MegatronArgs* args, int world_size);
 int64_t PaddedVocabSize(int64_t vocab_size, int64_t divisible_by, int64_t tp);
 
 // FormatMegatronArgs: Megatron's `_print_args("arguments", args)` block for the fields
-// MXMACA honours: a dashed title line, then "  <dest> <dots to column 48> <value>" per
+// MXMACA honours (under Megatron-Core 0.19's dests, MegatronArgsField's renames undone):
+// a dashed title line, then "  <dest> <dots to column 48> <value>" per
 // field sorted case-insensitively (values as Python prints them: None, True, 1e-05,
 // 'rope', [...]), then a dashed end line. Print it at start on rank 0.
 std::string FormatMegatronArgs(const MegatronArgs& args);

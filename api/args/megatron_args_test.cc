@@ -221,7 +221,8 @@ TEST_CASE("FormatMegatronArgs prints Megatron's argument block") {
   const std::string text = FormatMegatronArgs(args);
   CHECK(absl::StartsWith(text, "------------------------ arguments ------------------------\n"));
   CHECK(absl::StrContains(text, "\n  num_layers " + std::string(48 - 10, '.') + " 4\n"));
-  CHECK(absl::StrContains(text, " norm_epsilon " + std::string(48 - 12, '.') + " 1e-06\n"));
+  // Megatron-Core 0.19's dest for --norm-epsilon (MegatronArgs::norm_epsilon).
+  CHECK(absl::StrContains(text, " layernorm_epsilon " + std::string(48 - 17, '.') + " 1e-06\n"));
   CHECK(absl::StrContains(text, " tensorboard_dir " + std::string(48 - 15, '.') + " None\n"));
   CHECK(absl::StrContains(text, " normalization " + std::string(48 - 13, '.') + " 'LayerNorm'\n"));
   CHECK(absl::EndsWith(text, "-------------------- end of arguments ---------------------\n"));
