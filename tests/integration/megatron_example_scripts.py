@@ -62,6 +62,8 @@ CASES = [
         ],
         # flag -> (how many values it takes, why MXMACA refuses it)
         "refused": {
+            # Megatron-Core 0.19 itself stops on this script: validate_args raises "Cannot
+            # specify both --step-batch-size-schedule and --global-batch-size".
             "--step-batch-size-schedule": (1, "batch-size schedules are not implemented"),
             "--fp16": (0, "fp16 with loss scaling is not implemented (--bf16 is)"),
         },
