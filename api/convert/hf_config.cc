@@ -47,12 +47,12 @@ const char* PositionName(layers::PositionEmbeddingType p) {
   }
 }
 
-// CheckMixtral: what Hugging Face's MixtralSparseMoeBlock computes (every layer MoE; router
-// = softmax over all experts, top-k, renormalised to sum 1 = Megatron's default top-k on the
-// logits then softmax over the k; dropless; SwiGLU experts without biases; no shared
-// expert), refusing each MoE setting that differs.
-absl::Status CheckMixtral(const layers::GptConfig& c) {
-  const std::string target = "mixtral";
+// CheckMoE: what Hugging Face's MixtralSparseMoeBlock / Qwen3MoeSparseMoeBlock compute
+// (every layer MoE; router = softmax over all experts, top-k, renormalised to sum 1 =
+// Megatron's default top-k on the logits then softmax over the k; Qwen3-MoE also without the
+// renormalisation (norm_topk_prob false = --moe-router-pre-softmax); dropless; SwiGLU
+// experts without biases; no shared expert), refusing each MoE setting that differs.
+absl::Status CheckMoE(const layers::GptConfig& c, const std::string& target) {
   const layers::moe::MoELayerConfig& m = *c.moe;
   const layers::moe::RouterConfig& r = m.router;
   std::vector<int64_t> dense;
@@ -77,9 +77,10 @@ absl::Status CheckMixtral(const layers::GptConfig& c) {
   if (r.score_function != layers::moe::ScoreFunction::kSoftmax) {
     return Refuse("--moe-router-score-function is sigmoid", target, "softmax routing");
   }
-  if (r.pre_softmax) {
+  if (r.pre_softmax && target != "qwen3_moe") {
     return Refuse("--moe-router-pre-softmax is set (top-k probabilities not renormalised)", target,
-                  "the top-k softmax weights renormalised to sum 1");
+                  "the top-k softmax weights renormalised to sum 1 (qwen3_moe can leave them: "
+                  "norm_topk_prob false)");
   }
   if (r.num_groups > 0) {
     return Refuse(
@@ -131,27 +132,34 @@ absl::StatusOr<HfModelType> ChooseHfModelType(const layers::GptConfig& c,
     t = {HfArchitecture::kLlama, requested};
   } else if (requested == "mixtral") {
     t = {HfArchitecture::kMixtral, "mixtral"};
+  } else if (requested == "qwen3_moe") {
+    t = {HfArchitecture::kQwen3Moe, "qwen3_moe"};
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("--model-type is ", requested,
-                     "; expected auto, gpt2, llama, mistral, qwen2, qwen3 or mixtral"));
+                     "; expected auto, gpt2, llama, mistral, qwen2, qwen3, mixtral or qwen3_moe"));
   }
-  if (requested == "auto" && c.moe != nullptr) t = {HfArchitecture::kMixtral, "mixtral"};
+  if (requested == "auto" && c.moe != nullptr) {
+    t = c.qk_layernorm ? HfModelType{HfArchitecture::kQwen3Moe, "qwen3_moe"}
+                       : HfModelType{HfArchitecture::kMixtral, "mixtral"};
+  }
   const std::string& target = t.model_type;
-  if (c.moe != nullptr && t.architecture != HfArchitecture::kMixtral) {
+  if (c.moe != nullptr && !IsMoEArchitecture(t.architecture)) {
     return Refuse(absl::StrCat("the checkpoint is a Mixture-of-Experts model (--num-experts ",
                                c.moe->router.num_experts, ")"),
-                  target, "a dense model (export MoE models as --model-type mixtral or auto)");
+                  target,
+                  "a dense model (export MoE models as --model-type mixtral, qwen3_moe or auto)");
   }
-  if (c.moe == nullptr && t.architecture == HfArchitecture::kMixtral) {
+  if (c.moe == nullptr && IsMoEArchitecture(t.architecture)) {
     return Refuse("--num-experts is not set (a dense model)", target,
                   "a Mixture-of-Experts model (use llama or mistral for dense models)");
   }
   if (c.apply_layernorm_1p)
     return Refuse("--apply-layernorm-1p is set", target, "plain norm weights");
-  const bool qwen2 = target == "qwen2", qwen3 = target == "qwen3";
+  // Qwen3-MoE has Qwen3's attention (q_norm / k_norm, no biases).
+  const bool qwen2 = target == "qwen2", qwen3 = target == "qwen3" || target == "qwen3_moe";
   if (c.qk_layernorm && !qwen3) {
-    return Refuse("--qk-layernorm is set", target, "no q/k norms (qwen3 has them)");
+    return Refuse("--qk-layernorm is set", target, "no q/k norms (qwen3 and qwen3_moe have them)");
   }
   if (qwen3 && !c.qk_layernorm) {
     return Refuse("--qk-layernorm is not set", target, "q_norm / k_norm on every layer");
@@ -162,7 +170,8 @@ absl::StatusOr<HfModelType> ChooseHfModelType(const layers::GptConfig& c,
   }
   // rope_scaling: llama3 (--use-rope-scaling) or linear (--rotary-seq-len-interpolation-
   // factor) for llama / qwen2 / qwen3 (LlamaConfig, Qwen2Config, Qwen3Config have it).
-  const bool scalable = t.architecture == HfArchitecture::kLlama && target != "mistral";
+  const bool scalable =
+      (t.architecture == HfArchitecture::kLlama && target != "mistral") || target == "qwen3_moe";
   if (c.rope_scaling && c.rotary_seq_len_interpolation_factor > 0) {
     return Refuse(
         absl::StrCat("--use-rope-scaling is set with --rotary-seq-len-interpolation-factor ",
@@ -171,7 +180,7 @@ absl::StatusOr<HfModelType> ChooseHfModelType(const layers::GptConfig& c,
   }
   if (c.rope_scaling && !scalable) {
     return Refuse("--use-rope-scaling is set", target,
-                  "rope_scaling null (llama, qwen2 and qwen3 carry Llama-3 scaling)");
+                  "rope_scaling null (llama, qwen2, qwen3 and qwen3_moe carry Llama-3 scaling)");
   }
   if (c.rotary_seq_len_interpolation_factor > 0 && !scalable) {
     return Refuse(absl::StrCat("--rotary-seq-len-interpolation-factor is ",
@@ -245,13 +254,14 @@ absl::StatusOr<HfModelType> ChooseHfModelType(const layers::GptConfig& c,
           target, "biases on all of q, k, v, o and the MLP (attention_bias and mlp_bias) or none");
     }
   }
-  if (t.architecture == HfArchitecture::kMixtral) MXMACA_RETURN_IF_ERROR(CheckMixtral(c));
+  if (IsMoEArchitecture(t.architecture)) MXMACA_RETURN_IF_ERROR(CheckMoE(c, target));
   return t;
 }
 
 std::vector<std::string> HfExportNotes(const layers::GptConfig& c, const HfModelType& t) {
   std::vector<std::string> notes;
-  if (t.architecture != HfArchitecture::kMixtral || c.moe == nullptr) return notes;
+  if (!IsMoEArchitecture(t.architecture) || c.moe == nullptr) return notes;
+  const bool mixtral = t.architecture == HfArchitecture::kMixtral;
   const layers::moe::RouterConfig& r = c.moe->router;
   if (r.load_balancing_type == layers::moe::LoadBalancingType::kSeqAuxLoss ||
       r.load_balancing_type == layers::moe::LoadBalancingType::kGlobalAuxLoss) {
@@ -259,19 +269,20 @@ std::vector<std::string> HfExportNotes(const layers::GptConfig& c, const HfModel
         "note: --moe-router-load-balancing-type ",
         r.load_balancing_type == layers::moe::LoadBalancingType::kSeqAuxLoss ? "seq_aux_loss"
                                                                              : "global_aux_loss",
-        " is written as router_aux_loss_coef ", Str(static_cast<float>(r.aux_loss_coeff)),
-        " (Mixtral's one load-balancing loss, over the batch; training only)"));
+        " is written as router_aux_loss_coef ", Str(static_cast<float>(r.aux_loss_coeff)), " (",
+        mixtral ? "Mixtral" : "Qwen3-MoE",
+        "'s one load-balancing loss, over the batch; training only)"));
   }
-  if (c.ffn_hidden_size != c.moe->expert.ffn_hidden_size) {
+  if (mixtral && c.ffn_hidden_size != c.moe->expert.ffn_hidden_size) {
     notes.push_back(
         absl::StrCat("not exported: --ffn-hidden-size ", c.ffn_hidden_size,
                      " (unused: every layer is MoE; intermediate_size is --moe-ffn-hidden-size ",
                      c.moe->expert.ffn_hidden_size, ", and an import records both as that)"));
   }
   if (r.z_loss_coeff != 0.0) {
-    notes.push_back(absl::StrCat("not exported: --moe-z-loss-coeff ",
-                                 Str(static_cast<float>(r.z_loss_coeff)),
-                                 " (Mixtral's config has no router z-loss; training only)"));
+    notes.push_back(absl::StrCat(
+        "not exported: --moe-z-loss-coeff ", Str(static_cast<float>(r.z_loss_coeff)), " (",
+        mixtral ? "Mixtral" : "Qwen3-MoE", "'s config has no router z-loss; training only)"));
   }
   return notes;
 }
@@ -299,8 +310,10 @@ nlohmann::json HfConfigJson(const layers::GptConfig& c, const HfModelType& t, Hf
     j["tie_word_embeddings"] = true;
   } else {
     const bool mixtral = t.architecture == HfArchitecture::kMixtral;
-    const bool qwen2 = t.model_type == "qwen2", qwen3 = t.model_type == "qwen3";
+    const bool qwen3_moe = t.architecture == HfArchitecture::kQwen3Moe;
+    const bool qwen2 = t.model_type == "qwen2", qwen3 = t.model_type == "qwen3" || qwen3_moe;
     j["architectures"] = {mixtral                     ? "MixtralForCausalLM"
+                          : qwen3_moe                 ? "Qwen3MoeForCausalLM"
                           : t.model_type == "mistral" ? "MistralForCausalLM"
                           : qwen2                     ? "Qwen2ForCausalLM"
                           : qwen3                     ? "Qwen3ForCausalLM"
@@ -308,8 +321,10 @@ nlohmann::json HfConfigJson(const layers::GptConfig& c, const HfModelType& t, Hf
     j["model_type"] = t.model_type;
     j["vocab_size"] = c.vocab_size;
     j["hidden_size"] = c.hidden_size;
-    // Mixtral: each expert's FFN (every layer is MoE, so the dense --ffn-hidden-size is unused).
+    // Mixtral: each expert's FFN (every layer is MoE, so the dense --ffn-hidden-size is unused);
+    // Qwen3-MoE: the dense MLP's (mlp_only_layers), each expert's is moe_intermediate_size.
     j["intermediate_size"] = mixtral ? c.moe->expert.ffn_hidden_size : c.ffn_hidden_size;
+    if (qwen3_moe) j["moe_intermediate_size"] = c.moe->expert.ffn_hidden_size;
     j["num_hidden_layers"] = c.num_layers;
     j["num_attention_heads"] = c.num_attention_heads;
     j["num_key_value_heads"] = c.query_groups();
@@ -318,7 +333,7 @@ nlohmann::json HfConfigJson(const layers::GptConfig& c, const HfModelType& t, Hf
     j["max_position_embeddings"] = c.max_position_embeddings;
     j["rms_norm_eps"] = ShortestFloat(c.norm_epsilon);
     j["rope_theta"] = ShortestFloat(c.rotary_base);
-    if (!mixtral) {
+    if (!mixtral) {  // (Qwen3MoeConfig has rope_scaling too)
       // transformers' _compute_llama3_parameters / _compute_linear_scaling_rope_parameters
       // with Megatron's fixed low 1, high 4, original 8192 (kernels/rope_frequencies.h).
       const kernels::RopeFrequencies f = c.rope_frequencies();
@@ -352,17 +367,22 @@ nlohmann::json HfConfigJson(const layers::GptConfig& c, const HfModelType& t, Hf
     j["initializer_range"] = ShortestFloat(c.init_method_std);
     j["tie_word_embeddings"] = c.tied_embeddings();
     if (t.model_type == "mistral" || mixtral) j["sliding_window"] = nullptr;
-    if (mixtral) {
+    if (mixtral || qwen3_moe) {
       const layers::moe::RouterConfig& r = c.moe->router;
-      j["num_local_experts"] = r.num_experts;
+      j[mixtral ? "num_local_experts" : "num_experts"] = r.num_experts;
       j["num_experts_per_tok"] = r.topk;
+      if (qwen3_moe) {
+        j["norm_topk_prob"] = !r.pre_softmax;
+        j["decoder_sparse_step"] = 1;
+        j["mlp_only_layers"] = nlohmann::ordered_json::array();
+      }
       // Megatron's per-layer aux loss coefficient (0 without a load-balancing loss).
       j["router_aux_loss_coef"] =
           ShortestFloat(r.load_balancing_type == layers::moe::LoadBalancingType::kNone
                             ? 0.0f
                             : static_cast<float>(r.aux_loss_coeff));
       j["output_router_logits"] = false;
-      j["router_jitter_noise"] = 0.0;
+      if (mixtral) j["router_jitter_noise"] = 0.0;
     }
   }
   j["torch_dtype"] = torch_dtype;
@@ -459,10 +479,13 @@ absl::StatusOr<std::vector<std::string>> MegatronArgvFromHfConfig(const nlohmann
     max_pos = *pos;
     vocab = *v;
   } else if (model_type == "llama" || model_type == "mistral" || model_type == "mixtral" ||
-             model_type == "qwen2" || model_type == "qwen3") {
-    const bool mixtral = model_type == "mixtral";
-    const bool qwen2 = model_type == "qwen2", qwen3 = model_type == "qwen3";
-    *type = {mixtral ? HfArchitecture::kMixtral : HfArchitecture::kLlama, model_type};
+             model_type == "qwen2" || model_type == "qwen3" || model_type == "qwen3_moe") {
+    const bool mixtral = model_type == "mixtral", qwen3_moe = model_type == "qwen3_moe";
+    const bool qwen2 = model_type == "qwen2", qwen3 = model_type == "qwen3" || qwen3_moe;
+    *type = {mixtral     ? HfArchitecture::kMixtral
+             : qwen3_moe ? HfArchitecture::kQwen3Moe
+                         : HfArchitecture::kLlama,
+             model_type};
     absl::StatusOr<int64_t> h = integer("hidden_size"), f = integer("intermediate_size"),
                             l = integer("num_hidden_layers"), np = integer("num_attention_heads"),
                             pos = integer("max_position_embeddings"), v = integer("vocab_size");
@@ -489,7 +512,7 @@ absl::StatusOr<std::vector<std::string>> MegatronArgvFromHfConfig(const nlohmann
     std::vector<std::string> rope_flags;
     if (hf.contains("rope_scaling") && !hf["rope_scaling"].is_null()) {
       const nlohmann::json& rs = hf["rope_scaling"];
-      const bool scalable = model_type == "llama" || qwen2 || qwen3;
+      const bool scalable = model_type == "llama" || qwen2 || qwen3;  // (qwen3: and qwen3_moe)
       const std::string kind =
           rs.is_object() ? rs.value("rope_type", rs.value("type", std::string())) : "";
       auto field = [&](const char* name, double want) -> absl::Status {
@@ -506,7 +529,8 @@ absl::StatusOr<std::vector<std::string>> MegatronArgvFromHfConfig(const nlohmann
         return bad("rope_scaling", rs,
                    scalable ? "null, a llama3 rope_type (--use-rope-scaling) or linear "
                               "(--rotary-seq-len-interpolation-factor)"
-                            : "null (MXMACA writes RoPE scaling for llama, qwen2 and qwen3)");
+                            : "null (MXMACA writes RoPE scaling for llama, qwen2, qwen3 and "
+                              "qwen3_moe)");
       }
       if (!factor.is_number() || !(factor.get<double>() >= 1.0)) {
         return bad("rope_scaling.factor", factor, "a number >= 1");
@@ -594,6 +618,41 @@ absl::StatusOr<std::vector<std::string>> MegatronArgvFromHfConfig(const nlohmann
     if (qwen2) argv.push_back("--add-qkv-bias");
     if (qwen3) argv.push_back("--qk-layernorm");
     if (!*tie) argv.push_back("--untie-embeddings-and-output-weights");
+    if (qwen3_moe) {
+      // Qwen3MoeSparseMoeBlock on every layer (decoder_sparse_step 1, no mlp_only_layers):
+      // softmax over the experts' logits, top-k, renormalised when norm_topk_prob (Megatron's
+      // default router) or not (--moe-router-pre-softmax: softmax, then top-k), dropless,
+      // SwiGLU experts of moe_intermediate_size, no shared expert; the load-balancing loss as
+      // aux_loss. Qwen3MoeConfig's defaults where a field is absent.
+      absl::StatusOr<int64_t> e = integer("num_experts"), k = integer("num_experts_per_tok"),
+                              fe = integer("moe_intermediate_size");
+      for (const auto* s : {&e, &k, &fe}) {
+        if (!s->ok()) return s->status();
+      }
+      if (*k > *e) {
+        return bad("num_experts_per_tok", *k, absl::StrCat("at most num_experts (", *e, ")"));
+      }
+      if (hf.contains("decoder_sparse_step") && hf["decoder_sparse_step"] != 1) {
+        return bad("decoder_sparse_step", hf["decoder_sparse_step"],
+                   "1 (a MoE block on every layer; MXMACA's --moe-layer-freq counts from layer "
+                   "0, Qwen3-MoE's step from layer step - 1)");
+      }
+      if (hf.contains("mlp_only_layers") && !hf["mlp_only_layers"].is_null() &&
+          !(hf["mlp_only_layers"].is_array() && hf["mlp_only_layers"].empty())) {
+        return bad("mlp_only_layers", hf["mlp_only_layers"], "[] (a MoE block on every layer)");
+      }
+      absl::StatusOr<bool> norm_topk = flag("norm_topk_prob", false);  // Qwen3MoeConfig's
+      if (!norm_topk.ok()) return norm_topk.status();
+      absl::StatusOr<double> coef = number("router_aux_loss_coef", 0.001);
+      if (!coef.ok()) return coef.status();
+      if (!(*coef >= 0)) return bad("router_aux_loss_coef", *coef, "a number >= 0");
+      argv.insert(
+          argv.end(),
+          {"--num-experts", absl::StrCat(*e), "--moe-router-topk", absl::StrCat(*k),
+           "--moe-ffn-hidden-size", absl::StrCat(*fe), "--moe-router-score-function", "softmax",
+           "--moe-router-load-balancing-type", "aux_loss", "--moe-aux-loss-coeff", num(*coef)});
+      if (!*norm_topk) argv.push_back("--moe-router-pre-softmax");
+    }
     if (mixtral) {
       // MixtralSparseMoeBlock on every layer: softmax over the experts' logits, top-k,
       // renormalised = Megatron's default router (top-k on the logits, softmax over the k;
@@ -625,7 +684,7 @@ absl::StatusOr<std::vector<std::string>> MegatronArgvFromHfConfig(const nlohmann
     vocab = *v;
   } else {
     return bad("model_type", hf.value("model_type", nlohmann::json()),
-               "gpt2, llama, mistral, qwen2, qwen3 or mixtral");
+               "gpt2, llama, mistral, qwen2, qwen3, mixtral or qwen3_moe");
   }
   if (vocab < 2) return bad("vocab_size", vocab, "at least 2");
   if (seq_length <= 0) seq_length = std::min<int64_t>(max_pos, 4096);

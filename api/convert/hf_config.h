@@ -19,7 +19,13 @@
 // (Megatron's --disable-bias-linear --add-qkv-bias); use_sliding_window false. Qwen3
 // (Qwen3Config, modeling_qwen3.py): Llama's layout without biases plus q_norm / k_norm, an
 // RMSNorm over each head's head_dim channels of q and k before RoPE (Megatron's
-// --qk-layernorm with RMSNorm).
+// --qk-layernorm with RMSNorm). Qwen3-MoE (Qwen3MoeConfig, modeling_qwen3_moe.py
+// Qwen3MoeSparseMoeBlock): Qwen3's attention and norms and on every layer a router gate
+// [E, h]: softmax over all E experts, top-k, renormalised to sum 1 when norm_topk_prob
+// (Megatron's default router, as Mixtral) or not (softmax then top-k: Megatron's
+// --moe-router-pre-softmax), E SwiGLU experts of moe_intermediate_size (mlp.experts.x.
+// gate_proj / up_proj / down_proj), dropless, no shared expert (decoder_sparse_step 1,
+// mlp_only_layers []).
 #ifndef MXMACA_API_CONVERT_HF_CONFIG_H_
 #define MXMACA_API_CONVERT_HF_CONFIG_H_
 
@@ -35,17 +41,23 @@
 namespace mxmaca::api::convert {
 
 // HfArchitecture: the tensor layout (hf_tensor_map.h).
-enum class HfArchitecture { kGpt2, kLlama, kMixtral };
+enum class HfArchitecture { kGpt2, kLlama, kMixtral, kQwen3Moe };
+
+// IsMoEArchitecture: Mixtral or Qwen3-MoE (a MoE block on every layer).
+inline bool IsMoEArchitecture(HfArchitecture a) {
+  return a == HfArchitecture::kMixtral || a == HfArchitecture::kQwen3Moe;
+}
 
 // HfModelType: a layout and the config.json model_type naming it ("gpt2", "llama",
-// "mistral", "qwen2", "qwen3" (both the Llama layout), "mixtral").
+// "mistral", "qwen2", "qwen3" (both the Llama layout), "mixtral", "qwen3_moe").
 struct HfModelType {
   HfArchitecture architecture = HfArchitecture::kLlama;
   std::string model_type = "llama";
 };
 
 // ChooseHfModelType: the Hugging Face model type for `config`: `requested` is "gpt2",
-// "llama", "mistral", "qwen2", "qwen3", "mixtral" or "auto" (mixtral for MoE models, else
+// "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe" or "auto" (qwen3_moe for MoE
+// models with --qk-layernorm, mixtral for other MoE models, else
 // gpt2 for LayerNorm with learned positions, else qwen3 with --qk-layernorm, else qwen2 with
 // q/k/v-only biases, else llama). qwen2 requires exactly --add-qkv-bias without
 // --add-bias-linear, qwen3 --qk-layernorm with RMSNorm and no biases; the others refuse

@@ -559,6 +559,63 @@ TEST_CASE("mixtral: 4 experts, top-2, GQA, untied") {
   CHECK(c->moe_layers == std::vector<bool>{true, true});
 }
 
+// Qwen3-MoE (Qwen3MoeForCausalLM): Qwen3's q/k norms and a MoE block on every layer, the
+// experts under mlp.experts.x.{gate,up,down}_proj. norm_topk_prob true is Megatron's default
+// router (renormalised top-k), false is --moe-router-pre-softmax; the reference follows
+// modeling_qwen3_moe.py for both, and must catch swapped experts, gate/up and q/k norms.
+std::vector<std::string> Qwen3MoeFlags(std::vector<std::string> extra) {
+  std::vector<std::string> f = MixtralGqaFlags("64");
+  f.insert(f.end(), {"--qk-layernorm", "--kv-channels", "16"});
+  f.insert(f.end(), extra.begin(), extra.end());
+  return f;
+}
+
+TEST_CASE("qwen3_moe: q/k norms, 4 experts, top-2, renormalised (norm_topk_prob true)") {
+  Model m = MakeModel(Qwen3MoeFlags({}));
+  CheckModel(m, "qwen3_moe", 81, {"--swap-qk", "--swap-qk-norm", "--swap-experts", "--swap-w1-w3"});
+  const std::string root = MakeTempDir();
+  MakeCheckpoint(m, root + "/ckpt", 82);
+  HfExportOptions ex;
+  ex.load = root + "/ckpt";
+  ex.save = root + "/hf";
+  REQUIRE(ExportToHuggingFace(ex).ok());
+  const nlohmann::json cfg = ReadJson(root + "/hf/config.json");
+  CHECK(cfg["architectures"][0] == "Qwen3MoeForCausalLM");
+  CHECK(cfg["num_experts"] == 4);
+  CHECK(cfg["num_experts_per_tok"] == 2);
+  CHECK(cfg["moe_intermediate_size"] == 40);
+  CHECK(cfg["intermediate_size"] == 64);  // the dense MLP's (mlp_only_layers), unused here
+  CHECK(cfg["norm_topk_prob"] == true);
+  CHECK(cfg["decoder_sparse_step"] == 1);
+  CHECK(cfg["mlp_only_layers"] == nlohmann::json::array());
+  CHECK(cfg["head_dim"] == 16);
+  absl::StatusOr<HfTensors> t = ReadHfSafetensors(root + "/hf");
+  REQUIRE(t.ok());
+  CHECK(t->at("model.layers.1.mlp.gate.weight").shape == std::vector<int64_t>{4, 48});
+  CHECK(t->at("model.layers.1.mlp.experts.3.gate_proj.weight").shape ==
+        std::vector<int64_t>{40, 48});
+  CHECK(t->at("model.layers.1.mlp.experts.3.down_proj.weight").shape ==
+        std::vector<int64_t>{48, 40});
+  CHECK(t->count("model.layers.1.self_attn.q_norm.weight") == 1);
+  CHECK(t->count("model.layers.1.block_sparse_moe.gate.weight") == 0);
+}
+
+TEST_CASE("qwen3_moe: --moe-router-pre-softmax is norm_topk_prob false, both ways") {
+  Model m = MakeModel(Qwen3MoeFlags({"--moe-router-pre-softmax"}));
+  CheckModel(m, "qwen3_moe", 91, {"--swap-experts"});
+  const std::string root = MakeTempDir();
+  MakeCheckpoint(m, root + "/ckpt", 92);
+  HfExportOptions ex;
+  ex.load = root + "/ckpt";
+  ex.save = root + "/hf";
+  REQUIRE(ExportToHuggingFace(ex).ok());
+  CHECK(ReadJson(root + "/hf/config.json")["norm_topk_prob"] == false);
+  // Mixtral has neither q/k norms nor un-renormalised routing: refused, naming the first.
+  absl::StatusOr<HfModelType> mixtral = ChooseHfModelType(m.config, "mixtral");
+  REQUIRE(!mixtral.ok());
+  CHECK(absl::StrContains(mixtral.status().message(), "--qk-layernorm is set"));
+}
+
 TEST_CASE("mixtral: 3 experts, top-1, tied, head_dim != hidden / heads") {
   CheckModel(
       MakeModel(MixtralFlags({"--num-layers", "2", "--hidden-size", "32", "--num-attention-heads",
@@ -866,6 +923,48 @@ TEST_CASE("mixtral import: config fields and tensors, each error naming the valu
       hf, [](HfTensors& t) { t.erase("model.layers.0.block_sparse_moe.experts.2.w3.weight"); });
   CHECK(absl::StrContains(ImportError(hf, root + "/x"),
                           "has no tensor model.layers.0.block_sparse_moe.experts.2.w3.weight"));
+}
+
+TEST_CASE("qwen3_moe import: config fields and tensors, each error naming the value") {
+  const std::string root = MakeTempDir();
+  const std::string hf = root + "/hf";
+  MakeCheckpoint(MakeModel(Qwen3MoeFlags({"--num-layers", "1"})), root + "/ckpt", 63);
+  HfExportOptions ex;
+  ex.load = root + "/ckpt";
+  ex.save = hf;
+  REQUIRE(ExportToHuggingFace(ex).ok());
+  EditConfig(hf, [](nlohmann::json& c) { c.erase("moe_intermediate_size"); });
+  CHECK(absl::StrContains(ImportError(hf, root + "/x"),
+                          "config.json has no moe_intermediate_size (qwen3_moe)"));
+  EditConfig(hf, [](nlohmann::json& c) {
+    c["moe_intermediate_size"] = 40;
+    c["decoder_sparse_step"] = 2;
+  });
+  CHECK(absl::StrContains(ImportError(hf, root + "/x"), "config.json decoder_sparse_step is 2"));
+  EditConfig(hf, [](nlohmann::json& c) {
+    c["decoder_sparse_step"] = 1;
+    c["mlp_only_layers"] = {0};
+  });
+  CHECK(absl::StrContains(ImportError(hf, root + "/x"), "config.json mlp_only_layers is [0]"));
+  // Absent norm_topk_prob is Qwen3MoeConfig's default false: --moe-router-pre-softmax.
+  EditConfig(hf, [](nlohmann::json& c) {
+    c["mlp_only_layers"] = nlohmann::json::array();
+    c.erase("norm_topk_prob");
+  });
+  HfImportOptions im;
+  im.load = hf;
+  im.save = root + "/pre";
+  REQUIRE(ImportFromHuggingFace(im).ok());
+  absl::StatusOr<CheckpointReader> r = CheckpointReader::Open(root + "/pre");
+  REQUIRE(r.ok());
+  absl::StatusOr<layers::GptConfig> c = ModelConfigFromCheckpointArgs(r->args());
+  REQUIRE(c.ok());
+  REQUIRE(c->moe != nullptr);
+  CHECK(c->moe->router.pre_softmax);
+  CHECK(c->qk_layernorm);
+  RewriteTensors(hf, [](HfTensors& t) { t.erase("model.layers.0.mlp.experts.1.up_proj.weight"); });
+  CHECK(absl::StrContains(ImportError(hf, root + "/x"),
+                          "has no tensor model.layers.0.mlp.experts.1.up_proj.weight"));
 }
 
 TEST_CASE("export: a corrupt checkpoint is refused naming the file") {

@@ -3,7 +3,9 @@ mistral / qwen2 / qwen3 / mixtral model directory, written from transformers' de
 (modeling_gpt2.py GPT2Attention / GPT2MLP / Conv1D; modeling_llama.py LlamaRMSNorm,
 LlamaRotaryEmbedding + rotate_half, repeat_kv, LlamaMLP; modeling_qwen2.py (q/k/v biases);
 modeling_qwen3.py Qwen3Attention's q_norm / k_norm per head before RoPE;
-modeling_mixtral.py MixtralSparseMoeBlock, MixtralBlockSparseTop2MLP), reading model.safetensors by Hugging Face names with a parser of
+modeling_mixtral.py MixtralSparseMoeBlock, MixtralBlockSparseTop2MLP;
+modeling_qwen3_moe.py Qwen3MoeSparseMoeBlock with norm_topk_prob, Qwen3MoeMLP), reading
+model.safetensors by Hugging Face names with a parser of
 its own (u64 LE header length, JSON header, raw little-endian data). Computes in float64 so
 the comparison measures MXMACA's fp32 error alone.
 
@@ -14,8 +16,10 @@ usage: hf_reference.py HF_DIR INPUT_JSON OUTPUT_JSON [--swap-qk] [--swap-experts
     RoPE's inverse frequencies as transformers computes them from config.json, not gpt2)
   Deliberately wrong readings, for the negative tests:
   --swap-qk: q and k exchanged in layer 0;
-  --swap-experts (mixtral): experts 0 and 1 of layer 0 exchanged (their w1, w2, w3);
-  --swap-w1-w3 (mixtral): w1 (gate) and w3 (up) exchanged in every expert of layer 0;
+  --swap-experts (mixtral, qwen3_moe): experts 0 and 1 of layer 0 exchanged (all three of
+    their projections);
+  --swap-w1-w3 (mixtral, qwen3_moe): the gate and up projections exchanged in every expert
+    of layer 0;
   --swap-qk-norm (qwen3): q_norm and k_norm exchanged in layer 0.
 """
 import json
@@ -124,6 +128,36 @@ def mixtral_moe(cfg, w, p, m, swap_experts, swap_w1_w3):
     return out.reshape(b, s, h)
 
 
+def qwen3_moe_moe(cfg, w, p, m, swap_experts, swap_gate_up):
+    """Qwen3MoeSparseMoeBlock on m [b, s, h]: router logits = m mlp.gate^T; routing weights =
+    softmax over all num_experts, top num_experts_per_tok, divided by their sum only when
+    norm_topk_prob (Qwen3MoeConfig's default: false); each token's output = sum over its
+    experts of weight * down_proj(silu(gate_proj x) * up_proj x) (Qwen3MoeMLP). Dropless."""
+    num_experts, k = cfg["num_experts"], cfg["num_experts_per_tok"]
+    b, s, h = m.shape
+    x = m.reshape(b * s, h)
+    logits = x @ w[p + "mlp.gate.weight"].T
+    weights, selected = torch.topk(torch.softmax(logits, dim=-1), k, dim=-1)
+    if cfg.get("norm_topk_prob", False):
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    order = list(range(num_experts))
+    if swap_experts:
+        order[0], order[1] = 1, 0
+    out = torch.zeros_like(x)
+    for e in range(num_experts):
+        q = f"{p}mlp.experts.{order[e]}."
+        gate, up, down = w[q + "gate_proj.weight"], w[q + "up_proj.weight"], w[q + "down_proj.weight"]
+        if swap_gate_up:
+            gate, up = up, gate
+        rows, slot = torch.where(selected == e)
+        if rows.numel() == 0:
+            continue
+        xe = x[rows]
+        ye = (torch.nn.functional.silu(xe @ gate.T) * (xe @ up.T)) @ down.T
+        out.index_add_(0, rows, ye * weights[rows, slot][:, None])
+    return out.reshape(b, s, h)
+
+
 def rope_inv_freq(cfg, hn):
     """transformers' modeling_rope_utils: _compute_default_rope_parameters, and with
     rope_scaling _compute_linear_scaling_rope_parameters (inv_freq / factor) or
@@ -196,6 +230,8 @@ def llama_forward(cfg, w, tokens, swap_qk, swap_experts=False, swap_w1_w3=False,
         m = rms(x, p + "post_attention_layernorm")
         if cfg["model_type"] == "mixtral":
             m = mixtral_moe(cfg, w, p, m, swap_experts and i == 0, swap_w1_w3 and i == 0)
+        elif cfg["model_type"] == "qwen3_moe":
+            m = qwen3_moe_moe(cfg, w, p, m, swap_experts and i == 0, swap_w1_w3 and i == 0)
         else:
             gate, up = linear(m, p + "mlp.gate_proj"), linear(m, p + "mlp.up_proj")
             m = linear(torch.nn.functional.silu(gate) * up, p + "mlp.down_proj")

@@ -31,6 +31,12 @@
 //   model.layers.i.block_sparse_moe.experts.x.w3.weight [fe, h] (up proj)   rows [fe, 2fe)
 //   model.layers.i.block_sparse_moe.experts.x.w2.weight [h, fe] (down proj)
 //       = decoder.layers.i.mlp.experts.linear_fc2.weight<x>
+// Qwen3-MoE (Qwen3MoeForCausalLM): as Qwen3 (q_norm / k_norm, no biases), the MLP replaced on
+// every layer by
+//   model.layers.i.mlp.gate.weight [E, h]                  = decoder.layers.i.mlp.router.weight
+//   model.layers.i.mlp.experts.x.gate_proj.weight [fe, h]  = linear_fc1.weight<x> rows [0, fe)
+//   model.layers.i.mlp.experts.x.up_proj.weight [fe, h]    = linear_fc1.weight<x> rows [fe, 2fe)
+//   model.layers.i.mlp.experts.x.down_proj.weight [h, fe]  = linear_fc2.weight<x>
 // GPT-2 (GPT2LMHeadModel; Conv1D weights are [in, out], the transpose of Megatron's):
 //   transformer.wte.weight [V, h], transformer.wpe.weight [P, h]
 //   transformer.h.i.ln_1.{weight,bias} [h]             = input_layernorm
