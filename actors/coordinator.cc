@@ -614,20 +614,24 @@ void StartIteration(CoordinatorPointer self) {
                                          c.num_microbatches});
 }
 
+// EvalMicrobatches: micro-batches per replica of one evaluation iteration.
+int32_t EvalMicrobatches(const CoordinatorConfig& c) {
+  return c.eval_num_microbatches > 0 ? c.eval_num_microbatches : c.num_microbatches;
+}
+
 void StartEvalIteration(CoordinatorPointer self) {
   auto& st = self->state;
   CoordinatorConfig& c = *st.cfg;
   ResetReports(st);
+  const int32_t m = EvalMicrobatches(c);
   RunStageIteration run;
   run.iteration = st.iteration;
   run.eval = true;
-  run.num_microbatches = c.num_microbatches;
+  run.num_microbatches = m;
   run.first_global_microbatch = 0;  // no dropout in evaluation
   run.calculate_per_token_loss = c.calculate_per_token_loss;
-  SendToStages(self, run, c.eval_schedule, st.eval_slots,
-               scheduler::ForwardOnlySchedule(c.num_microbatches));
-  self->send(c.data, ProduceMicroBatches{st.iteration, true, c.consumed_valid_samples,
-                                         c.num_microbatches});
+  SendToStages(self, run, c.eval_schedule, st.eval_slots, scheduler::ForwardOnlySchedule(m));
+  self->send(c.data, ProduceMicroBatches{st.iteration, true, c.consumed_valid_samples, m});
 }
 
 void StartEval(CoordinatorPointer self, const std::string& where, bool then_finish) {
@@ -1052,7 +1056,7 @@ void OnEvalReports(CoordinatorPointer self) {
   CoordinatorConfig& c = *st.cfg;
   st.eval_loss_sum += st.reports.loss_sum;
   st.eval_tokens += st.reports.num_tokens;
-  c.consumed_valid_samples += c.global_batch_size;
+  c.consumed_valid_samples += c.global_batch_size / c.num_microbatches * EvalMicrobatches(c);
   ++st.eval_done;
   if (st.eval_done < c.eval_iters) {
     StartEvalIteration(self);

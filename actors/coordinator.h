@@ -58,6 +58,8 @@ struct CoordinatorConfig {
   int64_t global_batch_size = 0;
   int64_t micro_batch_size = 0;
   int32_t num_microbatches = 0;             // global batch / (micro batch x DP)
+  // eval_num_microbatches: --eval-global-batch-size / (micro batch x DP); 0 = num_microbatches.
+  int32_t eval_num_microbatches = 0;
   int64_t seq_length = 0;
   bool calculate_per_token_loss = false;
   double clip_grad = 1.0;                   // 0 disables clipping

@@ -57,12 +57,15 @@ absl::StatusOr<TrainingSummary> RunPipelineJob(std::vector<PipelineRank> ranks,
   for (const auto* schedule : {&cc->train_schedule, &cc->eval_schedule}) {
     if (!schedule->has_value()) continue;
     const scheduler::PipelineSchedule& s = **schedule;
-    if (s.num_stages != p || s.num_microbatches != cc->num_microbatches ||
+    const int32_t m = schedule == &cc->eval_schedule && cc->eval_num_microbatches > 0
+                          ? cc->eval_num_microbatches
+                          : cc->num_microbatches;
+    if (s.num_stages != p || s.num_microbatches != m ||
         s.num_chunks != ranks[0].program->num_chunks()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "schedule '", s.name, "' is for ", s.num_stages, " stages x ", s.num_chunks,
-          " chunks x ", s.num_microbatches, " micro-batches; the job has ", p, " x ",
-          ranks[0].program->num_chunks(), " x ", cc->num_microbatches));
+      return absl::InvalidArgumentError(
+          absl::StrCat("schedule '", s.name, "' is for ", s.num_stages, " stages x ", s.num_chunks,
+                       " chunks x ", s.num_microbatches, " micro-batches; the job has ", p, " x ",
+                       ranks[0].program->num_chunks(), " x ", m));
     }
     absl::Status valid = scheduler::ValidateSchedule(s);
     if (!valid.ok()) {

@@ -36,8 +36,7 @@ const std::set<std::string> kRefused = {
     "--use-tp-pp-dp-mapping", "--num-distributed-optimizer-instances", "--use-megatron-fsdp",
     "--use-torch-fsdp2", "--hierarchical-context-parallel-sizes",
     // Training and data features.
-    "--recompute-modules", "--step-batch-size-schedule", "--eval-global-batch-size", "--fim-data",
-    "--export-kd-teacher-load",
+    "--recompute-modules", "--step-batch-size-schedule", "--fim-data", "--export-kd-teacher-load",
     // Checkpoint and checking tools.
     "--check-weight-hash-across-dp-replicas-interval", "--verify-integrity"};
 

@@ -262,6 +262,8 @@ const absl::flat_hash_map<std::string, Binding>& Bindings() {
       // Validation, data, tokenizer, logging.
       MXMACA_BIND(eval_iters),
       MXMACA_BIND(eval_interval),
+      MXMACA_BIND(eval_global_batch_size),
+      MXMACA_BIND(eval_micro_batch_size),
       MXMACA_BIND(data_path),
       MXMACA_BIND(split),
       MXMACA_BIND(train_data_path),

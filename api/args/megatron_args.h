@@ -178,6 +178,10 @@ struct MegatronArgs {
   // --eval-interval; None (Megatron-Core 0.19's default): no evaluation during training,
   // and the validation set is sized for one evaluation of --eval-iters batches.
   std::optional<int64_t> eval_interval;
+  // --eval-global-batch-size (default: the global batch size, set by ValidateAndDeriveArgs)
+  // and --eval-micro-batch-size (MXMACA: only the training micro-batch size).
+  std::optional<int64_t> eval_global_batch_size;
+  std::optional<int64_t> eval_micro_batch_size;
 
   // ---- Data and tokenizer (_add_data_args, _add_tokenizer_args) ----
   std::vector<std::string> data_path;          // --data-path (weights and prefixes); empty = None

@@ -609,6 +609,22 @@ absl::Status ValidateAndDeriveArgs(MegatronArgs* a, int world_size) {
                    ") is not divisible by --micro-batch-size (", *a->micro_batch_size,
                    ") x data-parallel size (", a->data_parallel_size, ") = ", per_step);
   }
+  // Evaluation batch sizes (arguments.py core_v0.19.0): default to the training ones, and
+  // eval_global_batch_size divisible by eval_micro_batch_size x data-parallel size.
+  if (a->eval_micro_batch_size.has_value() && *a->eval_micro_batch_size != *a->micro_batch_size) {
+    return absl::UnimplementedError(absl::StrCat(
+        "--eval-micro-batch-size ", *a->eval_micro_batch_size, " differs from --micro-batch-size ",
+        *a->micro_batch_size,
+        ": MXMACA evaluates with the training micro-batch size (--eval-global-batch-size may "
+        "differ)"));
+  }
+  if (!a->eval_global_batch_size.has_value()) a->eval_global_batch_size = *a->global_batch_size;
+  if (!a->eval_micro_batch_size.has_value()) a->eval_micro_batch_size = *a->micro_batch_size;
+  if (*a->eval_global_batch_size < 1 || *a->eval_global_batch_size % per_step != 0) {
+    return Invalid("--eval-global-batch-size (", *a->eval_global_batch_size,
+                   ") must be divisible by --eval-micro-batch-size (", *a->eval_micro_batch_size,
+                   ") x data-parallel size (", a->data_parallel_size, ") = ", per_step);
+  }
   MXMACA_RETURN_IF_ERROR(ValidateModel(a));
   MXMACA_RETURN_IF_ERROR(ValidatePipeline(a));
   MXMACA_RETURN_IF_ERROR(ValidateIterationsAndLr(a));

@@ -65,8 +65,10 @@ absl::StatusOr<data::GptDataConfig> GptDataConfigFromArgs(const MegatronArgs& ar
   // the final evaluation runs.
   const int64_t eval_points =
       args.eval_interval.has_value() ? train_iters / *args.eval_interval + 1 : 1;
-  config.num_samples[1] = eval_points * args.eval_iters * global_batch;
-  config.num_samples[2] = args.eval_iters * global_batch;
+  // (core_v0.19.0: validation and test count --eval-global-batch-size samples per iteration.)
+  const int64_t eval_batch = args.eval_global_batch_size.value_or(global_batch);
+  config.num_samples[1] = eval_points * args.eval_iters * eval_batch;
+  config.num_samples[2] = args.eval_iters * eval_batch;
   config.cache_path = args.data_cache_path.value_or("");
   config.mid_level_dataset_surplus = args.mid_level_dataset_surplus;
   if (args.tokenizer_type.has_value() && *args.tokenizer_type == "NullTokenizer") {

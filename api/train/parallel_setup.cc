@@ -45,6 +45,8 @@ absl::StatusOr<ParallelSetup> BuildParallelSetup(const MegatronArgs& args,
         " x data-parallel size ", args.data_parallel_size));
   }
   setup.num_microbatches = static_cast<int32_t>(*args.global_batch_size / per_step);
+  setup.eval_num_microbatches = static_cast<int32_t>(
+      args.eval_global_batch_size.value_or(*args.global_batch_size) / per_step);
 
   layers::PipelinePlacementConfig pc;
   pc.num_layers = model.num_layers;
@@ -83,6 +85,7 @@ absl::StatusOr<ParallelSetup> BuildParallelSetup(const MegatronArgs& args,
   }
   setup.train_schedule = std::move(*train);
   so.forward_only = true;
+  so.num_microbatches = setup.eval_num_microbatches;
   MXMACA_ASSIGN_OR_RETURN(setup.eval_schedule, scheduler::BuildSchedule(so));
   return setup;
 }

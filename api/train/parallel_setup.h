@@ -27,6 +27,7 @@ struct ParallelSetup {
   int32_t context_parallel_size = 1;  // cp = --context-parallel-size
   bool sequence_parallel = false;
   int32_t num_microbatches = 1;    // m = global batch / (micro batch x dp)
+  int32_t eval_num_microbatches = 1;  // --eval-global-batch-size / (micro batch x dp)
   layers::PipelinePlacement placement;
   scheduler::PipelineSchedule train_schedule;
   scheduler::PipelineSchedule eval_schedule;

@@ -101,11 +101,11 @@ constexpr const char* kHonouredDests[] = {
     "decoupled_min_lr", "tensor_model_parallel_size", "pipeline_model_parallel_size",
     "context_parallel_size", "expert_model_parallel_size", "sequence_parallel",
     "use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "eval_iters",
-    "eval_interval", "data_path", "split", "train_data_path", "valid_data_path", "test_data_path",
-    "mock_data", "data_cache_path", "seq_length", "vocab_file", "merge_file", "tokenizer_type",
-    "vocab_size", "tokenizer_model", "vocab_extra_ids", "tiktoken_pattern",
-    "tiktoken_num_special_tokens", "tiktoken_special_tokens", "legacy_tokenizer",
-    "reset_position_ids", "reset_attention_mask", "eod_mask_loss",
+    "eval_interval", "eval_global_batch_size", "eval_micro_batch_size", "data_path", "split",
+    "train_data_path", "valid_data_path", "test_data_path", "mock_data", "data_cache_path",
+    "seq_length", "vocab_file", "merge_file", "tokenizer_type", "vocab_size", "tokenizer_model",
+    "vocab_extra_ids", "tiktoken_pattern", "tiktoken_num_special_tokens", "tiktoken_special_tokens",
+    "legacy_tokenizer", "reset_position_ids", "reset_attention_mask", "eod_mask_loss",
     "create_attention_mask_in_dataloader", "num_workers", "dataloader_type", "log_interval",
     "max_consecutive_nan_iterations", "num_threads", "trace_file", "help",
     // TensorBoard and metrics (api/train/metrics_setup.h).
@@ -782,6 +782,7 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
   cc->global_batch_size = gbs;
   cc->micro_batch_size = mbs;
   cc->num_microbatches = parallel.num_microbatches;
+  cc->eval_num_microbatches = parallel.eval_num_microbatches;
   cc->pipeline_size = parallel.pipeline_size;
   cc->data_parallel_size = parallel.data_parallel_size;
   cc->train_schedule = parallel.train_schedule;

@@ -115,6 +115,40 @@ TEST_CASE("--save-retain-interval keeps every K-th checkpoint and the latest") {
                   "multiple of --save-interval (2)") != std::string::npos);
 }
 
+TEST_CASE("--eval-global-batch-size: more micro-batches per evaluation iteration") {
+  // Megatron-Core 0.19's evaluation batch: one evaluation iteration of 8 samples reads the
+  // same validation samples as two of 4 (consumed_valid_samples advances by the evaluation
+  // batch), so every validation loss agrees with the run at --eval-iters 2; the token sums
+  // are added in the same micro-batch order, so bit for bit. Pipeline-parallel (PP2) and
+  // data-parallel (DP2) layouts run the forward-only schedule for 4 and 2 micro-batches.
+  const std::string dir = TempDir("train_eval_batch");
+  const std::string prefix = dir + "/tiny";
+  MakeTinyCorpus(prefix, 300, 15);
+  const auto base = With(TinyTrainArgs(prefix, dir + "/cache"), {"--micro-batch-size", "1"});
+  for (const std::vector<std::string>& layout :
+       {std::vector<std::string>{},
+        {"--pipeline-model-parallel-size", "2", "--world-size", "2"},
+        {"--world-size", "2"}}) {
+    const actors::TrainingSummary two = MustTrain(With(With(base, layout), {"--eval-iters", "2"}));
+    const actors::TrainingSummary one =
+        MustTrain(With(With(base, layout), {"--eval-iters", "1", "--eval-global-batch-size", "8"}));
+    REQUIRE(two.valid_losses.size() >= 2);
+    CHECK(one.valid_losses == two.valid_losses);
+    CHECK(one.train_losses == two.train_losses);  // training is unchanged
+  }
+  // Another micro-batch size, or a batch the data-parallel ranks cannot split: refused.
+  auto bad = api::Train(With(base, {"--eval-micro-batch-size", "2"}), [](const std::string&) {});
+  REQUIRE(!bad.ok());
+  CHECK(std::string(bad.status().message()).find("--eval-micro-batch-size 2 differs") !=
+        std::string::npos);
+  bad = api::Train(With(base, {"--world-size", "2", "--eval-global-batch-size", "5"}),
+                   [](const std::string&) {});
+  REQUIRE(!bad.ok());
+  CHECK(
+      std::string(bad.status().message()).find("--eval-global-batch-size (5) must be divisible") !=
+      std::string::npos);
+}
+
 TEST_CASE("--trace-file writes the stage's F/B/W timeline in schedule order") {
   const std::string dir = TempDir("train_trace");
   const std::string prefix = dir + "/tiny";
