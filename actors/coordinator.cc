@@ -875,6 +875,13 @@ void MaybeSendOptimisticStep(CoordinatorPointer self, const StageIterationDone& 
 
 // CanStartNextIteration: post-validation may send the next iteration's op lists with the
 // final step decision when nothing is due between the two iterations.
+// EvalDue: a periodic evaluation follows iteration `it` (training.py: eval_interval divides
+// it, and it >= --start-eval-at-iter when that is set).
+bool EvalDue(const CoordinatorConfig& c, int64_t it) {
+  return c.do_valid && c.eval_interval > 0 && it % c.eval_interval == 0 &&
+         it >= c.start_eval_at_iter;
+}
+
 bool CanStartNextIteration(const CoordinatorState& st) {
   const CoordinatorConfig& c = *st.cfg;
   const int64_t it = st.iteration;
@@ -883,7 +890,7 @@ bool CanStartNextIteration(const CoordinatorState& st) {
     return false;
   }
   if (it >= c.train_iters) return false;
-  if (c.do_valid && c.eval_interval > 0 && it % c.eval_interval == 0) return false;
+  if (EvalDue(c, it)) return false;
   if (c.save_dir && c.save_interval > 0 && it % c.save_interval == 0) return false;
   if (c.save_dir && c.non_persistent_dir && c.non_persistent_save_interval > 0 &&
       it % c.non_persistent_save_interval == 0) {
@@ -1024,7 +1031,7 @@ void OnStepDone(CoordinatorPointer self) {
   auto& st = self->state;
   CoordinatorConfig& c = *st.cfg;
   RecordStep(self);
-  st.pending_eval = c.do_valid && c.eval_interval > 0 && st.iteration % c.eval_interval == 0;
+  st.pending_eval = EvalDue(c, st.iteration);
   st.pending_save = c.save_dir && c.save_interval > 0 && st.iteration % c.save_interval == 0;
   // Megatron's train loop: a non-persistent save when no regular one is due.
   st.pending_non_persistent_save = !st.pending_save && c.save_dir && c.non_persistent_dir &&

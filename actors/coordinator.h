@@ -66,6 +66,7 @@ struct CoordinatorConfig {
   int64_t max_consecutive_nan_iterations = 1;
   int64_t log_interval = 100;
   int64_t eval_interval = 1000;             // 0 disables periodic evaluation
+  int64_t start_eval_at_iter = 0;           // --start-eval-at-iter: no periodic one before
   int64_t eval_iters = 100;                 // 0 disables evaluation
   bool do_valid = false;                    // a validation split exists and eval_iters > 0
   std::optional<int64_t> exit_interval;

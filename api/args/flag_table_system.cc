@@ -84,7 +84,7 @@ constexpr FlagSpec kDistributedInit[] = {
 constexpr FlagSpec kValidation[] = {
     V("--eval-iters", kInt, "100", kImpl),
     V("--eval-interval", kInt, "None", kImpl),
-    V("--start-eval-at-iter", kInt, "None", kUnsup, "delayed evaluation start"),
+    V("--start-eval-at-iter", kInt, "None", kImpl),
     V("--eval-global-batch-size", kInt, "None", kImpl),
     V("--eval-micro-batch-size", kInt, "None", kImpl,
       "only the training --micro-batch-size (another is refused by name)"),

@@ -262,6 +262,7 @@ const absl::flat_hash_map<std::string, Binding>& Bindings() {
       // Validation, data, tokenizer, logging.
       MXMACA_BIND(eval_iters),
       MXMACA_BIND(eval_interval),
+      MXMACA_BIND(start_eval_at_iter),
       MXMACA_BIND(eval_global_batch_size),
       MXMACA_BIND(eval_micro_batch_size),
       MXMACA_BIND(data_path),

@@ -178,6 +178,8 @@ struct MegatronArgs {
   // --eval-interval; None (Megatron-Core 0.19's default): no evaluation during training,
   // and the validation set is sized for one evaluation of --eval-iters batches.
   std::optional<int64_t> eval_interval;
+  std::optional<int64_t> start_eval_at_iter;  // --start-eval-at-iter: periodic evaluations from
+                                              // this iteration on (the final one always runs)
   // --eval-global-batch-size (default: the global batch size, set by ValidateAndDeriveArgs)
   // and --eval-micro-batch-size (MXMACA: only the training micro-batch size).
   std::optional<int64_t> eval_global_batch_size;

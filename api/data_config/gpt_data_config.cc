@@ -1,6 +1,7 @@
 // api/data_config/gpt_data_config.cc: see gpt_data_config.h.
 #include "api/data_config/gpt_data_config.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
@@ -63,8 +64,13 @@ absl::StatusOr<data::GptDataConfig> GptDataConfigFromArgs(const MegatronArgs& ar
   // Megatron's get_train_valid_test_num_samples: one evaluation per interval plus the final
   // one. Without --eval-interval (0.19's default None, where Megatron's division fails) only
   // the final evaluation runs.
-  const int64_t eval_points =
-      args.eval_interval.has_value() ? train_iters / *args.eval_interval + 1 : 1;
+  int64_t eval_points = args.eval_interval.has_value() ? train_iters / *args.eval_interval + 1 : 1;
+  // --start-eval-at-iter skips start // eval_interval of them (training.py). Megatron can
+  // reach 0 here and still run the final evaluation; one is kept for it.
+  if (args.eval_interval.has_value() && args.start_eval_at_iter.has_value()) {
+    eval_points =
+        std::max<int64_t>(1, eval_points - *args.start_eval_at_iter / *args.eval_interval);
+  }
   // (core_v0.19.0: validation and test count --eval-global-batch-size samples per iteration.)
   const int64_t eval_batch = args.eval_global_batch_size.value_or(global_batch);
   config.num_samples[1] = eval_points * args.eval_iters * eval_batch;

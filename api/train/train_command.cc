@@ -101,13 +101,13 @@ constexpr const char* kHonouredDests[] = {
     "decoupled_min_lr", "tensor_model_parallel_size", "pipeline_model_parallel_size",
     "context_parallel_size", "expert_model_parallel_size", "sequence_parallel",
     "use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "eval_iters",
-    "eval_interval", "eval_global_batch_size", "eval_micro_batch_size", "data_path", "split",
-    "train_data_path", "valid_data_path", "test_data_path", "mock_data", "data_cache_path",
-    "seq_length", "vocab_file", "merge_file", "tokenizer_type", "vocab_size", "tokenizer_model",
-    "vocab_extra_ids", "tiktoken_pattern", "tiktoken_num_special_tokens", "tiktoken_special_tokens",
-    "legacy_tokenizer", "reset_position_ids", "reset_attention_mask", "eod_mask_loss",
-    "create_attention_mask_in_dataloader", "num_workers", "dataloader_type", "log_interval",
-    "max_consecutive_nan_iterations", "num_threads", "trace_file", "help",
+    "eval_interval", "start_eval_at_iter", "eval_global_batch_size", "eval_micro_batch_size",
+    "data_path", "split", "train_data_path", "valid_data_path", "test_data_path", "mock_data",
+    "data_cache_path", "seq_length", "vocab_file", "merge_file", "tokenizer_type", "vocab_size",
+    "tokenizer_model", "vocab_extra_ids", "tiktoken_pattern", "tiktoken_num_special_tokens",
+    "tiktoken_special_tokens", "legacy_tokenizer", "reset_position_ids", "reset_attention_mask",
+    "eod_mask_loss", "create_attention_mask_in_dataloader", "num_workers", "dataloader_type",
+    "log_interval", "max_consecutive_nan_iterations", "num_threads", "trace_file", "help",
     // TensorBoard and metrics (api/train/metrics_setup.h).
     "tensorboard_dir", "tensorboard_log_interval", "tensorboard_queue_size",
     "log_timers_to_tensorboard", "log_loss_scale_to_tensorboard",
@@ -858,6 +858,7 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
   cc->max_consecutive_nan_iterations = args.max_consecutive_nan_iterations;
   cc->log_interval = args.log_interval;
   cc->eval_interval = args.eval_interval.value_or(0);  // None: no evaluation during training
+  cc->start_eval_at_iter = args.start_eval_at_iter.value_or(0);
   cc->eval_iters = args.eval_iters;
   cc->do_valid = valid != nullptr && args.eval_iters > 0;
   cc->exit_interval = args.exit_interval;

@@ -149,6 +149,27 @@ TEST_CASE("--eval-global-batch-size: more micro-batches per evaluation iteration
       std::string::npos);
 }
 
+TEST_CASE("--start-eval-at-iter skips the periodic evaluations before it") {
+  const std::string dir = TempDir("train_start_eval");
+  const std::string prefix = dir + "/tiny";
+  MakeTinyCorpus(prefix, 300, 16);
+  const auto base = With(TinyTrainArgs(prefix, dir + "/cache"), {"--eval-interval", "2"});
+  auto iterations = [](const actors::TrainingSummary& s) {
+    std::vector<int64_t> out;
+    for (const auto& [it, loss] : s.valid_losses) out.push_back(it);
+    return out;
+  };
+  const actors::TrainingSummary all = MustTrain(base);
+  const actors::TrainingSummary late = MustTrain(With(base, {"--start-eval-at-iter", "5"}));
+  std::vector<int64_t> want;
+  for (int64_t it : iterations(all)) {
+    if (it >= 5) want.push_back(it);
+  }
+  CHECK(iterations(all).front() == 2);
+  CHECK(iterations(late) == want);
+  CHECK(late.train_losses == all.train_losses);  // training is unchanged
+}
+
 TEST_CASE("--trace-file writes the stage's F/B/W timeline in schedule order") {
   const std::string dir = TempDir("train_trace");
   const std::string prefix = dir + "/tiny";
