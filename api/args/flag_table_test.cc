@@ -92,6 +92,8 @@ TEST_CASE("MegatronArgs defaults equal the table's Megatron defaults") {
       {"cuda_graph_impl", "None"},
       {"cuda_graph_scope", "[]"},  // nargs='+' since 0.19: an empty list stands for None
       {"cuda_graph_warmup_steps", "None"},
+      // type=enum_type_handler: kept as the name typed; unset stands for Signals.SIGTERM.
+      {"exit_signal", "None"},
       // nargs='+' list: empty stands for None (TikTokenizer's default three specials).
       {"tiktoken_special_tokens", "[]"},
   };

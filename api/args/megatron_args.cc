@@ -191,6 +191,7 @@ const absl::flat_hash_map<std::string, Binding>& Bindings() {
       MXMACA_BIND(exit_interval),
       MXMACA_BIND(exit_duration_in_mins),
       MXMACA_BIND(exit_signal_handler),
+      MXMACA_BIND(exit_signal),
       MXMACA_BIND(optimizer),
       MXMACA_BIND(recompute_activations),
       MXMACA_BIND(recompute_granularity),

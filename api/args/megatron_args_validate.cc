@@ -642,6 +642,11 @@ absl::Status ValidateAndDeriveArgs(MegatronArgs* a, int world_size) {
   // training.py computes `iteration % log_interval`.
   if (a->log_interval < 1) return Invalid("--log-interval must be >= 1, got ", a->log_interval);
   if (a->fp16) return Invalid("--fp16 is not supported by MXMACA yet (use --bf16 or fp32)");
+  if (a->exit_signal.has_value() && *a->exit_signal != "SIGTERM") {
+    return absl::UnimplementedError(
+        absl::StrCat("--exit-signal ", *a->exit_signal,
+                     ": MXMACA's --exit-signal-handler catches SIGTERM only (Megatron's default)"));
+  }
   // MXMACA's own flags.
   if (a->max_consecutive_nan_iterations < 1) {
     return Invalid("--max-consecutive-nan-iterations must be >= 1, got ",

@@ -347,6 +347,18 @@ TEST_CASE("recompute, data, tokenizer and MXMACA flag checks") {
 
 TEST_CASE("the remaining checks, one by one") {
   CHECK(ValidError({}, 0) == "world size must be >= 1, got 0");
+  // Megatron-Core 0.19's flags MXMACA honours in part: Unimplemented, naming the value.
+  absl::StatusOr<MegatronArgs> part = Validate({"--exit-signal", "SIGUSR1"}, 1);
+  CHECK(part.status().code() == absl::StatusCode::kUnimplemented);
+  CHECK(part.status().message() ==
+        "--exit-signal SIGUSR1: MXMACA's --exit-signal-handler catches SIGTERM only (Megatron's "
+        "default)");
+  CHECK(Validate({"--exit-signal", "SIGTERM"}, 1).ok());
+  part = Validate({"--eval-micro-batch-size", "3"}, 1);
+  CHECK(part.status().code() == absl::StatusCode::kUnimplemented);
+  CHECK(absl::StartsWith(part.status().message(), "--eval-micro-batch-size 3 differs"));
+  CHECK(ValidError({"--save", "/s", "--save-interval", "2", "--save-retain-interval", "3"}) ==
+        "--save-retain-interval 3 must be > 0 and a multiple of --save-interval (2)");
   CHECK(ValidError({"--num-layers", "8", "--pipeline-model-parallel-size", "4",
                     "--num-layers-per-virtual-pipeline-stage", "1",
                     "--decoder-first-pipeline-num-layers", "2"},
