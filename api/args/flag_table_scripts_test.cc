@@ -28,7 +28,7 @@ const std::set<std::string> kRefused = {
     "--multi-latent-attention", "--mtp-num-layers", "--experimental-attention-variant",
     "--moe-shared-expert-gate", "--attention-output-gate", "--squared-relu", "--window-size",
     "--window-attn-skip-freq", "--softmax-type", "--quick-geglu", "--glu-linear-offset",
-    "--rope-type", "--enable-gpt-oss", "--use-mup", "--apply-wd-to-qk-layernorm",
+    "--enable-gpt-oss", "--use-mup", "--apply-wd-to-qk-layernorm",
     "--moe-router-force-load-balancing",
     // Number formats.
     "--fp16", "--fp8-format",

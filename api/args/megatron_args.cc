@@ -192,6 +192,7 @@ const absl::flat_hash_map<std::string, Binding>& Bindings() {
       MXMACA_BIND(exit_duration_in_mins),
       MXMACA_BIND(exit_signal_handler),
       MXMACA_BIND(exit_signal),
+      MXMACA_BIND(rope_type),
       MXMACA_BIND(optimizer),
       MXMACA_BIND(recompute_activations),
       MXMACA_BIND(recompute_granularity),

@@ -93,6 +93,7 @@ struct MegatronArgs {
   std::optional<int64_t> exit_duration_in_mins;      // --exit-duration-in-mins (int, as Megatron)
   bool exit_signal_handler = false;                  // --exit-signal-handler: SIGTERM -> save, exit
   std::optional<std::string> exit_signal;  // --exit-signal NAME; unset = Megatron's SIGTERM
+  std::optional<std::string> rope_type;    // --rope-type rope|yarn (MXMACA: rope)
   std::string optimizer = "adam";                    // adam (sgd: unsupported)
   bool recompute_activations = false;                // --recompute-activations: selective
   std::optional<std::string> recompute_granularity;  // full|selective

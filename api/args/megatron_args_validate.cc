@@ -642,6 +642,12 @@ absl::Status ValidateAndDeriveArgs(MegatronArgs* a, int world_size) {
   // training.py computes `iteration % log_interval`.
   if (a->log_interval < 1) return Invalid("--log-interval must be >= 1, got ", a->log_interval);
   if (a->fp16) return Invalid("--fp16 is not supported by MXMACA yet (use --bf16 or fp32)");
+  if (a->rope_type.has_value() && *a->rope_type != "rope") {
+    return absl::UnimplementedError(
+        absl::StrCat("--rope-type ", *a->rope_type,
+                     ": YaRN RoPE is not supported (rope is MXMACA's RoPE, "
+                     "with --position-embedding-type rope)"));
+  }
   if (a->exit_signal.has_value() && *a->exit_signal != "SIGTERM") {
     return absl::UnimplementedError(
         absl::StrCat("--exit-signal ", *a->exit_signal,

@@ -354,6 +354,8 @@ TEST_CASE("the remaining checks, one by one") {
         "--exit-signal SIGUSR1: MXMACA's --exit-signal-handler catches SIGTERM only (Megatron's "
         "default)");
   CHECK(Validate({"--exit-signal", "SIGTERM"}, 1).ok());
+  CHECK(Validate({"--rope-type", "rope"}, 1).ok());
+  CHECK(Validate({"--rope-type", "yarn"}, 1).status().code() == absl::StatusCode::kUnimplemented);
   part = Validate({"--eval-micro-batch-size", "3"}, 1);
   CHECK(part.status().code() == absl::StatusCode::kUnimplemented);
   CHECK(absl::StartsWith(part.status().message(), "--eval-micro-batch-size 3 differs"));
