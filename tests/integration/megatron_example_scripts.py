@@ -24,6 +24,9 @@ import subprocess
 import sys
 
 MXMACA, WORK = sys.argv[1], sys.argv[2]
+# Optional third argument: the --device to run on (cpu by default; device-on-cpu runs the GPU
+# backend's code path on the CPU kernels).
+DEVICE = ["--device", sys.argv[3]] if len(sys.argv) > 3 else []
 DATA = os.path.join(WORK, "data")
 
 # Tiny sizes shared by every case (appended after the script's flags).
@@ -263,7 +266,7 @@ def main():
         name = case["name"]
         os.makedirs(os.path.join(WORK, name), exist_ok=True)
         script = fill(case["flags"], case)
-        runnable = without(script, case["refused"]) + TINY_MODEL + fill(case["tiny"], case)
+        runnable = without(script, case["refused"]) + TINY_MODEL + fill(case["tiny"], case) + DEVICE
         rc, out = run(runnable, os.path.join(WORK, name, "train.log"), case)
         given = {a for a in script if a.startswith("--")}
         noticed = set(re.findall(r"^notice: (--[\w-]+) is accepted", out, re.M))
