@@ -1086,6 +1086,7 @@ nlohmann::json TrainingStateJson(const CoordinatorState& st) {
   const CoordinatorConfig& c = *st.cfg;
   nlohmann::json state;
   state["iteration"] = st.iteration;
+  if (!c.save_optimizer_state) state["has_optimizer_state"] = false;  // --no-save-optim
   state["consumed_train_samples"] = c.consumed_train_samples;
   state["consumed_valid_samples"] = c.consumed_valid_samples;
   // Megatron's OptimizerParamScheduler.state_dict (core_v0.19.0), steps in samples; the
@@ -1323,7 +1324,9 @@ CoordinatorActor::behavior_type CoordinatorBehavior(CoordinatorPointer self,
         st.iteration = st.cfg->start_iteration;
         st.total_skipped = st.cfg->skipped_iterations;
         st.summary.first_iteration = st.iteration;
-        if (st.iteration >= st.cfg->train_iters) {
+        if (st.iteration >= st.cfg->train_iters && st.cfg->skip_train) {
+          FinishTraining(self);  // --skip-train: the final evaluations only
+        } else if (st.iteration >= st.cfg->train_iters) {
           Finish(self, true, "");
         } else {
           StartIteration(self);

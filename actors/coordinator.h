@@ -86,6 +86,12 @@ struct CoordinatorConfig {
   // save_retain_dir: the --save directory ("" = save_dir; with --ckpt-format torch save_dir
   // is the staging directory and the Megatron checkpoints are in --save).
   std::optional<int64_t> save_retain_interval;
+  // save_optimizer_state: false with --no-save-optim (write_shard then writes no Adam state
+  // and the metadata says has_optimizer_state false).
+  bool save_optimizer_state = true;
+  // skip_train: --skip-train: train_iters is the start iteration; the run evaluates (as at
+  // the end of training) and stops, saving nothing (set no save_dir).
+  bool skip_train = false;
   std::string save_retain_dir;
   // rng_seed: the seed every random draw is a function of (dropout masks), stored as the
   // checkpoint's RNG state (state.rng.seed).

@@ -94,6 +94,9 @@ struct MegatronArgs {
   bool exit_signal_handler = false;                  // --exit-signal-handler: SIGTERM -> save, exit
   std::optional<std::string> exit_signal;  // --exit-signal NAME; unset = Megatron's SIGTERM
   std::optional<std::string> rope_type;    // --rope-type rope|yarn (MXMACA: rope)
+  // Set by ValidateAndDeriveArgs: --padded-vocab-size came from the command line (not
+  // derived for NullTokenizer / TikTokenizer).
+  bool padded_vocab_size_given = false;
   std::string optimizer = "adam";                    // adam (sgd: unsupported)
   bool recompute_activations = false;                // --recompute-activations: selective
   std::optional<std::string> recompute_granularity;  // full|selective

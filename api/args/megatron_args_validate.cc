@@ -595,6 +595,7 @@ absl::Status ValidateDataAndTokenizer(MegatronArgs* a) {
 }  // namespace
 
 absl::Status ValidateAndDeriveArgs(MegatronArgs* a, int world_size) {
+  a->padded_vocab_size_given = a->padded_vocab_size.has_value();
   MXMACA_RETURN_IF_ERROR(ValidateParallelism(a, world_size));
   // Batch size.
   if (!a->micro_batch_size.has_value() || *a->micro_batch_size < 1) {

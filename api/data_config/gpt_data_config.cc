@@ -73,6 +73,8 @@ absl::StatusOr<data::GptDataConfig> GptDataConfigFromArgs(const MegatronArgs& ar
   }
   // (core_v0.19.0: validation and test count --eval-global-batch-size samples per iteration.)
   const int64_t eval_batch = args.eval_global_batch_size.value_or(global_batch);
+  // --skip-train: one evaluation (training.py: eval_iters = args.eval_iters).
+  if (args.skip_train) eval_points = 1;
   config.num_samples[1] = eval_points * args.eval_iters * eval_batch;
   config.num_samples[2] = args.eval_iters * eval_batch;
   config.cache_path = args.data_cache_path.value_or("");

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -12,6 +13,7 @@
 #include "actors/checkpoint/checkpoint_reader.h"
 #include "actors/checkpoint/megatron/megatron_checkpoint.h"
 #include "actors/checkpoint/megatron/mxmaca_bridge.h"
+#include "api/args/flag_table.h"
 #include "base/status_macros.h"
 
 namespace mxmaca::api {
@@ -105,11 +107,37 @@ absl::Status CheckCkptFormat(const MegatronArgs& args, const std::vector<std::st
 mg::PyRef MegatronArgsNamespace(const MegatronArgs& args, const layers::GptConfig& model,
                                 const std::vector<std::string>& argv) {
   mg::PyRef ns = mg::PyObject("argparse.Namespace");
+  // Where MXMACA keeps "not given" in its own way (None for a CUDA-graph default, [] for an
+  // unset list, False for a store_true whose Megatron default is None), the file holds
+  // Megatron's default, as Megatron's namespace would.
+  static const MegatronArgs* const unset = new MegatronArgs;
+  std::map<std::string, const FlagSpec*> flag_of;
+  for (const FlagSpec& flag : AllFlags()) {
+    if (flag.cls == FlagClass::kImplemented) flag_of.emplace(MegatronArgsField(flag.Dest()), &flag);
+  }
   for (const std::string& dest : MegatronArgsBoundDests()) {
     std::optional<std::string> repr = MegatronArgRepr(args, dest);
     if (!repr) continue;
+    auto flag = flag_of.find(dest);
+    if (flag != flag_of.end() && flag->second->type != FlagType::kCustom &&
+        flag->second->origin == FlagOrigin::kMegatron && *repr == MegatronArgRepr(*unset, dest)) {
+      repr = flag->second->megatron_default;
+    }
     size_t pos = 0;
     ns->Set(dest, ParseRepr(*repr, &pos));
+  }
+  // moe_freq_type: an int, or the per-layer list a "[...]" expression stands for.
+  {
+    int64_t every = 0;
+    if (absl::SimpleAtoi(args.moe_layer_freq, &every)) {
+      ns->Set("moe_layer_freq", mg::PyInt(every));
+    } else if (model.moe != nullptr) {
+      std::vector<mg::PyRef> pattern;
+      for (int64_t l = 0; l < model.num_layers; ++l) {
+        pattern.push_back(mg::PyInt(model.is_moe_layer(l) ? 1 : 0));
+      }
+      ns->Set("moe_layer_freq", mg::PyList(pattern));
+    }
   }
   ns->Set("padded_vocab_size", mg::PyInt(model.padded_vocab_size));
   ns->Set("num_query_groups", mg::PyInt(model.query_groups()));

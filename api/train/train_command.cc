@@ -4,8 +4,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -13,11 +13,10 @@
 #include <new>
 #include <optional>
 
-
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "actors/checkpoint/checkpoint_reader.h"
 #include "actors/checkpoint/megatron/megatron_checkpoint.h"
@@ -33,32 +32,33 @@
 #include "api/train/checkpoint_args.h"
 #include "api/train/cp_setup.h"
 #include "api/train/device_setup.h"
-#include "api/train/gemm_peak.h"
-#include "api/train/megatron_format.h"
-#include "api/train/moe_setup.h"
-#include "api/train/parallel_setup.h"
-#include "api/train/process_job.h"
-#include "api/train/save_guard.h"
 #include "api/train/exit_signal.h"
+#include "api/train/gemm_peak.h"
 #include "api/train/heartbeat.h"
+#include "api/train/honoured_flags.h"
+#include "api/train/megatron_format.h"
 #include "api/train/memory_admission.h"
 #include "api/train/metrics_setup.h"
+#include "api/train/moe_setup.h"
+#include "api/train/parallel_setup.h"
 #include "api/train/params_norm.h"
+#include "api/train/process_job.h"
 #include "api/train/rebalance.h"
 #include "api/train/resume_rules.h"
+#include "api/train/save_guard.h"
 #include "api/train/stage_ranks.h"
 #include "api/train/synthetic_train.h"
 #include "api/train/train_setup.h"
 #include "base/status_macros.h"
-#include "layers/context_parallel/memory_cap.h"
-#include "transport/inprocess_communicator.h"
-#include "data/tokenizer_factory.h"
 #include "data/gpt_dataset_builder.h"
-#include "layers/flops.h"
-#include "layers/gpt_stage.h"
+#include "data/tokenizer_factory.h"
+#include "layers/context_parallel/memory_cap.h"
 #include "layers/device/cuda_device_kernels.h"
 #include "layers/device/emulated_device_kernels.h"
+#include "layers/flops.h"
+#include "layers/gpt_stage.h"
 #include "layers/optimizer.h"
+#include "transport/inprocess_communicator.h"
 
 namespace mxmaca::api {
 namespace {
@@ -66,91 +66,6 @@ namespace {
 void PrintLine(const std::string& line) {
   std::fprintf(stdout, "%s\n", line.c_str());
   std::fflush(stdout);
-}
-
-// The MegatronArgs fields `mxmaca train` honours today. A flag the parser accepts into any
-// other field (it is implemented somewhere in MXMACA's flag table, e.g. for a later
-// parallel layout) is an error when set, never silently ignored. The *_parallel_size
-// fields are listed because CheckSupportedLayout checks their values; --sequence-parallel
-// changes nothing at TP 1 (Megatron also turns it off there).
-constexpr const char* kHonouredDests[] = {
-    "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "kv_channels",
-    "group_query_attention", "num_query_groups", "max_position_embeddings",
-    "position_embedding_type", "rotary_base", "rotary_percent", "normalization", "use_rope_scaling",
-    "rope_scaling_factor", "rotary_seq_len_interpolation_factor", "norm_epsilon", "swiglu",
-    "bias_gelu_fusion", "untie_embeddings_and_output_weights", "add_bias_linear", "add_qkv_bias",
-    "apply_layernorm_1p",
-    // --no-position-embedding: validate_args refuses it unless --position-embedding-type is
-    // rope, where (as in Megatron-Core, whose embedding adds a position table only for
-    // learned_absolute) it changes nothing.
-    "add_position_embedding", "rotary_interleaved", "qk_layernorm", "make_vocab_size_divisible_by",
-    "attention_softmax_in_fp32", "hidden_dropout", "attention_dropout", "weight_decay",
-    "start_weight_decay", "end_weight_decay", "weight_decay_incr_style", "clip_grad", "adam_beta1",
-    "adam_beta2", "adam_eps", "micro_batch_size", "global_batch_size", "train_iters",
-    "train_samples", "exit_interval", "exit_signal_handler", "exit_signal", "rope_type",
-    "exit_duration_in_mins", "optimizer", "recompute_granularity", "recompute_method",
-    "recompute_num_layers", "calculate_per_token_loss", "check_for_nan_in_loss_and_grad", "seed",
-    "init_method_std", "lr", "lr_decay_style", "lr_decay_iters", "lr_decay_samples",
-    "lr_warmup_fraction", "lr_warmup_iters", "lr_warmup_samples", "lr_warmup_init", "min_lr",
-    "override_opt_param_scheduler", "use_checkpoint_opt_param_scheduler", "save", "save_interval",
-    "load", "no_load_optim", "no_load_rng", "finetune", "bf16", "ckpt_format", "async_save",
-    // Resume rules (api/train/resume_rules.h) and the decoupled learning rate.
-    "ckpt_step", "use_checkpoint_args", "use_tokenizer_model_from_checkpoint_args",
-    "save_retain_interval", "non_persistent_save_interval", "non_persistent_ckpt_type",
-    "non_persistent_global_ckpt_dir", "non_persistent_local_ckpt_dir", "decoupled_lr",
-    "decoupled_min_lr", "tensor_model_parallel_size", "pipeline_model_parallel_size",
-    "context_parallel_size", "expert_model_parallel_size", "sequence_parallel",
-    "use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "eval_iters",
-    "eval_interval", "start_eval_at_iter", "eval_global_batch_size", "eval_micro_batch_size",
-    "data_path", "split", "train_data_path", "valid_data_path", "test_data_path", "mock_data",
-    "data_cache_path", "seq_length", "vocab_file", "merge_file", "tokenizer_type", "vocab_size",
-    "tokenizer_model", "vocab_extra_ids", "tiktoken_pattern", "tiktoken_num_special_tokens",
-    "tiktoken_special_tokens", "legacy_tokenizer", "reset_position_ids", "reset_attention_mask",
-    "eod_mask_loss", "create_attention_mask_in_dataloader", "num_workers", "dataloader_type",
-    "log_interval", "max_consecutive_nan_iterations", "num_threads", "trace_file", "help",
-    // TensorBoard and metrics (api/train/metrics_setup.h).
-    "tensorboard_dir", "tensorboard_log_interval", "tensorboard_queue_size",
-    "log_timers_to_tensorboard", "log_loss_scale_to_tensorboard",
-    "log_validation_ppl_to_tensorboard", "log_memory_to_tensorboard",
-    "log_world_size_to_tensorboard", "log_throughput", "log_learning_rate_to_tensorboard",
-    "metrics_jsonl", "log_params_norm", "log_num_zeros_in_grad", "softmax_over_padded_vocab",
-    // Pipeline and data parallelism (in-process ranks).
-    "world_size", "pipeline_schedule", "pipeline_channel_slots", "dynamic_pipeline",
-    "optimizer_post_validation", "synthetic_op_ms", "memory_cap_per_shard", "memory_admission",
-    "device", "optimizer_cpu_offload", "use_precision_aware_optimizer",
-    "gradient_accumulation_fusion", "cuda_graph_impl", "cuda_graph_scope",
-    "cuda_graph_warmup_steps", "enable_cuda_graph", "external_cuda_graph", "no_cuda_graph",
-    "max_stashed_microbatches", "inject_stage_slowdown", "rebalance_threshold", "rebalance_window",
-    "force_layer_move", "ddp_bucket_size", "distributed_timeout_minutes",
-    "num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank",
-    "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
-    "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-    "pipeline_model_parallel_layout",
-    // Mixture of Experts (api/train/moe_setup.h).
-    "num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_aux_loss_coeff",
-    "moe_router_load_balancing_type", "moe_layer_freq", "moe_router_score_function",
-    "moe_router_pre_softmax", "moe_router_topk_scaling_factor", "moe_z_loss_coeff",
-    "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity", "moe_token_drop_policy",
-    "moe_shared_expert_intermediate_size", "moe_router_num_groups", "moe_router_group_topk",
-    "expert_tensor_parallel_size", "moe_token_dispatcher_type", "moe_router_enable_expert_bias",
-    "moe_router_bias_update_rate"};
-
-absl::Status CheckHonouredFlags(const MegatronArgs& a) {
-  std::vector<std::string> rejected;
-  for (const std::string& dest : ChangedArgs(a)) {
-    bool ok = false;
-    for (const char* h : kHonouredDests) ok = ok || dest == h;
-    if (!ok) {
-      std::string flag = "--" + dest;
-      std::replace(flag.begin(), flag.end(), '_', '-');
-      rejected.push_back(flag);
-    }
-  }
-  if (rejected.empty()) return absl::OkStatus();
-  return absl::UnimplementedError(absl::StrCat(
-      "mxmaca train does not honour ", absl::StrJoin(rejected, ", "),
-      " yet (the flag is parsed, but this build's single-device training path would ignore "
-      "it); remove it or see docs/FLAGS.md"));
 }
 
 // kWaitReportInterval: how often a process waiting for its peers says so (issue 22).
@@ -220,6 +135,10 @@ struct ResumePoint {
   std::optional<RestoredScheduler> scheduler;  // none: start the schedule at step 0
 };
 
+// kExitOnMissingCheckpoint: OpenCheckpointToLoad's Cancelled message when
+// --exit-on-missing-checkpoint found no checkpoint (the run then ends with status 0).
+constexpr char kExitOnMissingCheckpoint[] = "--exit-on-missing-checkpoint: no checkpoint";
+
 // OpenCheckpointToLoad: the checkpoint --load (with --ckpt-step and the non-persistent
 // flags) names, opened (resume_rules.h LocateCheckpoint). Megatron's behaviour: a --load
 // directory without any checkpoint starts from scratch (with a notice); a half-written or
@@ -251,6 +170,11 @@ absl::StatusOr<std::optional<actors::checkpoint::CheckpointReader>> OpenCheckpoi
     if (!HasCheckpointDebris(*a.load)) {
       print(absl::StrCat(" WARNING: could not find the metadata file ", latest,
                          "; will not load any checkpoints and will start from random"));
+      if (a.exit_on_missing_checkpoint) {
+        // Megatron's load_checkpoint: a message and sys.exit() (status 0).
+        print(">> '--exit-on-missing-checkpoint' set ... exiting. <<");
+        return absl::CancelledError(kExitOnMissingCheckpoint);
+      }
       return std::optional<actors::checkpoint::CheckpointReader>();
     }
     // Published iter_* directories without a tracker: the reader names the problem.
@@ -373,8 +297,8 @@ absl::StatusOr<ResumePoint> MaybeLoad(const MegatronArgs& a, const layers::GptCo
 std::function<absl::Status(const actors::StageIdentity&, actors::StageProgram&,
                            const std::vector<std::shared_ptr<layers::AdamWOptimizer>>&,
                            actors::checkpoint::CheckpointWriter&)>
-MakeShardWriter(bool distributed_optimizer) {
-  return [distributed_optimizer](
+MakeShardWriter(bool distributed_optimizer, bool save_optimizer) {
+  return [distributed_optimizer, save_optimizer](
              const actors::StageIdentity& id, actors::StageProgram& program,
              const std::vector<std::shared_ptr<layers::AdamWOptimizer>>& optimizers,
              actors::checkpoint::CheckpointWriter& writer) -> absl::Status {
@@ -382,7 +306,8 @@ MakeShardWriter(bool distributed_optimizer) {
     // are written by expert-data-parallel rank 0, the rest by DP replica 0.
     const int edp = program.num_chunks() > 0 ? program.expert_data_parallel_rank(0) : -1;
     const bool parameters = id.data_parallel_rank == 0 || edp == 0;
-    const bool optimizer_state = distributed_optimizer || parameters;
+    // --no-save-optim: no Adam state (Megatron's save_checkpoint without 'optimizer').
+    const bool optimizer_state = save_optimizer && (distributed_optimizer || parameters);
     if (!parameters && !optimizer_state) return absl::OkStatus();
     for (int c = 0; c < program.num_chunks(); ++c) {
       layers::ParameterStore& store = program.parameters(c);
@@ -581,9 +506,15 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
   // seed of every random draw) replaces --seed's unless --no-load-rng or --finetune, as
   // Megatron restores its generators (the data order stays --seed's in both).
   std::shared_ptr<void> staged_megatron_load;  // removes a staged Megatron checkpoint
+  absl::StatusOr<std::optional<actors::checkpoint::CheckpointReader>> to_load =
+      OpenCheckpointToLoad(args, model, CheckpointArgsJson(argv, args, model), print,
+                           &staged_megatron_load);
+  if (absl::IsCancelled(to_load.status()) &&
+      to_load.status().message() == kExitOnMissingCheckpoint) {
+    return actors::TrainingSummary{};  // ok, nothing trained
+  }
   MXMACA_ASSIGN_OR_RETURN(std::optional<actors::checkpoint::CheckpointReader> opened,
-                          OpenCheckpointToLoad(args, model, CheckpointArgsJson(argv, args, model),
-                                               print, &staged_megatron_load));
+                          std::move(to_load));
   if (opened && !args.finetune && !args.no_load_rng) {
     const std::optional<int64_t> seed = CheckpointRngSeed(*opened);
     if (seed && static_cast<uint64_t>(*seed) != model.seed) {
@@ -770,11 +701,14 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
   print(absl::StrFormat(" > measured GEMM peak: %.1f GFLOP/s (%s, %d thread%s)", peak,
                             args.bf16 ? "bf16" : "fp32", threads, threads == 1 ? "" : "s"));
 
-  const int64_t train_iters = TrainIters(args);
+  // --skip-train: the loaded iteration is the last one (pretrain(): "skipping training").
+  const int64_t train_iters = args.skip_train ? resume.iteration : TrainIters(args);
+  if (args.skip_train) print("skipping training (--skip-train is on) ...");
   const int64_t gbs = *args.global_batch_size;
   const int64_t mbs = *args.micro_batch_size;
   auto cc = std::make_shared<actors::CoordinatorConfig>();
   cc->train_iters = train_iters;
+  cc->skip_train = args.skip_train;
   cc->start_iteration = resume.iteration;
   cc->consumed_train_samples = resume.consumed_train_samples;
   cc->consumed_valid_samples = resume.consumed_valid_samples;
@@ -851,7 +785,8 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
     }
     cc->pipeline_channel_slots = static_cast<int32_t>(*args.pipeline_channel_slots);
   }
-  cc->write_shard = MakeShardWriter(args.use_distributed_optimizer);
+  cc->write_shard = MakeShardWriter(args.use_distributed_optimizer, !args.no_save_optim);
+  cc->save_optimizer_state = !args.no_save_optim;
   cc->seq_length = model.seq_length;
   cc->calculate_per_token_loss = args.calculate_per_token_loss;
   cc->clip_grad = args.clip_grad;
@@ -869,7 +804,8 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
     MXMACA_RETURN_IF_ERROR(InstallExitSignalHandler(SIGTERM));
     cc->exit_signal_received = [] { return ExitSignalReceived(); };
   }
-  cc->save_dir = args.save;
+  // --skip-train: no training iterations, only the evaluations, and no save (pretrain()).
+  cc->save_dir = args.skip_train ? std::nullopt : args.save;
   if (args.save && args.ckpt_format == "torch") {
     // Megatron's legacy format: stage MXMACA's checkpoint, convert after each commit.
     cc->save_dir = *args.save + "/" + kMegatronStagingDir;
@@ -992,7 +928,8 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
     job_ranks.push_back(std::move(pr));
   }
 
-  if (resume.iteration >= train_iters) {
+  if (args.skip_train) {
+  } else if (resume.iteration >= train_iters) {
     print(absl::StrFormat("nothing to train: the checkpoint is at iteration %d and --train-iters is %d",
                           resume.iteration, train_iters));
   } else {

@@ -25,8 +25,17 @@ absl::StatusOr<layers::GptConfig> GptConfigFromArgs(const MegatronArgs& a, int64
   c.seq_length = a.seq_length.value_or(0);
   c.max_position_embeddings = a.max_position_embeddings.value_or(c.seq_length);
   c.vocab_size = vocab_size;
-  c.padded_vocab_size =
-      PaddedVocabSize(vocab_size, a.make_vocab_size_divisible_by, a.tensor_model_parallel_size);
+  // --padded-vocab-size as given, else Megatron's padding of the tokenizer's vocabulary.
+  c.padded_vocab_size = a.padded_vocab_size_given && a.padded_vocab_size
+                            ? *a.padded_vocab_size
+                            : PaddedVocabSize(vocab_size, a.make_vocab_size_divisible_by,
+                                              a.tensor_model_parallel_size);
+  if (c.padded_vocab_size < vocab_size || c.padded_vocab_size % a.tensor_model_parallel_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--padded-vocab-size ", c.padded_vocab_size, " must be >= the vocabulary size (",
+        vocab_size, ") and divisible by --tensor-model-parallel-size (",
+        a.tensor_model_parallel_size, ")"));
+  }
   c.softmax_over_padded_vocab = a.softmax_over_padded_vocab;
   MXMACA_ASSIGN_OR_RETURN(c.position_embedding_type,
                           layers::ParsePositionEmbeddingType(a.position_embedding_type));

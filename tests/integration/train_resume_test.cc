@@ -170,6 +170,54 @@ TEST_CASE("--start-eval-at-iter skips the periodic evaluations before it") {
   CHECK(late.train_losses == all.train_losses);  // training is unchanged
 }
 
+TEST_CASE("--skip-train, --exit-on-missing-checkpoint, --no-save-optim, --padded-vocab-size") {
+  const std::string dir = TempDir("train_megatron_switches");
+  const std::string prefix = dir + "/tiny";
+  MakeTinyCorpus(prefix, 300, 17);
+  const auto base = TinyTrainArgs(prefix, dir + "/cache");
+  auto train = [](const std::vector<std::string>& args, std::string* log) {
+    auto s = api::Train(args, [log](const std::string& line) { *log += line + "\n"; });
+    INFO(*log);
+    INFO(s.status().ToString());
+    REQUIRE(s.ok());
+    REQUIRE(s->ok);
+    return *s;
+  };
+  const std::string ckpt = dir + "/ckpt";
+  std::string log;
+  train(With(base, {"--save", ckpt, "--save-interval", "4", "--exit-interval", "4"}), &log);
+  // --skip-train (pretrain()): the loaded model is evaluated, nothing is trained or saved.
+  log.clear();
+  const actors::TrainingSummary skipped = train(
+      With(base, {"--load", ckpt, "--save", ckpt, "--save-interval", "4", "--skip-train"}), &log);
+  CHECK(log.find("skipping training (--skip-train is on) ...") != std::string::npos);
+  CHECK(skipped.train_losses.empty());
+  CHECK(log.find("validation loss at iteration 4 on validation set") != std::string::npos);
+  CHECK(IterDirs(ckpt) == std::vector<std::string>{"iter_0000004"});
+  // --exit-on-missing-checkpoint: Megatron's message, and the run ends (status ok).
+  log.clear();
+  const actors::TrainingSummary none =
+      train(With(base, {"--load", dir + "/empty", "--exit-on-missing-checkpoint"}), &log);
+  CHECK(log.find(">> '--exit-on-missing-checkpoint' set ... exiting. <<") != std::string::npos);
+  CHECK(none.train_losses.empty());
+  // --no-save-optim: the checkpoint holds no Adam state; a resume says so.
+  log.clear();
+  train(With(base, {"--save", dir + "/noopt", "--save-interval", "4", "--exit-interval", "4",
+                    "--no-save-optim"}),
+        &log);
+  log.clear();
+  train(With(base, {"--load", dir + "/noopt"}), &log);
+  CHECK(log.find("has no optimizer state") != std::string::npos);
+  // --padded-vocab-size: the model's vocabulary rows (kTinyVocab + 1 with NullTokenizer's eod).
+  log.clear();
+  train(With(base, {"--train-iters", "3", "--padded-vocab-size", "1100"}), &log);
+  CHECK(log.find("(new size: 1100)") != std::string::npos);
+  auto bad = api::Train(With(base, {"--padded-vocab-size", "999"}), [](const std::string&) {});
+  REQUIRE(!bad.ok());
+  CHECK(std::string(bad.status().message()).find("--padded-vocab-size 999 must be >=") !=
+        std::string::npos);
+}
+
 TEST_CASE("--trace-file writes the stage's F/B/W timeline in schedule order") {
   const std::string dir = TempDir("train_trace");
   const std::string prefix = dir + "/tiny";
