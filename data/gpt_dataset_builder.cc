@@ -186,13 +186,13 @@ absl::StatusOr<GptDatasetSplits> BuildGptDatasets(const GptDataConfig& config) {
   Builder builder(config);
   SplitDatasets result;
   if (config.mock || (!config.blend.has_value() && !any_per_split)) {
-    if (config.vocab_size > 0 && (config.vocab_size <= MockTokenSource::kMaxSequenceLength - 2 ||
-                                  config.eod_token >= config.vocab_size || config.eod_token < 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("mock data uses token ids up to ", MockTokenSource::kMaxSequenceLength - 2,
-                       " and eod ", config.eod_token, "; the vocabulary has ", config.vocab_size));
+    if (config.vocab_size > 0 && (config.eod_token >= config.vocab_size || config.eod_token < 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("mock data's eod token ", config.eod_token,
+                                                     " is outside the vocabulary of ",
+                                                     config.vocab_size));
     }
-    auto source = std::make_shared<MockTokenSource>(config.eod_token);
+    // Megatron-Core 0.19 takes the tokens modulo the tokenizer's vocabulary size.
+    auto source = std::make_shared<MockTokenSource>(config.eod_token, config.vocab_size);
     MXMACA_ASSIGN_OR_RETURN(const SplitMatrix matrix, ParseSplitMatrix("1,1,1"));
     GptDataConfig mock_config = config;
     mock_config.cache_path = "none";  // Megatron never caches mock indices.

@@ -266,6 +266,12 @@ TEST_CASE("Mock data matches MockGPTDataset") {
               {"seed", config.seed},      {"sizes", SizesJson(config.num_samples)},
               {"mock", config.eod_token}, {"max_samples", {40, 10, 10}}};
   RunParity(config, ref);
+  // A vocabulary smaller than the mock sequences: core_v0.19.0 reduces the tokens modulo it.
+  config.vocab_size = 1001;
+  config.eod_token = 1000;
+  ref["mock"] = config.eod_token;
+  ref["vocab_size"] = config.vocab_size;
+  RunParity(config, ref);
 }
 
 TEST_CASE("Index cache: hit, corrupt files rebuilt, readable by numpy") {

@@ -6,7 +6,8 @@
 
 namespace mxmaca::data {
 
-MockTokenSource::MockTokenSource(int32_t eod_token) : eod_token_(eod_token) {
+MockTokenSource::MockTokenSource(int32_t eod_token, int64_t vocab_size)
+    : eod_token_(eod_token), vocab_size_(vocab_size) {
   NumpyDefaultRng rng(kSeed);
   lengths_.resize(kSize);
   for (int64_t i = 0; i < kSize; ++i) lengths_[i] = rng.IntegersInt32(1, kMaxSequenceLength);
@@ -21,7 +22,8 @@ absl::Status MockTokenSource::GetInto(int64_t seq, int64_t offset, absl::Span<in
   const int64_t length = lengths_[seq];
   for (size_t k = 0; k < out.size(); ++k) {
     const int64_t pos = offset + static_cast<int64_t>(k);
-    out[k] = pos == length - 1 ? eod_token_ : static_cast<int32_t>(pos + 1);
+    const int64_t token = vocab_size_ > 0 ? (pos + 1) % vocab_size_ : pos + 1;
+    out[k] = pos == length - 1 ? eod_token_ : static_cast<int32_t>(token);
   }
   return absl::OkStatus();
 }

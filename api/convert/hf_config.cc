@@ -242,7 +242,8 @@ absl::StatusOr<HfModelType> ChooseHfModelType(const layers::GptConfig& c,
       }
       if (c.add_qkv_bias) {
         return Refuse("--add-qkv-bias is set", target,
-                      "no biases or biases on all of q, k, v and o (attention_bias)");
+                      "no biases (attention_bias puts them on q, k, v and o, which no Megatron "
+                      "flag does without MLP biases)");
       }
       if (c.normalization != layers::Normalization::kRmsNorm) {
         return Refuse(absl::StrCat("--normalization is ", NormName(c.normalization)), target,

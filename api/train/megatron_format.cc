@@ -319,4 +319,52 @@ std::function<absl::Status(int64_t, const std::string&)> MegatronSaveHook(
   };
 }
 
+namespace {
+
+// PyToJson: a namespace value as JSON (objects, tensors and other kinds: null).
+nlohmann::json PyToJson(const mg::PyValue& v) {
+  switch (v.kind) {
+    case mg::PyKind::kBool:
+      return v.b;
+    case mg::PyKind::kInt:
+      return v.i;
+    case mg::PyKind::kFloat:
+      return v.f;
+    case mg::PyKind::kStr:
+      return v.s;
+    case mg::PyKind::kList:
+    case mg::PyKind::kTuple: {
+      nlohmann::json out = nlohmann::json::array();
+      for (const mg::PyRef& item : v.items) out.push_back(PyToJson(*item));
+      return out;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> MegatronCheckpointArgsJson(const std::string& load_dir) {
+  MXMACA_ASSIGN_OR_RETURN(mg::PyRef ns, mg::ReadMegatronCheckpointArgs(load_dir));
+  nlohmann::json args = nlohmann::json::object();
+  for (const auto& [k, v] : ns->entries) {
+    if (k->kind != mg::PyKind::kStr) continue;
+    args[k->s] = PyToJson(*v);
+  }
+  if (args.contains("moe_layer_freq")) {  // moe_freq_type: an int or a per-layer list
+    const nlohmann::json& f = args["moe_layer_freq"];
+    if (f.is_number_integer()) {
+      args["moe_layer_freq"] = std::to_string(f.get<int64_t>());
+    } else if (f.is_array()) {
+      std::string text = "[";
+      for (size_t i = 0; i < f.size(); ++i) {
+        absl::StrAppend(&text, i ? ", " : "", f[i].is_number_integer() ? f[i].get<int64_t>() : 0);
+      }
+      args["moe_layer_freq"] = text + "]";
+    }
+  }
+  return nlohmann::json{{"megatron_args", args}};
+}
+
 }  // namespace mxmaca::api

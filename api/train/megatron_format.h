@@ -66,6 +66,13 @@ std::function<absl::Status(int64_t iteration, const std::string& iter_dir)> Mega
     const std::string& save_dir, const MegatronArgs& args, const layers::GptConfig& model,
     const layers::PipelinePlacement& placement, const std::vector<std::string>& argv);
 
+// MegatronCheckpointArgsJson: --use-checkpoint-args for a Megatron legacy checkpoint in
+// `load_dir`: its 'args' namespace (ReadMegatronCheckpointArgs) as the object
+// ApplyCheckpointArgs reads ({"megatron_args": {dest: value}}: None, bools, numbers,
+// strings and lists of them; moe_layer_freq as the text MXMACA's flag holds, "1" or "[0, 1]").
+// Errors: ReadMegatronCheckpointArgs's.
+absl::StatusOr<nlohmann::json> MegatronCheckpointArgsJson(const std::string& load_dir);
+
 }  // namespace mxmaca::api
 
 #endif  // MXMACA_API_TRAIN_MEGATRON_FORMAT_H_

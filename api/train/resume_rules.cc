@@ -6,7 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "actors/checkpoint/checkpoint_reader.h"
 #include "actors/checkpoint/checkpoint_retention.h"
+#include "actors/checkpoint/megatron/megatron_checkpoint.h"
 #include "api/train/checkpoint_args.h"
+#include "api/train/megatron_format.h"
 #include "base/status_macros.h"
 
 namespace mxmaca::api {
@@ -255,6 +257,13 @@ absl::Status LoadArgsFromCheckpoint(MegatronArgs* a, std::vector<std::string>* l
   MXMACA_ASSIGN_OR_RETURN(std::optional<CheckpointToLoad> where, LocateCheckpoint(*a, log));
   if (!where) {
     log->push_back("Checkpoint not found to provide arguments, using provided arguments.");
+    return absl::OkStatus();
+  }
+  if (actors::checkpoint::megatron::IsMegatronLegacyCheckpoint(*a->load)) {
+    // A Megatron legacy checkpoint: its 'args' namespace (no tensor is read).
+    MXMACA_ASSIGN_OR_RETURN(const nlohmann::json stored, MegatronCheckpointArgsJson(*a->load));
+    MXMACA_ASSIGN_OR_RETURN(std::vector<std::string> lines, ApplyCheckpointArgs(stored, a));
+    for (std::string& line : lines) log->push_back(std::move(line));
     return absl::OkStatus();
   }
   MXMACA_ASSIGN_OR_RETURN(

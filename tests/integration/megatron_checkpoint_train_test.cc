@@ -121,8 +121,29 @@ TEST_CASE("Megatron legacy checkpoint: save, torch.load, resume bit for bit (sin
   const std::string dir = TempDir("megatron_ckpt_dense");
   const std::string prefix = dir + "/tiny";
   MakeTinyCorpus(prefix, 300, 11);
-  ResumeMatches(TinyTrainArgs(prefix, dir + "/cache"), dir, {"mp_rank_00"},
-                "decoder.layers.1.self_attention.linear_qkv.layer_norm_weight");
+  const std::vector<double> full =
+      ResumeMatches(TinyTrainArgs(prefix, dir + "/cache"), dir, {"mp_rank_00"},
+                    "decoder.layers.1.self_attention.linear_qkv.layer_norm_weight");
+  // --use-checkpoint-args reads the model flags from the file's 'args' namespace: without
+  // them on the command line the resume is the same.
+  std::vector<std::string> no_model;
+  const std::vector<std::string> base = TinyTrainArgs(prefix, dir + "/cache");
+  for (size_t i = 0; i < base.size(); ++i) {
+    const std::string& f = base[i];
+    if (f == "--num-layers" || f == "--hidden-size" || f == "--num-attention-heads" ||
+        f == "--seq-length" || f == "--max-position-embeddings") {
+      ++i;  // and its value
+      continue;
+    }
+    no_model.push_back(f);
+  }
+  std::string log;
+  const actors::TrainingSummary resumed =
+      MustTrain(With(no_model, {"--load", dir + "/megatron", "--use-checkpoint-args"}), &log);
+  CHECK(log.find("Setting num_layers to 2 from checkpoint") != std::string::npos);
+  REQUIRE(resumed.first_iteration == 4);
+  REQUIRE(resumed.train_losses.size() == 4);
+  for (int i = 0; i < 4; ++i) CHECK(resumed.train_losses[i] == full[4 + i]);
 }
 
 TEST_CASE("Megatron legacy checkpoint: TP2 x PP2, SwiGLU, local spec, resume bit for bit") {

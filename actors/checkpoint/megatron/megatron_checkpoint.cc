@@ -299,6 +299,38 @@ bool IsMegatronLegacyCheckpoint(const std::string& load_dir) {
   return false;
 }
 
+absl::StatusOr<PyRef> ReadMegatronCheckpointArgs(const std::string& load_dir) {
+  const std::string tracker = absl::StrCat(load_dir, "/", kTracker);
+  MXMACA_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(tracker, 64));
+  const std::string t(absl::StripAsciiWhitespace(text));
+  int64_t it = 0;
+  const bool release = t == "release";
+  if (!release && (!absl::SimpleAtoi(t, &it) || it < 0)) {
+    return absl::DataLossError(
+        absl::StrCat(tracker, " holds '", t, "', not an iteration or 'release'"));
+  }
+  const std::string iter_dir = absl::StrCat(load_dir, "/", IterName(it, release));
+  std::error_code ec;
+  std::vector<std::string> rank_dirs;
+  for (const auto& e : fs::directory_iterator(iter_dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (absl::StartsWith(n, "mp_rank_")) rank_dirs.push_back(n);
+  }
+  std::sort(rank_dirs.begin(), rank_dirs.end());
+  if (rank_dirs.empty())
+    return absl::NotFoundError(absl::StrCat(iter_dir, " has no mp_rank_* directories"));
+  const std::string path = absl::StrCat(iter_dir, "/", rank_dirs[0], "/", kFileName);
+  MXMACA_ASSIGN_OR_RETURN(TorchFile file, TorchFile::Open(path));
+  const PyValue* args = file.root().kind == PyKind::kDict ? file.root().Get("args") : nullptr;
+  if (args == nullptr || args->kind != PyKind::kObject) {
+    return absl::DataLossError(absl::StrCat(path, ": no 'args' namespace"));
+  }
+  for (const auto& [k, v] : file.root().entries) {
+    if (k->kind == PyKind::kStr && k->s == "args") return v;
+  }
+  return absl::DataLossError(absl::StrCat(path, ": no 'args' namespace"));
+}
+
 absl::StatusOr<MegatronState> ReadMegatronCheckpoint(const std::string& load_dir,
                                                      std::optional<int64_t> iteration) {
   MegatronState st;

@@ -94,6 +94,12 @@ struct MegatronState {
 // naming an iteration (or release) whose directory has mp_rank_*/model_optim_rng.pt.
 bool IsMegatronLegacyCheckpoint(const std::string& load_dir);
 
+// ReadMegatronCheckpointArgs: the 'args' namespace (argparse.Namespace) of the first mp_rank
+// file of the iteration the tracker in `load_dir` names, without reading any tensor (for
+// --use-checkpoint-args). Errors: NotFound for a missing tracker, iteration dir or rank
+// file; DataLoss for a bad tracker or file, or one without an 'args' namespace.
+absl::StatusOr<PyRef> ReadMegatronCheckpointArgs(const std::string& load_dir);
+
 // ReadMegatronCheckpoint: reads every mp_rank file of the iteration the tracker names (or
 // `iteration`), checks that the set of files matches the args' TP/PP/EP sizes, maps
 // every state-dict key to its logical name (megatron_names.h), merges TP shards (and the

@@ -69,16 +69,21 @@ class IdxLowLevel:
 
 
 class MockLowLevel:
-    """MockGPTLowLevelDataset."""
+    """MockGPTLowLevelDataset (core_v0.19.0: the tokens modulo the tokenizer's vocab_size;
+    vocab_size None here for the earlier, unreduced tokens)."""
 
-    def __init__(self, eod):
+    def __init__(self, eod, vocab_size=None):
         rng = numpy.random.default_rng(seed=0)
         self.sequence_lengths = rng.integers(low=1, high=4096, size=100000, dtype=numpy.int32)
         self.eod = eod
+        self.vocab_size = vocab_size
 
     def get(self, idx, offset=0, length=None):
         n = self.sequence_lengths[idx]
-        sample = numpy.int64(numpy.concatenate([numpy.arange(n - 1) + 1, [self.eod]]))
+        tokens = numpy.arange(n - 1) + 1
+        if self.vocab_size:
+            tokens = tokens % self.vocab_size
+        sample = numpy.int64(numpy.concatenate([tokens, [self.eod]]))
         if length is None:
             length = n - offset
         return sample[offset:offset + length]
@@ -327,7 +332,7 @@ def make_low(spec):
 def build_mode(cfg):
     """cfg: seq_length, seed, sizes [3] (null allowed), surplus, max_samples (per split,
     how many samples' tokens to return), and one of:
-      "mock": eod                                  -> MockGPTDataset, split "1,1,1"
+      "mock": eod [, "vocab_size": V]              -> MockGPTDataset, split "1,1,1"
       "blend": {"datasets": [...], "weights": [...]|null}, "split": "..."
       "blend_per_split": [blend|null] * 3
     Returns per split null or {"size", "samples": [[tokens]...], and for plain GPT
@@ -336,7 +341,7 @@ def build_mode(cfg):
     seq, seed, sizes = cfg["seq_length"], cfg["seed"], cfg["sizes"]
     surplus = cfg.get("surplus", 0.005)
     if cfg.get("mock") is not None:
-        low = MockLowLevel(cfg["mock"])
+        low = MockLowLevel(cfg["mock"], cfg.get("vocab_size"))
         result = build_splits(low, parse_split_matrix("1,1,1"), sizes, seq, seed)
     elif cfg.get("blend") is not None:
         blend = cfg["blend"]
