@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,6 +81,16 @@ absl::Status PreprocessPartitions(const PreprocessOptions& options, std::FILE* l
   if (n < 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("PreprocessPartitions: --partitions must be >= 2, got ", n));
+  }
+  // The output directory before any partition file is written (Megatron finds out only at
+  // the merge, after the partitions exist; a rerun would then reuse them).
+  {
+    const std::filesystem::path dir = std::filesystem::path(options.output_prefix).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
+      return absl::NotFoundError(absl::StrCat("preprocess: the --output-prefix directory ",
+                                              dir.string(), " does not exist"));
+    }
   }
   std::vector<PartitionNames> names;
   std::vector<std::string> partition_files;
