@@ -873,8 +873,6 @@ void MaybeSendOptimisticStep(CoordinatorPointer self, const StageIterationDone& 
   if (stage) self->send(stage, step);
 }
 
-// CanStartNextIteration: post-validation may send the next iteration's op lists with the
-// final step decision when nothing is due between the two iterations.
 // EvalDue: a periodic evaluation follows iteration `it` (training.py: eval_interval divides
 // it, and it >= --start-eval-at-iter when that is set).
 bool EvalDue(const CoordinatorConfig& c, int64_t it) {
@@ -882,6 +880,8 @@ bool EvalDue(const CoordinatorConfig& c, int64_t it) {
          it >= c.start_eval_at_iter;
 }
 
+// CanStartNextIteration: post-validation may send the next iteration's op lists with the
+// final step decision when nothing is due between the two iterations.
 bool CanStartNextIteration(const CoordinatorState& st) {
   const CoordinatorConfig& c = *st.cfg;
   const int64_t it = st.iteration;
