@@ -4,7 +4,7 @@
 // schedule. World size = tensor x context x data x pipeline; ranks are ordered
 // tp-cp-ep-dp-pp as in Megatron-Core's RankGenerator (docs/ARCHITECTURE.md, "Rank layout"). A rank
 // is an actor's place in that grid, not necessarily a process. Each field names the
-// Megatron flag it becomes (megatron/training/arguments.py, core_v0.15.0); whether a
+// Megatron flag it becomes (megatron/training/arguments.py, core_v0.19.0); whether a
 // layout is accepted is decided by the runtime when the job runs (the same checks as
 // `mxmaca train`: e.g. layers divisible by the pipeline size, global batch divisible by
 // micro-batch x data).

@@ -3,7 +3,7 @@
 // tokenizer, checkpoints, logging, evaluation, seed, threads, trace.
 //
 // Each field names the Megatron-LM pretrain_gpt.py flag it becomes and keeps Megatron's
-// default (megatron/training/arguments.py, core_v0.15.0); a field left at Megatron's
+// default (megatron/training/arguments.py, core_v0.19.0); a field left at Megatron's
 // default produces no flag. Combinations are checked when the job runs, by the same
 // code as `mxmaca train` (ValidateAndDeriveArgs in api/args/megatron_args.h).
 #ifndef MXMACA_API_PUBLIC_TRAINER_OPTIONS_H_
