@@ -32,6 +32,10 @@ import types
 import typing
 
 # ---- stand-ins for packages this machine does not have ----
+# _Dummy: any attribute, call, item, iteration or comparison of a missing package (falsy;
+# usable as a base class and in `X | None` annotations). StubModule: a missing module whose
+# attributes are _Dummy. Finder: serves StubModule for torch, transformer_engine, apex,
+# triton, Megatron's RL package and any other top-level package that cannot be found.
 
 _META_CACHE = {}
 
@@ -100,8 +104,6 @@ class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def exec_module(self, m): pass
 
 
-
-
 # packaging.version (Megatron compares package versions with it): a minimal Version.
 def _install_packaging():
     try:
@@ -120,7 +122,27 @@ def _install_packaging():
     sys.modules['packaging.version'] = version
 
 
-_PACKAGING_VERSION = "import re\nclass InvalidVersion(ValueError): pass\nclass Version:\n    def __init__(self, s):\n        self.s = str(s)\n        self.t = tuple(int(x) for x in re.findall(r'\\d+', self.s)[:3])\n        self.major = self.t[0] if self.t else 0\n        self.minor = self.t[1] if len(self.t) > 1 else 0\n        self.micro = self.t[2] if len(self.t) > 2 else 0\n        self.base_version = '.'.join(map(str, self.t))\n        self.release = self.t\n    def __lt__(self, o): return self.t < Version(o).t if not isinstance(o, Version) else self.t < o.t\n    def __le__(self, o): return not o < self if isinstance(o, Version) else self.t <= Version(o).t\n    def __gt__(self, o): return (o if isinstance(o, Version) else Version(o)) < self\n    def __ge__(self, o): return not self < o\n    def __eq__(self, o): return self.t == (o if isinstance(o, Version) else Version(o)).t\n    def __hash__(self): return hash(self.t)\n    def __str__(self): return self.s\ndef parse(s): return Version(s)\n"
+_PACKAGING_VERSION = r'''
+import re
+class InvalidVersion(ValueError): pass
+class Version:
+    def __init__(self, s):
+        self.s = str(s)
+        self.t = tuple(int(x) for x in re.findall(r'\d+', self.s)[:3])
+        self.major = self.t[0] if self.t else 0
+        self.minor = self.t[1] if len(self.t) > 1 else 0
+        self.micro = self.t[2] if len(self.t) > 2 else 0
+        self.base_version = '.'.join(map(str, self.t))
+        self.release = self.t
+    def __lt__(self, o): return self.t < Version(o).t if not isinstance(o, Version) else self.t < o.t
+    def __le__(self, o): return not o < self if isinstance(o, Version) else self.t <= Version(o).t
+    def __gt__(self, o): return (o if isinstance(o, Version) else Version(o)) < self
+    def __ge__(self, o): return not self < o
+    def __eq__(self, o): return self.t == (o if isinstance(o, Version) else Version(o)).t
+    def __hash__(self): return hash(self.t)
+    def __str__(self): return self.s
+def parse(s): return Version(s)
+'''
 
 
 def main():
