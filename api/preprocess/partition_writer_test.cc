@@ -12,24 +12,14 @@
 
 #include <catch2/catch.hpp>
 
+#include "api/preprocess/test_files.h"
+
 namespace mxmaca::api {
 namespace {
 
-std::string MakeTempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string templ = std::string(base != nullptr ? base : "/tmp") + "/parttest.XXXXXX";
-  REQUIRE(::mkdtemp(templ.data()) != nullptr);
-  return templ;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void WriteFile(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+using testing::MakeTempDir;
+using testing::ReadFile;
+using testing::WriteFile;
 
 bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 

