@@ -99,63 +99,52 @@ def gpt2_forward(cfg, w, tokens, swap_qk):
     return x @ w[p + "wte.weight"].T
 
 
-def mixtral_moe(cfg, w, p, m, swap_experts, swap_w1_w3):
-    """MixtralSparseMoeBlock on m [b, s, h]: router logits = m gate^T; weights = softmax over
-    all experts, top-k, divided by their sum; each token's output = sum over its k experts of
-    weight * w2(silu(w1 x) * w3 x). Dropless; torch.topk's order among exact ties is not
-    relied on (the test's random weights have none)."""
-    num_experts, k = cfg["num_local_experts"], cfg["num_experts_per_tok"]
+def sparse_moe(m, gate, experts, k, renormalise, swap_experts, swap_gate_up):
+    """The sparse MoE block both Mixtral and Qwen3-MoE compute, on m [b, s, h]: router logits
+    = m gate^T; weights = softmax over all experts, top-k, divided by their sum when
+    `renormalise`; each token's output = sum over its k experts of
+    weight * down(silu(gate_proj x) * up_proj x). `experts` is [(gate_proj, up_proj, down)]
+    per expert. Dropless; torch.topk's order among exact ties is not relied on (the test's
+    random weights have none)."""
     b, s, h = m.shape
     x = m.reshape(b * s, h)
-    logits = x @ w[p + "block_sparse_moe.gate.weight"].T
-    weights, selected = torch.topk(torch.softmax(logits, dim=-1), k, dim=-1)
-    weights = weights / weights.sum(dim=-1, keepdim=True)
-    order = list(range(num_experts))
+    weights, selected = torch.topk(torch.softmax(x @ gate.T, dim=-1), k, dim=-1)
+    if renormalise:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    order = list(range(len(experts)))
     if swap_experts:
         order[0], order[1] = 1, 0
     out = torch.zeros_like(x)
-    for e in range(num_experts):
-        q = f"{p}block_sparse_moe.experts.{order[e]}."
-        w1, w3, w2 = w[q + "w1.weight"], w[q + "w3.weight"], w[q + "w2.weight"]
-        if swap_w1_w3:
-            w1, w3 = w3, w1
+    for e in range(len(experts)):
+        g, u, d = experts[order[e]]
+        if swap_gate_up:
+            g, u = u, g
         rows, slot = torch.where(selected == e)
         if rows.numel() == 0:
             continue
         xe = x[rows]
-        ye = (torch.nn.functional.silu(xe @ w1.T) * (xe @ w3.T)) @ w2.T
+        ye = (torch.nn.functional.silu(xe @ g.T) * (xe @ u.T)) @ d.T
         out.index_add_(0, rows, ye * weights[rows, slot][:, None])
     return out.reshape(b, s, h)
+
+
+def mixtral_moe(cfg, w, p, m, swap_experts, swap_w1_w3):
+    """MixtralSparseMoeBlock: gate block_sparse_moe.gate, experts w1 (gate proj), w3 (up
+    proj), w2 (down); always renormalised over the top-k."""
+    q = [f"{p}block_sparse_moe.experts.{e}." for e in range(cfg["num_local_experts"])]
+    experts = [(w[x + "w1.weight"], w[x + "w3.weight"], w[x + "w2.weight"]) for x in q]
+    return sparse_moe(m, w[p + "block_sparse_moe.gate.weight"], experts,
+                      cfg["num_experts_per_tok"], True, swap_experts, swap_w1_w3)
 
 
 def qwen3_moe_moe(cfg, w, p, m, swap_experts, swap_gate_up):
-    """Qwen3MoeSparseMoeBlock on m [b, s, h]: router logits = m mlp.gate^T; routing weights =
-    softmax over all num_experts, top num_experts_per_tok, divided by their sum only when
-    norm_topk_prob (Qwen3MoeConfig's default: false); each token's output = sum over its
-    experts of weight * down_proj(silu(gate_proj x) * up_proj x) (Qwen3MoeMLP). Dropless."""
-    num_experts, k = cfg["num_experts"], cfg["num_experts_per_tok"]
-    b, s, h = m.shape
-    x = m.reshape(b * s, h)
-    logits = x @ w[p + "mlp.gate.weight"].T
-    weights, selected = torch.topk(torch.softmax(logits, dim=-1), k, dim=-1)
-    if cfg.get("norm_topk_prob", False):
-        weights = weights / weights.sum(dim=-1, keepdim=True)
-    order = list(range(num_experts))
-    if swap_experts:
-        order[0], order[1] = 1, 0
-    out = torch.zeros_like(x)
-    for e in range(num_experts):
-        q = f"{p}mlp.experts.{order[e]}."
-        gate, up, down = w[q + "gate_proj.weight"], w[q + "up_proj.weight"], w[q + "down_proj.weight"]
-        if swap_gate_up:
-            gate, up = up, gate
-        rows, slot = torch.where(selected == e)
-        if rows.numel() == 0:
-            continue
-        xe = x[rows]
-        ye = (torch.nn.functional.silu(xe @ gate.T) * (xe @ up.T)) @ down.T
-        out.index_add_(0, rows, ye * weights[rows, slot][:, None])
-    return out.reshape(b, s, h)
+    """Qwen3MoeSparseMoeBlock: gate mlp.gate, experts mlp.experts.x.{gate,up,down}_proj
+    (Qwen3MoeMLP); renormalised only when norm_topk_prob (Qwen3MoeConfig's default: false)."""
+    q = [f"{p}mlp.experts.{e}." for e in range(cfg["num_experts"])]
+    experts = [(w[x + "gate_proj.weight"], w[x + "up_proj.weight"], w[x + "down_proj.weight"])
+               for x in q]
+    return sparse_moe(m, w[p + "mlp.gate.weight"], experts, cfg["num_experts_per_tok"],
+                      cfg.get("norm_topk_prob", False), swap_experts, swap_gate_up)
 
 
 def rope_inv_freq(cfg, hn):
