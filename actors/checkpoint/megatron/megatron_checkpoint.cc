@@ -145,6 +145,40 @@ struct ParamEntry {
   bool shared_embedding = false;  // Megatron's param.shared_embedding (distrib_optim_layout.h)
 };
 
+// DistOptArgs: what the distributed optimizer's buffer layout takes from a run's args
+// (distrib_optim_layout.h), for reading and writing distrib_optim.pt alike.
+struct DistOptArgs {
+  int64_t dp = 1;  // data-parallel x context-parallel size
+  std::optional<int64_t> ddp_bucket_size;
+  bool busbw = false;  // --ddp-pad-buckets-for-high-nccl-busbw
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather_with_optimizer_step = false;
+
+  // Layout: the coalesced layout of model chunk `chunk` of pipeline rank `pipeline_rank`
+  // whose parameters (named_parameters order) are `params`; `bucket_size` (if given) gets
+  // the bucket size used.
+  CoalescedLayout Layout(const std::vector<DistOptParam>& params, int chunk, int pipeline_rank,
+                         std::optional<int64_t>* bucket_size = nullptr) const {
+    const std::optional<int64_t> size =
+        DistOptBucketSize(overlap_grad_reduce, ddp_bucket_size, dp, chunk, pipeline_rank,
+                          overlap_param_gather_with_optimizer_step);
+    if (bucket_size != nullptr) *bucket_size = size;
+    return CoalescedBufferLayout(params, size, dp, busbw);
+  }
+};
+
+DistOptArgs DistOptArgsOf(const PyValue* args) {
+  DistOptArgs d;
+  d.dp = IntArg(args, "data_parallel_size", 1) * IntArg(args, "context_parallel_size", 1);
+  const PyValue* bucket = args != nullptr ? args->Get("ddp_bucket_size") : nullptr;
+  if (bucket != nullptr && bucket->kind == PyKind::kInt) d.ddp_bucket_size = bucket->i;
+  d.busbw = BoolArg(args, "ddp_pad_buckets_for_high_nccl_busbw", false);
+  d.overlap_grad_reduce = BoolArg(args, "overlap_grad_reduce", false);
+  d.overlap_param_gather_with_optimizer_step =
+      BoolArg(args, "overlap_param_gather_with_optimizer_step", false);
+  return d;
+}
+
 // ReadDistribOptim: the distributed optimizer's state of rank file `rf` from `path`
 // (distrib_optim.pt, distrib_optim_layout.h) placed into the assemblers: exp_avg,
 // exp_avg_sq and the fp32 main params ("param": the masters of a bf16 run) of every
@@ -165,12 +199,7 @@ absl::Status ReadDistribOptim(const std::string& path, const RankFile& rf, const
         "an older per-bucket distrib_optim.pt is not read"));
   }
   // The dense buffers of the chunks, in chunk order (state[gbuf_idx]).
-  const int64_t dp =
-      IntArg(args, "data_parallel_size", 1) * IntArg(args, "context_parallel_size", 1);
-  const PyValue* bucket_arg = args->Get("ddp_bucket_size");
-  std::optional<int64_t> ddp_bucket_size;
-  if (bucket_arg != nullptr && bucket_arg->kind == PyKind::kInt) ddp_bucket_size = bucket_arg->i;
-  const bool busbw = BoolArg(args, "ddp_pad_buckets_for_high_nccl_busbw", false);
+  const DistOptArgs dist = DistOptArgsOf(args);
   for (int v = 0; v < vp; ++v) {
     std::vector<const ParamEntry*> chunk;
     std::vector<DistOptParam> layout_params;
@@ -179,10 +208,8 @@ absl::Status ReadDistribOptim(const std::string& path, const RankFile& rf, const
       chunk.push_back(&pe);
       layout_params.push_back({Elements(pe.shape), pe.shared_embedding});
     }
-    const std::optional<int64_t> bucket_size =
-        DistOptBucketSize(BoolArg(args, "overlap_grad_reduce", false), ddp_bucket_size, dp, v, rf.p,
-                          BoolArg(args, "overlap_param_gather_with_optimizer_step", false));
-    const CoalescedLayout layout = CoalescedBufferLayout(layout_params, bucket_size, dp, busbw);
+    std::optional<int64_t> bucket_size;
+    const CoalescedLayout layout = dist.Layout(layout_params, v, rf.p, &bucket_size);
     const std::string where = absl::StrCat(path, ": buffer ", v);
     const PyValue* buffer = nullptr;
     for (const auto& [k, val] : root.entries) {
@@ -201,7 +228,7 @@ absl::Status ReadDistribOptim(const std::string& path, const RankFile& rf, const
           where, ": numel_unpadded is ",
           numel != nullptr && numel->kind == PyKind::kInt ? absl::StrCat(numel->i) : "absent",
           " but the model's parameters laid out as Megatron-Core's distributed optimizer does (",
-          layout_params.size(), " parameters, DP x CP ", dp, ", bucket size ",
+          layout_params.size(), " parameters, DP x CP ", dist.dp, ", bucket size ",
           bucket_size ? absl::StrCat(*bucket_size) : "None", ") take ", layout.numel_unpadded));
     }
     std::vector<float> state[3];
@@ -791,12 +818,7 @@ struct WrittenParam {
 // InvalidArgument for a parameter without optimizer state; the file system's.
 absl::Status WriteDistribOptim(const std::string& path, const MegatronState& st, int p, int vp,
                                int t, const std::vector<WrittenParam>& params) {
-  const PyValue* a = st.args.get();
-  const int64_t dp = IntArg(a, "data_parallel_size", 1) * IntArg(a, "context_parallel_size", 1);
-  const PyValue* bucket_arg = a != nullptr ? a->Get("ddp_bucket_size") : nullptr;
-  std::optional<int64_t> ddp_bucket_size;
-  if (bucket_arg != nullptr && bucket_arg->kind == PyKind::kInt) ddp_bucket_size = bucket_arg->i;
-  const bool busbw = BoolArg(a, "ddp_pad_buckets_for_high_nccl_busbw", false);
+  const DistOptArgs dist = DistOptArgsOf(st.args.get());
   TorchFileWriter w;
   PyRef root = PyDict();
   root->Set("buckets_coalesced", PyBool(true));
@@ -808,10 +830,7 @@ absl::Status WriteDistribOptim(const std::string& path, const MegatronState& st,
       chunk.push_back(&x);
       layout_params.push_back({Elements(x.shape), x.shared_embedding});
     }
-    const std::optional<int64_t> bucket_size =
-        DistOptBucketSize(BoolArg(a, "overlap_grad_reduce", false), ddp_bucket_size, dp, v, p,
-                          BoolArg(a, "overlap_param_gather_with_optimizer_step", false));
-    const CoalescedLayout layout = CoalescedBufferLayout(layout_params, bucket_size, dp, busbw);
+    const CoalescedLayout layout = dist.Layout(layout_params, v, p);
     std::vector<float> world[3];
     for (std::vector<float>& x : world) x.assign(layout.numel_unpadded, 0.0f);
     for (size_t j = 0; j < chunk.size(); ++j) {
