@@ -47,10 +47,7 @@ def check_distributed_optimizer(path, sd, c, p, t, entries, params):
     if dtype_key != (torch.bfloat16 if c.bf16 else torch.float32, torch.float32):
         fail(f"{dist_path}: buffer key {dtype_key}")
     model_entries = [(k, n) for k, n, kind in entries if kind == "model/"]
-    shared = [c.tied and c.pp > 1 and ((p == 0 and n == "embedding.word_embeddings.weight" and k != "output_layer.weight")
-                                       or (p == c.pp - 1 and k == "output_layer.weight"))
-              for k, n in model_entries]
-    bucket_size = c.bucket if c.bucket and p == 0 else None
+    shared, bucket_size = ml.distopt_shared_and_bucket(c, p, entries)
     # Where each parameter lands: lay out position markers 1, 2, ... with the same code.
     sizes = [sd["model"][k].numel() for k, _ in model_entries]
     markers, base = [], 1

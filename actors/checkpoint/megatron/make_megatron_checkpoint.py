@@ -90,11 +90,8 @@ for p in range(c.pp):
                 for g in groups:
                     g["step"] = 5
                 opts = [{"optimizer": {"param_groups": groups}}]
-                shared = [c.tied and c.pp > 1 and ((p == 0 and n == "embedding.word_embeddings.weight" and k != "output_layer.weight")
-                                                   or (p == c.pp - 1 and k == "output_layer.weight"))
-                          for (k, n, kind) in entries if kind == "model/"]
+                shared, bucket_size = ml.distopt_shared_and_bucket(c, p, entries)
                 world = {}
-                bucket_size = c.bucket if c.bucket and p == 0 else None
                 for key, src in (("param", None), ("exp_avg", "optimizer/exp_avg/"), ("exp_avg_sq", "optimizer/exp_avg_sq/")):
                     vals = [ml.shard(logical["model/" + n] if src is None else logical[src + n], kd, t, c.tp)
                             for n, ex, nodecay, kd, s in params]

@@ -209,6 +209,17 @@ def rank_entries(c, p, e):
     return entries
 
 
+def distopt_shared_and_bucket(c, p, entries):
+    """For pipeline rank p's state-dict `entries` [(key, name, kind)]: param.shared_embedding
+    of each "model/" entry in order (with PP > 1 and tied embeddings: the first stage's word
+    embedding and the last stage's output_layer copy) and the test configs' bucket size
+    (c.bucket elements on the first stage, else one bucket: None)."""
+    shared = [c.tied and c.pp > 1 and ((p == 0 and n == "embedding.word_embeddings.weight" and k != "output_layer.weight")
+                                       or (p == c.pp - 1 and k == "output_layer.weight"))
+              for (k, n, kind) in entries if kind == "model/"]
+    return shared, (c.bucket if c.bucket and p == 0 else None)
+
+
 def distopt_world_tensors(values, shared, bucket_size, dp, busbw):
     """Megatron-Core's distributed optimizer at core_v0.19.0: lays the flat `values` of one
     gradient buffer's parameters (named_parameters order; shared[i] = param.shared_embedding)
