@@ -703,7 +703,6 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
 
   // --skip-train: the loaded iteration is the last one (pretrain(): "skipping training").
   const int64_t train_iters = args.skip_train ? resume.iteration : TrainIters(args);
-  if (args.skip_train) print("skipping training (--skip-train is on) ...");
   const int64_t gbs = *args.global_batch_size;
   const int64_t mbs = *args.micro_batch_size;
   auto cc = std::make_shared<actors::CoordinatorConfig>();
@@ -929,6 +928,7 @@ absl::StatusOr<actors::TrainingSummary> TrainUnguarded(
   }
 
   if (args.skip_train) {
+    print("skipping training (--skip-train is on) ...");
   } else if (resume.iteration >= train_iters) {
     print(absl::StrFormat("nothing to train: the checkpoint is at iteration %d and --train-iters is %d",
                           resume.iteration, train_iters));
