@@ -1121,13 +1121,17 @@ std::string RetentionDir(const CoordinatorConfig& c) {
   return c.save_retain_dir.empty() ? *c.save_dir : c.save_retain_dir;
 }
 
+// TrackedIteration: the iteration `dir`'s tracker names (nullopt when none or unreadable).
+std::optional<int64_t> TrackedIteration(const std::string& dir) {
+  absl::StatusOr<std::optional<int64_t>> tracked = checkpoint::ReadTrackerIteration(dir);
+  return tracked.ok() ? *tracked : std::nullopt;
+}
+
 // PreviousTracked: with --save-retain-interval, for a persistent save, the iteration the
 // tracker names before the commit (nullopt otherwise, or when it names none).
 std::optional<int64_t> PreviousTracked(const CoordinatorConfig& c, bool non_persistent) {
   if (!c.save_retain_interval || non_persistent) return std::nullopt;
-  absl::StatusOr<std::optional<int64_t>> previous =
-      checkpoint::ReadTrackerIteration(RetentionDir(c));
-  return previous.ok() ? *previous : std::nullopt;
+  return TrackedIteration(RetentionDir(c));
 }
 
 // StartAsyncSave: --async-save, every local shard snapshotted (and, multi-process, every
@@ -1151,12 +1155,7 @@ void StartAsyncSave(CoordinatorPointer self) {
               retain_every = c.save_retain_interval.value_or(0),
               retain_dir = retain ? RetentionDir(c) : std::string(),
               line = st.async_retention_line]() -> absl::Status {
-      std::optional<int64_t> previous;
-      if (retain) {
-        absl::StatusOr<std::optional<int64_t>> tracked =
-            checkpoint::ReadTrackerIteration(retain_dir);
-        if (tracked.ok()) previous = *tracked;
-      }
+      const std::optional<int64_t> previous = retain ? TrackedIteration(retain_dir) : std::nullopt;
       absl::Status s = writer->Commit(args, state);
       if (s.ok() && after) s = after(iteration, writer->final_dir());
       if (s.ok() && retain) {
