@@ -26,22 +26,10 @@ namespace mxmaca::api {
 namespace {
 
 using testing::kEncoderDir;
+using testing::ListDir;
 using testing::MakeTempDir;
 using testing::ReadFile;
 using testing::WriteFile;
-
-std::vector<std::string> ListDir(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      const std::string name = e->d_name;
-      if (name != "." && name != "..") names.push_back(name);
-    }
-    ::closedir(d);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 PreprocessOptions Options(const std::string& input, const std::string& prefix) {
   PreprocessOptions options;
