@@ -146,35 +146,26 @@ std::vector<Link> Links(const layers::GptConfig& c, HfArchitecture arch) {
     }
     links.push_back(
         {p + "post_attention_layernorm.weight", {h}, L(i, "pre_mlp_layernorm.weight"), All(h)});
-    if (arch == HfArchitecture::kQwen3Moe) {
-      // Qwen3MoeSparseMoeBlock: the router mlp.gate, then per expert gate_proj and up_proj
-      // (the halves of its SwiGLU fc1) and down_proj (its fc2).
+    if (IsMoEArchitecture(arch)) {
+      // The router, then per expert the gate and up projections (the halves of its SwiGLU
+      // fc1, [gate; up] as the dense fc1) and the down projection (its fc2). Mixtral names
+      // them block_sparse_moe.gate / experts.x.{w1,w3,w2}; Qwen3-MoE mlp.gate /
+      // mlp.experts.x.{gate_proj,up_proj,down_proj}.
+      const bool mixtral = arch == HfArchitecture::kMixtral;
+      const std::string block = p + (mixtral ? "block_sparse_moe." : "mlp.");
+      const char* gate_w = mixtral ? "w1.weight" : "gate_proj.weight";
+      const char* up_w = mixtral ? "w3.weight" : "up_proj.weight";
+      const char* down_w = mixtral ? "w2.weight" : "down_proj.weight";
       const std::string moe = layers::moe::MoEParameterPrefix(i);
       const int64_t e = c.moe->router.num_experts, fe = c.moe->expert.ffn_hidden_size;
-      links.push_back({p + "mlp.gate.weight", {e, h}, moe + ".router.weight", All(e)});
+      links.push_back({block + "gate.weight", {e, h}, moe + ".router.weight", All(e)});
       for (int64_t x = 0; x < e; ++x) {
-        const std::string hx = absl::StrCat(p, "mlp.experts.", x, ".");
+        const std::string hx = absl::StrCat(block, "experts.", x, ".");
         const std::string fc1 = absl::StrCat(moe, ".experts.linear_fc1.weight", x);
         const std::string fc2 = absl::StrCat(moe, ".experts.linear_fc2.weight", x);
-        links.push_back({hx + "gate_proj.weight", {fe, h}, fc1, {{0, fe}}});
-        links.push_back({hx + "up_proj.weight", {fe, h}, fc1, {{fe, fe}}});
-        links.push_back({hx + "down_proj.weight", {h, fe}, fc2, All(h)});
-      }
-      continue;
-    }
-    if (arch == HfArchitecture::kMixtral) {
-      // The router, then per expert w1 (gate) and w3 (up): the halves of its SwiGLU fc1
-      // ([gate; up], as the dense fc1), and w2 (down) = its fc2.
-      const std::string moe = layers::moe::MoEParameterPrefix(i);
-      const int64_t e = c.moe->router.num_experts, fe = c.moe->expert.ffn_hidden_size;
-      links.push_back({p + "block_sparse_moe.gate.weight", {e, h}, moe + ".router.weight", All(e)});
-      for (int64_t x = 0; x < e; ++x) {
-        const std::string hx = absl::StrCat(p, "block_sparse_moe.experts.", x, ".");
-        const std::string fc1 = absl::StrCat(moe, ".experts.linear_fc1.weight", x);
-        const std::string fc2 = absl::StrCat(moe, ".experts.linear_fc2.weight", x);
-        links.push_back({hx + "w1.weight", {fe, h}, fc1, {{0, fe}}});
-        links.push_back({hx + "w3.weight", {fe, h}, fc1, {{fe, fe}}});
-        links.push_back({hx + "w2.weight", {h, fe}, fc2, All(h)});
+        links.push_back({hx + gate_w, {fe, h}, fc1, {{0, fe}}});
+        links.push_back({hx + up_w, {fe, h}, fc1, {{fe, fe}}});
+        links.push_back({hx + down_w, {h, fe}, fc2, All(h)});
       }
       continue;
     }
